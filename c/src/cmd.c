@@ -1,0 +1,114 @@
+/*
+ * cmd.c - formatting commands in RESP (the Redis wire protocol).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "scripts.h"
+
+static size_t digits(size_t v)
+{
+    size_t n = 1;
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+static struct rlc_cmd *cmd_alloc(size_t len)
+{
+    struct rlc_cmd *c = malloc(sizeof *c + len + 1);
+    if (!c)
+        return NULL;
+    atomic_init(&c->refs, 1);
+    c->len = len;
+    return c;
+}
+
+/* "$<len>\r\n<bytes>\r\n" at p; returns the end. */
+static char *put_bulk(char *p, const char *s, size_t len)
+{
+    p += sprintf(p, "$%zu\r\n", len);
+    memcpy(p, s, len);
+    p += len;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+struct rlc_cmd *cmd_format(int argc, const char *const *argv, const size_t *lens)
+{
+    size_t len = 1 + digits((size_t)argc) + 2;
+    for (int i = 0; i < argc; i++)
+        len += 1 + digits(lens[i]) + 2 + lens[i] + 2;
+    struct rlc_cmd *c = cmd_alloc(len);
+    if (!c)
+        return NULL;
+    char *p = c->data + sprintf(c->data, "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++)
+        p = put_bulk(p, argv[i], lens[i]);
+    return c;
+}
+
+struct rlc_cmd *cmd_evalsha(const struct script *s, int nkeys, int nargs,
+                            const char *const *argv, const size_t *lens)
+{
+    enum { MAXARGV = 3 + 2 * 1024 + 1 };
+    int argc = 3 + nkeys + nargs;
+    if (argc > MAXARGV)
+        return NULL;
+    const char *av[MAXARGV];
+    size_t al[MAXARGV];
+    char nk[24];
+    av[0] = "EVALSHA";
+    al[0] = 7;
+    av[1] = s->sha;
+    al[1] = 40;
+    al[2] = (size_t)snprintf(nk, sizeof nk, "%d", nkeys);
+    av[2] = nk;
+    for (int i = 0; i < nkeys + nargs; i++) {
+        av[3 + i] = argv[i];
+        al[3 + i] = lens[i];
+    }
+    return cmd_format(argc, av, al);
+}
+
+struct rlc_cmd *cmd_evalsha_to_eval(const struct rlc_cmd *evalsha, const struct script *s)
+{
+    /* "*<argc>\r\n" "$7\r\nEVALSHA\r\n" "$40\r\n<sha>\r\n" <the rest> */
+    const char *head_end = memchr(evalsha->data, '\n', evalsha->len);
+    if (!head_end)
+        return NULL;
+    size_t head = (size_t)(head_end - evalsha->data) + 1;
+    size_t skip = head + strlen("$7\r\nEVALSHA\r\n") + strlen("$40\r\n") + 40 + 2;
+    if (skip > evalsha->len)
+        return NULL;
+    size_t srclen = strlen(s->source);
+    size_t len = head + strlen("$4\r\nEVAL\r\n") + 1 + digits(srclen) + 2 + srclen + 2 +
+                 (evalsha->len - skip);
+    struct rlc_cmd *c = cmd_alloc(len);
+    if (!c)
+        return NULL;
+    char *p = c->data;
+    memcpy(p, evalsha->data, head);
+    p += head;
+    p = put_bulk(p, "EVAL", 4);
+    p = put_bulk(p, s->source, srclen);
+    memcpy(p, evalsha->data + skip, evalsha->len - skip);
+    return c;
+}
+
+struct rlc_cmd *cmd_ref(struct rlc_cmd *c)
+{
+    atomic_fetch_add(&c->refs, 1);
+    return c;
+}
+
+void cmd_unref(struct rlc_cmd *c)
+{
+    if (c && atomic_fetch_sub(&c->refs, 1) == 1)
+        free(c);
+}

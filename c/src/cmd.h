@@ -1,0 +1,35 @@
+/*
+ * cmd.h - Redis commands as shareable byte strings.
+ *
+ * A command is formatted once in RESP and sent to every node of a Redlock
+ * fan-out, so it is reference counted: a request that outlives its caller
+ * (the caller's deadline passed) keeps its bytes alive on its own.
+ */
+#ifndef RLC_CMD_H
+#define RLC_CMD_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+struct script;
+
+struct rlc_cmd {
+    atomic_int refs;
+    size_t len;
+    char data[];
+};
+
+/* Formats argv (binary-safe: lens gives each length) as a RESP array. */
+struct rlc_cmd *cmd_format(int argc, const char *const *argv, const size_t *lens);
+
+/* EVALSHA <sha> <nkeys> keys... args...; argv holds keys then args. */
+struct rlc_cmd *cmd_evalsha(const struct script *s, int nkeys, int nargs,
+                            const char *const *argv, const size_t *lens);
+
+/* The same call as EVAL <source> ..., for a node that answered NOSCRIPT. */
+struct rlc_cmd *cmd_evalsha_to_eval(const struct rlc_cmd *evalsha, const struct script *s);
+
+struct rlc_cmd *cmd_ref(struct rlc_cmd *c);
+void cmd_unref(struct rlc_cmd *c);
+
+#endif

@@ -1,0 +1,306 @@
+/*
+ * conn.c - connecting, writing and reading one Redis connection.
+ *
+ * Sockets are non-blocking from the first syscall: a Redlock call opens or
+ * uses N of them at once and waits for all with one poll(), so nothing here
+ * may block. hiredis parses the replies (redisReader); the connection's own
+ * queue holds what is not yet written.
+ *
+ * The handshake (AUTH, SELECT) is not a separate round trip: its commands go
+ * first in the queue, pipelined with whatever the first caller wants, and
+ * their replies are checked here before any caller sees a reply.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "redlockc.h"
+#include "clock.h"
+#include "cmd.h"
+#include "conn.h"
+#include "scripts.h"
+
+void conn_init(struct conn *c, const struct node_addr *node, bool load_scripts)
+{
+    memset(c, 0, sizeof *c);
+    c->node = node;
+    c->load_scripts = load_scripts;
+    c->fd = -1;
+    c->state = CONN_CLOSED;
+}
+
+int conn_queue(struct conn *c, const char *data, size_t len)
+{
+    if (c->out_len + len > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 1024;
+        while (cap < c->out_len + len)
+            cap *= 2;
+        char *p = realloc(c->out, cap);
+        if (!p)
+            return RLC_E_NOMEM;
+        c->out = p;
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+    return RLC_OK;
+}
+
+enum handshake_kind { HS_AUTH, HS_SELECT, HS_SCRIPT };
+
+static struct script *const all_scripts[] = {&script_acquire, &script_release, &script_renew,
+                                             &script_force_release};
+#define NSCRIPTS (sizeof all_scripts / sizeof all_scripts[0])
+
+/* Puts the handshake in front of whatever is queued already. Loading the
+ * scripts here means EVALSHA works on this connection from its first call,
+ * even on a fresh or restarted server: no NOSCRIPT round trip, and nothing
+ * that depends on somebody being there to retry it. */
+static int queue_handshake(struct conn *c)
+{
+    const struct node_addr *n = c->node;
+    struct rlc_cmd *cmds[2 + NSCRIPTS];
+    int ncmds = 0, rc = RLC_OK;
+    c->handshake_left = c->handshake_next = 0;
+    if (n->password) {
+        const char *argv[3] = {"AUTH", n->user ? n->user : n->password, n->password};
+        size_t lens[3] = {4, strlen(argv[1]), strlen(n->password)};
+        c->handshake[ncmds] = HS_AUTH;
+        cmds[ncmds++] = cmd_format(n->user ? 3 : 2, argv, lens);
+    }
+    if (n->db != 0) {
+        char db[16];
+        const char *argv[2] = {"SELECT", db};
+        size_t lens[2] = {6, (size_t)snprintf(db, sizeof db, "%d", n->db)};
+        c->handshake[ncmds] = HS_SELECT;
+        cmds[ncmds++] = cmd_format(2, argv, lens);
+    }
+    for (size_t i = 0; c->load_scripts && i < NSCRIPTS; i++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", all_scripts[i]->source};
+        size_t lens[3] = {6, 4, strlen(all_scripts[i]->source)};
+        c->handshake[ncmds] = HS_SCRIPT;
+        cmds[ncmds++] = cmd_format(3, argv, lens);
+    }
+    size_t pre = 0;
+    for (int i = 0; i < ncmds; i++)
+        pre = cmds[i] ? pre + cmds[i]->len : pre;
+    char *buf = malloc(pre + c->out_len + 1);
+    for (int i = 0; i < ncmds; i++)
+        if (!cmds[i])
+            rc = RLC_E_NOMEM;
+    if (!buf)
+        rc = RLC_E_NOMEM;
+    if (rc == RLC_OK) {
+        size_t at = 0;
+        for (int i = 0; i < ncmds; i++) {
+            memcpy(buf + at, cmds[i]->data, cmds[i]->len);
+            at += cmds[i]->len;
+        }
+        if (c->out_len)
+            memcpy(buf + at, c->out, c->out_len);
+        free(c->out);
+        c->out = buf;
+        c->out_len = c->out_cap = pre + c->out_len;
+        c->handshake_left = ncmds;
+    } else {
+        free(buf);
+    }
+    for (int i = 0; i < ncmds; i++)
+        cmd_unref(cmds[i]);
+    return rc;
+}
+
+/* Starts a non-blocking connect to one address; 0, or -errno. */
+static int connect_addr(struct conn *c, const struct sockaddr *sa, socklen_t len, int family)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    if (family != AF_UNIX) {
+        int one = 1;
+        /* Lock calls are tiny and latency-bound: never wait for Nagle. */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    }
+    if (connect(fd, sa, len) == 0) {
+        c->state = CONN_READY;
+    } else if (errno == EINPROGRESS || errno == EAGAIN) {
+        c->state = CONN_CONNECTING;
+    } else {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    c->fd = fd;
+    return 0;
+}
+
+int conn_start(struct conn *c, char err[RLC_ERRLEN])
+{
+    const struct node_addr *n = c->node;
+    c->reader = redisReaderCreate();
+    if (!c->reader || queue_handshake(c) != RLC_OK) {
+        snprintf(err, RLC_ERRLEN, "out of memory connecting to %s", n->label);
+        conn_close(c);
+        return RLC_E_NOMEM;
+    }
+    c->connect_started_ns = rlc_now_ns();
+
+    int e;
+    if (n->is_unix) {
+        struct sockaddr_un sun;
+        memset(&sun, 0, sizeof sun);
+        sun.sun_family = AF_UNIX;
+        memcpy(sun.sun_path, n->path, strlen(n->path) + 1);
+        e = connect_addr(c, (struct sockaddr *)&sun, sizeof sun, AF_UNIX);
+    } else {
+        struct addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_socktype = SOCK_STREAM;
+        char port[8];
+        snprintf(port, sizeof port, "%d", n->port);
+        int g = getaddrinfo(n->host, port, &hints, &res);
+        if (g != 0) {
+            snprintf(err, RLC_ERRLEN, "cannot resolve %s: %s", n->label, gai_strerror(g));
+            conn_close(c);
+            return RLC_E_CONNECT;
+        }
+        e = -EADDRNOTAVAIL;
+        for (struct addrinfo *ai = res; ai && e != 0; ai = ai->ai_next)
+            e = connect_addr(c, ai->ai_addr, ai->ai_addrlen, ai->ai_family);
+        freeaddrinfo(res);
+    }
+    if (e != 0) {
+        snprintf(err, RLC_ERRLEN, "cannot connect to %s: %s", n->label, strerror(-e));
+        conn_close(c);
+        return RLC_E_CONNECT;
+    }
+    return RLC_OK;
+}
+
+int conn_finish_connect(struct conn *c, char err[RLC_ERRLEN])
+{
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+        soerr = errno;
+    if (soerr == EINPROGRESS)
+        return RLC_OK;
+    if (soerr != 0) {
+        snprintf(err, RLC_ERRLEN, "cannot connect to %s: %s", c->node->label, strerror(soerr));
+        conn_close(c);
+        return RLC_E_CONNECT;
+    }
+    c->state = CONN_READY;
+    return RLC_OK;
+}
+
+int conn_flush(struct conn *c, char err[RLC_ERRLEN])
+{
+    size_t done = 0;
+    while (done < c->out_len) {
+        ssize_t n = send(c->fd, c->out + done, c->out_len - done, MSG_NOSIGNAL);
+        if (n > 0) {
+            done += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            break;
+        } else {
+            snprintf(err, RLC_ERRLEN, "connection to %s broke: %s", c->node->label,
+                     strerror(errno));
+            conn_close(c);
+            return RLC_E_CONNECT;
+        }
+    }
+    memmove(c->out, c->out + done, c->out_len - done);
+    c->out_len -= done;
+    return RLC_OK;
+}
+
+int conn_read(struct conn *c, char err[RLC_ERRLEN])
+{
+    char buf[16384];
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n > 0) {
+            if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+                snprintf(err, RLC_ERRLEN, "out of memory reading from %s", c->node->label);
+                conn_close(c);
+                return RLC_E_NOMEM;
+            }
+            if ((size_t)n < sizeof buf)
+                return RLC_OK;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return RLC_OK;
+        } else {
+            snprintf(err, RLC_ERRLEN, "connection to %s %s", c->node->label,
+                     n == 0 ? "closed by the server" : strerror(errno));
+            conn_close(c);
+            return RLC_E_CONNECT;
+        }
+    }
+}
+
+int conn_next_reply(struct conn *c, redisReply **reply, char err[RLC_ERRLEN])
+{
+    for (;;) {
+        void *r = NULL;
+        if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
+            snprintf(err, RLC_ERRLEN, "protocol error from %s: %s", c->node->label,
+                     c->reader->errstr);
+            conn_close(c);
+            return RLC_E_PROTOCOL;
+        }
+        if (!r)
+            return 0;
+        if (c->handshake_left == 0) {
+            *reply = r;
+            return 1;
+        }
+        redisReply *hr = r;
+        int kind = c->handshake[c->handshake_next++];
+        c->handshake_left--;
+        /* A refused SCRIPT LOAD is not fatal: EVALSHA will report the real
+         * error (or NOSCRIPT, and the call is retried as EVAL). */
+        if (hr->type == REDIS_REPLY_ERROR && kind != HS_SCRIPT) {
+            snprintf(err, RLC_ERRLEN, "%s refused by %s: %s",
+                     kind == HS_AUTH ? "AUTH" : "SELECT", c->node->label, hr->str);
+            freeReplyObject(hr);
+            conn_close(c);
+            return kind == HS_AUTH ? RLC_E_AUTH : RLC_E_SERVER;
+        }
+        freeReplyObject(hr);
+    }
+}
+
+int conn_peer_closed(struct conn *c)
+{
+    char b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+void conn_close(struct conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->state = CONN_CLOSED;
+    if (c->reader)
+        redisReaderFree(c->reader);
+    c->reader = NULL;
+    free(c->out);
+    c->out = NULL;
+    c->out_len = c->out_cap = 0;
+    c->handshake_left = c->handshake_next = 0;
+}

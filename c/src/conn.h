@@ -1,0 +1,66 @@
+/*
+ * conn.h - one non-blocking connection to one Redis node.
+ *
+ * No threads here: the owner (a mux, or the pub/sub thread) serialises calls.
+ * Errors are written into a caller's buffer rather than the thread-local
+ * message, because the thread that sees an error is often not the one whose
+ * call it fails.
+ */
+#ifndef RLC_CONN_H
+#define RLC_CONN_H
+
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "uri.h"
+
+#define RLC_ERRLEN 256
+
+enum conn_state { CONN_CLOSED, CONN_CONNECTING, CONN_READY };
+
+struct conn {
+    const struct node_addr *node;
+    int fd;
+    enum conn_state state;
+    redisReader *reader;
+    char *out;          /* bytes queued but not yet written */
+    size_t out_len, out_cap;
+    bool load_scripts;  /* command connections cache every script on connect */
+    unsigned char handshake[8]; /* what each pending handshake reply answers */
+    int handshake_left, handshake_next;
+    int64_t connect_started_ns;
+};
+
+void conn_init(struct conn *c, const struct node_addr *node, bool load_scripts);
+
+/* CLOSED -> CONNECTING (or READY at once). Queues the handshake (AUTH,
+ * SELECT, and SCRIPT LOAD of every script for a command connection) ahead of
+ * anything already queued. Returns RLC_OK or RLC_E_CONNECT/NOMEM + err. */
+int conn_start(struct conn *c, char err[RLC_ERRLEN]);
+
+/* For CONNECTING after poll() said writable: READY, or RLC_E_CONNECT. */
+int conn_finish_connect(struct conn *c, char err[RLC_ERRLEN]);
+
+/* Appends bytes to the queue. */
+int conn_queue(struct conn *c, const char *data, size_t len);
+
+/* Writes what the socket takes now (READY only). RLC_OK or RLC_E_CONNECT. */
+int conn_flush(struct conn *c, char err[RLC_ERRLEN]);
+
+/* Reads what has arrived. RLC_OK (maybe nothing), or RLC_E_CONNECT on EOF
+ * or a socket error. */
+int conn_read(struct conn *c, char err[RLC_ERRLEN]);
+
+/* The next complete reply to one of the owner's commands: 1 and *reply,
+ * 0 when none is complete yet, or a negative status (a refused AUTH or
+ * SELECT, a protocol error). Handshake replies are checked and swallowed. */
+int conn_next_reply(struct conn *c, redisReply **reply, char err[RLC_ERRLEN]);
+
+/* An idle READY connection whose peer closed it (server restart, CLIENT
+ * KILL, idle timeout): found without sending anything. */
+int conn_peer_closed(struct conn *c);
+
+void conn_close(struct conn *c);
+
+#endif

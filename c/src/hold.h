@@ -1,0 +1,51 @@
+/*
+ * hold.h - the client's own record of a lock an owner holds through a handle.
+ *
+ * The server is the truth about who holds a lock; a hold records what this
+ * process needs besides: the lease to renew, the fencing token, until when
+ * the hold is certainly valid, and whether the watchdog found it lost.
+ * All functions here run under the client's mutex.
+ */
+#ifndef RLC_HOLD_H
+#define RLC_HOLD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client.h"
+
+struct hold {
+    struct hold *next;               /* in lock->holds */
+    struct hold *wd_prev, *wd_next;  /* in client->renewing, when watchdog */
+    struct hold *grave_next;
+    rlc_lock *lock;
+    uint64_t owner;
+    uint64_t id;                     /* unique per client: a round's results find their hold */
+    int64_t count;                   /* levels taken through this handle */
+    uint64_t token;
+    int64_t lease_ms;
+    bool watchdog;
+    bool dead;                       /* dropped; memory kept until the round ends */
+    int64_t valid_until_ns;
+    int64_t next_renew_ns;
+    int lost;                        /* 0, or why the watchdog gave it up */
+    bool notified;                   /* on_lost has run for it */
+};
+
+struct hold *hold_find(rlc_lock *l, uint64_t owner);
+
+/* A new hold with count 0, or NULL without memory. */
+struct hold *hold_create(rlc_lock *l, uint64_t owner);
+
+/* Puts h on / takes it off the watchdog's list. */
+void hold_set_watchdog(rlc_client *c, struct hold *h, bool on);
+
+/* Forgets h. While a watchdog round is between its phases the memory is kept
+ * (the round holds pointers to it) and freed by hold_free_graveyard. */
+void hold_drop(rlc_client *c, struct hold *h);
+
+void hold_drop_all(rlc_client *c, rlc_lock *l);
+
+void hold_free_graveyard(rlc_client *c);
+
+#endif

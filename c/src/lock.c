@@ -1,0 +1,775 @@
+/*
+ * lock.c - the lock API: acquire, release, extend, and the queries.
+ *
+ * One code path serves one node and N nodes: every operation sends its
+ * command to all nodes at once (fanout), then counts the answers against the
+ * quorum N/2+1, which is 1 for a single node. What is sent and how a reply
+ * is read stays here; how bytes move is fanout's and mux's business.
+ *
+ * A lock that was not certainly taken is undone: after a failed Redlock
+ * round, and after a single node timed out, the release script goes to every
+ * node that may have said yes. It travels on the same connection behind the
+ * acquire, so it runs if and only if the acquire ran.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "cmd.h"
+#include "error.h"
+#include "fanout.h"
+#include "hold.h"
+#include "pubsub.h"
+#include "quorum.h"
+#include "scripts.h"
+
+#define MAX_NAME_LEN 65536
+#define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
+/* A waiter whose holder has no expiry (-1) still looks again this often. */
+#define MAX_SLEEP_MS 1000
+
+static int enter(rlc_lock *l)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    return client_enter(l->client);
+}
+
+static uint64_t owner_of(const rlc_lock *l)
+{
+    return l->owner ? l->owner : owner_thread_number();
+}
+
+static const char *shown(const rlc_lock *l, char *buf, size_t size)
+{
+    return rlc_clip(l->key, buf, size);
+}
+
+static int check_lease(const rlc_client *c, int64_t lease_ms, const char *what)
+{
+    if (lease_ms <= 0)
+        return RLC_OK;
+    if (lease_ms > MAX_LEASE_MS)
+        return rlc_fail(RLC_E_INVAL, "%s of %lld ms is longer than a year", what,
+                        (long long)lease_ms);
+    if (lease_ms <= quorum_drift_ms(lease_ms, c->opts.drift_factor))
+        return rlc_fail(RLC_E_INVAL, "%s of %lld ms is shorter than the clock drift allowance",
+                        what, (long long)lease_ms);
+    return RLC_OK;
+}
+
+/* ---- reading replies ----------------------------------------------------- */
+
+/* An integer reply, a number in a bulk string (HGET), or nil (as 0). */
+static int reply_int(const redisReply *r, int64_t *out)
+{
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *out = r->integer;
+        return 1;
+    }
+    if (r->type == REDIS_REPLY_NIL) {
+        *out = 0;
+        return 1;
+    }
+    if (r->type == REDIS_REPLY_STRING) {
+        char *end;
+        long long v = strtoll(r->str, &end, 10);
+        if (end != r->str && *end == '\0') {
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* {a, b} as the acquire and renew scripts return them. */
+static int reply_pair(const redisReply *r, int64_t *a, int64_t *b)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+           r->element[0]->type == REDIS_REPLY_INTEGER &&
+           r->element[1]->type == REDIS_REPLY_INTEGER &&
+           (*a = r->element[0]->integer, *b = r->element[1]->integer, 1);
+}
+
+/* ---- commands --------------------------------------------------------------- */
+
+static struct rlc_cmd *script_cmd(const struct script *s, const char *k1, size_t k1len,
+                                  const char *k2, size_t k2len, int64_t lease_ms,
+                                  const char *field)
+{
+    char lease[24];
+    const char *argv[4] = {k1, k2, lease, field};
+    size_t lens[4] = {k1len, k2len, (size_t)snprintf(lease, sizeof lease, "%lld",
+                                                      (long long)lease_ms),
+                      strlen(field)};
+    return cmd_evalsha(s, 2, 2, argv, lens);
+}
+
+static struct rlc_cmd *release_cmd(const rlc_lock *l, int64_t lease_ms, const char *field)
+{
+    return script_cmd(&script_release, l->key, l->key_len, l->channel, l->channel_len,
+                      lease_ms, field);
+}
+
+/* ---- acquire ----------------------------------------------------------------- */
+
+struct attempt {
+    int64_t sleep_ms; /* busy: when enough holders' leases end for a quorum; -1 unknown */
+    bool split;       /* we got votes but not a quorum: others may be doing the same */
+};
+
+/* When should a loser look again? It needs q free nodes; the nodes that did
+ * not refuse are free (or ours, undone), so it waits until enough of the
+ * refusing nodes' leases have run out. */
+static int64_t sleep_for(const int64_t *busy_pttl, int busy, int n, int q)
+{
+    int need = q - (n - busy);
+    if (need <= 0)
+        return 0;
+    int64_t v[RLC_MAX_NODES];
+    for (int i = 0; i < busy; i++)
+        v[i] = busy_pttl[i] < 0 ? INT64_MAX : busy_pttl[i];
+    /* the need-th smallest = the (busy - need + 1)-th largest */
+    int64_t t = quorum_kth_largest(v, busy, busy - need + 1, -1);
+    return t == INT64_MAX ? -1 : t;
+}
+
+/* Records a granted acquisition. Returns false without memory. */
+static bool record_hold(rlc_lock *l, uint64_t owner, bool watchdog, int64_t lease,
+                        uint64_t token, int64_t started_ns)
+{
+    rlc_client *c = l->client;
+    bool wake = false;
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find(l, owner);
+    if (!h)
+        h = hold_create(l, owner);
+    if (h) {
+        if (h->count == 0) {
+            h->token = token;
+            h->lease_ms = lease;
+            hold_set_watchdog(c, h, watchdog);
+        }
+        h->count++;
+        int64_t valid_ms = lease - quorum_drift_ms(lease, c->opts.drift_factor);
+        h->valid_until_ns = started_ns + valid_ms * RLC_NS_PER_MS;
+        if (h->watchdog) {
+            h->next_renew_ns = started_ns + lease * RLC_NS_PER_MS / 3;
+            wake = h->next_renew_ns < c->watchdog_wake_ns;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (wake)
+        client_wake_thread(c);
+    return h != NULL;
+}
+
+static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease_req,
+                       struct attempt *a)
+{
+    rlc_client *c = l->client;
+    int n = c->n_nodes, q = c->quorum;
+
+    /* A nested acquire keeps the mode and lease of the hold it nests in. */
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find(l, owner);
+    if (h && h->lost) {
+        hold_drop(c, h);
+        h = NULL;
+    }
+    bool watchdog = h ? h->watchdog : lease_req <= 0;
+    int64_t lease = h ? h->lease_ms : lease_req > 0 ? lease_req : c->opts.watchdog_timeout_ms;
+    pthread_mutex_unlock(&c->mu);
+
+    struct rlc_cmd *cmd = script_cmd(&script_acquire, l->key, l->key_len, l->token_key,
+                                     l->token_key_len, lease, field);
+    struct fanout f;
+    fanout_run(c, cmd, &script_acquire, &f);
+    int64_t elapsed_ns = rlc_now_ns() - f.started_ns;
+
+    int yes = 0, busy = 0;
+    uint64_t token = 0;
+    int64_t busy_pttl[RLC_MAX_NODES];
+    bool undo[RLC_MAX_NODES];
+    for (int i = 0; i < n; i++) {
+        const redisReply *r = fanout_reply(&f, i);
+        int64_t count, x;
+        /* A node that did not answer in time may still run the script. */
+        undo[i] = f.res[i].status == RLC_E_TIMEOUT;
+        if (!r || !reply_pair(r, &count, &x))
+            continue;
+        if (count >= 1) {
+            yes++;
+            undo[i] = true;
+            if ((uint64_t)x > token)
+                token = (uint64_t)x;
+        } else {
+            busy_pttl[busy++] = x;
+        }
+    }
+
+    int rc;
+    int64_t validity = quorum_validity_ms(lease, elapsed_ns, c->opts.drift_factor);
+    if (yes >= q && validity > 0) {
+        if (record_hold(l, owner, watchdog, lease, token, f.started_ns)) {
+            fanout_clear(&f);
+            cmd_unref(cmd);
+            return RLC_OK;
+        }
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+    } else if (yes + busy >= q) {
+        char name[80];
+        rc = rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner", shown(l, name, sizeof name));
+        a->split = yes > 0 && n > 1;
+        a->sleep_ms = sleep_for(busy_pttl, busy, n, q);
+    } else {
+        rc = fanout_fail(c, &f, l->key);
+    }
+    struct rlc_cmd *rel = release_cmd(l, lease, field);
+    fanout_detached(c, rel, &script_release, undo);
+    cmd_unref(rel);
+    fanout_clear(&f);
+    cmd_unref(cmd);
+    return rc;
+}
+
+/* Sleeps a random part of retry_jitter_ms (bounded by the deadline), so that
+ * Redlock contenders that split the vote do not collide again in lockstep. */
+static void jitter(const rlc_client *c, int64_t deadline_ns)
+{
+    int64_t ms = (int64_t)owner_random_below((uint64_t)c->opts.retry_jitter_ms + 1);
+    int64_t until = rlc_deadline_after_ms(rlc_now_ns(), ms);
+    if (until > deadline_ns)
+        until = deadline_ns;
+    int64_t left = until - rlc_now_ns();
+    if (left <= 0)
+        return;
+    struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
+    nanosleep(&ts, NULL);
+}
+
+static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease,
+                            int64_t deadline_ns, struct attempt *a)
+{
+    rlc_client *c = l->client;
+    struct channel *ch = pubsub_join(c->pubsub, l->channel, l->channel_len);
+    if (!ch)
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    int64_t ready_by = rlc_deadline_after_ms(
+        rlc_now_ns(), c->call_timeout_ms + c->opts.connect_timeout_ms);
+    pubsub_wait_ready(c->pubsub, ch, ready_by < deadline_ns ? ready_by : deadline_ns);
+
+    int rc;
+    for (;;) {
+        /* Read the count before trying: a message that arrives during the
+         * try then ends the sleep below at once. */
+        uint64_t seq = pubsub_seq(c->pubsub, ch);
+        *a = (struct attempt){-1, false};
+        rc = try_acquire(l, owner, field, lease, a);
+        if (rc != RLC_NOT_ACQUIRED)
+            break;
+        int64_t now = rlc_now_ns();
+        if (now >= deadline_ns)
+            break;
+        if (atomic_load(&c->closed)) {
+            rc = rlc_fail(RLC_E_CLOSED, "client closed while waiting");
+            break;
+        }
+        if (a->split && c->opts.retry_jitter_ms > 0) {
+            jitter(c, deadline_ns);
+            continue;
+        }
+        int64_t sleep_ms = a->sleep_ms < 0 || a->sleep_ms > MAX_SLEEP_MS ? MAX_SLEEP_MS
+                           : a->sleep_ms < 1                               ? 1
+                                                                           : a->sleep_ms;
+        int64_t until = rlc_deadline_after_ms(now, sleep_ms);
+        pubsub_wait(c->pubsub, ch, seq, until < deadline_ns ? until : deadline_ns);
+    }
+    pubsub_leave(c->pubsub, ch);
+    return rc;
+}
+
+int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    if ((rc = check_lease(c, lease_ms, "lease")) != RLC_OK)
+        goto out;
+
+    uint64_t owner = owner_of(l);
+    char field[RLC_UUID_LEN + 24];
+    client_field(c, owner, field, sizeof field);
+    int64_t start = rlc_now_ns();
+    int64_t deadline = wait_ms < 0 ? RLC_FOREVER_NS : rlc_deadline_after_ms(start, wait_ms);
+
+    struct attempt a = {-1, false};
+    rc = try_acquire(l, owner, field, lease_ms, &a);
+    if (rc == RLC_NOT_ACQUIRED && wait_ms != 0)
+        rc = wait_and_acquire(l, owner, field, lease_ms, deadline, &a);
+    if (rc == RLC_NOT_ACQUIRED && wait_ms != 0) {
+        char name[80];
+        rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner; waited %lld ms",
+                 shown(l, name, sizeof name), (long long)((rlc_now_ns() - start) / RLC_NS_PER_MS));
+    }
+out:
+    client_leave(c);
+    return rc;
+}
+
+/* ---- release, extend, force ------------------------------------------------ */
+
+/* If the handle's hold for owner was lost, forgets it and says so. */
+static int take_lost(rlc_lock *l, uint64_t owner, const char *verb)
+{
+    rlc_client *c = l->client;
+    int why = 0;
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find(l, owner);
+    if (h && h->lost) {
+        why = h->lost;
+        hold_drop(c, h);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!why)
+        return RLC_OK;
+    char name[80];
+    return rlc_fail(RLC_E_LOST, "lock '%s' was lost before this %s (%s); nothing was changed",
+                    shown(l, name, sizeof name), verb, rlc_strerror(why));
+}
+
+static int not_held(rlc_lock *l, bool had_hold, const char *field)
+{
+    char name[80];
+    if (had_hold)
+        return rlc_fail(RLC_E_LOST, "lock '%s' was lost: it expired or was taken",
+                        shown(l, name, sizeof name));
+    return rlc_fail(RLC_E_NOT_OWNER, "lock '%s' is not held by %s", shown(l, name, sizeof name),
+                    field);
+}
+
+int rlc_lock_release(rlc_lock *l)
+{
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    uint64_t owner = owner_of(l);
+    char field[RLC_UUID_LEN + 24];
+    client_field(c, owner, field, sizeof field);
+    if ((rc = take_lost(l, owner, "release")) != RLC_OK)
+        goto out;
+
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find(l, owner);
+    bool had_hold = h != NULL;
+    int64_t lease = h ? h->lease_ms : c->opts.watchdog_timeout_ms;
+    pthread_mutex_unlock(&c->mu);
+
+    struct rlc_cmd *cmd = release_cmd(l, lease, field);
+    struct fanout f;
+    fanout_run(c, cmd, &script_release, &f);
+    int done = 0, refused = 0;
+    for (int i = 0; i < f.n; i++) {
+        const redisReply *r = fanout_reply(&f, i);
+        int64_t v;
+        if (r && reply_int(r, &v))
+            v < 0 ? refused++ : done++;
+    }
+    if (done >= c->quorum)
+        rc = RLC_OK;
+    else if (refused > f.n - c->quorum)
+        rc = not_held(l, had_hold, field);
+    else
+        rc = fanout_fail(c, &f, l->key);
+    fanout_clear(&f);
+    cmd_unref(cmd);
+
+    /* Whatever the outcome, one level is gone from our side: after an I/O
+     * failure the release may or may not have run, and a hold that is no
+     * longer renewed expires with its lease, which is the safe direction. */
+    pthread_mutex_lock(&c->mu);
+    h = hold_find(l, owner);
+    if (h && (rc == RLC_E_LOST || rc == RLC_E_NOT_OWNER || --h->count <= 0))
+        hold_drop(c, h);
+    pthread_mutex_unlock(&c->mu);
+out:
+    client_leave(c);
+    return rc;
+}
+
+int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
+{
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    uint64_t owner = owner_of(l);
+    char field[RLC_UUID_LEN + 24];
+    client_field(c, owner, field, sizeof field);
+    if ((rc = check_lease(c, lease_ms, "lease")) != RLC_OK ||
+        (rc = take_lost(l, owner, "extend")) != RLC_OK)
+        goto out;
+
+    bool watchdog = lease_ms <= 0;
+    int64_t lease = watchdog ? c->opts.watchdog_timeout_ms : lease_ms;
+    char lease_s[24];
+    const char *argv[3] = {l->key, lease_s, field};
+    size_t lens[3] = {l->key_len, (size_t)snprintf(lease_s, sizeof lease_s, "%lld",
+                                                   (long long)lease),
+                      strlen(field)};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_renew, 1, 2, argv, lens);
+    struct fanout f;
+    fanout_run(c, cmd, &script_renew, &f);
+    int yes = 0, gone = 0;
+    for (int i = 0; i < f.n; i++) {
+        const redisReply *r = fanout_reply(&f, i);
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+            r->element[0]->type == REDIS_REPLY_INTEGER)
+            r->element[0]->integer == 1 ? yes++ : gone++;
+    }
+
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find(l, owner);
+    bool had_hold = h != NULL, wake = false;
+    if (yes >= c->quorum) {
+        rc = RLC_OK;
+        if (h) {
+            h->lease_ms = lease;
+            hold_set_watchdog(c, h, watchdog);
+            h->valid_until_ns = f.started_ns + (lease - quorum_drift_ms(lease, c->opts.drift_factor)) *
+                                                   RLC_NS_PER_MS;
+            h->next_renew_ns = f.started_ns + lease * RLC_NS_PER_MS / 3;
+            wake = watchdog && h->next_renew_ns < c->watchdog_wake_ns;
+        }
+    } else if (gone > f.n - c->quorum) {
+        rc = RLC_E_NOT_OWNER; /* message below, outside the mutex */
+        if (h)
+            hold_drop(c, h);
+    } else {
+        rc = fanout_fail(c, &f, l->key);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rc == RLC_E_NOT_OWNER)
+        rc = not_held(l, had_hold, field);
+    if (wake)
+        client_wake_thread(c);
+    fanout_clear(&f);
+    cmd_unref(cmd);
+out:
+    client_leave(c);
+    return rc;
+}
+
+int rlc_lock_force_release(rlc_lock *l)
+{
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    const char *argv[2] = {l->key, l->channel};
+    size_t lens[2] = {l->key_len, l->channel_len};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_force_release, 2, 0, argv, lens);
+    struct fanout f;
+    fanout_run(c, cmd, &script_force_release, &f);
+    int answered = 0;
+    for (int i = 0; i < f.n; i++)
+        answered += fanout_reply(&f, i) != NULL;
+    if (answered >= c->quorum) {
+        pthread_mutex_lock(&c->mu);
+        hold_drop_all(c, l);
+        pthread_mutex_unlock(&c->mu);
+        rc = RLC_OK;
+    } else {
+        rc = fanout_fail(c, &f, l->key);
+    }
+    fanout_clear(&f);
+    cmd_unref(cmd);
+    client_leave(c);
+    return rc;
+}
+
+/* ---- queries ------------------------------------------------------------------ */
+
+/* Runs a read-only command on every node; v[] gets the integer answers. */
+static int query(rlc_lock *l, int argc, const char *const *argv, const size_t *lens,
+                 int64_t *v, int *nv)
+{
+    rlc_client *c = l->client;
+    struct rlc_cmd *cmd = cmd_format(argc, argv, lens);
+    struct fanout f;
+    fanout_run(c, cmd, NULL, &f);
+    *nv = 0;
+    for (int i = 0; i < f.n; i++) {
+        const redisReply *r = fanout_reply(&f, i);
+        if (r && reply_int(r, &v[*nv]))
+            (*nv)++;
+    }
+    int rc = *nv >= c->quorum ? RLC_OK : fanout_fail(c, &f, l->key);
+    fanout_clear(&f);
+    cmd_unref(cmd);
+    return rc;
+}
+
+static int count_ones(const int64_t *v, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += v[i] == 1;
+    return k;
+}
+
+int rlc_lock_is_locked(rlc_lock *l, int *out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    const char *argv[2] = {"EXISTS", l->key};
+    size_t lens[2] = {6, l->key_len};
+    int64_t v[RLC_MAX_NODES];
+    int nv;
+    if ((rc = query(l, 2, argv, lens, v, &nv)) == RLC_OK)
+        *out = count_ones(v, nv) >= l->client->quorum;
+    client_leave(l->client);
+    return rc;
+}
+
+int rlc_lock_is_held(rlc_lock *l, int *out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    uint64_t owner = owner_of(l);
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find(l, owner);
+    bool lost = h && h->lost;
+    pthread_mutex_unlock(&c->mu);
+    if (lost) {
+        *out = 0;
+    } else {
+        char field[RLC_UUID_LEN + 24];
+        client_field(c, owner, field, sizeof field);
+        const char *argv[3] = {"HEXISTS", l->key, field};
+        size_t lens[3] = {7, l->key_len, strlen(field)};
+        int64_t v[RLC_MAX_NODES];
+        int nv;
+        if ((rc = query(l, 3, argv, lens, v, &nv)) == RLC_OK)
+            *out = count_ones(v, nv) >= c->quorum;
+    }
+    client_leave(c);
+    return rc;
+}
+
+int rlc_lock_hold_count(rlc_lock *l, int64_t *out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    char field[RLC_UUID_LEN + 24];
+    client_field(c, owner_of(l), field, sizeof field);
+    const char *argv[3] = {"HGET", l->key, field};
+    size_t lens[3] = {4, l->key_len, strlen(field)};
+    int64_t v[RLC_MAX_NODES];
+    int nv;
+    if ((rc = query(l, 3, argv, lens, v, &nv)) == RLC_OK)
+        *out = quorum_kth_largest(v, nv, c->quorum, 0);
+    client_leave(c);
+    return rc;
+}
+
+int rlc_lock_ttl_ms(rlc_lock *l, int64_t *out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    const char *argv[2] = {"PTTL", l->key};
+    size_t lens[2] = {4, l->key_len};
+    int64_t v[RLC_MAX_NODES];
+    int nv;
+    if ((rc = query(l, 2, argv, lens, v, &nv)) == RLC_OK) {
+        for (int i = 0; i < nv; i++) /* no expiry outlasts any expiry */
+            if (v[i] == -1)
+                v[i] = INT64_MAX;
+        int64_t t = quorum_kth_largest(v, nv, l->client->quorum, -2);
+        *out = t == INT64_MAX ? -1 : t;
+    }
+    client_leave(l->client);
+    return rc;
+}
+
+int rlc_lock_validity_ms(rlc_lock *l, int64_t *out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    int64_t now = rlc_now_ns();
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find(l, owner_of(l));
+    int64_t left = h && !h->lost ? h->valid_until_ns - now : 0;
+    pthread_mutex_unlock(&c->mu);
+    *out = left > 0 ? left / RLC_NS_PER_MS : 0;
+    client_leave(c);
+    return RLC_OK;
+}
+
+int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find(l, owner_of(l));
+    int lost = h ? h->lost : 0;
+    uint64_t token = h ? h->token : 0;
+    pthread_mutex_unlock(&c->mu);
+    char name[80];
+    if (!h)
+        rc = rlc_fail(RLC_E_NOT_OWNER, "lock '%s' is not held through this handle",
+                      shown(l, name, sizeof name));
+    else if (lost)
+        rc = rlc_fail(RLC_E_LOST, "lock '%s' was lost", shown(l, name, sizeof name));
+    else
+        *out = token;
+    client_leave(c);
+    return rc;
+}
+
+int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user)
+{
+    int rc = enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    pthread_mutex_lock(&c->mu);
+    l->on_lost = fn;
+    l->on_lost_user = user;
+    pthread_mutex_unlock(&c->mu);
+    client_leave(c);
+    return RLC_OK;
+}
+
+/* ---- handles ------------------------------------------------------------------- */
+
+/* prefix + key, with braces around the key unless it has a '{' already:
+ * Redisson's rule, which keeps the channel in the key's cluster slot. */
+static char *derived_name(const char *prefix, const char *key, size_t key_len, size_t *len)
+{
+    bool braced = memchr(key, '{', key_len) != NULL;
+    size_t plen = strlen(prefix);
+    *len = plen + key_len + (braced ? 0 : 2);
+    char *s = malloc(*len + 1);
+    if (!s)
+        return NULL;
+    char *p = s;
+    memcpy(p, prefix, plen);
+    p += plen;
+    if (!braced)
+        *p++ = '{';
+    memcpy(p, key, key_len);
+    p += key_len;
+    if (!braced)
+        *p++ = '}';
+    *p = '\0';
+    return s;
+}
+
+static void lock_free_names(rlc_lock *l)
+{
+    free(l->key);
+    free(l->channel);
+    free(l->token_key);
+}
+
+int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    *out = NULL;
+    if (!c)
+        return rlc_fail(RLC_E_INVAL, "client is NULL");
+    if (!name || !*name)
+        return rlc_fail(RLC_E_INVAL, "lock name is NULL or empty");
+    size_t name_len = strnlen(name, MAX_NAME_LEN + 1);
+    if (name_len > MAX_NAME_LEN)
+        return rlc_fail(RLC_E_INVAL, "lock name is longer than %d bytes", MAX_NAME_LEN);
+    int rc = client_enter(c);
+    if (rc != RLC_OK)
+        return rc;
+
+    rlc_lock *l = calloc(1, sizeof *l);
+    if (!l) {
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+        goto out;
+    }
+    size_t plen = strlen(c->opts.key_prefix);
+    l->key_len = plen + name_len;
+    l->key = malloc(l->key_len + 1);
+    if (l->key) {
+        memcpy(l->key, c->opts.key_prefix, plen);
+        memcpy(l->key + plen, name, name_len + 1);
+        l->channel = derived_name("redisson_lock__channel:", l->key, l->key_len,
+                                  &l->channel_len);
+        l->token_key = derived_name("redisson_lock_token:", l->key, l->key_len,
+                                    &l->token_key_len);
+    }
+    if (!l->key || !l->channel || !l->token_key) {
+        lock_free_names(l);
+        free(l);
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+        goto out;
+    }
+    l->client = c;
+    l->owner = owner;
+    client_ref(c);
+    *out = l;
+out:
+    client_leave(c);
+    return rc;
+}
+
+void rlc_lock_free(rlc_lock *l)
+{
+    if (!l)
+        return;
+    rlc_client *c = l->client;
+    if (c->fork_generation != owner_fork_generation()) {
+        /* A forked child: the mutex may be held by a thread that did not come
+         * along, and no other thread of ours uses this client here. */
+        while (l->holds) {
+            struct hold *h = l->holds;
+            l->holds = h->next;
+            free(h);
+        }
+    } else {
+        pthread_mutex_lock(&c->mu);
+        hold_drop_all(c, l);
+        /* Never return while this lock's on_lost runs on the watchdog thread
+         * (unless this is that callback, freeing its own lock). */
+        bool on_thread = c->thread_started && pthread_equal(pthread_self(), c->thread);
+        while (c->in_callback == l && !on_thread)
+            pthread_cond_wait(&c->callback_done, &c->mu);
+        pthread_mutex_unlock(&c->mu);
+    }
+    lock_free_names(l);
+    free(l);
+    client_unref(c);
+}

@@ -1,0 +1,474 @@
+/*
+ * mux.c - sharing one pipelined connection between threads.
+ *
+ * The idea (leader/followers): every caller writes its own command into the
+ * connection under the mutex, then waits. Whichever waiting caller finds the
+ * connection without a reader becomes its reader: it polls the socket, reads
+ * every reply that has arrived, and hands each one to the request at the head
+ * of the queue (Redis answers in order), waking that request's thread through
+ * its eventfd. When the reader's own replies are in, it passes the role to
+ * the next waiting request's thread. A lone caller is always its own reader,
+ * so it pays one write, one poll and one read: no thread hop.
+ *
+ * Rules that keep this safe:
+ *   - every socket operation (connect, send, recv, close) happens under mu;
+ *     only poll() runs unlocked, and its result is acted on only after
+ *     re-checking under mu that the caller is still the reader;
+ *   - a request whose caller gave up (deadline) stays queued, because its
+ *     reply will still arrive in its place; it is freed when it does, or when
+ *     the connection is torn down;
+ *   - a torn-down connection fails every queued request and drops the reader,
+ *     and the next send reconnects.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redlockc.h"
+#include "clock.h"
+#include "cmd.h"
+#include "mux.h"
+#include "scripts.h"
+#include "waiter.h"
+
+struct mux_req {
+    struct mux_req *next;
+    struct mux *mux;
+    struct rlc_cmd *cmd;
+    const struct script *script;
+    struct waiter *waiter; /* NULL: nobody waits (detached or abandoned) */
+    int64_t deadline_ns;
+    int64_t sent_ns;
+    int status;
+    redisReply *reply;
+    char err[RLC_ERRLEN];
+    bool done;
+    bool retried;
+};
+
+/* Longer than this without traffic, and a connection is checked for a
+ * server-side close before use, so that a restarted server costs no call. */
+#define IDLE_CHECK_NS (1 * RLC_NS_PER_MS)
+
+void mux_init(struct mux *m, const struct node_addr *node, int64_t connect_timeout_ms,
+              int64_t stale_ms)
+{
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    conn_init(&m->conn, node, true);
+    m->connect_timeout_ns = connect_timeout_ms * RLC_NS_PER_MS;
+    m->stale_ns = stale_ms * RLC_NS_PER_MS;
+}
+
+static void req_free(struct mux_req *r)
+{
+    if (r->reply)
+        freeReplyObject(r->reply);
+    cmd_unref(r->cmd);
+    free(r);
+}
+
+/* Finishes a request someone waits for; wakes them unless it is `me`. */
+static void complete(struct mux *m, struct mux_req *r, int status, const char *err,
+                     struct waiter *me)
+{
+    r->status = status;
+    if (err)
+        snprintf(r->err, sizeof r->err, "%s", err);
+    r->done = true;
+    m->waiting--;
+    if (r->waiter != me)
+        waiter_wake(r->waiter);
+}
+
+/* Closes the connection and fails everything queued on it. */
+static void teardown(struct mux *m, int status, const char *err, struct waiter *me)
+{
+    conn_close(&m->conn);
+    struct mux_req *r = m->head;
+    m->head = m->tail = NULL;
+    while (r) {
+        struct mux_req *next = r->next;
+        if (r->waiter)
+            complete(m, r, status, err, me);
+        else
+            req_free(r);
+        r = next;
+    }
+    m->reader = NULL;
+}
+
+void mux_shutdown(struct mux *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->closed = true;
+    teardown(m, RLC_E_CLOSED, "client closed", NULL);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void mux_destroy(struct mux *m)
+{
+    struct mux_req *r = m->head;
+    while (r) {
+        struct mux_req *next = r->next;
+        req_free(r);
+        r = next;
+    }
+    conn_close(&m->conn);
+    pthread_mutex_destroy(&m->mu);
+}
+
+static void append(struct mux *m, struct mux_req *r)
+{
+    r->next = NULL;
+    if (m->tail)
+        m->tail->next = r;
+    else
+        m->head = r;
+    m->tail = r;
+}
+
+/* Gives up the reader role and wakes a waiting request's thread to take it. */
+static void release_reader(struct mux *m)
+{
+    m->reader = NULL;
+    for (struct mux_req *r = m->head; r; r = r->next)
+        if (r->waiter) {
+            waiter_wake(r->waiter);
+            return;
+        }
+}
+
+static bool is_noscript(const redisReply *reply)
+{
+    return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Hands one reply to the request at the head of the queue. */
+static int dispatch(struct mux *m, redisReply *reply, struct waiter *me, char err[RLC_ERRLEN])
+{
+    struct mux_req *r = m->head;
+    if (!r) {
+        freeReplyObject(reply);
+        snprintf(err, RLC_ERRLEN, "%s sent a reply nobody asked for", m->conn.node->label);
+        return RLC_E_PROTOCOL;
+    }
+    m->head = r->next;
+    if (!m->head)
+        m->tail = NULL;
+
+    if (r->script && !r->retried && is_noscript(reply)) {
+        /* The node lost its script cache (restart, SCRIPT FLUSH). The script
+         * did not run, so running it again as EVAL is safe. */
+        struct rlc_cmd *eval = cmd_evalsha_to_eval(r->cmd, r->script);
+        if (eval && conn_queue(&m->conn, eval->data, eval->len) == RLC_OK) {
+            freeReplyObject(reply);
+            cmd_unref(r->cmd);
+            r->cmd = eval;
+            r->retried = true;
+            append(m, r);
+            return RLC_OK;
+        }
+        cmd_unref(eval);
+    }
+    if (!r->waiter) {
+        freeReplyObject(reply);
+        req_free(r);
+        return RLC_OK;
+    }
+    r->reply = reply;
+    complete(m, r, RLC_OK, NULL, me);
+    return RLC_OK;
+}
+
+/* The reader's turn: connect, write, read and dispatch what poll() reported. */
+static void service(struct mux *m, struct waiter *me, short revents)
+{
+    char err[RLC_ERRLEN] = "";
+    pthread_mutex_lock(&m->mu);
+    if (m->reader != me || m->conn.state == CONN_CLOSED) {
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
+    int rc = RLC_OK;
+    if (m->conn.state == CONN_CONNECTING) {
+        if (revents & (POLLOUT | POLLERR | POLLHUP))
+            rc = conn_finish_connect(&m->conn, err);
+    } else if (revents & (POLLIN | POLLERR | POLLHUP)) {
+        rc = conn_read(&m->conn, err);
+        redisReply *reply;
+        int k;
+        while (rc == RLC_OK && (k = conn_next_reply(&m->conn, &reply, err)) != 0)
+            rc = k < 0 ? k : dispatch(m, reply, me, err);
+        m->last_io_ns = rlc_now_ns();
+    }
+    if (rc == RLC_OK && m->conn.state == CONN_READY && m->conn.out_len > 0)
+        rc = conn_flush(&m->conn, err);
+    if (rc != RLC_OK)
+        teardown(m, rc, err, me);
+    pthread_mutex_unlock(&m->mu);
+}
+
+static struct mux_req *send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
+{
+    int64_t now = rlc_now_ns();
+    char err[RLC_ERRLEN] = "";
+    if (m->closed) {
+        snprintf(err, sizeof err, "client closed");
+        goto fail_closed;
+    }
+    struct conn *c = &m->conn;
+    if (c->state == CONN_READY && !m->head && now - m->last_io_ns > IDLE_CHECK_NS &&
+        conn_peer_closed(c))
+        teardown(m, RLC_E_CONNECT, "connection closed by the server", NULL);
+    if (m->head && m->waiting == 0 && now - m->head->sent_ns > m->stale_ns)
+        /* Only abandoned requests, and the oldest unanswered for too long:
+         * the server is hung or gone without a FIN. Start over. */
+        teardown(m, RLC_E_TIMEOUT, "no reply", NULL);
+    if (c->state == CONN_CONNECTING && m->waiting == 0 &&
+        now - c->connect_started_ns > m->connect_timeout_ns)
+        teardown(m, RLC_E_CONNECT, "connect timed out", NULL);
+
+    int64_t budget_ms = timeout_ms;
+    if (c->state != CONN_READY)
+        budget_ms += m->connect_timeout_ns / RLC_NS_PER_MS;
+    if (c->state == CONN_CLOSED) {
+        int rc = conn_start(c, err);
+        if (rc != RLC_OK) {
+            r->status = rc;
+            goto fail;
+        }
+        m->last_io_ns = now;
+    }
+    bool was_empty = c->out_len == 0;
+    if (conn_queue(c, r->cmd->data, r->cmd->len) != RLC_OK) {
+        snprintf(err, sizeof err, "out of memory");
+        r->status = RLC_E_NOMEM;
+        goto fail;
+    }
+    r->deadline_ns = rlc_deadline_after_ms(now, budget_ms);
+    r->sent_ns = now;
+    append(m, r);
+    if (r->waiter)
+        m->waiting++;
+    if (c->state == CONN_READY && was_empty) {
+        int rc = conn_flush(c, err);
+        if (rc != RLC_OK) {
+            teardown(m, rc, err, r->waiter);
+            return r;
+        }
+    }
+    /* A reader polling for replies only must learn that bytes wait to go out. */
+    if (m->reader && m->reader != r->waiter && (c->state != CONN_READY || c->out_len > 0))
+        waiter_wake(m->reader);
+    return r;
+
+fail_closed:
+    r->status = RLC_E_CLOSED;
+fail:
+    snprintf(r->err, sizeof r->err, "%s", err);
+    r->done = true;
+    return r;
+}
+
+static struct mux_req *req_new(struct mux *m, struct rlc_cmd *cmd, const struct script *script)
+{
+    struct mux_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->mux = m;
+    r->cmd = cmd_ref(cmd);
+    r->script = script;
+    return r;
+}
+
+/* A request that failed before it could be queued (no memory for it). */
+static struct mux_req nomem_req = {.status = RLC_E_NOMEM, .done = true, .err = "out of memory"};
+
+struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
+                         int64_t timeout_ms)
+{
+    struct mux_req *r = req_new(m, cmd, script);
+    if (!r)
+        return &nomem_req;
+    r->waiter = waiter_self();
+    if (!r->waiter) {
+        r->status = RLC_E_NOMEM;
+        r->done = true;
+        snprintf(r->err, sizeof r->err, "cannot create an eventfd for this thread");
+        return r;
+    }
+    pthread_mutex_lock(&m->mu);
+    send_locked(m, r, timeout_ms);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script)
+{
+    /* Nobody will be waiting to retry a NOSCRIPT, so send the source. */
+    struct rlc_cmd *eval = script ? cmd_evalsha_to_eval(cmd, script) : cmd_ref(cmd);
+    if (!eval)
+        return;
+    struct mux_req *r = req_new(m, eval, NULL);
+    cmd_unref(eval);
+    if (!r)
+        return;
+    pthread_mutex_lock(&m->mu);
+    send_locked(m, r, 0);
+    pthread_mutex_unlock(&m->mu);
+    if (r->done) /* it never made it into the queue */
+        req_free(r);
+}
+
+/* Moves a finished request's outcome into res and frees it. */
+static void collect(struct mux_req *r, struct mux_result *res)
+{
+    res->status = r->status;
+    res->reply = r->reply;
+    r->reply = NULL;
+    snprintf(res->err, sizeof res->err, "%s", r->err);
+    if (r != &nomem_req)
+        req_free(r);
+}
+
+static bool others_pending_on(struct mux_req **reqs, const bool *fin, int n, int skip,
+                              const struct mux *m)
+{
+    for (int i = 0; i < n; i++)
+        if (i != skip && !fin[i] && reqs[i]->mux == m)
+            return true;
+    return false;
+}
+
+/* Scratch space for one wait: on the stack for a fan-out, on the heap for
+ * a watchdog round's many chunks. */
+struct wait_space {
+    bool *fin;
+    struct pollfd *pfd;
+    struct mux **polled;
+};
+
+#define STACK_REQS RLC_MAX_NODES
+
+static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
+                      struct wait_space *ws);
+
+void mux_wait(struct mux_req **reqs, int n, struct mux_result *res)
+{
+    bool fin[STACK_REQS];
+    struct pollfd pfd[STACK_REQS + 1];
+    struct mux *polled[STACK_REQS];
+    struct wait_space ws = {fin, pfd, polled};
+    if (n > STACK_REQS) {
+        ws.fin = malloc(sizeof *ws.fin * (size_t)n);
+        ws.pfd = malloc(sizeof *ws.pfd * (size_t)(n + 1));
+        ws.polled = malloc(sizeof *ws.polled * (size_t)n);
+        if (!ws.fin || !ws.pfd || !ws.polled) {
+            /* No memory for one big wait: wait for each request in turn.
+             * Slower, but every request still keeps its own deadline. */
+            free(ws.fin);
+            free(ws.pfd);
+            free(ws.polled);
+            struct wait_space one = {fin, pfd, polled};
+            for (int i = 0; i < n; i++)
+                wait_loop(&reqs[i], 1, &res[i], &one);
+            return;
+        }
+    }
+    wait_loop(reqs, n, res, &ws);
+    if (n > STACK_REQS) {
+        free(ws.fin);
+        free(ws.pfd);
+        free(ws.polled);
+    }
+}
+
+static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
+                      struct wait_space *ws)
+{
+    struct waiter *me = waiter_self();
+    bool *fin = ws->fin;
+    struct pollfd *pfd = ws->pfd;
+    struct mux **polled = ws->polled;
+    memset(fin, 0, sizeof *fin * (size_t)n);
+
+    for (;;) {
+        int64_t now = rlc_now_ns(), next = RLC_FOREVER_NS;
+        int np = 0, pending = 0;
+        for (int i = 0; i < n; i++) {
+            if (fin[i])
+                continue;
+            struct mux_req *r = reqs[i];
+            if (r == &nomem_req) {
+                collect(r, &res[i]);
+                fin[i] = true;
+                continue;
+            }
+            struct mux *m = r->mux;
+            pthread_mutex_lock(&m->mu);
+            if (r->done) {
+                collect(r, &res[i]);
+                fin[i] = true;
+            } else if (now >= r->deadline_ns) {
+                /* Give up waiting, not the request: its reply will still come
+                 * in its turn, and is then dropped. */
+                r->waiter = NULL;
+                m->waiting--;
+                res[i].status = RLC_E_TIMEOUT;
+                res[i].reply = NULL;
+                snprintf(res[i].err, sizeof res[i].err, "%s did not answer in %lld ms",
+                         m->conn.node->label, (long long)((now - r->sent_ns) / RLC_NS_PER_MS));
+                fin[i] = true;
+            } else {
+                pending++;
+                if (!m->reader)
+                    m->reader = me;
+                bool seen = false;
+                for (int j = 0; j < np; j++)
+                    seen = seen || polled[j] == m;
+                if (m->reader == me && !seen && m->conn.fd >= 0) {
+                    struct conn *c = &m->conn;
+                    int64_t connect_deadline = c->connect_started_ns + m->connect_timeout_ns;
+                    if (c->state == CONN_CONNECTING && now >= connect_deadline) {
+                        char err[RLC_ERRLEN];
+                        snprintf(err, sizeof err, "connect to %s timed out after %lld ms",
+                                 c->node->label,
+                                 (long long)(m->connect_timeout_ns / RLC_NS_PER_MS));
+                        teardown(m, RLC_E_CONNECT, err, me);
+                        next = now;
+                    } else {
+                        short ev = POLLIN;
+                        if (c->state == CONN_CONNECTING || c->out_len > 0)
+                            ev |= POLLOUT;
+                        if (c->state == CONN_CONNECTING && connect_deadline < next)
+                            next = connect_deadline;
+                        pfd[np].fd = c->fd;
+                        pfd[np].events = ev;
+                        pfd[np].revents = 0;
+                        polled[np++] = m;
+                    }
+                }
+                if (r->deadline_ns < next)
+                    next = r->deadline_ns;
+            }
+            if (fin[i] && m->reader == me && !others_pending_on(reqs, fin, n, i, m))
+                release_reader(m);
+            pthread_mutex_unlock(&m->mu);
+        }
+        if (pending == 0)
+            break;
+        /* me is not NULL here: mux_send fails a request at once when the
+         * thread has no eventfd, so such a thread never has one pending. */
+        pfd[np].fd = me->efd;
+        pfd[np].events = POLLIN;
+        pfd[np].revents = 0;
+        poll(pfd, (nfds_t)np + 1, rlc_poll_ms_until(next, now));
+        if (pfd[np].revents)
+            waiter_drain(me);
+        for (int j = 0; j < np; j++)
+            if (pfd[j].revents)
+                service(polled[j], me, pfd[j].revents);
+    }
+}

@@ -1,0 +1,67 @@
+/*
+ * mux.h - one Redis connection shared, pipelined, by every thread of a client.
+ *
+ * Callers queue a command (mux_send) and wait for its reply (mux_wait),
+ * possibly for commands on several nodes at once (a Redlock fan-out). There
+ * is no I/O thread: one of the waiting callers is the connection's reader and
+ * hands each reply to its owner, so an uncontended call is one write, one
+ * poll and one read on the caller's own thread, and contended calls share
+ * the socket the way one pipelined connection does.
+ */
+#ifndef RLC_MUX_H
+#define RLC_MUX_H
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "conn.h"
+
+struct rlc_cmd;
+struct script;
+struct waiter;
+struct mux_req;
+
+struct mux {
+    pthread_mutex_t mu;
+    struct conn conn;
+    struct mux_req *head, *tail; /* sent or queued, in wire order */
+    int waiting;                 /* queued requests somebody waits for */
+    struct waiter *reader;       /* the caller reading replies now, or NULL */
+    int64_t last_io_ns;
+    int64_t connect_timeout_ns;
+    int64_t stale_ns;            /* an unanswered request this old: reconnect */
+    bool closed;
+};
+
+/* What a caller gets back for one request. */
+struct mux_result {
+    int status;         /* RLC_OK: reply is set (it may be an error reply) */
+    redisReply *reply;  /* the caller frees it */
+    char err[RLC_ERRLEN];
+};
+
+void mux_init(struct mux *m, const struct node_addr *node, int64_t connect_timeout_ms,
+              int64_t stale_ms);
+void mux_destroy(struct mux *m);
+
+/* Fails everything queued with RLC_E_CLOSED and refuses new work. */
+void mux_shutdown(struct mux *m);
+
+/* Queues cmd. The reply is awaited with mux_wait, within timeout_ms (plus the
+ * connect timeout if the connection must be made first). script: on
+ * NOSCRIPT, send the call again as EVAL. Never NULL. */
+struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
+                         int64_t timeout_ms);
+
+/* Queues cmd and forgets it: its reply is read and dropped. Commands on one
+ * connection run in order, so a release sent this way after an acquire that
+ * timed out undoes that acquire if, and only if, the acquire ran. */
+void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script);
+
+/* Waits until every request has its reply or its deadline passed, and
+ * fills res[i] for reqs[i]. Consumes the requests. */
+void mux_wait(struct mux_req **reqs, int n, struct mux_result *res);
+
+#endif

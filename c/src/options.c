@@ -1,0 +1,174 @@
+/*
+ * options.c - parsing "name=value;name=value".
+ *
+ * One table lists every option with its type and range, so the parser, the
+ * defaults and the error messages cannot drift apart. Values are strict:
+ * decimal integers for *_ms and pool_size, a decimal fraction for
+ * drift_factor; anything else is an error that names the option.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redlockc.h"
+#include "error.h"
+#include "options.h"
+
+enum kind { INT, FRACTION, TEXT };
+
+struct option_spec {
+    const char *name;
+    enum kind kind;
+    size_t offset;
+    double min, max; /* INT and FRACTION: inclusive range; TEXT: max length */
+};
+
+#define FIELD(f) offsetof(struct rlc_options, f)
+
+static const struct option_spec specs[] = {
+    {"watchdog_timeout_ms", INT, FIELD(watchdog_timeout_ms), 10, 86400000},
+    {"io_timeout_ms", INT, FIELD(io_timeout_ms), 1, 3600000},
+    {"node_timeout_ms", INT, FIELD(node_timeout_ms), 1, 3600000},
+    {"connect_timeout_ms", INT, FIELD(connect_timeout_ms), 1, 3600000},
+    {"retry_jitter_ms", INT, FIELD(retry_jitter_ms), 0, 60000},
+    {"drift_factor", FRACTION, FIELD(drift_factor), 0, 0.5},
+    {"pool_size", INT, FIELD(pool_size), 1, 64},
+    {"key_prefix", TEXT, FIELD(key_prefix), 0, 1024},
+};
+
+#define NSPECS (sizeof specs / sizeof specs[0])
+
+static void set_defaults(struct rlc_options *o)
+{
+    o->watchdog_timeout_ms = 30000;
+    o->io_timeout_ms = 1000;
+    o->node_timeout_ms = 50;
+    o->connect_timeout_ms = 1000;
+    o->retry_jitter_ms = 50;
+    o->drift_factor = 0.01;
+    o->pool_size = 1;
+    o->key_prefix = NULL;
+}
+
+static int is_space(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static void trim(const char **s, const char **e)
+{
+    while (*s < *e && is_space(**s))
+        (*s)++;
+    while (*e > *s && is_space((*e)[-1]))
+        (*e)--;
+}
+
+static int out_of_range(const struct option_spec *sp)
+{
+    if (sp->kind == INT)
+        return rlc_fail(RLC_E_INVAL, "option %s must be an integer from %.0f to %.0f",
+                        sp->name, sp->min, sp->max);
+    return rlc_fail(RLC_E_INVAL, "option %s must be a number from %g to %g", sp->name,
+                    sp->min, sp->max);
+}
+
+static int apply(const struct option_spec *sp, const char *v, size_t len, struct rlc_options *o)
+{
+    char *field = (char *)o + sp->offset;
+    if (sp->kind == TEXT) {
+        if (len > (size_t)sp->max)
+            return rlc_fail(RLC_E_INVAL, "option %s is longer than %.0f bytes", sp->name, sp->max);
+        char *copy = strndup(v, len);
+        if (!copy)
+            return rlc_fail(RLC_E_NOMEM, "out of memory");
+        memcpy(field, &copy, sizeof copy);
+        return RLC_OK;
+    }
+
+    char buf[64];
+    if (len == 0 || len >= sizeof buf)
+        return out_of_range(sp);
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+        int ok = (c >= '0' && c <= '9') || (sp->kind == FRACTION && c == '.');
+        if (!ok)
+            return out_of_range(sp);
+    }
+    char *end;
+    errno = 0;
+    if (sp->kind == INT) {
+        long long x = strtoll(buf, &end, 10);
+        if (errno || *end || x < sp->min || x > sp->max)
+            return out_of_range(sp);
+        int64_t val = x;
+        memcpy(field, &val, sizeof val);
+    } else {
+        double x = strtod(buf, &end);
+        if (errno || *end || !isfinite(x) || x < sp->min || x > sp->max)
+            return out_of_range(sp);
+        memcpy(field, &x, sizeof x);
+    }
+    return RLC_OK;
+}
+
+static int parse_into(const char *s, struct rlc_options *o)
+{
+    unsigned seen = 0;
+    while (s && *s) {
+        const char *end = strchr(s, ';');
+        if (!end)
+            end = s + strlen(s);
+        const char *a = s, *b = end;
+        s = *end ? end + 1 : end;
+        trim(&a, &b);
+        if (a == b)
+            continue; /* "a=1;" or ";;": nothing to set */
+
+        const char *eq = memchr(a, '=', (size_t)(b - a));
+        if (!eq)
+            return rlc_fail(RLC_E_INVAL, "option '%.*s' has no '=value'", (int)(b - a), a);
+        const char *name = a, *name_end = eq;
+        trim(&name, &name_end);
+        size_t nlen = (size_t)(name_end - name);
+        const struct option_spec *sp = NULL;
+        for (size_t i = 0; i < NSPECS; i++)
+            if (strlen(specs[i].name) == nlen && memcmp(specs[i].name, name, nlen) == 0)
+                sp = &specs[i];
+        if (!sp)
+            return rlc_fail(RLC_E_INVAL, "unknown option '%.*s'", (int)(nlen > 64 ? 64 : nlen),
+                            name);
+        unsigned bit = 1u << (sp - specs);
+        if (seen & bit)
+            return rlc_fail(RLC_E_INVAL, "option %s given twice", sp->name);
+        seen |= bit;
+
+        const char *v = eq + 1, *v_end = b;
+        if (sp->kind != TEXT)
+            trim(&v, &v_end);
+        int rc = apply(sp, v, (size_t)(v_end - v), o);
+        if (rc != RLC_OK)
+            return rc;
+    }
+    if (!o->key_prefix && !(o->key_prefix = strdup("")))
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    return RLC_OK;
+}
+
+int options_parse(const char *s, struct rlc_options *o)
+{
+    set_defaults(o);
+    int rc = parse_into(s, o);
+    if (rc != RLC_OK)
+        options_free(o);
+    return rc;
+}
+
+void options_free(struct rlc_options *o)
+{
+    free(o->key_prefix);
+    o->key_prefix = NULL;
+}

@@ -1,0 +1,27 @@
+/*
+ * options.h - the client's option string -> a config struct. No I/O.
+ */
+#ifndef RLC_OPTIONS_H
+#define RLC_OPTIONS_H
+
+#include <stdint.h>
+
+struct rlc_options {
+    int64_t watchdog_timeout_ms;
+    int64_t io_timeout_ms;
+    int64_t node_timeout_ms;
+    int64_t connect_timeout_ms;
+    int64_t retry_jitter_ms;
+    double drift_factor;
+    int64_t pool_size;
+    char *key_prefix; /* never NULL after options_parse */
+};
+
+/* Fills *o with the defaults, then applies "name=value;..." (NULL or "" for
+ * none). On failure returns RLC_E_INVAL or RLC_E_NOMEM with the thread's
+ * message naming the option; *o then needs no options_free. */
+int options_parse(const char *s, struct rlc_options *o);
+
+void options_free(struct rlc_options *o);
+
+#endif

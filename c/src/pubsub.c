@@ -1,0 +1,396 @@
+/*
+ * pubsub.c - subscriber connections and the channels waiters sleep on.
+ *
+ * The background thread owns one subscriber connection per node and keeps
+ * the server's subscriptions in line with what waiters want: a channel is
+ * wanted while a waiter uses it, and for LINGER after the last one left, so
+ * that a busy lock is not subscribed and unsubscribed on every hand-off.
+ *
+ * Per channel and node we track whether SUBSCRIBE was the last command sent
+ * and how many (UN)SUBSCRIBEs await their confirmation. A subscription
+ * counts only when confirmed with nothing in flight, so a waiter never
+ * mistakes the confirmation of an older SUBSCRIBE, about to be undone by an
+ * UNSUBSCRIBE, for its own.
+ *
+ * Every message, and every (re)confirmed subscription, bumps the channel's
+ * sequence number and wakes its waiters: after a reconnect, messages may
+ * have been missed, so everyone looks again.
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "clock.h"
+#include "cmd.h"
+#include "conn.h"
+#include "pubsub.h"
+
+#define LINGER_NS (2000 * RLC_NS_PER_MS)
+#define MAX_BACKOFF_MS 1000
+
+struct node_sub {
+    bool sent;    /* SUBSCRIBE is the last command sent for this channel */
+    int inflight; /* (UN)SUBSCRIBEs not yet confirmed */
+};
+
+struct channel {
+    struct channel *next;
+    char *name;
+    size_t len;
+    int refs;
+    uint64_t seq;
+    int64_t idle_since_ns;
+    pthread_cond_t cond;
+    struct node_sub node[];
+};
+
+struct subconn {
+    struct conn conn;
+    bool failed;        /* the last connect failed: do not wait for this node */
+    int64_t retry_at_ns;
+    int64_t backoff_ms;
+};
+
+struct pubsub {
+    rlc_client *client;
+    pthread_mutex_t mu;
+    bool stopped;
+    struct channel *channels;
+    int n;
+    struct subconn *subs;
+    int polled[RLC_MAX_NODES]; /* node of each pollfd from the last prepare */
+};
+
+struct pubsub *pubsub_new(rlc_client *c)
+{
+    struct pubsub *ps = calloc(1, sizeof *ps);
+    if (!ps)
+        return NULL;
+    ps->subs = calloc((size_t)c->n_nodes, sizeof *ps->subs);
+    if (!ps->subs) {
+        free(ps);
+        return NULL;
+    }
+    ps->client = c;
+    ps->n = c->n_nodes;
+    pthread_mutex_init(&ps->mu, NULL);
+    for (int i = 0; i < ps->n; i++)
+        conn_init(&ps->subs[i].conn, &c->nodes[i], false);
+    return ps;
+}
+
+static void channel_free(struct channel *ch)
+{
+    pthread_cond_destroy(&ch->cond);
+    free(ch->name);
+    free(ch);
+}
+
+void pubsub_free(struct pubsub *ps)
+{
+    if (!ps)
+        return;
+    for (int i = 0; i < ps->n; i++)
+        conn_close(&ps->subs[i].conn);
+    while (ps->channels) {
+        struct channel *ch = ps->channels;
+        ps->channels = ch->next;
+        channel_free(ch);
+    }
+    pthread_mutex_destroy(&ps->mu);
+    free(ps->subs);
+    free(ps);
+}
+
+static struct channel *find(struct pubsub *ps, const char *name, size_t len)
+{
+    for (struct channel *ch = ps->channels; ch; ch = ch->next)
+        if (ch->len == len && memcmp(ch->name, name, len) == 0)
+            return ch;
+    return NULL;
+}
+
+static bool confirmed(const struct channel *ch, int i)
+{
+    return ch->node[i].sent && ch->node[i].inflight == 0;
+}
+
+static bool wanted(const struct channel *ch, int64_t now)
+{
+    return ch->refs > 0 || now - ch->idle_since_ns < LINGER_NS;
+}
+
+/* Confirmed on every node that is not known to be down. */
+static bool ready(const struct pubsub *ps, const struct channel *ch)
+{
+    for (int i = 0; i < ps->n; i++)
+        if (!confirmed(ch, i) && !ps->subs[i].failed)
+            return false;
+    return true;
+}
+
+/* ---- waiters --------------------------------------------------------------- */
+
+struct channel *pubsub_join(struct pubsub *ps, const char *name, size_t len)
+{
+    pthread_mutex_lock(&ps->mu);
+    struct channel *ch = find(ps, name, len);
+    if (!ch) {
+        ch = calloc(1, sizeof *ch + sizeof ch->node[0] * (size_t)ps->n);
+        if (ch && !(ch->name = malloc(len))) {
+            free(ch);
+            ch = NULL;
+        }
+        if (ch) {
+            memcpy(ch->name, name, len);
+            ch->len = len;
+            pthread_condattr_t attr;
+            pthread_condattr_init(&attr);
+            pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+            pthread_cond_init(&ch->cond, &attr);
+            pthread_condattr_destroy(&attr);
+            ch->next = ps->channels;
+            ps->channels = ch;
+        }
+    }
+    bool need_thread = false;
+    if (ch) {
+        ch->refs++;
+        for (int i = 0; i < ps->n; i++)
+            need_thread = need_thread || !ch->node[i].sent;
+    }
+    pthread_mutex_unlock(&ps->mu);
+    if (need_thread)
+        client_wake_thread(ps->client);
+    return ch;
+}
+
+static void timed_wait(struct channel *ch, pthread_mutex_t *mu, int64_t deadline_ns)
+{
+    struct timespec ts = {deadline_ns / 1000000000LL, deadline_ns % 1000000000LL};
+    pthread_cond_timedwait(&ch->cond, mu, &ts);
+}
+
+void pubsub_wait_ready(struct pubsub *ps, struct channel *ch, int64_t deadline_ns)
+{
+    pthread_mutex_lock(&ps->mu);
+    while (!ps->stopped && !ready(ps, ch) && rlc_now_ns() < deadline_ns)
+        timed_wait(ch, &ps->mu, deadline_ns);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+uint64_t pubsub_seq(struct pubsub *ps, struct channel *ch)
+{
+    pthread_mutex_lock(&ps->mu);
+    uint64_t seq = ch->seq;
+    pthread_mutex_unlock(&ps->mu);
+    return seq;
+}
+
+void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t deadline_ns)
+{
+    pthread_mutex_lock(&ps->mu);
+    while (!ps->stopped && ch->seq == seq && rlc_now_ns() < deadline_ns)
+        timed_wait(ch, &ps->mu, deadline_ns);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void pubsub_leave(struct pubsub *ps, struct channel *ch)
+{
+    pthread_mutex_lock(&ps->mu);
+    if (--ch->refs == 0)
+        ch->idle_since_ns = rlc_now_ns();
+    pthread_mutex_unlock(&ps->mu);
+}
+
+static void wake_all(struct pubsub *ps)
+{
+    for (struct channel *ch = ps->channels; ch; ch = ch->next)
+        pthread_cond_broadcast(&ch->cond);
+}
+
+void pubsub_stop(struct pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    ps->stopped = true;
+    wake_all(ps);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+/* ---- the background thread's side --------------------------------------- */
+
+static void node_down(struct pubsub *ps, int i, int64_t now)
+{
+    struct subconn *s = &ps->subs[i];
+    conn_close(&s->conn);
+    for (struct channel *ch = ps->channels; ch; ch = ch->next)
+        ch->node[i] = (struct node_sub){false, 0};
+    s->failed = true;
+    s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : 10;
+    if (s->backoff_ms > MAX_BACKOFF_MS)
+        s->backoff_ms = MAX_BACKOFF_MS;
+    s->retry_at_ns = now + s->backoff_ms * RLC_NS_PER_MS;
+    wake_all(ps); /* waiters stop waiting for this node's confirmation */
+}
+
+static int queue_cmd(struct conn *conn, const char *verb, const struct channel *ch)
+{
+    const char *argv[2] = {verb, ch->name};
+    size_t lens[2] = {strlen(verb), ch->len};
+    struct rlc_cmd *cmd = cmd_format(2, argv, lens);
+    int rc = cmd ? conn_queue(conn, cmd->data, cmd->len) : RLC_E_NOMEM;
+    cmd_unref(cmd);
+    return rc;
+}
+
+/* Sends the (UN)SUBSCRIBEs that bring node i in line with what is wanted. */
+static void sync_node(struct pubsub *ps, int i, int64_t now)
+{
+    struct conn *conn = &ps->subs[i].conn;
+    for (struct channel *ch = ps->channels; ch; ch = ch->next) {
+        struct node_sub *ns = &ch->node[i];
+        bool want = wanted(ch, now);
+        if (want != ns->sent &&
+            queue_cmd(conn, want ? "SUBSCRIBE" : "UNSUBSCRIBE", ch) == RLC_OK) {
+            ns->sent = want;
+            ns->inflight++;
+        }
+    }
+}
+
+/* Frees channels nobody wants that no node is subscribed to any more. */
+static void sweep(struct pubsub *ps, int64_t now, int64_t *next_ns)
+{
+    for (struct channel **p = &ps->channels; *p;) {
+        struct channel *ch = *p;
+        bool busy = wanted(ch, now);
+        for (int i = 0; i < ps->n && !busy; i++)
+            busy = ch->node[i].sent || ch->node[i].inflight > 0;
+        if (!busy) {
+            *p = ch->next;
+            channel_free(ch);
+            continue;
+        }
+        if (ch->refs == 0 && ch->idle_since_ns + LINGER_NS < *next_ns &&
+            now < ch->idle_since_ns + LINGER_NS)
+            *next_ns = ch->idle_since_ns + LINGER_NS;
+        p = &ch->next;
+    }
+}
+
+int pubsub_prepare(struct pubsub *ps, struct pollfd *pfd, int max, int64_t *next_ns)
+{
+    int np = 0;
+    char err[RLC_ERRLEN];
+    pthread_mutex_lock(&ps->mu);
+    int64_t now = rlc_now_ns();
+    int64_t connect_ns = ps->client->opts.connect_timeout_ms * RLC_NS_PER_MS;
+    sweep(ps, now, next_ns);
+    for (int i = 0; i < ps->n && np < max; i++) {
+        struct subconn *s = &ps->subs[i];
+        if (s->conn.state == CONN_CLOSED) {
+            if (!ps->channels)
+                continue;
+            if (now < s->retry_at_ns) {
+                if (s->retry_at_ns < *next_ns)
+                    *next_ns = s->retry_at_ns;
+                continue;
+            }
+            if (conn_start(&s->conn, err) != RLC_OK) {
+                node_down(ps, i, now);
+                if (s->retry_at_ns < *next_ns)
+                    *next_ns = s->retry_at_ns;
+                continue;
+            }
+        }
+        if (s->conn.state == CONN_CONNECTING &&
+            now - s->conn.connect_started_ns > connect_ns) {
+            node_down(ps, i, now);
+            continue;
+        }
+        if (s->conn.state == CONN_CONNECTING) {
+            int64_t give_up = s->conn.connect_started_ns + connect_ns;
+            if (give_up < *next_ns)
+                *next_ns = give_up;
+        }
+        sync_node(ps, i, now);
+        if (s->conn.state == CONN_READY && s->conn.out_len > 0 &&
+            conn_flush(&s->conn, err) != RLC_OK) {
+            node_down(ps, i, now);
+            continue;
+        }
+        short ev = POLLIN;
+        if (s->conn.state == CONN_CONNECTING || s->conn.out_len > 0)
+            ev |= POLLOUT;
+        pfd[np] = (struct pollfd){s->conn.fd, ev, 0};
+        ps->polled[np++] = i;
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return np;
+}
+
+static bool is(const redisReply *r, const char *s)
+{
+    return r->type == REDIS_REPLY_STRING && r->len == strlen(s) && memcmp(r->str, s, r->len) == 0;
+}
+
+/* ["subscribe"|"unsubscribe"|"message", channel, x] */
+static void on_push(struct pubsub *ps, int i, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return;
+    const redisReply *kind = r->element[0], *name = r->element[1];
+    struct channel *ch = find(ps, name->str, name->len);
+    if (!ch)
+        return;
+    if (is(kind, "message")) {
+        ch->seq++;
+        pthread_cond_broadcast(&ch->cond);
+    } else if (is(kind, "subscribe") || is(kind, "unsubscribe")) {
+        if (ch->node[i].inflight > 0)
+            ch->node[i].inflight--;
+        if (confirmed(ch, i)) {
+            ps->subs[i].backoff_ms = 0;
+            ch->seq++;
+            pthread_cond_broadcast(&ch->cond);
+        }
+    }
+}
+
+void pubsub_service(struct pubsub *ps, const struct pollfd *pfd, int n)
+{
+    char err[RLC_ERRLEN];
+    pthread_mutex_lock(&ps->mu);
+    int64_t now = rlc_now_ns();
+    for (int j = 0; j < n; j++) {
+        int i = ps->polled[j];
+        struct subconn *s = &ps->subs[i];
+        if (!pfd[j].revents || s->conn.fd != pfd[j].fd)
+            continue;
+        int rc = RLC_OK;
+        if (s->conn.state == CONN_CONNECTING)
+            rc = conn_finish_connect(&s->conn, err);
+        if (rc == RLC_OK && s->conn.state == CONN_READY) {
+            s->failed = false;
+            if (pfd[j].revents & (POLLIN | POLLERR | POLLHUP))
+                rc = conn_read(&s->conn, err);
+            redisReply *reply;
+            int k;
+            while (rc == RLC_OK && (k = conn_next_reply(&s->conn, &reply, err)) != 0) {
+                if (k < 0) {
+                    rc = k;
+                    break;
+                }
+                on_push(ps, i, reply);
+                freeReplyObject(reply);
+            }
+            if (rc == RLC_OK && s->conn.out_len > 0)
+                rc = conn_flush(&s->conn, err);
+        }
+        if (rc != RLC_OK)
+            node_down(ps, i, now);
+    }
+    pthread_mutex_unlock(&ps->mu);
+}

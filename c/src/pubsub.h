@@ -1,0 +1,53 @@
+/*
+ * pubsub.h - waking waiters with Redis pub/sub instead of polling.
+ *
+ * One subscriber connection per node per client, owned by the client's
+ * background thread, carries every channel that any waiter of the client
+ * needs. A waiter joins a channel, waits until the subscription is confirmed
+ * (so that no unlock message can slip between its last try and its sleep),
+ * then sleeps until a message bumps the channel's sequence number.
+ */
+#ifndef RLC_PUBSUB_H
+#define RLC_PUBSUB_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct rlc_client;
+struct channel;
+struct pubsub;
+
+struct pubsub *pubsub_new(struct rlc_client *c);
+void pubsub_free(struct pubsub *ps);
+
+/* --- for waiters --- */
+
+/* Takes a reference on the channel, subscribing to it on every node if this
+ * client was not subscribed yet. NULL without memory. */
+struct channel *pubsub_join(struct pubsub *ps, const char *name, size_t len);
+
+/* Waits until every reachable node confirmed the subscription, or deadline. */
+void pubsub_wait_ready(struct pubsub *ps, struct channel *ch, int64_t deadline_ns);
+
+/* The channel's message count; read it BEFORE trying the lock. */
+uint64_t pubsub_seq(struct pubsub *ps, struct channel *ch);
+
+/* Sleeps until the message count differs from seq, the deadline, or stop. */
+void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t deadline_ns);
+
+void pubsub_leave(struct pubsub *ps, struct channel *ch);
+
+/* Wakes every waiter for good (the client is closing). */
+void pubsub_stop(struct pubsub *ps);
+
+/* --- for the background thread --- */
+
+/* Fills pfd with the subscriber sockets to watch (at most max) and lowers
+ * *next_ns to the next timer (reconnect, unsubscribe). Returns the count. */
+int pubsub_prepare(struct pubsub *ps, struct pollfd *pfd, int max, int64_t *next_ns);
+
+/* Handles what poll() reported on those sockets, and due timers. */
+void pubsub_service(struct pubsub *ps, const struct pollfd *pfd, int n);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * scripts.h - the Lua scripts that do every lock change atomically on a node.
+ */
+#ifndef RLC_SCRIPTS_H
+#define RLC_SCRIPTS_H
+
+#include <stddef.h>
+
+struct script {
+    const char *name;
+    const char *source;
+    char sha[41]; /* filled once by scripts_init() */
+};
+
+/* KEYS: lock, token counter. ARGV: lease ms, owner field.
+ * -> {count, token} when held (count >= 1), {0, pttl} when busy. */
+extern struct script script_acquire;
+/* KEYS: lock, channel. ARGV: lease ms, owner field.
+ * -> -1 not the owner, 0 freed (deleted + published), n > 0 still held. */
+extern struct script script_release;
+/* KEYS: lock 1..n. ARGV: lease ms, field 1..n. -> {1 renewed | 0 gone, ...} */
+extern struct script script_renew;
+/* KEYS: lock, channel. -> 1 deleted (and published), 0 nothing there. */
+extern struct script script_force_release;
+
+/* Computes the SHA-1 names. Idempotent and thread-safe. */
+void scripts_init(void);
+
+#endif
