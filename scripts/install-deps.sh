@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what building and testing libredlockc needs on Debian 12, as root.
+# Idempotent: installs only what is missing (apt-get update runs once, if needed).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config libhiredis-dev
+  redis-server redis-tools
+  valgrind clang libclang-rt-14-dev
+  swig python3-dev python3-pytest python3-redis
+  lua5.4 liblua5.4-dev luajit2 nginx libnginx-mod-http-lua
+  abigail-tools dpkg-dev file curl procps
+  ruby golang-go
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node.js: any recent one on PATH will do (koffi supports 16+); else Debian's.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian starts the packaged services; the tests start their own servers.
+for svc in redis-server nginx; do
+  if command -v service >/dev/null && service "$svc" status >/dev/null 2>&1; then
+    service "$svc" stop >/dev/null 2>&1 || true
+  fi
+done

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The C suite: plain, then under ASan+UBSan, under TSan, and under valgrind
+# memcheck (no leaks, no errors). Each sanitizer build has its own directory.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${RLC_BUILD_DIR:-$PWD/build}
+jobs=$(nproc)
+
+echo "--- C tests"
+cmake --build "$BUILD" -j"$jobs" >/dev/null
+ctest --test-dir "$BUILD" -L '^c$' -j"$jobs" --output-on-failure
+
+for san in ASAN TSAN; do
+  dir=$BUILD-${san,,}
+  echo "--- C tests under ${san}"
+  cmake -S . -B "$dir" -DRLC_${san}=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  cmake --build "$dir" -j"$jobs" >/dev/null
+  ctest --test-dir "$dir" -L '^c$' -j"$jobs" --output-on-failure
+done
+
+echo "--- C tests under valgrind memcheck"
+fail=0
+for exe in "$BUILD"/tests/test_*; do
+  [ -x "$exe" ] || continue
+  area=$(basename "$exe"); area=${area#test_}
+  for case in $(ctest --test-dir "$BUILD" -N -L '^c$' | sed -n "s/.*Test *#[0-9]*: ${area}\.\([a-z0-9_]*\)$/\1/p"); do
+    log=$(mktemp)
+    if valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
+         --error-exitcode=99 "$exe" "$case" >"$log" 2>&1; then
+      echo "valgrind ok   $area.$case"
+    else
+      echo "valgrind FAIL $area.$case"; cat "$log"; fail=1
+    fi
+    rm -f "$log"
+  done
+done
+exit $fail
