@@ -84,13 +84,24 @@ static int reply_int(const redisReply *r, int64_t *out)
     return 0;
 }
 
-/* {a, b} as the acquire and renew scripts return them. */
-static int reply_pair(const redisReply *r, int64_t *a, int64_t *b)
+/* The acquire script's {count, token|pttl [, pttl before]}. */
+struct acquire_reply {
+    int64_t count;
+    int64_t x;          /* token when count >= 1, else the holder's pttl */
+    int64_t pttl_before; /* a nested hold's pttl before this acquire; -2 none */
+};
+
+static int parse_acquire(const redisReply *r, struct acquire_reply *a)
 {
-    return r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-           r->element[0]->type == REDIS_REPLY_INTEGER &&
-           r->element[1]->type == REDIS_REPLY_INTEGER &&
-           (*a = r->element[0]->integer, *b = r->element[1]->integer, 1);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3)
+        return 0;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return 0;
+    a->count = r->element[0]->integer;
+    a->x = r->element[1]->integer;
+    a->pttl_before = r->elements == 3 ? r->element[2]->integer : -2;
+    return 1;
 }
 
 /* ---- commands --------------------------------------------------------------- */
@@ -166,6 +177,30 @@ static bool record_hold(rlc_lock *l, uint64_t owner, bool watchdog, int64_t leas
     return h != NULL;
 }
 
+/* Sends the release script, reply unread, to each node that may hold what
+ * a failed acquire took (see try_acquire for undo[]). */
+static void undo_acquire(rlc_lock *l, int64_t lease, const char *field, const int64_t *undo)
+{
+    rlc_client *c = l->client;
+    bool plain[RLC_MAX_NODES], any_plain = false;
+    for (int i = 0; i < c->n_nodes; i++) {
+        plain[i] = undo[i] == 1;
+        any_plain = any_plain || plain[i];
+        if (undo[i] > 1) {
+            bool only[RLC_MAX_NODES] = {false};
+            only[i] = true;
+            struct rlc_cmd *rel = release_cmd(l, undo[i], field);
+            fanout_detached(c, rel, &script_release, only);
+            cmd_unref(rel);
+        }
+    }
+    if (any_plain) {
+        struct rlc_cmd *rel = release_cmd(l, lease, field);
+        fanout_detached(c, rel, &script_release, plain);
+        cmd_unref(rel);
+    }
+}
+
 static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease_req,
                        struct attempt *a)
 {
@@ -192,21 +227,24 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     int yes = 0, busy = 0;
     uint64_t token = 0;
     int64_t busy_pttl[RLC_MAX_NODES];
-    bool undo[RLC_MAX_NODES];
+    /* Per node, what undoing this acquire takes: nothing (0), a release
+     * with the lease (1), or a release that restores the nested hold's
+     * earlier pttl (the value, > 1). */
+    int64_t undo[RLC_MAX_NODES];
     for (int i = 0; i < n; i++) {
         const redisReply *r = fanout_reply(&f, i);
-        int64_t count, x;
+        struct acquire_reply ar;
         /* A node that did not answer in time may still run the script. */
         undo[i] = f.res[i].status == RLC_E_TIMEOUT;
-        if (!r || !reply_pair(r, &count, &x))
+        if (!r || !parse_acquire(r, &ar))
             continue;
-        if (count >= 1) {
+        if (ar.count >= 1) {
             yes++;
-            undo[i] = true;
-            if ((uint64_t)x > token)
-                token = (uint64_t)x;
+            undo[i] = ar.count > 1 && ar.pttl_before > 1 ? ar.pttl_before : 1;
+            if ((uint64_t)ar.x > token)
+                token = (uint64_t)ar.x;
         } else {
-            busy_pttl[busy++] = x;
+            busy_pttl[busy++] = ar.x;
         }
     }
 
@@ -227,9 +265,7 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     } else {
         rc = fanout_fail(c, &f, l->key);
     }
-    struct rlc_cmd *rel = release_cmd(l, lease, field);
-    fanout_detached(c, rel, &script_release, undo);
-    cmd_unref(rel);
+    undo_acquire(l, lease, field, undo);
     fanout_clear(&f);
     cmd_unref(cmd);
     return rc;

@@ -210,7 +210,10 @@ static void service(struct mux *m, struct waiter *me, short revents)
     pthread_mutex_unlock(&m->mu);
 }
 
-static struct mux_req *send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
+/* Queues r. Returns false if r was not queued (done, with its error, and
+ * still the caller's); true if it was: from then on the connection owns a
+ * detached request and may free it at any time. */
+static bool send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
 {
     int64_t now = rlc_now_ns();
     char err[RLC_ERRLEN] = "";
@@ -256,20 +259,20 @@ static struct mux_req *send_locked(struct mux *m, struct mux_req *r, int64_t tim
         int rc = conn_flush(c, err);
         if (rc != RLC_OK) {
             teardown(m, rc, err, r->waiter);
-            return r;
+            return true;
         }
     }
     /* A reader polling for replies only must learn that bytes wait to go out. */
     if (m->reader && m->reader != r->waiter && (c->state != CONN_READY || c->out_len > 0))
         waiter_wake(m->reader);
-    return r;
+    return true;
 
 fail_closed:
     r->status = RLC_E_CLOSED;
 fail:
     snprintf(r->err, sizeof r->err, "%s", err);
     r->done = true;
-    return r;
+    return false;
 }
 
 static struct mux_req *req_new(struct mux *m, struct rlc_cmd *cmd, const struct script *script)
@@ -316,9 +319,9 @@ void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *
     if (!r)
         return;
     pthread_mutex_lock(&m->mu);
-    send_locked(m, r, 0);
+    bool queued = send_locked(m, r, 0);
     pthread_mutex_unlock(&m->mu);
-    if (r->done) /* it never made it into the queue */
+    if (!queued)
         req_free(r);
 }
 

@@ -17,18 +17,23 @@
 #include "sha1.h"
 
 /* The token counter only moves when a new hold begins (0 -> 1), so while an
- * owner holds the lock the counter's value is that owner's token. */
+ * owner holds the lock the counter's value is that owner's token.
+ * A nested acquire also returns the PTTL it replaced: if the caller has to
+ * undo it (a failed Redlock round), the undo puts that PTTL back instead of
+ * extending the older hold, which could otherwise be kept alive forever by
+ * its owner's own failing retries. */
 struct script script_acquire = {
     "acquire",
     "if redis.call('exists', KEYS[1]) == 0 then\n"
     "  redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return {1, redis.call('incr', KEYS[2])}\n"
+    "  return {1, redis.call('incr', KEYS[2]), -2}\n"
     "end\n"
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "  local before = redis.call('pttl', KEYS[1])\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return {n, tonumber(redis.call('get', KEYS[2]) or '0')}\n"
+    "  return {n, tonumber(redis.call('get', KEYS[2]) or '0'), before}\n"
     "end\n"
     "return {0, redis.call('pttl', KEYS[1])}\n",
     ""};

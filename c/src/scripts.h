@@ -13,7 +13,8 @@ struct script {
 };
 
 /* KEYS: lock, token counter. ARGV: lease ms, owner field.
- * -> {count, token} when held (count >= 1), {0, pttl} when busy. */
+ * -> {count, token, pttl before} when held (count >= 1; pttl before is -2
+ *    for a new hold), {0, pttl} when busy. */
 extern struct script script_acquire;
 /* KEYS: lock, channel. ARGV: lease ms, owner field.
  * -> -1 not the owner, 0 freed (deleted + published), n > 0 still held. */

@@ -905,6 +905,12 @@ done:
 
 TEST(forked_child_gets_closed_and_never_touches_parent_sockets)
 {
+#if defined(__SANITIZE_THREAD__)
+    /* TSan cannot run threads in a child forked from a threaded process
+     * ("dup thread with used id"); this case runs in the other builds. */
+    fprintf(stderr, "skipped under ThreadSanitizer\n");
+    return;
+#endif
     START(s);
     rlc_client *c = client(s.uri, NULL);
     rlc_lock *l = lock(c, "fork", 0);
