@@ -10,6 +10,11 @@ echo "--- C tests"
 cmake --build "$BUILD" -j"$jobs" >/dev/null
 ctest --test-dir "$BUILD" -L '^c$' -j"$jobs" --output-on-failure
 
+echo "--- C build with clang (-Wall -Wextra -Werror)"
+CC=clang cmake -S . -B "$BUILD-clang" >/dev/null
+cmake --build "$BUILD-clang" -j"$jobs" >/dev/null
+ctest --test-dir "$BUILD-clang" -L '^c$' -j"$jobs" --output-on-failure
+
 for san in ASAN TSAN; do
   dir=$BUILD-${san,,}
   echo "--- C tests under ${san}"
