@@ -100,8 +100,9 @@ RLC_API void rlc_client_free(rlc_client *c);
  * ("<uuid>:<owner>"). NULL for NULL. */
 RLC_API const char *rlc_client_uuid(const rlc_client *c);
 
-/* The owner id of the calling thread: a process-wide counter given to each
- * thread on its first call, never reused. Never 0. */
+/* The owner id of the calling thread: 2^62 + a process-wide counter given to
+ * each thread on its first call, never reused. Explicit owner ids are below
+ * 2^62, so a thread never shares a hold with an explicit owner. */
 RLC_API uint64_t rlc_thread_owner(void);
 
 /* ---- Lock --------------------------------------------------------------- */
@@ -110,7 +111,8 @@ typedef struct rlc_lock rlc_lock;
 
 /* Makes a handle for the lock `name` (1 to 65536 bytes; key_prefix is added).
  * owner 0: every call acts for the calling thread (Redisson semantics);
- * owner != 0: every call acts for that explicit owner id (a request, a task).
+ * owner 1 .. 2^62-1: every call acts for that explicit owner id (a request,
+ * a task); larger ids are RLC_E_INVAL (they are the threads' own).
  * No network I/O. Returns RLC_OK and *out, RLC_E_INVAL, RLC_E_NOMEM or
  * RLC_E_CLOSED. */
 RLC_API int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out);

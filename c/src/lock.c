@@ -744,6 +744,11 @@ int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out
         return rlc_fail(RLC_E_INVAL, "client is NULL");
     if (!name || !*name)
         return rlc_fail(RLC_E_INVAL, "lock name is NULL or empty");
+    if (owner >= RLC_THREAD_OWNER_BASE)
+        return rlc_fail(RLC_E_INVAL,
+                        "explicit owner id %llu is too large: use 1 to 2^62-1 (larger ids "
+                        "belong to threads)",
+                        (unsigned long long)owner);
     size_t name_len = strnlen(name, MAX_NAME_LEN + 1);
     if (name_len > MAX_NAME_LEN)
         return rlc_fail(RLC_E_INVAL, "lock name is longer than %d bytes", MAX_NAME_LEN);

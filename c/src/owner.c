@@ -14,7 +14,10 @@
 #include "redlockc.h"
 #include "owner.h"
 
-static atomic_uint_fast64_t next_thread_number = 1;
+/* Thread owners live above RLC_THREAD_OWNER_BASE and explicit owners below
+ * it, so a thread can never share a hold with an explicit owner id; both
+ * still fit a signed 64-bit integer (Lua, Java). */
+static atomic_uint_fast64_t next_thread_number = RLC_THREAD_OWNER_BASE + 1;
 static __thread uint64_t my_thread_number;
 
 static atomic_uint fork_generation;

@@ -10,6 +10,9 @@
 
 #define RLC_UUID_LEN 36
 
+/* Explicit owner ids are 1 .. BASE-1; thread owners are BASE+1, BASE+2, ... */
+#define RLC_THREAD_OWNER_BASE (UINT64_C(1) << 62)
+
 /* Fills out[37] with a random v4 UUID from the OS CSPRNG (getrandom). */
 int owner_new_uuid(char out[RLC_UUID_LEN + 1]);
 
@@ -19,7 +22,7 @@ int owner_random(void *buf, size_t n);
 /* Uniform in [0, bound) from the CSPRNG; 0 when bound is 0. */
 uint64_t owner_random_below(uint64_t bound);
 
-/* The calling thread's owner number (1, 2, ...), assigned on first use. */
+/* The calling thread's owner number (BASE+1, BASE+2, ...), assigned on first use. */
 uint64_t owner_thread_number(void);
 
 /* Bumped in every child after fork(): a client remembers the value it was

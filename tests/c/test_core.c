@@ -834,6 +834,12 @@ TEST(owner_is_the_thread_unless_given)
     CHECK(a.rc == RLC_OK, "release from another thread: %d", a.rc);
     CHECK_RC(rlc_lock_release(req1b), RLC_OK);
     CHECK(rs_int(&s, "EXISTS own") == 0, "free");
+    /* A thread's id can never be passed as an explicit owner: no shared holds. */
+    rlc_lock *as_thread = NULL;
+    CHECK_RC(rlc_lock_new(c, "own", rlc_thread_owner(), &as_thread), RLC_E_INVAL);
+    CHECK(as_thread == NULL, "no handle on failure");
+    CHECK_RC(rlc_lock_new(c, "own", (UINT64_C(1) << 62) - 1, &as_thread), RLC_OK);
+    rlc_lock_free(as_thread);
 done:
     rlc_lock_free(thread_lock);
     rlc_lock_free(req1);

@@ -1,0 +1,3 @@
+module github.com/redlockc/redlockc-go
+
+go 1.19

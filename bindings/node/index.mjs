@@ -1,0 +1,9 @@
+// ESM entry: the same module as index.js.
+import redlockc from './index.js';
+
+export const {
+  Client, Lock, version, strerror, STATUS, RedlockcError, NotAcquiredError,
+  InvalidArgumentError, OutOfMemoryError, ConnectionError, TimeoutError, NotOwnerError,
+  LockLostError, NoQuorumError, ServerError, ProtocolError, ClosedError, AuthError,
+} = redlockc;
+export default redlockc;

@@ -1,0 +1,128 @@
+'use strict';
+// The native side: librlcnode.so (src/rlcnode.c) loaded with koffi, and the
+// pipe on which its worker threads report results and lost notices.
+//
+// Every blocking libredlockc call becomes a job: rlcn_submit() queues it
+// (never blocks), a worker thread of the helper runs it, copies rlc_errmsg()
+// on that same thread, and writes a 256-byte record to the pipe. The pipe is
+// read here as a socket, so a result is an ordinary event on the JS thread.
+const koffi = require('koffi');
+const net = require('node:net');
+const { ensureBuilt } = require('../build.js');
+
+const lib = koffi.load(ensureBuilt());
+
+const fn = {
+  channelOpen: lib.func('int rlcn_channel_open(_Out_ void **out)'),
+  takeOverflow: lib.func('int rlcn_channel_take_overflow(void *ch)'),
+  submit: lib.func('int rlcn_submit(void *ch, int op, void *target, int64_t a, int64_t b, uint64_t tag)'),
+  clientNew: lib.func('void *rlcn_client_new(const char *nodes, const char *options, void *res)'),
+  clientUuid: lib.func('const char *rlcn_client_uuid(void *c)'),
+  lockNew: lib.func('void *rlcn_lock_new(void *c, const char *name, uint64_t owner, uint64_t id, void *ch, void *res)'),
+  lockFree: lib.func('void rlcn_lock_free(void *l)'),
+  takeLost: lib.func('int rlcn_lock_take_lost(void *l)'),
+  validity: lib.func('int rlcn_lock_validity(void *l, void *res)'),
+  fencingToken: lib.func('int rlcn_lock_fencing_token(void *l, void *res)'),
+  version: lib.func('const char *rlcn_version(void)'),
+  strerror: lib.func('const char *rlcn_strerror(int rc)'),
+  recordSize: lib.func('int rlcn_record_size(void)'),
+};
+
+const RECORD = 256;
+if (fn.recordSize() !== RECORD) {
+  throw new Error(`librlcnode.so record size ${fn.recordSize()}, expected ${RECORD}: rebuild it`);
+}
+const KIND_LOST = 1;
+
+// Job kinds, as enum op in rlcnode.c.
+const OP = {
+  ACQUIRE: 1, RELEASE: 2, EXTEND: 3, FORCE_RELEASE: 4, IS_LOCKED: 5,
+  IS_HELD: 6, HOLD_COUNT: 7, TTL: 8, CLIENT_FREE: 9,
+};
+
+// A record as {tag, value, rc, kind, msg}.
+function decode(buf, at) {
+  const end = buf.indexOf(0, at + 24);
+  return {
+    tag: Number(buf.readBigUInt64LE(at)),
+    value: buf.readBigInt64LE(at + 8),
+    rc: buf.readInt32LE(at + 16),
+    kind: buf.readInt32LE(at + 20),
+    msg: buf.toString('utf8', at + 24, end < 0 || end > at + RECORD ? at + RECORD : end),
+  };
+}
+
+// Out-buffer of the sync calls: the JS thread is the only caller.
+const scratch = Buffer.alloc(RECORD);
+function syncResult() {
+  return decode(scratch, 0);
+}
+
+class Channel {
+  constructor() {
+    const out = [null];
+    const fd = fn.channelOpen(out);
+    if (fd < 0) throw new Error(`redlockc: cannot open the result pipe (errno ${-fd})`);
+    this.ptr = out[0];
+    this.pending = new Map(); // job tag -> {resolve, owner}
+    this.locks = new Map();   // lock id -> WeakRef(Lock), for lost notices
+    this.nextTag = 1;
+    this.rest = Buffer.alloc(0);
+    this.socket = new net.Socket({ fd, readable: true, writable: false });
+    this.socket.on('data', (chunk) => this.onData(chunk));
+    // Idle, the pipe must not keep the process alive (like an unref'd timer);
+    // while a job is pending it must.
+    this.socket.unref();
+  }
+
+  // Runs op on a worker thread; resolves with its record (never rejects).
+  run(op, target, a = 0, b = 0, owner = null) {
+    const tag = this.nextTag++;
+    const rc = fn.submit(this.ptr, op, target, a, b, tag);
+    if (rc !== 0) {
+      return Promise.resolve({ tag, value: 0n, rc: -2, kind: 0, msg: `cannot start a thread (errno ${-rc})` });
+    }
+    if (this.pending.size === 0) this.socket.ref();
+    return new Promise((resolve) => this.pending.set(tag, { resolve, owner }));
+  }
+
+  onData(chunk) {
+    const buf = this.rest.length ? Buffer.concat([this.rest, chunk]) : chunk;
+    let at = 0;
+    let lost = false;
+    for (; at + RECORD <= buf.length; at += RECORD) {
+      const rec = decode(buf, at);
+      if (rec.kind === KIND_LOST) {
+        lost = true;
+        continue;
+      }
+      const job = this.pending.get(rec.tag);
+      if (!job) continue;
+      this.pending.delete(rec.tag);
+      job.resolve(rec);
+    }
+    this.rest = Buffer.from(buf.subarray(at));
+    if (this.pending.size === 0) this.socket.unref();
+    // The record only wakes us; each lock's flag says whether it was lost.
+    if (lost || fn.takeOverflow(this.ptr)) this.scanLost();
+  }
+
+  scanLost() {
+    for (const [id, ref] of this.locks) {
+      const lock = ref.deref();
+      if (!lock) {
+        this.locks.delete(id);
+        continue;
+      }
+      lock._pollLost();
+    }
+  }
+}
+
+let channel = null;
+function getChannel() {
+  if (!channel) channel = new Channel();
+  return channel;
+}
+
+module.exports = { fn, OP, scratch, syncResult, getChannel };

@@ -1,0 +1,334 @@
+/*
+ * rlcnode.c - the Node binding's helper library (librlcnode.so), built by
+ * build.js with cc. It adds no feature to libredlockc and uses only
+ * redlockc.h; it exists for three facts of running a blocking C API under a
+ * JS event loop:
+ *
+ * 1. Blocking calls need threads that nothing else needs. koffi's fn.async
+ *    queues calls on libuv's thread pool (4 threads by default, shared with
+ *    fs, dns and zlib). Four acquisitions waiting for a busy lock would take
+ *    all four, and the holder's release would queue behind them: a deadlock
+ *    until a wait runs out. So every blocking call runs here on a thread of a
+ *    cached pool: idle threads are reused, and a job that finds none idle gets
+ *    a new one. 200 waiting acquisitions are 200 sleeping threads.
+ *
+ * 2. rlc_errmsg() belongs to the OS thread that made the failing call. The
+ *    worker copies it right after the call, on that thread, into the result.
+ *
+ * 3. on_lost runs on the library's watchdog thread, where JS must never run,
+ *    and it must not block there (renewals of every other lock wait for it).
+ *    It sets a flag and writes a record without blocking.
+ *
+ * Results and lost notices travel as fixed-size records (struct rlcn_record,
+ * 256 bytes, below PIPE_BUF so each write is atomic) on a pipe that the JS
+ * thread reads as a stream socket: completion is an ordinary event-loop event.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <redlockc.h>
+
+#define API __attribute__((visibility("default")))
+
+enum { RLCN_DONE = 0, RLCN_LOST = 1 };
+
+/* One job's result or one lost notice; also the out-buffer of sync calls. */
+struct rlcn_record {
+    uint64_t tag;  /* job id; for RLCN_LOST the lock's id */
+    int64_t value; /* a query's answer */
+    int32_t rc;    /* status; for RLCN_LOST the reason */
+    int32_t kind;  /* RLCN_DONE or RLCN_LOST */
+    char msg[232]; /* rlc_errmsg() of the failing call, "" on success */
+};
+_Static_assert(sizeof(struct rlcn_record) == 256, "record layout is read by index.js");
+_Static_assert(sizeof(struct rlcn_record) <= PIPE_BUF, "records must be written atomically");
+
+/* A JS environment's pipe (one per loaded copy of the module). */
+struct rlcn_channel {
+    int rfd, wfd;
+    atomic_int overflow; /* a lost notice may sit only in a lock's flag */
+};
+
+struct rlcn_lock {
+    rlc_lock *l;
+    uint64_t id;
+    struct rlcn_channel *ch;
+    atomic_int lost; /* reason of a lost notice not yet taken by JS, else 0 */
+};
+
+enum op {
+    OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_FORCE_RELEASE, OP_IS_LOCKED,
+    OP_IS_HELD, OP_HOLD_COUNT, OP_TTL, OP_CLIENT_FREE
+};
+
+struct job {
+    struct job *next;
+    int op;
+    void *target; /* struct rlcn_lock *, or rlc_client * for OP_CLIENT_FREE */
+    int64_t a, b;
+    uint64_t tag;
+    struct rlcn_channel *ch;
+};
+
+static void set_msg(struct rlcn_record *r, int rc)
+{
+    if (rc < 0)
+        snprintf(r->msg, sizeof r->msg, "%s", rlc_errmsg());
+    else
+        r->msg[0] = '\0';
+}
+
+/* ---- the pipe ------------------------------------------------------------ */
+
+/* Blocks only a pool thread, and only while JS is behind by a full pipe. A JS
+ * thread that reads nothing for 10 minutes is stuck; the record is dropped. */
+static void put(struct rlcn_channel *ch, const struct rlcn_record *r)
+{
+    for (int waits = 0; waits < 600;) {
+        ssize_t n = write(ch->wfd, r, sizeof *r);
+        if (n == (ssize_t)sizeof *r)
+            return;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            struct pollfd p = {.fd = ch->wfd, .events = POLLOUT};
+            if (poll(&p, 1, 1000) == 0)
+                waits++;
+            continue;
+        }
+        return; /* EPIPE: the JS environment is gone; nobody waits for this */
+    }
+}
+
+API int rlcn_channel_open(struct rlcn_channel **out)
+{
+    struct rlcn_channel *ch = calloc(1, sizeof *ch);
+    int fds[2];
+    if (!ch)
+        return -ENOMEM;
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        int e = errno;
+        free(ch);
+        return -e;
+    }
+    /* Non-blocking writes: the watchdog thread must never wait on JS. The
+     * read end stays as libuv wants it (it sets O_NONBLOCK itself). */
+    fcntl(fds[1], F_SETFL, O_NONBLOCK);
+    fcntl(fds[1], F_SETPIPE_SZ, 1 << 20); /* best effort: more slack */
+    ch->rfd = fds[0];
+    ch->wfd = fds[1];
+    *out = ch;
+    return fds[0];
+}
+
+/* 1 if a lost notice could not be written since the last call: scan locks. */
+API int rlcn_channel_take_overflow(struct rlcn_channel *ch)
+{
+    return atomic_exchange(&ch->overflow, 0);
+}
+
+/* ---- the cached thread pool ------------------------------------------- */
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static struct job *queue_head, *queue_tail;
+static int queued, idle, threads;
+
+static void pool_init(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&pool_cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+static void run(struct job *j)
+{
+    struct rlcn_record r = {.tag = j->tag, .kind = RLCN_DONE};
+    struct rlcn_lock *s = j->target;
+    int v = 0;
+    switch (j->op) {
+    case OP_ACQUIRE: r.rc = rlc_lock_acquire(s->l, j->a, j->b); break;
+    case OP_RELEASE: r.rc = rlc_lock_release(s->l); break;
+    case OP_EXTEND: r.rc = rlc_lock_extend(s->l, j->a); break;
+    case OP_FORCE_RELEASE: r.rc = rlc_lock_force_release(s->l); break;
+    case OP_IS_LOCKED: r.rc = rlc_lock_is_locked(s->l, &v); r.value = v; break;
+    case OP_IS_HELD: r.rc = rlc_lock_is_held(s->l, &v); r.value = v; break;
+    case OP_HOLD_COUNT: r.rc = rlc_lock_hold_count(s->l, &r.value); break;
+    case OP_TTL: r.rc = rlc_lock_ttl_ms(s->l, &r.value); break;
+    case OP_CLIENT_FREE: rlc_client_free(j->target); r.rc = RLC_OK; break;
+    default: r.rc = RLC_E_INVAL; snprintf(r.msg, sizeof r.msg, "unknown op %d", j->op);
+    }
+    if (j->op >= OP_ACQUIRE && j->op <= OP_TTL)
+        set_msg(&r, r.rc); /* same thread, right after the call */
+    put(j->ch, &r);
+}
+
+static void *worker(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&pool_mu);
+    for (;;) {
+        while (!queue_head) {
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            until.tv_sec += 10; /* an idle thread lives 10 s */
+            idle++;
+            int rc = pthread_cond_timedwait(&pool_cv, &pool_mu, &until);
+            idle--;
+            if (rc == ETIMEDOUT && !queue_head) {
+                threads--;
+                pthread_mutex_unlock(&pool_mu);
+                return NULL;
+            }
+        }
+        struct job *j = queue_head;
+        queue_head = j->next;
+        if (!queue_head)
+            queue_tail = NULL;
+        queued--;
+        pthread_mutex_unlock(&pool_mu);
+        run(j);
+        free(j);
+        pthread_mutex_lock(&pool_mu);
+    }
+}
+
+/* Queues a job; 0, or -errno when no thread could take it. Never blocks. */
+API int rlcn_submit(struct rlcn_channel *ch, int op, void *target, int64_t a, int64_t b,
+                    uint64_t tag)
+{
+    pthread_once(&pool_once, pool_init);
+    struct job *j = calloc(1, sizeof *j);
+    if (!j)
+        return -ENOMEM;
+    *j = (struct job){.op = op, .target = target, .a = a, .b = b, .tag = tag, .ch = ch};
+    pthread_mutex_lock(&pool_mu);
+    if (queue_tail)
+        queue_tail->next = j;
+    else
+        queue_head = j;
+    queue_tail = j;
+    queued++;
+    int err = 0;
+    if (idle >= queued) {
+        pthread_cond_signal(&pool_cv);
+    } else {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 1 << 20);
+        err = pthread_create(&t, &attr, worker, NULL);
+        pthread_attr_destroy(&attr);
+        if (err == 0)
+            threads++;
+        else if (threads > 0)
+            err = 0; /* a busy thread takes it when it is done */
+    }
+    if (err) { /* no thread at all, so j is the only job queued: take it back */
+        queue_head = queue_tail = NULL;
+        queued = 0;
+        free(j);
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return -err;
+}
+
+/* ---- handles (no network I/O: called on the JS thread) ------------------- */
+
+API rlc_client *rlcn_client_new(const char *nodes, const char *options, struct rlcn_record *res)
+{
+    rlc_client *c = NULL;
+    res->rc = rlc_client_new(&c, nodes, options);
+    set_msg(res, res->rc);
+    return c;
+}
+
+static void on_lost(rlc_lock *l, int reason, void *user)
+{
+    (void)l;
+    struct rlcn_lock *s = user;
+    atomic_store(&s->lost, reason ? reason : RLC_E_LOST);
+    /* Set before the write: if the pipe is full, JS still has records to read
+     * and checks the flag after reading them. */
+    atomic_store(&s->ch->overflow, 1);
+    struct rlcn_record r = {.tag = s->id, .rc = reason, .kind = RLCN_LOST};
+    snprintf(r.msg, sizeof r.msg, "%s", rlc_strerror(reason));
+    ssize_t n;
+    do
+        n = write(s->ch->wfd, &r, sizeof r);
+    while (n < 0 && errno == EINTR);
+}
+
+API struct rlcn_lock *rlcn_lock_new(rlc_client *c, const char *name, uint64_t owner, uint64_t id,
+                                    struct rlcn_channel *ch, struct rlcn_record *res)
+{
+    struct rlcn_lock *s = calloc(1, sizeof *s);
+    if (!s) {
+        res->rc = RLC_E_NOMEM;
+        snprintf(res->msg, sizeof res->msg, "out of memory");
+        return NULL;
+    }
+    s->id = id;
+    s->ch = ch;
+    res->rc = rlc_lock_new(c, name, owner, &s->l);
+    if (res->rc == RLC_OK)
+        res->rc = rlc_lock_on_lost(s->l, on_lost, s);
+    set_msg(res, res->rc);
+    if (res->rc != RLC_OK) {
+        rlc_lock_free(s->l);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* No job may be running on s (index.js waits for them). After rlc_lock_free
+ * returns no on_lost runs, so s can go. */
+API void rlcn_lock_free(struct rlcn_lock *s)
+{
+    if (!s)
+        return;
+    rlc_lock_free(s->l);
+    free(s);
+}
+
+/* The reason of a lost notice not yet taken, else 0. */
+API int rlcn_lock_take_lost(struct rlcn_lock *s)
+{
+    return s ? atomic_exchange(&s->lost, 0) : 0;
+}
+
+API int rlcn_lock_validity(struct rlcn_lock *s, struct rlcn_record *res)
+{
+    res->rc = rlc_lock_validity_ms(s->l, &res->value);
+    set_msg(res, res->rc);
+    return res->rc;
+}
+
+API int rlcn_lock_fencing_token(struct rlcn_lock *s, struct rlcn_record *res)
+{
+    uint64_t t = 0;
+    res->rc = rlc_lock_fencing_token(s->l, &t);
+    res->value = (int64_t)t; /* index.js reads it back as unsigned */
+    set_msg(res, res->rc);
+    return res->rc;
+}
+
+API const char *rlcn_version(void) { return rlc_version(); }
+API const char *rlcn_strerror(int rc) { return rlc_strerror(rc); }
+API const char *rlcn_client_uuid(rlc_client *c) { return rlc_client_uuid(c); }
+API int rlcn_record_size(void) { return (int)sizeof(struct rlcn_record); }

@@ -1,0 +1,98 @@
+# frozen_string_literal: true
+
+module Redlockc
+  # A connection set to one Redis node (single-instance locks) or N >= 2
+  # independent masters (Redlock). Thread-safe; connections are made lazily.
+  #
+  #   client = Redlockc::Client.new("redis://127.0.0.1:6379", watchdog_timeout_ms: 30_000)
+  #   client.lock("orders").synchronize { ... }
+  class Client
+    # nodes: "redis://[user:pass@]host:port[/db]" or a comma-separated list.
+    # options: the names of redlockc.h (watchdog_timeout_ms:, io_timeout_ms:, ...).
+    def initialize(nodes = "redis://127.0.0.1:6379", **options)
+      opts = options.map { |k, v| "#{k}=#{v}" }.join(";")
+      out = Native.out8
+      Native.call(:rlc_client_new, out, nodes, opts.empty? ? nil : opts)
+      @box = [Native.pointer(out)]
+      @mu = Mutex.new
+      @watched = {}   # Lock => callback, polled by @watcher
+      @watcher = nil
+      ObjectSpace.define_finalizer(self, self.class.finalizer(@box))
+    end
+
+    # Frees the C client when the Client is collected without #close.
+    def self.finalizer(box)
+      proc { (h = box[0]) && (box[0] = nil; Native.plain(:rlc_client_free, h)) }
+    end
+
+    # A new Lock (a new owner) for name. No network I/O.
+    def lock(name) = Lock.new(self, name)
+
+    def uuid = @mu.synchronize { closed? ? nil : Native.plain(:rlc_client_uuid, @box[0]).to_s }
+
+    def closed? = @box[0].nil?
+
+    # Stops the watchdog and closes connections. Held locks are not released
+    # on the server (they expire); their Lock objects then raise ClosedError.
+    def close
+      h = @mu.synchronize do
+        @watched.clear
+        @box[0].tap { @box[0] = nil }
+      end
+      @watcher&.join
+      Native.plain(:rlc_client_free, h) if h
+      nil
+    end
+
+    # A C lock handle for Lock#initialize. Under @mu, so #close cannot free
+    # the client while rlc_lock_new uses it (no network I/O: brief).
+    def new_lock_handle(name, owner)
+      @mu.synchronize do
+        raise ClosedError.new("client is closed", status: ClosedError::STATUS) if closed?
+
+        out = Native.out8
+        Native.call(:rlc_lock_new, @box[0], name, owner, out)
+        Native.pointer(out)
+      end
+    end
+
+    # Lost notification by polling (see Lock#on_lost): one thread per client,
+    # started on first use, reading each watched lock's validity (no I/O).
+    def watch(lock, callback)
+      @mu.synchronize do
+        raise ClosedError.new("client is closed", status: ClosedError::STATUS) if closed?
+
+        @watched[lock] = callback
+        @watcher ||= Thread.new { poll_lost }
+      end
+    end
+
+    def unwatch(lock)
+      @mu.synchronize { @watched.delete(lock) }
+    end
+
+    private
+
+    def poll_lost
+      until closed?
+        @mu.synchronize { @watched.dup }.each do |lock, callback|
+          err = lock.take_lost
+          next unless err
+
+          begin
+            callback.call(lock, err)
+          rescue StandardError => e
+            warn "redlockc: on_lost callback raised #{e.class}: #{e.message}"
+          end
+        end
+        sleep Redlockc.lost_poll_interval
+      end
+    end
+  end
+
+  class << self
+    # Seconds between two looks at the watched locks' validity (Lock#on_lost).
+    attr_accessor :lost_poll_interval
+  end
+  self.lost_poll_interval = 0.1
+end

@@ -1,0 +1,80 @@
+# frozen_string_literal: true
+
+require "fiddle"
+
+module Redlockc
+  # The C ABI of libredlockc.so.1, declared with Fiddle. Fiddle releases the
+  # GVL around every call, so a thread waiting for a lock does not stop other
+  # Ruby threads.
+  #
+  # rlc_errmsg() is per OS thread. A Ruby 3.1/3.2 Thread is one OS thread, so
+  # reading it with the next call on the same Ruby thread (Native.call below)
+  # reads the failing call's message. (Ruby 3.3's opt-in M:N threads,
+  # RUBY_MN_THREADS=1, could move a thread between OS threads; not supported.)
+  module Native
+    LIBRARY = ENV.fetch("REDLOCKC_LIBRARY", "libredlockc.so.1")
+
+    P = Fiddle::TYPE_VOIDP
+    I = Fiddle::TYPE_INT
+    I64 = Fiddle::TYPE_INT64_T
+    U64 = -Fiddle::TYPE_INT64_T
+    S = Fiddle::TYPE_CONST_STRING
+    V = Fiddle::TYPE_VOID
+
+    SIGNATURES = {
+      rlc_version: [[], S],
+      rlc_strerror: [[I], S],
+      rlc_errmsg: [[], S],
+      rlc_client_new: [[P, P, P], I],
+      rlc_client_free: [[P], V],
+      rlc_client_uuid: [[P], S],
+      rlc_lock_new: [[P, P, U64, P], I],
+      rlc_lock_free: [[P], V],
+      rlc_lock_acquire: [[P, I64, I64], I],
+      rlc_lock_release: [[P], I],
+      rlc_lock_extend: [[P, I64], I],
+      rlc_lock_force_release: [[P], I],
+      rlc_lock_is_locked: [[P, P], I],
+      rlc_lock_is_held: [[P, P], I],
+      rlc_lock_hold_count: [[P, P], I],
+      rlc_lock_ttl_ms: [[P, P], I],
+      rlc_lock_validity_ms: [[P, P], I],
+      rlc_lock_fencing_token: [[P, P], I],
+    }.freeze
+
+    begin
+      handle = Fiddle.dlopen(LIBRARY)
+    rescue Fiddle::DLError => e
+      raise LoadError, "redlockc: cannot load #{LIBRARY} (set REDLOCKC_LIBRARY): #{e.message}"
+    end
+
+    FUNCTIONS = SIGNATURES.to_h do |name, (args, ret)|
+      [name, Fiddle::Function.new(handle[name.to_s], args, ret)]
+    end.freeze
+
+    module_function
+
+    # Calls rlc_<name>; on a negative status raises the matching Error with
+    # this thread's rlc_errmsg(), read right after the call.
+    def call(name, *args)
+      rc = FUNCTIONS.fetch(name).call(*args)
+      raise Redlockc.error_for(rc, FUNCTIONS[:rlc_errmsg].call.to_s) if rc.negative?
+
+      rc
+    end
+
+    def plain(name, *args)
+      FUNCTIONS.fetch(name).call(*args)
+    end
+
+    # An 8-byte out-parameter, freed by the GC.
+    def out8
+      Fiddle::Pointer.malloc(8, Fiddle::RUBY_FREE)
+    end
+
+    def int64(ptr) = ptr[0, 8].unpack1("q")
+    def uint64(ptr) = ptr[0, 8].unpack1("Q")
+    def int32(ptr) = ptr[0, 4].unpack1("l")
+    def pointer(ptr) = Fiddle::Pointer.new(ptr[0, 8].unpack1("J"))
+  end
+end

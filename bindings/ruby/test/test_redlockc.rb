@@ -1,0 +1,196 @@
+# frozen_string_literal: true
+
+# Behaviours of the Ruby binding against a real redis-server, which
+# tests/runtimes/run.sh starts (tests/support) and names in RLC_TEST_REDIS.
+require "minitest/autorun"
+require "socket"
+require "timeout"
+require "redlockc"
+
+class RedlockcTest < Minitest::Test
+  def setup
+    @uri = ENV["RLC_TEST_REDIS"] or flunk "RLC_TEST_REDIS is not set: run tests/runtimes/run.sh"
+    @clients = []
+    @locks = []
+  end
+
+  def teardown
+    @locks.each(&:close)
+    @clients.each(&:close)
+  end
+
+  def client(**options)
+    Redlockc::Client.new(@uri, **options).tap { |c| @clients << c }
+  end
+
+  def lock(client, name)
+    client.lock(name).tap { |l| @locks << l }
+  end
+
+  def unique(what)
+    "ruby-#{what}-#{Process.pid}-#{Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond)}"
+  end
+
+  def test_two_lock_objects_exclude_each_other
+    c = client
+    name = unique("excl")
+    a = lock(c, name)
+    b = lock(c, name)
+    assert a.try_lock, "a should get a free lock"
+    refute b.try_lock, "b must not get a lock a holds"
+    assert a.locked?
+    assert a.owned?
+    refute b.owned?
+    a.unlock
+    assert b.try_lock(timeout: 1), "b should get it after a unlocked"
+    b.unlock
+    refute a.locked?
+  end
+
+  def test_synchronize_is_reentrant_for_the_holding_fiber
+    c = client
+    l = lock(c, unique("re"))
+    counts = l.synchronize { l.synchronize { l.hold_count } }
+    assert_equal 2, counts, "hold count inside two nested synchronize"
+    refute l.locked?, "free after both levels"
+  end
+
+  # Threads sharing one Lock take turns through its local monitor; threads
+  # with Lock objects of their own take turns through Redis.
+  def test_threads_sharing_and_not_sharing_a_lock_take_turns
+    c = client
+    name = unique("threads")
+    shared = lock(c, name)
+    counter = 0
+    inside = 0
+    overlaps = 0
+    guard = Mutex.new # only for inside/overlaps bookkeeping
+    threads = Array.new(8) do |i|
+      l = i.even? ? shared : lock(c, name)
+      Thread.new do
+        10.times do
+          l.synchronize(timeout: 30) do
+            guard.synchronize { overlaps += 1 if (inside += 1) != 1 }
+            v = counter
+            sleep 0.0005 # widen the window a lost update needs
+            counter = v + 1
+            guard.synchronize { inside -= 1 }
+          end
+        end
+      end
+    end
+    threads.each(&:join)
+    assert_equal 80, counter, "expected 80 increments (8 threads x 10), saw #{counter}"
+    assert_equal 0, overlaps, "overlapping critical sections"
+  end
+
+  def test_fibers_sharing_a_lock_are_different_holders
+    c = client
+    l = lock(c, unique("fibers"))
+    l.lock
+    other = Fiber.new { [l.try_lock, (l.unlock rescue $!)] }
+    got, unlock_error = other.resume
+    refute got, "another fiber must not enter while this one holds"
+    assert_kind_of Redlockc::NotOwnerError, unlock_error
+    l.unlock
+    assert Fiber.new { l.try_lock.tap { l.unlock } }.resume, "free once this fiber unlocked"
+  end
+
+  def test_errors_are_classes_per_status_with_their_message
+    c = client
+    name = unique("notowner")
+    l = lock(c, name)
+    l.instance_variable_get(:@mu).synchronize { l.instance_variable_set(:@holder, Fiber.current) }
+    err = assert_raises(Redlockc::NotOwnerError) { l.unlock }
+    assert_equal(-5, err.status)
+    assert_equal "RLC_E_NOT_OWNER", err.code
+    assert_includes err.message, "'#{name}'"
+    err = assert_raises(Redlockc::InvalidArgumentError) { Redlockc::Client.new(@uri, no_such_option: 1) }
+    assert_includes err.message, "no_such_option"
+  end
+
+  # rlc_errmsg() is per OS thread: each error carries its own call's message.
+  def test_concurrent_failures_carry_their_own_message
+    c = client
+    names = Array.new(16) { |i| unique("msg#{i}") }
+    errors = names.map do |n|
+      l = lock(c, n)
+      Thread.new { l.send(:native, :rlc_lock_release) rescue $! }
+    end.map(&:value)
+    errors.each_with_index do |e, i|
+      assert_kind_of Redlockc::NotOwnerError, e
+      assert_includes e.message, "'#{names[i]}'", "call #{i} got another call's message"
+    end
+  end
+
+  def test_unreachable_server_is_a_connection_error_naming_the_address
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    c = Redlockc::Client.new("redis://127.0.0.1:#{port}", connect_timeout_ms: 500)
+    @clients << c
+    err = assert_raises(Redlockc::ConnectionError) { lock(c, unique("down")).try_lock }
+    assert_includes err.message, "127.0.0.1:#{port}"
+  end
+
+  def test_synchronize_times_out_and_releases_after_an_exception
+    c = client
+    name = unique("sync")
+    holder = lock(c, name)
+    other = lock(c, name)
+    holder.lock
+    assert_raises(Redlockc::NotAcquiredError) { other.synchronize(timeout: 0.1) { flunk "entered" } }
+    holder.unlock
+    assert_raises(RuntimeError) { other.synchronize { raise "boom" } }
+    refute other.locked?, "released after the block raised"
+  end
+
+  def test_lost_lock_is_noticed_by_polling
+    c = client(watchdog_timeout_ms: 600)
+    name = unique("lost")
+    l = lock(c, name)
+    notices = Queue.new
+    l.on_lost { |lk, err| notices << [lk, err] }
+    l.lock
+    lock(c, name).force_unlock # the holder's renewal now fails
+    lk, err = Timeout.timeout(10) { notices.pop }
+    assert_same l, lk
+    assert_kind_of Redlockc::LockLostError, err
+    assert l.lost?
+    assert_raises(Redlockc::LockLostError) { l.unlock }
+    assert l.try_lock, "usable again after the loss was reported"
+    l.unlock
+  end
+
+  def test_forked_child_gets_closed_and_can_make_a_new_client
+    c = client
+    name = unique("fork")
+    l = lock(c, name)
+    l.lock
+    pid = fork do
+      ok = begin
+        l.send(:native, :rlc_lock_acquire, 0, 0)
+        false
+      rescue Redlockc::ClosedError
+        true
+      end
+      fresh = Redlockc::Client.new(@uri)
+      ok &&= !fresh.lock(name).try_lock # still the parent's
+      exit!(ok ? 0 : 1)
+    end
+    _, status = Process.wait2(pid)
+    assert status.success?, "child: expected ClosedError on the parent's client and a busy lock on its own"
+    assert l.owned?, "the parent still holds it"
+    l.unlock
+  end
+
+  def test_closed_client_and_lock_raise_closed_error
+    c = client
+    l = lock(c, unique("closed"))
+    assert l.try_lock
+    c.close
+    assert_raises(Redlockc::ClosedError) { l.unlock }
+    assert_raises(Redlockc::ClosedError) { c.lock("x") }
+    l2 = lock(client, unique("closed2"))
+    l2.close
+    assert_raises(Redlockc::ClosedError) { l2.try_lock }
+  end
+end
