@@ -408,13 +408,17 @@ int rlc_lock_release(rlc_lock *l)
     struct rlc_cmd *cmd = release_cmd(l, lease, field);
     struct fanout f;
     fanout_run(c, cmd, &script_release, &f);
-    int done = 0, refused = 0;
+    int done = 0, refused = 0, freed = 0;
     for (int i = 0; i < f.n; i++) {
         const redisReply *r = fanout_reply(&f, i);
         int64_t v;
-        if (r && reply_int(r, &v))
+        if (r && reply_int(r, &v)) {
             v < 0 ? refused++ : done++;
+            freed += v == 0;
+        }
     }
+    if (freed >= c->quorum)
+        pubsub_notify_local(c->pubsub, l->channel, l->channel_len);
     if (done >= c->quorum)
         rc = RLC_OK;
     else if (refused > f.n - c->quorum)

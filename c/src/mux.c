@@ -255,7 +255,13 @@ static bool send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
     append(m, r);
     if (r->waiter)
         m->waiting++;
-    if (c->state == CONN_READY && was_empty) {
+    /* With another thread reading, leave the bytes to it: it sends everything
+     * queued in one send(), and this thread does no TCP work under mu. Only a
+     * request someone waits for may be left so: if the reader leaves, the role
+     * goes to a waiting request's thread, which sends them. A detached one
+     * (an undo) could otherwise sit unsent with nobody waiting on this mux. */
+    bool reader_sends = r->waiter && m->reader && m->reader != r->waiter;
+    if (c->state == CONN_READY && was_empty && !reader_sends) {
         int rc = conn_flush(c, err);
         if (rc != RLC_OK) {
             teardown(m, rc, err, r->waiter);
@@ -263,7 +269,7 @@ static bool send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
         }
     }
     /* A reader polling for replies only must learn that bytes wait to go out. */
-    if (m->reader && m->reader != r->waiter && (c->state != CONN_READY || c->out_len > 0))
+    if (reader_sends && was_empty)
         waiter_wake(m->reader);
     return true;
 

@@ -39,9 +39,11 @@ struct channel {
     char *name;
     size_t len;
     int refs;
-    uint64_t seq;
+    uint64_t seq;        /* bumped when a subscription is (re)confirmed */
+    int permits;         /* unlock messages no waiter has taken yet */
     int64_t idle_since_ns;
-    pthread_cond_t cond;
+    pthread_cond_t cond; /* readiness and seq changes: wakes everyone */
+    pthread_cond_t msg;  /* an unlock message: wakes one waiter */
     struct node_sub node[];
 };
 
@@ -83,6 +85,7 @@ struct pubsub *pubsub_new(rlc_client *c)
 static void channel_free(struct channel *ch)
 {
     pthread_cond_destroy(&ch->cond);
+    pthread_cond_destroy(&ch->msg);
     free(ch->name);
     free(ch);
 }
@@ -149,6 +152,7 @@ struct channel *pubsub_join(struct pubsub *ps, const char *name, size_t len)
             pthread_condattr_init(&attr);
             pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
             pthread_cond_init(&ch->cond, &attr);
+            pthread_cond_init(&ch->msg, &attr);
             pthread_condattr_destroy(&attr);
             ch->next = ps->channels;
             ps->channels = ch;
@@ -188,11 +192,37 @@ uint64_t pubsub_seq(struct pubsub *ps, struct channel *ch)
     return seq;
 }
 
+/* One unlock message wakes one waiter, as Redisson's unlock latch does: only
+ * one can win the lock, and waking them all makes every waiter send a try and
+ * every loser wake up for its reply, which on a few cores delays the winner
+ * by several context switches. A resubscription wakes everyone (seq). */
 void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t deadline_ns)
 {
+    struct timespec ts = {deadline_ns / 1000000000LL, deadline_ns % 1000000000LL};
     pthread_mutex_lock(&ps->mu);
-    while (!ps->stopped && ch->seq == seq && rlc_now_ns() < deadline_ns)
-        timed_wait(ch, &ps->mu, deadline_ns);
+    while (!ps->stopped && ch->seq == seq && rlc_now_ns() < deadline_ns) {
+        if (ch->permits > 0) {
+            ch->permits--;
+            break;
+        }
+        pthread_cond_timedwait(&ch->msg, &ps->mu, &ts);
+    }
+    /* Leaving without the permit it was woken for (deadline, resubscription):
+     * pass it on, or another waiter would sleep until its fallback timer. */
+    if (ch->permits > 0)
+        pthread_cond_signal(&ch->msg);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void pubsub_notify_local(struct pubsub *ps, const char *name, size_t len)
+{
+    pthread_mutex_lock(&ps->mu);
+    struct channel *ch = find(ps, name, len);
+    if (ch && ch->refs > 0) {
+        if (ch->permits < ch->refs)
+            ch->permits++;
+        pthread_cond_signal(&ch->msg);
+    }
     pthread_mutex_unlock(&ps->mu);
 }
 
@@ -201,13 +231,21 @@ void pubsub_leave(struct pubsub *ps, struct channel *ch)
     pthread_mutex_lock(&ps->mu);
     if (--ch->refs == 0)
         ch->idle_since_ns = rlc_now_ns();
+    else if (ch->permits > 0) /* see pubsub_wait: never strand a permit */
+        pthread_cond_signal(&ch->msg);
     pthread_mutex_unlock(&ps->mu);
+}
+
+static void wake_everyone(struct channel *ch)
+{
+    pthread_cond_broadcast(&ch->cond);
+    pthread_cond_broadcast(&ch->msg);
 }
 
 static void wake_all(struct pubsub *ps)
 {
     for (struct channel *ch = ps->channels; ch; ch = ch->next)
-        pthread_cond_broadcast(&ch->cond);
+        wake_everyone(ch);
 }
 
 void pubsub_stop(struct pubsub *ps)
@@ -346,15 +384,17 @@ static void on_push(struct pubsub *ps, int i, const redisReply *r)
     if (!ch)
         return;
     if (is(kind, "message")) {
-        ch->seq++;
-        pthread_cond_broadcast(&ch->cond);
+        /* A permit for one waiter; more than one per waiter is never used. */
+        if (ch->permits < ch->refs)
+            ch->permits++;
+        pthread_cond_signal(&ch->msg);
     } else if (is(kind, "subscribe") || is(kind, "unsubscribe")) {
         if (ch->node[i].inflight > 0)
             ch->node[i].inflight--;
         if (confirmed(ch, i)) {
             ps->subs[i].backoff_ms = 0;
             ch->seq++;
-            pthread_cond_broadcast(&ch->cond);
+            wake_everyone(ch);
         }
     }
 }

@@ -5,7 +5,8 @@
  * background thread, carries every channel that any waiter of the client
  * needs. A waiter joins a channel, waits until the subscription is confirmed
  * (so that no unlock message can slip between its last try and its sleep),
- * then sleeps until a message bumps the channel's sequence number.
+ * then sleeps until an unlock message lets it try again: one message wakes one
+ * waiter (a permit, kept if nobody sleeps yet), a resubscription wakes all.
  */
 #ifndef RLC_PUBSUB_H
 #define RLC_PUBSUB_H
@@ -30,13 +31,18 @@ struct channel *pubsub_join(struct pubsub *ps, const char *name, size_t len);
 /* Waits until every reachable node confirmed the subscription, or deadline. */
 void pubsub_wait_ready(struct pubsub *ps, struct channel *ch, int64_t deadline_ns);
 
-/* The channel's message count; read it BEFORE trying the lock. */
+/* The channel's subscription count; read it BEFORE trying the lock. */
 uint64_t pubsub_seq(struct pubsub *ps, struct channel *ch);
 
-/* Sleeps until the message count differs from seq, the deadline, or stop. */
+/* Sleeps until an unlock message's permit (taken here), a resubscription
+ * (seq differs), the deadline, or stop. */
 void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t deadline_ns);
 
 void pubsub_leave(struct pubsub *ps, struct channel *ch);
+
+/* This client just freed the lock: wake one of its own waiters now, without
+ * waiting for the unlock message to come back through the subscriber. */
+void pubsub_notify_local(struct pubsub *ps, const char *name, size_t len);
 
 /* Wakes every waiter for good (the client is closing). */
 void pubsub_stop(struct pubsub *ps);

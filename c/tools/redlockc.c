@@ -1,0 +1,85 @@
+/*
+ * redlockc.c - the command-line tool: like flock(1), but the lock lives in
+ * Redis, so it holds across machines.
+ *
+ *   redlockc nightly-report -- ./make-report.sh
+ *
+ * main() parses the command line, makes one client and one lock handle and
+ * hands them to the subcommand. The signals that redlockc forwards to CMD
+ * are blocked here, before the client exists, so that the library's
+ * background thread inherits the mask and never takes them: run.c reads them
+ * from a signalfd in its main loop instead of in a handler.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+int cli_status_exit(int rc)
+{
+    switch (rc) {
+    case RLC_NOT_ACQUIRED:
+        return CLI_BUSY;
+    case RLC_E_INVAL:
+        return CLI_USAGE;
+    case RLC_E_NOMEM:
+        return CLI_INTERNAL;
+    case RLC_E_LOST:
+    case RLC_E_NOT_OWNER:
+        return CLI_LOST;
+    default: /* connect, timeout, no quorum, server, protocol, auth, closed */
+        return CLI_UNAVAILABLE;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct cli_args a;
+    int rc = cli_parse(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+
+    sigset_t block, orig;
+    sigemptyset(&block);
+    for (int i = 0; i < cli_nforwarded; i++)
+        sigaddset(&block, cli_forwarded[i]);
+    sigaddset(&block, SIGCHLD);
+    /* Taking the terminal back from CMD's group is done from the background:
+     * tcsetpgrp() then raises SIGTTOU, unless it is blocked. */
+    sigaddset(&block, SIGTTOU);
+    if (a.command != CLI_RUN)
+        sigemptyset(&block); /* a quick query: Ctrl-C may just end it */
+    pthread_sigmask(SIG_BLOCK, &block, &orig);
+
+    rlc_client *c = NULL;
+    rlc_lock *l = NULL;
+    rc = rlc_client_new(&c, a.nodes, a.options);
+    if (rc != RLC_OK) {
+        /* The library's message never holds a password; --nodes itself may,
+         * so it is not echoed. */
+        cli_err("bad --nodes or --options: %s", rlc_errmsg());
+        return cli_status_exit(rc);
+    }
+    rc = rlc_lock_new(c, a.name, 0, &l);
+    if (rc != RLC_OK) {
+        cli_err("%s", rlc_errmsg());
+        rlc_client_free(c);
+        return cli_status_exit(rc);
+    }
+
+    switch (a.command) {
+    case CLI_RUN:
+        rc = cli_run(l, &a, &orig);
+        break;
+    case CLI_STATUS:
+        rc = cli_status(l, &a);
+        break;
+    default:
+        rc = cli_release(l, &a);
+        break;
+    }
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    return rc;
+}

@@ -1,0 +1,291 @@
+/*
+ * run.c - "redlockc NAME -- CMD": acquire, run CMD, release.
+ *
+ * One thread does everything, in one poll() loop over two descriptors:
+ *   - a signalfd with the signals main() blocked (SIGCHLD, and the ones to
+ *     forward to CMD), so no signal handler runs anywhere;
+ *   - a pipe that the lock's on_lost callback writes the reason into. The
+ *     callback runs on the library's watchdog thread, so it only write()s:
+ *     no locks, no stdio, nothing that could block that thread.
+ * Deadlines (the SIGKILL after --kill-after, the end of a fixed --lease)
+ * are the poll timeout.
+ *
+ * Waiting for a busy lock happens in slices of SLICE_MS, so that Ctrl-C
+ * during a long --wait ends redlockc promptly: the library call cannot be
+ * interrupted, and a signal is only read between slices. Each slice starts
+ * with a try and then sleeps on the unlock message, so slicing loses no
+ * wake-up; it costs one round trip per slice.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define SLICE_MS 250
+
+extern char **environ;
+
+struct run {
+    rlc_lock *l;
+    const struct cli_args *a;
+    int sigfd;
+    int lost_pipe[2];
+    struct child ch;
+    int lost;             /* 0, or the reason the lock was lost */
+    int64_t kill_at;      /* when to SIGKILL CMD's group; -1 never */
+    int64_t lease_end;    /* fixed lease: when it ends; -1 watchdog */
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* On the watchdog thread: hand the reason to the main loop, nothing more. */
+static void on_lost(rlc_lock *l, int reason, void *user)
+{
+    (void)l;
+    int fd = (int)(intptr_t)user; /* the value itself: no pointer to outlive */
+    if (write(fd, &reason, sizeof reason) < 0) {
+        /* the pipe is non-blocking and nearly empty: cannot fail in practice */
+    }
+}
+
+static int is_terminating(int sig)
+{
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
+/* Reads every pending signal; forwards or notes each. Returns the last
+ * terminating signal seen (only meaningful before CMD runs), else 0. */
+static int drain_signals(struct run *r, int started)
+{
+    struct signalfd_siginfo si;
+    int terminating = 0;
+    while (read(r->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD)
+            continue; /* child_poll() looks at every loop turn */
+        if (!started) {
+            if (is_terminating(sig))
+                terminating = sig;
+            continue;
+        }
+        /* Always passed on, also when the terminal sent it (Ctrl-C): the
+         * terminal signals only its foreground group, and CMD's group is
+         * never ours, so if we got it, CMD did not. */
+        child_signal(&r->ch, sig);
+    }
+    return terminating;
+}
+
+/* Returns RLC_OK or a status; *sig is set if a terminating signal came
+ * first (then nothing is held). */
+static int acquire(struct run *r, int *sig)
+{
+    int64_t wait = r->a->wait_ms;
+    int64_t deadline = now_ms() + wait;
+    for (;;) {
+        int64_t slice = SLICE_MS;
+        if (wait >= 0) {
+            int64_t left = deadline - now_ms();
+            slice = left < 0 ? 0 : left < SLICE_MS ? left : SLICE_MS;
+        }
+        int rc = rlc_lock_acquire(r->l, slice, r->a->lease_ms);
+        if ((*sig = drain_signals(r, 0)) != 0) {
+            if (rc == RLC_OK)
+                rlc_lock_release(r->l);
+            return rc;
+        }
+        if (rc != RLC_NOT_ACQUIRED || (wait >= 0 && now_ms() >= deadline))
+            return rc;
+    }
+}
+
+/* The environment of CMD: ours, plus the lock's name and fencing token. */
+static char **child_env(const char *name, uint64_t token)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 3, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "REDLOCKC_LOCK=", 14) != 0 &&
+            strncmp(environ[i], "REDLOCKC_FENCING_TOKEN=", 23) != 0)
+            env[k++] = environ[i];
+    if (asprintf(&env[k], "REDLOCKC_LOCK=%s", name) < 0)
+        env[k] = NULL;
+    if (!env[k] || asprintf(&env[k + 1], "REDLOCKC_FENCING_TOKEN=%" PRIu64, token) < 0) {
+        free(env[k]);
+        free(env);
+        return NULL;
+    }
+    return env;
+}
+
+static void free_env(char **env)
+{
+    size_t n = 0;
+    while (env[n])
+        n++;
+    /* the last two are ours; the rest belong to environ */
+    free(env[n - 1]);
+    free(env[n - 2]);
+    free(env);
+}
+
+/* The lock is gone: CMD's group gets SIGTERM now and SIGKILL later. */
+static void begin_stop(struct run *r, int reason, const char *why)
+{
+    if (r->lost)
+        return;
+    r->lost = reason;
+    cli_err("lock '%s' was lost (%s); stopping CMD", r->a->name, why);
+    if (r->a->kill_after_ms == 0) {
+        child_signal(&r->ch, SIGKILL);
+        return;
+    }
+    child_signal(&r->ch, SIGTERM);
+    child_signal(&r->ch, SIGCONT); /* a stopped CMD must run to die */
+    r->kill_at = now_ms() + r->a->kill_after_ms;
+}
+
+static int poll_timeout(const struct run *r)
+{
+    int64_t next = -1;
+    if (r->kill_at >= 0)
+        next = r->kill_at;
+    if (r->lease_end >= 0 && !r->lost && (next < 0 || r->lease_end < next))
+        next = r->lease_end;
+    if (next < 0)
+        return -1;
+    int64_t left = next - now_ms();
+    return left <= 0 ? 0 : left > 60000 ? 60000 : (int)left;
+}
+
+/* Until CMD ends: forward signals, watch for loss, enforce deadlines. */
+static void supervise(struct run *r)
+{
+    struct pollfd pf[2] = {{r->sigfd, POLLIN, 0}, {r->lost_pipe[0], POLLIN, 0}};
+    for (;;) {
+        child_poll(&r->ch);
+        if (r->ch.ended)
+            return;
+        if (poll(pf, 2, poll_timeout(r)) < 0 && errno != EINTR) {
+            /* Never return (and release) while CMD runs: try again soon. */
+            cli_err("poll: %s", strerror(errno));
+            struct timespec pause = {0, 100 * 1000000L};
+            nanosleep(&pause, NULL);
+        }
+        int reason;
+        if (read(r->lost_pipe[0], &reason, sizeof reason) == (ssize_t)sizeof reason)
+            begin_stop(r, reason, rlc_strerror(reason));
+        drain_signals(r, 1);
+        int64_t now = now_ms();
+        if (r->lease_end >= 0 && now >= r->lease_end)
+            begin_stop(r, RLC_E_LOST, "its fixed --lease ended");
+        if (r->kill_at >= 0 && now >= r->kill_at) {
+            child_signal(&r->ch, SIGKILL);
+            r->kill_at = -1;
+        }
+    }
+}
+
+/* After CMD ended: release, and choose the exit status. */
+static int finish(struct run *r)
+{
+    int cmd_status = child_exit_status(&r->ch);
+    int rc = rlc_lock_release(r->l);
+    if (r->lost) {
+        cli_err("CMD ended with status %d after the lock was lost", cmd_status);
+        return CLI_LOST;
+    }
+    if (rc == RLC_OK) {
+        if (r->a->verbose)
+            cli_err("released lock '%s'", r->a->name);
+        return cmd_status;
+    }
+    if (rc == RLC_E_LOST || rc == RLC_E_NOT_OWNER) {
+        cli_err("lock '%s' was lost while CMD ran: %s", r->a->name, rlc_errmsg());
+        return CLI_LOST;
+    }
+    /* CMD finished under a hold the watchdog never reported lost; only
+     * the release failed. The key expires with its lease. */
+    cli_err("could not release lock '%s' (%s); it expires with its lease", r->a->name,
+            rlc_errmsg());
+    return cmd_status;
+}
+
+static int start_cmd(struct run *r, const sigset_t *orig_mask)
+{
+    uint64_t token = 0;
+    rlc_lock_fencing_token(r->l, &token);
+    if (r->a->verbose)
+        cli_err("acquired lock '%s' (fencing token %" PRIu64 ")", r->a->name, token);
+    if (r->a->lease_ms > 0) {
+        int64_t valid = 0;
+        rlc_lock_validity_ms(r->l, &valid);
+        r->lease_end = now_ms() + valid;
+    }
+    char **env = child_env(r->a->name, token);
+    if (!env) {
+        cli_err("out of memory");
+        return CLI_INTERNAL;
+    }
+    int rc = child_start(&r->ch, r->a->cmd, env, orig_mask);
+    free_env(env);
+    return rc;
+}
+
+int cli_run(rlc_lock *l, const struct cli_args *a, const sigset_t *orig_mask)
+{
+    struct run r = {.l = l, .a = a, .sigfd = -1, .lost_pipe = {-1, -1}, .kill_at = -1,
+                    .lease_end = -1};
+    sigset_t mine;
+    pthread_sigmask(SIG_SETMASK, NULL, &mine);
+    r.sigfd = signalfd(-1, &mine, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (r.sigfd < 0 || pipe2(r.lost_pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+        cli_err("signalfd/pipe: %s", strerror(errno));
+        if (r.sigfd >= 0)
+            close(r.sigfd);
+        return CLI_INTERNAL;
+    }
+    int status, sig = 0;
+    rlc_lock_on_lost(l, on_lost, (void *)(intptr_t)r.lost_pipe[1]);
+    int rc = acquire(&r, &sig);
+    if (sig) {
+        status = CLI_SIGNAL_BASE + sig; /* as if the signal had ended us */
+    } else if (rc != RLC_OK) {
+        if (rc == RLC_NOT_ACQUIRED)
+            cli_err("lock '%s' is busy: another owner holds it", a->name);
+        else
+            cli_err("cannot lock '%s': %s", a->name, rlc_errmsg());
+        status = cli_status_exit(rc);
+    } else if ((status = start_cmd(&r, orig_mask)) == 0) {
+        supervise(&r);
+        child_done(&r.ch);
+        status = finish(&r);
+    } else {
+        rlc_lock_release(l); /* CMD never ran */
+    }
+    rlc_lock_on_lost(l, NULL, NULL);
+    close(r.sigfd);
+    /* The lost pipe stays open until exit: a callback already running on
+     * the watchdog thread may still write to it (rlc_lock_free() in main
+     * waits for that), and a closed or reused descriptor must not get it. */
+    return status;
+}

@@ -1,0 +1,84 @@
+# Debian packages, one per install component (cpack -G DEB in the build tree):
+#   libredlockc1      runtime: libredlockc.so.1 and the real file
+#   libredlockc-dev   dev: redlockc.h, libredlockc.so, redlockc.pc, CMake package
+#   redlockc          tools: the redlockc command and its man page
+#   python3-redlockc, lua-redlockc: the bindings, when they were built and
+#                     install into the components "python" and "lua"
+# Debian's own paths want CMAKE_INSTALL_PREFIX=/usr at configure time (then
+# GNUInstallDirs gives lib/<multiarch>); see packaging/README-packaging.md.
+set(RLC_DEB_MAINTAINER "libredlockc developers <redlockc@localhost>" CACHE STRING
+  "Maintainer field of the Debian packages")
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME redlockc)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "${RLC_DEB_MAINTAINER}")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
+
+# Depends from the binaries' real needs (libc6, libhiredis0.14), by dpkg-shlibdeps.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# libredlockc1 gets a shlibs file (and ldconfig in postinst), so that packages
+# built against it depend on "libredlockc1 (>= 1.0.0)".
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
+
+set(rlc_deb_version "${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE}")
+
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libredlockc1)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_RUNTIME_DESCRIPTION "distributed locks on Redis - shared library
+libredlockc gives any runtime distributed locks on Redis: Redisson-compatible
+reentrant locks kept alive by a watchdog, and the Redlock algorithm over N
+independent Redis masters, behind one stable C ABI.")
+
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME libredlockc-dev)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+# No libhiredis-dev: hiredis is private to the .so (Libs.private only).
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libredlockc1 (= ${rlc_deb_version})")
+set(CPACK_DEBIAN_DEV_PACKAGE_SHLIBDEPS OFF)
+set(CPACK_DEBIAN_DEV_DESCRIPTION "distributed locks on Redis - development files
+The header redlockc.h, the libredlockc.so link, redlockc.pc for pkg-config and
+the CMake package (find_package(redlockc 1) gives redlockc::redlockc).")
+
+set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME redlockc)
+set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION utils)
+# dpkg-shlibdeps cannot know which package gives libredlockc.so.1 before it is
+# installed, so the tool's libc6 dependency comes from shlibdeps with the
+# runtime package's directory as a private one, and libredlockc1 is named here.
+set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "libredlockc1 (= ${rlc_deb_version})")
+# Relative to the directory CPack stages each component in (…/<component>).
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS
+  "../runtime${CPACK_PACKAGING_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}")
+set(CPACK_DEBIAN_TOOLS_DESCRIPTION "distributed locks on Redis - command-line tool
+redlockc runs a command while holding a distributed lock on Redis, like
+flock(1) across machines: watchdog-renewed, exit status propagated, the
+command stopped if the lock is lost.")
+
+set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-redlockc)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "libredlockc1 (= ${rlc_deb_version}), python3")
+set(CPACK_DEBIAN_PYTHON_DESCRIPTION "distributed locks on Redis - Python 3 module
+import redlockc: Client, Lock, exceptions per failure, over libredlockc.")
+set(CPACK_DEBIAN_LUA_PACKAGE_NAME lua-redlockc)
+set(CPACK_DEBIAN_LUA_PACKAGE_SECTION interpreters)
+set(CPACK_DEBIAN_LUA_PACKAGE_DEPENDS "libredlockc1 (= ${rlc_deb_version}), lua5.4")
+set(CPACK_DEBIAN_LUA_DESCRIPTION "distributed locks on Redis - Lua 5.4 module
+require \"redlockc\": clients and locks over libredlockc.")
+
+# Package what this build installs, and nothing that has no package name above
+# (an install rule without COMPONENT lands in "Unspecified": say so).
+get_cmake_property(rlc_components COMPONENTS)
+set(CPACK_COMPONENTS_ALL "")
+foreach(comp ${rlc_components})
+  string(TOUPPER "${comp}" COMP)
+  if(DEFINED CPACK_DEBIAN_${COMP}_PACKAGE_NAME)
+    list(APPEND CPACK_COMPONENTS_ALL ${comp})
+  else()
+    message(STATUS "packaging: install component '${comp}' goes into no Debian package")
+  endif()
+endforeach()
+
+include(CPack)

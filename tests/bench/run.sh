@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# run.sh - the benchmarks in one command (never part of the test suite):
+#
+#   bash tests/bench/run.sh [--quick] [--seconds N] [--repeats N] [--only NAME]
+#                           [--wd-seconds N] [--wd-locks N]
+#
+# Builds rlc_bench (Release, in build-bench/ or $RLC_BENCH_BUILD), installs
+# the Node peer (redlock v5 + ioredis) from npm into a temporary directory,
+# runs every workload against redis-server nodes it starts itself, and prints
+# the table. The raw rows and the children's stderr are kept in
+# <build>/bench/ (rows.jsonl, bench.log, table.txt).
+# Default: 3 repeats x 3 s per workload + 3 x 30 s watchdog, about 6 minutes.
+# --quick: 1 repeat x 1 s, watchdog 6 s, about 30 s (a CI smoke, not a test).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${RLC_BENCH_BUILD:-$root/build-bench}
+out=$build/bench
+args=("$@")
+
+for tool in redis-server redis-benchmark cmake; do
+  command -v "$tool" >/dev/null || { echo "run.sh: $tool is not installed" >&2; exit 2; }
+done
+
+# The Python module is built only if the Python driver exists to use it.
+py_script=$root/tests/bench/bench_python.py
+cmake_opts=(-DCMAKE_BUILD_TYPE=Release)
+[[ -f $py_script ]] && cmake_opts+=(-DRLC_PYTHON=ON)
+echo "run.sh: building in $build" >&2
+if ! cmake -S "$root" -B "$build" "${cmake_opts[@]}" >/dev/null; then
+  # Without the Python module the rest still runs; its row will say why not.
+  echo "run.sh: configuring with the Python module failed; building without it" >&2
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRLC_PYTHON=OFF >/dev/null
+fi
+if [[ -f $py_script ]]; then
+  # Everything, for the Python module; if another area does not build right
+  # now, the driver below still must.
+  cmake --build "$build" -j2 >"$build/bench-build.log" 2>&1 ||
+    echo "run.sh: the full build failed (see $build/bench-build.log); going on" >&2
+fi
+cmake --build "$build" -j2 --target rlc_bench >/dev/null
+mkdir -p "$out"
+
+# node-redlock v5 is published as prereleases only (5.0.0-beta2 is the
+# newest), which a plain "redlock@5" does not match; pin it.
+node_dir=$(mktemp -d /tmp/rlc-bench-node.XXXXXX)
+trap 'rm -rf "$node_dir"' EXIT
+node_args=()
+if command -v npm >/dev/null && command -v node >/dev/null &&
+  timeout 300 npm install --prefix "$node_dir" --no-audit --no-fund --no-save \
+    --loglevel=error redlock@5.0.0-beta2 'ioredis@^5' >"$out/npm.log" 2>&1; then
+  node_args=(--node-dir "$node_dir" --node-js "$root/tests/bench/node/bench.js")
+else
+  echo "run.sh: npm could not install the Node peer (see $out/npm.log): its rows say not run" >&2
+fi
+
+py_args=()
+[[ -f $py_script ]] && py_args=(--py-script "$py_script" --py-path "$build/bindings/python")
+
+"$build/tests/bench/rlc_bench" "${args[@]}" "${node_args[@]}" "${py_args[@]}" \
+  --out "$out/rows.jsonl" --log "$out/bench.log"
+/usr/bin/python3 "$root/tests/bench/table.py" "$out/rows.jsonl" | tee "$out/table.txt"
