@@ -112,7 +112,7 @@ def test_help_man_page_and_readme_list_the_same_exit_codes(cli):
     in_help = exit_codes_help(cli)
     man = section(man_text(), ".SH EXIT STATUS", ".SH EXAMPLES")
     in_man = set(int(c) for c in re.findall(r"^\.B (\d+)$", man, re.M))
-    readme = section(open(os.path.join(TOP, "packaging", "README-packaging.md")).read(),
+    readme = section(open(os.path.join(TOP, "README.md")).read(),
                      "| exit |")
     in_readme = set(int(c) for c in re.findall(r"^\| (\d+) ", readme, re.M))
     assert in_help == {64, 69, 70, 75, 79, 126, 127}, f"--help lists {sorted(in_help)}"
