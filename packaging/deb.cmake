@@ -59,7 +59,24 @@ command stopped if the lock is lost.")
 
 set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-redlockc)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
-set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "libredlockc1 (= ${rlc_deb_version}), python3")
+# The extension module is built for one CPython minor version.
+set(rlc_py_dep python3)
+if(RLC_PYTHON)
+  set(rlc_py_exe ${Python3_EXECUTABLE})
+  if(NOT rlc_py_exe)
+    set(rlc_py_exe /usr/bin/python3) # the bindings' own default
+  endif()
+  execute_process(COMMAND ${rlc_py_exe} -c
+    "import sys; print('%d.%d %d.%d' % (sys.version_info[0], sys.version_info[1], sys.version_info[0], sys.version_info[1] + 1))"
+    OUTPUT_VARIABLE rlc_py_ver OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rlc_py_rc)
+  if(rlc_py_rc EQUAL 0)
+    separate_arguments(rlc_py_ver)
+    list(GET rlc_py_ver 0 rlc_py_this)
+    list(GET rlc_py_ver 1 rlc_py_next)
+    set(rlc_py_dep "python3 (>= ${rlc_py_this}), python3 (<< ${rlc_py_next})")
+  endif()
+endif()
+set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "libredlockc1 (= ${rlc_deb_version}), ${rlc_py_dep}")
 set(CPACK_DEBIAN_PYTHON_DESCRIPTION "distributed locks on Redis - Python 3 module
 import redlockc: Client, Lock, exceptions per failure, over libredlockc.")
 set(CPACK_DEBIAN_LUA_PACKAGE_NAME lua-redlockc)

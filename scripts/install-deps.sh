@@ -8,7 +8,7 @@ PACKAGES=(
   redis-server redis-tools
   valgrind clang libclang-rt-14-dev
   swig python3-dev python3-pytest python3-redis
-  lua5.4 liblua5.4-dev luajit2 nginx libnginx-mod-http-lua
+  lua5.4 liblua5.4-dev luajit2 nginx libnginx-mod-http-lua luarocks
   abigail-tools dpkg-dev file curl procps
   ruby golang-go
 )

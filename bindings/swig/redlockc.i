@@ -17,11 +17,236 @@
 %include <stdint.i>
 
 #ifdef SWIGPYTHON
-/* ---- Python (owned by bindings/python) ---- */
+/* ---- Python (owned by bindings/python) ----
+ * The generated module is private: the package bindings/python/redlockc/
+ * wraps it. Built with -threads, so the GIL is released around every C call
+ * (a blocked acquire never stalls other Python threads), except where
+ * %nothread says the call touches Python objects or cannot block.
+ *
+ * Shape of the generated functions:
+ *   - an int return is a status: < 0 raises the redlockc.Error subclass
+ *     registered for it (with rlc_errmsg()), else True for RLC_OK and False
+ *     for RLC_NOT_ACQUIRED;
+ *   - an "out" parameter disappears from the arguments and becomes the
+ *     return value (a handle, a bool, an int). */
+%{
+/* Exception classes by -status, registered by redlockc/_errors.py at import.
+ * Until then (nobody should call us before) failures raise RuntimeError. */
+#define RLCPY_MAX_STATUS 32
+static PyObject *rlcpy_errors[RLCPY_MAX_STATUS];
+
+/* Raises the class of `status` with (status, detail). rlc_errmsg() is per
+ * thread: the wrapper re-took the GIL on the thread that made the call, and
+ * no other call ran on it since, so this is that call's detail. */
+static void rlcpy_raise(int status)
+{
+    const char *detail = rlc_errmsg();
+    if (!detail || !*detail)
+        detail = rlc_strerror(status);
+    int i = -status;
+    PyObject *cls = i > 0 && i < RLCPY_MAX_STATUS && rlcpy_errors[i] ? rlcpy_errors[i]
+                                                                      : PyExc_RuntimeError;
+    /* A lock name clipped mid-character must not turn into a UnicodeError. */
+    PyObject *text = PyUnicode_DecodeUTF8(detail, (Py_ssize_t)strlen(detail), "replace");
+    PyObject *args = text ? Py_BuildValue("(iO)", status, text) : NULL;
+    if (args)
+        PyErr_SetObject(cls, args);
+    Py_XDECREF(args);
+    Py_XDECREF(text);
+}
+
+#if PY_VERSION_HEX >= 0x030D0000
+#define RLCPY_FINALIZING() Py_IsFinalizing()
+#else
+#define RLCPY_FINALIZING() _Py_IsFinalizing()
+#endif
+
+/* The on_lost trampoline, on the client's watchdog thread. `user` is the
+ * package's dispatcher object, kept alive by the Lock until rlc_lock_free
+ * has returned (which waits for a running callback), so it is valid here.
+ * Python code runs with the GIL held; an exception goes to
+ * sys.unraisablehook, never further. */
+static void rlcpy_lost(rlc_lock *l, int reason, void *user)
+{
+    (void)l;
+    if (!Py_IsInitialized() || RLCPY_FINALIZING())
+        return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *dispatch = (PyObject *)user;
+    Py_INCREF(dispatch); /* the callback may drop the last other reference */
+    PyObject *r = PyObject_CallFunction(dispatch, "i", reason);
+    if (r)
+        Py_DECREF(r);
+    else
+        PyErr_WriteUnraisable(dispatch);
+    Py_DECREF(dispatch);
+    PyGILState_Release(gil);
+}
+%}
+
+/* Status codes -> exceptions (or True/False for RLC_OK/RLC_NOT_ACQUIRED). */
+%typemap(out) int {
+  if ($1 < 0) {
+    rlcpy_raise($1);
+    SWIG_fail;
+  }
+  $result = PyBool_FromLong($1 == RLC_OK);
+}
+
+/* Out-parameters -> the return value (the status's True is replaced). */
+%typemap(in, numinputs=0) rlc_client **out (rlc_client *tmp = NULL) "$1 = &tmp;"
+%typemap(argout) rlc_client **out {
+  Py_DECREF($result);
+  $result = SWIG_NewPointerObj(*$1, $*1_descriptor, 0);
+}
+%typemap(in, numinputs=0) rlc_lock **out (rlc_lock *tmp = NULL) "$1 = &tmp;"
+%typemap(argout) rlc_lock **out {
+  Py_DECREF($result);
+  $result = SWIG_NewPointerObj(*$1, $*1_descriptor, 0);
+}
+%typemap(in, numinputs=0) int *out (int tmp = 0) "$1 = &tmp;"
+%typemap(argout) int *out {
+  Py_DECREF($result);
+  $result = PyBool_FromLong(*$1);
+}
+%typemap(in, numinputs=0) int64_t *out (int64_t tmp = 0) "$1 = &tmp;"
+%typemap(argout) int64_t *out {
+  Py_DECREF($result);
+  $result = PyLong_FromLongLong((long long)*$1);
+}
+%typemap(in, numinputs=0) uint64_t *out (uint64_t tmp = 0) "$1 = &tmp;"
+%typemap(argout) uint64_t *out {
+  Py_DECREF($result);
+  $result = PyLong_FromUnsignedLongLong((unsigned long long)*$1);
+}
+
+/* A C function pointer cannot come from Python: rlcpy_on_lost replaces it. */
+%ignore rlc_lock_on_lost;
+
+/* These never block: keep the GIL (cheaper). rlcpy_register_error must:
+ * it touches Python objects. */
+%nothread rlc_version;
+%nothread rlc_strerror;
+%nothread rlc_errmsg;
+%nothread rlc_thread_owner;
+%nothread rlcpy_register_error;
+
+%inline %{
+/* redlockc/_errors.py: the class raised for `status` (a negative code). */
+void rlcpy_register_error(int status, PyObject *cls)
+{
+    int i = -status;
+    if (i <= 0 || i >= RLCPY_MAX_STATUS || !PyExceptionClass_Check(cls))
+        return;
+    Py_INCREF(cls);
+    Py_XSETREF(rlcpy_errors[i], cls);
+}
+
+/* Routes the lock's on_lost to dispatch(reason), or removes it (None). The
+ * caller keeps dispatch alive until rlc_lock_free(l) has returned. Runs
+ * without the GIL (the lock's mutex may be briefly busy); it only stores the
+ * pointer. */
+int rlcpy_on_lost(rlc_lock *l, PyObject *dispatch)
+{
+    if (dispatch == Py_None)
+        return rlc_lock_on_lost(l, NULL, NULL);
+    return rlc_lock_on_lost(l, rlcpy_lost, dispatch);
+}
+%}
 #endif
 
 #ifdef SWIGLUA
-/* ---- Lua 5.4 (owned by bindings/lua) ---- */
+/* ---- Lua 5.4 (owned by bindings/lua) ----
+ * The generated module redlockc_core is private: bindings/lua/redlockc.lua
+ * is what callers require. Every generated function returns a fixed shape:
+ *
+ *     status, detail, value
+ *
+ *   status  the C status, a Lua integer (RLC_OK, RLC_NOT_ACQUIRED, RLC_E_*);
+ *   detail  nil on RLC_OK, else rlc_errmsg(). It is copied inside the same
+ *           C call: rlc_errmsg() belongs to the OS thread and a later call
+ *           on it (a __gc finalizer run by the next allocation) could
+ *           replace it before Lua code asked;
+ *   value   the out-parameter, if the function has one (nil unless RLC_OK).
+ *
+ * Numbers: SWIG's default Lua typemaps move C integers through lua_Number,
+ * so counts and milliseconds would arrive as floats (5.0). Here every
+ * integer crosses as a lua_Integer, both ways. In: a number with an exact
+ * integer value (5 or 5.0, as luaL_checkinteger takes); a string or 5.5 is
+ * refused with an error, because it is a programming error. */
+
+/* Integers in. uint64_t (owner ids) takes the lua_Integer's bits: a negative
+ * id becomes >= 2^63, which rlc_lock_new refuses with RLC_E_INVAL. */
+%{
+#include <limits.h>
+%}
+%define RLCLUA_INTEGER_IN(CTYPE, IN_RANGE)
+%typemap(in) CTYPE %{
+  {
+    int rlclua_isnum = 0;
+    lua_Integer rlclua_v = 0;
+    if (lua_type(L, $input) == LUA_TNUMBER)
+      rlclua_v = lua_tointegerx(L, $input, &rlclua_isnum);
+    if (!rlclua_isnum || !(IN_RANGE))
+      SWIG_fail_arg("$symname", $argnum, "integer");
+    $1 = ($1_ltype)rlclua_v;
+  }
+%}
+%enddef
+RLCLUA_INTEGER_IN(int, rlclua_v >= INT_MIN && rlclua_v <= INT_MAX)
+RLCLUA_INTEGER_IN(int64_t, 1)
+RLCLUA_INTEGER_IN(uint64_t, 1)
+
+/* An int result is always a status: status, detail. */
+%typemap(out) int %{
+  lua_pushinteger(L, (lua_Integer)$1);
+  if ($1 == RLC_OK)
+    lua_pushnil(L);
+  else
+    lua_pushstring(L, rlc_errmsg());
+  SWIG_arg += 2;
+%}
+
+/* rlc_thread_owner: 2^62 + n fits a lua_Integer. */
+%typemap(out) uint64_t %{
+  lua_pushinteger(L, (lua_Integer)$1);
+  SWIG_arg++;
+%}
+
+/* Out-parameters: the third value; nil unless the status is RLC_OK (the
+ * library writes them only then). */
+%typemap(in, numinputs=0) rlc_client **out ($*1_ltype rlclua_tmp = 0),
+                          rlc_lock **out ($*1_ltype rlclua_tmp = 0),
+                          int *out ($*1_ltype rlclua_tmp = 0),
+                          int64_t *out ($*1_ltype rlclua_tmp = 0),
+                          uint64_t *out ($*1_ltype rlclua_tmp = 0)
+  "$1 = &rlclua_tmp;"
+%typemap(argout) rlc_client **out, rlc_lock **out %{
+  if (result == RLC_OK)
+    SWIG_NewPointerObj(L, *$1, $*1_descriptor, 0);
+  else
+    lua_pushnil(L);
+  SWIG_arg++;
+%}
+%typemap(argout) int *out %{
+  if (result == RLC_OK)
+    lua_pushboolean(L, *$1 != 0);
+  else
+    lua_pushnil(L);
+  SWIG_arg++;
+%}
+%typemap(argout) int64_t *out, uint64_t *out %{
+  if (result == RLC_OK)
+    lua_pushinteger(L, (lua_Integer)*$1);
+  else
+    lua_pushnil(L);
+  SWIG_arg++;
+%}
+
+/* The lost callback runs on the client's watchdog thread, where no lua_State
+ * may be entered. Lua does not get it: a lost hold shows as owned() == false,
+ * validity 0, and release() returning E_LOST (bindings/lua/README.md). */
+%ignore rlc_lock_on_lost;
 #endif
 
 %include "redlockc.h"

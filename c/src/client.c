@@ -160,7 +160,7 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
                                                                    : c->call_timeout_ms;
     for (int i = 0; i < total; i++)
         mux_init(&c->muxes[i], &c->nodes[i / c->opts.pool_size], c->opts.connect_timeout_ms,
-                 stale_ms);
+                 stale_ms, c->n_nodes == 1);
     return RLC_OK;
 }
 

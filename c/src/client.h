@@ -19,6 +19,8 @@
 struct hold;
 struct pubsub;
 
+#define RLC_HOLD_BUCKETS 1024
+
 struct rlc_client {
     atomic_int refs;            /* the caller's, each lock's, each call in flight */
     unsigned fork_generation;   /* owner_fork_generation() at creation */
@@ -37,6 +39,7 @@ struct rlc_client {
     struct hold *graveyard;     /* freed holds a watchdog round may still see */
     bool round_busy;            /* a watchdog round is between its two locked phases */
     uint64_t next_hold_id;
+    struct hold *hold_index[RLC_HOLD_BUCKETS]; /* holds by (key, owner), see hold.h */
     rlc_lock *in_callback;      /* the lock whose on_lost runs now, or NULL */
     pthread_cond_t callback_done;
     int64_t watchdog_wake_ns;   /* when the watchdog thread plans to wake */

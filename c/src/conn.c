@@ -56,7 +56,7 @@ int conn_queue(struct conn *c, const char *data, size_t len)
 enum handshake_kind { HS_AUTH, HS_SELECT, HS_SCRIPT };
 
 static struct script *const all_scripts[] = {&script_acquire, &script_release, &script_renew,
-                                             &script_force_release};
+                                             &script_force_release, &script_token_floor};
 #define NSCRIPTS (sizeof all_scripts / sizeof all_scripts[0])
 
 /* Puts the handshake in front of whatever is queued already. Loading the

@@ -27,7 +27,7 @@ struct conn {
     char *out;          /* bytes queued but not yet written */
     size_t out_len, out_cap;
     bool load_scripts;  /* command connections cache every script on connect */
-    unsigned char handshake[8]; /* what each pending handshake reply answers */
+    unsigned char handshake[16]; /* what each pending handshake reply answers */
     int handshake_left, handshake_next;
     int64_t connect_started_ns;
 };

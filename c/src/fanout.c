@@ -100,9 +100,12 @@ int fanout_fail(const rlc_client *c, const struct fanout *f, const char *key)
             refused++;
     }
     int quorum = c->quorum;
-    int status = usable + refused >= quorum ? RLC_E_SERVER : RLC_E_NO_QUORUM;
+    /* A server error only if nodes replied errors and it is they that kept
+     * a quorum from agreeing; otherwise nodes were missing: no quorum. */
+    int status = refused > 0 && usable + refused >= quorum ? RLC_E_SERVER : RLC_E_NO_QUORUM;
     char msg[1024];
-    int len = snprintf(msg, sizeof msg, "%s for key '%s': %d of %d nodes answered, %d needed",
+    int len = snprintf(msg, sizeof msg,
+                       "%s for key '%s': %d of %d nodes answered, %d needed to agree",
                        status == RLC_E_SERVER ? "nodes refused" : "no quorum", keybuf, usable,
                        f->n, quorum);
     for (int i = 0; i < f->n && len < (int)sizeof msg; i++) {

@@ -2,6 +2,7 @@
  * hold.c - bookkeeping of holds; the caller holds client->mu.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "hold.h"
 
@@ -13,16 +14,44 @@ struct hold *hold_find(rlc_lock *l, uint64_t owner)
     return NULL;
 }
 
+static size_t bucket(const rlc_lock *l, uint64_t owner)
+{
+    uint64_t x = 1469598103934665603ULL ^ owner; /* FNV-1a over the key */
+    for (size_t i = 0; i < l->key_len; i++)
+        x = (x ^ (unsigned char)l->key[i]) * 1099511628211ULL;
+    return (size_t)(x % RLC_HOLD_BUCKETS);
+}
+
+static bool same_lock(const rlc_lock *a, const rlc_lock *b)
+{
+    return a == b || (a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0);
+}
+
+struct levels hold_levels(const rlc_client *c, const rlc_lock *l, uint64_t owner)
+{
+    struct levels v = {0, 0};
+    for (const struct hold *h = c->hold_index[bucket(l, owner)]; h; h = h->index_next)
+        if (h->owner == owner && !h->lost && same_lock(h->lock, l)) {
+            v.count += h->count;
+            v.pending += h->pending;
+        }
+    return v;
+}
+
 struct hold *hold_create(rlc_lock *l, uint64_t owner)
 {
     struct hold *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
+    rlc_client *c = l->client;
     h->lock = l;
     h->owner = owner;
-    h->id = ++l->client->next_hold_id;
+    h->id = ++c->next_hold_id;
     h->next = l->holds;
     l->holds = h;
+    size_t b = bucket(l, owner);
+    h->index_next = c->hold_index[b];
+    c->hold_index[b] = h;
     return h;
 }
 
@@ -54,6 +83,11 @@ void hold_drop(rlc_client *c, struct hold *h)
     for (struct hold **p = &h->lock->holds; *p; p = &(*p)->next)
         if (*p == h) {
             *p = h->next;
+            break;
+        }
+    for (struct hold **p = &c->hold_index[bucket(h->lock, h->owner)]; *p; p = &(*p)->index_next)
+        if (*p == h) {
+            *p = h->index_next;
             break;
         }
     h->dead = true;

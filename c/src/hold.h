@@ -4,6 +4,9 @@
  * The server is the truth about who holds a lock; a hold records what this
  * process needs besides: the lease to renew, the fencing token, until when
  * the hold is certainly valid, and whether the watchdog found it lost.
+ * Holds are also indexed by (key, owner) over the whole client, so that an
+ * acquire can tell whether the client already holds levels of that lock
+ * through any handle (see hold_levels and the acquire script).
  * All functions here run under the client's mutex.
  */
 #ifndef RLC_HOLD_H
@@ -30,7 +33,19 @@ struct hold {
     int64_t next_renew_ns;
     int lost;                        /* 0, or why the watchdog gave it up */
     bool notified;                   /* on_lost has run for it */
+    int pending;                     /* acquires of this owner in flight through this handle */
+    int releasing;                   /* releases in flight: the watchdog leaves it alone */
+    struct hold *index_next;         /* in client->hold_index, by (key, owner) */
 };
+
+/* What the whole client knows of one owner's hold on one key, over all its
+ * handles: the levels it took and the acquires still in flight. */
+struct levels {
+    int64_t count;
+    int pending;
+};
+
+struct levels hold_levels(const rlc_client *c, const rlc_lock *l, uint64_t owner);
 
 struct hold *hold_find(rlc_lock *l, uint64_t owner);
 

@@ -54,9 +54,14 @@ static int check_lease(const rlc_client *c, int64_t lease_ms, const char *what)
     if (lease_ms > MAX_LEASE_MS)
         return rlc_fail(RLC_E_INVAL, "%s of %lld ms is longer than a year", what,
                         (long long)lease_ms);
-    if (lease_ms <= quorum_drift_ms(lease_ms, c->opts.drift_factor))
-        return rlc_fail(RLC_E_INVAL, "%s of %lld ms is shorter than the clock drift allowance",
-                        what, (long long)lease_ms);
+    /* validity = lease - elapsed (at least 1 ms) - drift must be able to
+     * be positive, or no acquire could ever succeed. */
+    if (lease_ms <= quorum_drift_ms(lease_ms, c->opts.drift_factor) + 1)
+        return rlc_fail(RLC_E_INVAL,
+                        "%s of %lld ms is shorter than the clock drift allowance (%lld ms) "
+                        "plus a round trip (1 ms)",
+                        what, (long long)lease_ms,
+                        (long long)quorum_drift_ms(lease_ms, c->opts.drift_factor));
     return RLC_OK;
 }
 
@@ -147,34 +152,54 @@ static int64_t sleep_for(const int64_t *busy_pttl, int busy, int n, int q)
     return t == INT64_MAX ? -1 : t;
 }
 
-/* Records a granted acquisition. Returns false without memory. */
-static bool record_hold(rlc_lock *l, uint64_t owner, bool watchdog, int64_t lease,
-                        uint64_t token, int64_t started_ns)
+/* Records a granted acquisition in h (under mu). Returns whether the
+ * watchdog thread must wake up to renew it in time. */
+static bool record_grant(rlc_client *c, struct hold *h, bool watchdog, int64_t lease,
+                         uint64_t token, int64_t started_ns)
+{
+    if (h->count == 0) {
+        h->token = token;
+        h->lease_ms = lease;
+        hold_set_watchdog(c, h, watchdog);
+    }
+    h->count++;
+    int64_t valid_ms = lease - quorum_drift_ms(lease, c->opts.drift_factor);
+    h->valid_until_ns = started_ns + valid_ms * RLC_NS_PER_MS;
+    if (!h->watchdog)
+        return false;
+    h->next_renew_ns = started_ns + lease * RLC_NS_PER_MS / 3;
+    return h->next_renew_ns < c->watchdog_wake_ns;
+}
+
+/* Forgets h if nothing is held or in flight through it any more. */
+static void drop_if_idle(rlc_client *c, struct hold *h)
+{
+    if (h->count <= 0 && h->pending == 0 && h->releasing == 0)
+        hold_drop(c, h);
+}
+
+/* Over N nodes, a new holder's token is the largest counter among the nodes
+ * that said yes. Raise the others to it (sent before anything else this
+ * owner sends them, so before its release): every later quorum shares a
+ * node with this one, so the next token is larger. */
+static void raise_token_floor(rlc_lock *l, const uint64_t *tokens, const bool *granted,
+                              uint64_t token)
 {
     rlc_client *c = l->client;
-    bool wake = false;
-    pthread_mutex_lock(&c->mu);
-    struct hold *h = hold_find(l, owner);
-    if (!h)
-        h = hold_create(l, owner);
-    if (h) {
-        if (h->count == 0) {
-            h->token = token;
-            h->lease_ms = lease;
-            hold_set_watchdog(c, h, watchdog);
-        }
-        h->count++;
-        int64_t valid_ms = lease - quorum_drift_ms(lease, c->opts.drift_factor);
-        h->valid_until_ns = started_ns + valid_ms * RLC_NS_PER_MS;
-        if (h->watchdog) {
-            h->next_renew_ns = started_ns + lease * RLC_NS_PER_MS / 3;
-            wake = h->next_renew_ns < c->watchdog_wake_ns;
-        }
+    bool lower[RLC_MAX_NODES], any = false;
+    for (int i = 0; i < c->n_nodes; i++) {
+        lower[i] = granted[i] && tokens[i] < token;
+        any = any || lower[i];
     }
-    pthread_mutex_unlock(&c->mu);
-    if (wake)
-        client_wake_thread(c);
-    return h != NULL;
+    if (!any)
+        return;
+    char floor[24];
+    const char *argv[2] = {l->token_key, floor};
+    size_t lens[2] = {l->token_key_len,
+                      (size_t)snprintf(floor, sizeof floor, "%llu", (unsigned long long)token)};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
+    fanout_detached(c, cmd, &script_token_floor, lower);
+    cmd_unref(cmd);
 }
 
 /* Sends the release script, reply unread, to each node that may hold what
@@ -207,39 +232,62 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     rlc_client *c = l->client;
     int n = c->n_nodes, q = c->quorum;
 
-    /* A nested acquire keeps the mode and lease of the hold it nests in. */
+    /* The hold is registered before sending, as an acquire in flight, so
+     * that a concurrent acquire by the same owner is never "fresh". A nested
+     * acquire keeps the mode and lease of the hold it nests in. */
     pthread_mutex_lock(&c->mu);
     struct hold *h = hold_find(l, owner);
     if (h && h->lost) {
         hold_drop(c, h);
         h = NULL;
     }
-    bool watchdog = h ? h->watchdog : lease_req <= 0;
-    int64_t lease = h ? h->lease_ms : lease_req > 0 ? lease_req : c->opts.watchdog_timeout_ms;
+    if (!h && !(h = hold_create(l, owner))) {
+        pthread_mutex_unlock(&c->mu);
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    }
+    struct levels known = hold_levels(c, l, owner);
+    bool fresh = known.count == 0 && known.pending == 0;
+    bool nested = h->count > 0;
+    bool watchdog = nested ? h->watchdog : lease_req <= 0;
+    int64_t lease = nested ? h->lease_ms : lease_req > 0 ? lease_req : c->opts.watchdog_timeout_ms;
+    uint64_t hold_id = h->id;
+    h->pending++;
     pthread_mutex_unlock(&c->mu);
 
-    struct rlc_cmd *cmd = script_cmd(&script_acquire, l->key, l->key_len, l->token_key,
-                                     l->token_key_len, lease, field);
+    char lease_s[24];
+    const char *argv[5] = {l->key, l->token_key, lease_s, field, fresh ? "1" : "0"};
+    size_t lens[5] = {l->key_len, l->token_key_len,
+                      (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease),
+                      strlen(field), 1};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 2, 3, argv, lens);
     struct fanout f;
     fanout_run(c, cmd, &script_acquire, &f);
     int64_t elapsed_ns = rlc_now_ns() - f.started_ns;
 
     int yes = 0, busy = 0;
-    uint64_t token = 0;
+    uint64_t token = 0, tokens[RLC_MAX_NODES];
+    bool granted[RLC_MAX_NODES];
     int64_t busy_pttl[RLC_MAX_NODES];
     /* Per node, what undoing this acquire takes: nothing (0), a release
      * with the lease (1), or a release that restores the nested hold's
-     * earlier pttl (the value, > 1). */
+     * earlier pttl (the value, > 1). A node that did not answer in time may
+     * still run the script: its undo queues behind it on the same
+     * connection. A broken connection may have run it too; then the undo
+     * goes on a new one, which is safe only for a fresh acquire (it can only
+     * have made a new hold, count 1), not for a nested one. */
     int64_t undo[RLC_MAX_NODES];
     for (int i = 0; i < n; i++) {
         const redisReply *r = fanout_reply(&f, i);
         struct acquire_reply ar;
-        /* A node that did not answer in time may still run the script. */
-        undo[i] = f.res[i].status == RLC_E_TIMEOUT;
+        int status = f.res[i].status;
+        undo[i] = status == RLC_E_TIMEOUT || (status == RLC_E_CONNECT && fresh);
+        granted[i] = false;
         if (!r || !parse_acquire(r, &ar))
             continue;
         if (ar.count >= 1) {
             yes++;
+            granted[i] = true;
+            tokens[i] = (uint64_t)ar.x;
             undo[i] = ar.count > 1 && ar.pttl_before > 1 ? ar.pttl_before : 1;
             if ((uint64_t)ar.x > token)
                 token = (uint64_t)ar.x;
@@ -249,23 +297,46 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     }
 
     int rc;
+    bool wake = false;
     int64_t validity = quorum_validity_ms(lease, elapsed_ns, c->opts.drift_factor);
+    char name[80];
     if (yes >= q && validity > 0) {
-        if (record_hold(l, owner, watchdog, lease, token, f.started_ns)) {
-            fanout_clear(&f);
-            cmd_unref(cmd);
-            return RLC_OK;
-        }
-        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+        rc = RLC_OK;
+    } else if (yes >= q) {
+        rc = rlc_fail(RLC_NOT_ACQUIRED,
+                      "lock '%s' was granted, but its %lld ms lease was used up by the %lld ms "
+                      "the nodes took to answer (and the drift allowance); use a longer lease",
+                      shown(l, name, sizeof name), (long long)lease,
+                      (long long)(elapsed_ns / RLC_NS_PER_MS));
+        a->split = false;
+        a->sleep_ms = 0;
     } else if (yes + busy >= q) {
-        char name[80];
-        rc = rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner", shown(l, name, sizeof name));
+        rc = rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner",
+                      shown(l, name, sizeof name));
         a->split = yes > 0 && n > 1;
         a->sleep_ms = sleep_for(busy_pttl, busy, n, q);
     } else {
         rc = fanout_fail(c, &f, l->key);
     }
-    undo_acquire(l, lease, field, undo);
+
+    pthread_mutex_lock(&c->mu);
+    h = hold_find(l, owner);
+    if (h && h->id == hold_id)
+        h->pending--;
+    if (rc == RLC_OK && !h && !(h = hold_create(l, owner)))
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+    if (rc == RLC_OK)
+        wake = record_grant(c, h, watchdog, lease, token, f.started_ns);
+    else if (h)
+        drop_if_idle(c, h);
+    pthread_mutex_unlock(&c->mu);
+
+    if (rc == RLC_OK && n > 1)
+        raise_token_floor(l, tokens, granted, token);
+    if (rc != RLC_OK)
+        undo_acquire(l, lease, field, undo);
+    if (wake)
+        client_wake_thread(c);
     fanout_clear(&f);
     cmd_unref(cmd);
     return rc;
@@ -399,19 +470,33 @@ int rlc_lock_release(rlc_lock *l)
     if ((rc = take_lost(l, owner, "release")) != RLC_OK)
         goto out;
 
+    /* Marked as being released, so that the watchdog does not call a hold
+     * "lost" because some nodes already let it go. */
     pthread_mutex_lock(&c->mu);
     struct hold *h = hold_find(l, owner);
-    bool had_hold = h != NULL;
-    int64_t lease = h ? h->lease_ms : c->opts.watchdog_timeout_ms;
+    bool had_hold = h && h->count > 0;
+    int64_t lease = had_hold ? h->lease_ms : c->opts.watchdog_timeout_ms;
+    struct levels known = hold_levels(c, l, owner);
+    bool last_level = known.count <= 1 && known.pending == 0;
+    uint64_t hold_id = h ? h->id : 0;
+    if (h)
+        h->releasing++;
     pthread_mutex_unlock(&c->mu);
 
     struct rlc_cmd *cmd = release_cmd(l, lease, field);
     struct fanout f;
     fanout_run(c, cmd, &script_release, &f);
     int done = 0, refused = 0, freed = 0;
+    bool resend[RLC_MAX_NODES], any_resend = false;
     for (int i = 0; i < f.n; i++) {
         const redisReply *r = fanout_reply(&f, i);
         int64_t v;
+        /* A connection that broke may or may not have run the release.
+         * For the client's last level, sending it again on a new connection
+         * is harmless if it ran (the field is gone: "not the owner") and
+         * frees the lock if it did not. */
+        resend[i] = last_level && f.res[i].status == RLC_E_CONNECT;
+        any_resend = any_resend || resend[i];
         if (r && reply_int(r, &v)) {
             v < 0 ? refused++ : done++;
             freed += v == 0;
@@ -425,6 +510,8 @@ int rlc_lock_release(rlc_lock *l)
         rc = not_held(l, had_hold, field);
     else
         rc = fanout_fail(c, &f, l->key);
+    if (any_resend)
+        fanout_detached(c, cmd, &script_release, resend);
     fanout_clear(&f);
     cmd_unref(cmd);
 
@@ -433,8 +520,16 @@ int rlc_lock_release(rlc_lock *l)
      * longer renewed expires with its lease, which is the safe direction. */
     pthread_mutex_lock(&c->mu);
     h = hold_find(l, owner);
-    if (h && (rc == RLC_E_LOST || rc == RLC_E_NOT_OWNER || --h->count <= 0))
-        hold_drop(c, h);
+    if (h && h->id == hold_id) {
+        h->releasing--;
+        if (had_hold) {
+            if (rc == RLC_E_LOST || rc == RLC_E_NOT_OWNER)
+                h->count = 0;
+            else
+                h->count--;
+        }
+        drop_if_idle(c, h);
+    }
     pthread_mutex_unlock(&c->mu);
 out:
     client_leave(c);
@@ -474,10 +569,10 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
 
     pthread_mutex_lock(&c->mu);
     struct hold *h = hold_find(l, owner);
-    bool had_hold = h != NULL, wake = false;
+    bool had_hold = h && h->count > 0, wake = false;
     if (yes >= c->quorum) {
         rc = RLC_OK;
-        if (h) {
+        if (had_hold) {
             h->lease_ms = lease;
             hold_set_watchdog(c, h, watchdog);
             h->valid_until_ns = f.started_ns + (lease - quorum_drift_ms(lease, c->opts.drift_factor)) *
@@ -487,8 +582,10 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
         }
     } else if (gone > f.n - c->quorum) {
         rc = RLC_E_NOT_OWNER; /* message below, outside the mutex */
-        if (h)
-            hold_drop(c, h);
+        if (had_hold) {
+            h->count = 0;
+            drop_if_idle(c, h);
+        }
     } else {
         rc = fanout_fail(c, &f, l->key);
     }
@@ -661,7 +758,7 @@ int rlc_lock_validity_ms(rlc_lock *l, int64_t *out)
     int64_t now = rlc_now_ns();
     pthread_mutex_lock(&c->mu);
     struct hold *h = hold_find(l, owner_of(l));
-    int64_t left = h && !h->lost ? h->valid_until_ns - now : 0;
+    int64_t left = h && !h->lost && h->count > 0 ? h->valid_until_ns - now : 0;
     pthread_mutex_unlock(&c->mu);
     *out = left > 0 ? left / RLC_NS_PER_MS : 0;
     client_leave(c);
@@ -682,7 +779,7 @@ int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out)
     uint64_t token = h ? h->token : 0;
     pthread_mutex_unlock(&c->mu);
     char name[80];
-    if (!h)
+    if (!h || (!lost && h->count == 0))
         rc = rlc_fail(RLC_E_NOT_OWNER, "lock '%s' is not held through this handle",
                       shown(l, name, sizeof name));
     else if (lost)

@@ -47,18 +47,16 @@ struct mux_req {
     bool retried;
 };
 
-/* Longer than this without traffic, and a connection is checked for a
- * server-side close before use, so that a restarted server costs no call. */
-#define IDLE_CHECK_NS (1 * RLC_NS_PER_MS)
 
 void mux_init(struct mux *m, const struct node_addr *node, int64_t connect_timeout_ms,
-              int64_t stale_ms)
+              int64_t stale_ms, bool connect_adds_budget)
 {
     memset(m, 0, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
     conn_init(&m->conn, node, true);
     m->connect_timeout_ns = connect_timeout_ms * RLC_NS_PER_MS;
     m->stale_ns = stale_ms * RLC_NS_PER_MS;
+    m->connect_adds_budget = connect_adds_budget;
 }
 
 static void req_free(struct mux_req *r)
@@ -222,19 +220,32 @@ static bool send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
         goto fail_closed;
     }
     struct conn *c = &m->conn;
-    if (c->state == CONN_READY && !m->head && now - m->last_io_ns > IDLE_CHECK_NS &&
-        conn_peer_closed(c))
+    /* An idle connection may have been closed by the server (restart, CLIENT
+     * KILL, timeout) since its last reply: check before sending, so that the
+     * call goes out on a fresh connection instead of failing. Nothing is in
+     * flight, so nothing can be lost by reconnecting. One recv(MSG_PEEK). */
+    if (c->state == CONN_READY && !m->head && conn_peer_closed(c))
         teardown(m, RLC_E_CONNECT, "connection closed by the server", NULL);
     if (m->head && m->waiting == 0 && now - m->head->sent_ns > m->stale_ns)
         /* Only abandoned requests, and the oldest unanswered for too long:
          * the server is hung or gone without a FIN. Start over. */
         teardown(m, RLC_E_TIMEOUT, "no reply", NULL);
-    if (c->state == CONN_CONNECTING && m->waiting == 0 &&
-        now - c->connect_started_ns > m->connect_timeout_ns)
-        teardown(m, RLC_E_CONNECT, "connect timed out", NULL);
+    if (c->state == CONN_CONNECTING && m->waiting == 0) {
+        /* A connect nobody watches (started for a fire-and-forget send) may
+         * have failed or timed out meanwhile: never join a dead attempt. */
+        struct pollfd p = {c->fd, POLLOUT, 0};
+        if (now - c->connect_started_ns > m->connect_timeout_ns)
+            teardown(m, RLC_E_CONNECT, "connect timed out", NULL);
+        else if (poll(&p, 1, 0) > 0 && conn_finish_connect(c, err) != RLC_OK)
+            teardown(m, RLC_E_CONNECT, err, NULL);
+    }
 
+    /* One node: a call that has to connect first gets connect_timeout_ms
+     * more. Redlock keeps each node to its own deadline: a node slow to
+     * connect must not slow the whole call; its connect goes on for the
+     * next call. */
     int64_t budget_ms = timeout_ms;
-    if (c->state != CONN_READY)
+    if (c->state != CONN_READY && m->connect_adds_budget)
         budget_ms += m->connect_timeout_ns / RLC_NS_PER_MS;
     if (c->state == CONN_CLOSED) {
         int rc = conn_start(c, err);

@@ -32,6 +32,7 @@ struct mux {
     int64_t last_io_ns;
     int64_t connect_timeout_ns;
     int64_t stale_ns;            /* an unanswered request this old: reconnect */
+    bool connect_adds_budget;    /* one node: a call that must connect gets more time */
     bool closed;
 };
 
@@ -43,7 +44,7 @@ struct mux_result {
 };
 
 void mux_init(struct mux *m, const struct node_addr *node, int64_t connect_timeout_ms,
-              int64_t stale_ms);
+              int64_t stale_ms, bool connect_adds_budget);
 void mux_destroy(struct mux *m);
 
 /* Fails everything queued with RLC_E_CLOSED and refuses new work. */

@@ -124,13 +124,17 @@ static int parse_into(const char *s, struct rlc_options *o)
             end = s + strlen(s);
         const char *a = s, *b = end;
         s = *end ? end + 1 : end;
-        trim(&a, &b);
-        if (a == b)
+        /* Only the name and numbers are trimmed: a text value (key_prefix)
+         * is taken as written, trailing spaces included. */
+        const char *ta = a, *tb = b;
+        trim(&ta, &tb);
+        if (ta == tb)
             continue; /* "a=1;" or ";;": nothing to set */
+        a = ta;
 
         const char *eq = memchr(a, '=', (size_t)(b - a));
         if (!eq)
-            return rlc_fail(RLC_E_INVAL, "option '%.*s' has no '=value'", (int)(b - a), a);
+            return rlc_fail(RLC_E_INVAL, "option '%.*s' has no '=value'", (int)(tb - a), a);
         const char *name = a, *name_end = eq;
         trim(&name, &name_end);
         size_t nlen = (size_t)(name_end - name);

@@ -18,6 +18,10 @@
 
 /* The token counter only moves when a new hold begins (0 -> 1), so while an
  * owner holds the lock the counter's value is that owner's token.
+ * ARGV[3] is "1" when this client holds no level of the lock for this owner
+ * and has no other acquire of it in flight: a field of ours found then is a
+ * leftover (a release whose reply was lost), and nesting into it would keep
+ * it alive forever; it starts over at 1, as a new hold.
  * A nested acquire also returns the PTTL it replaced: if the caller has to
  * undo it (a failed Redlock round), the undo puts that PTTL back instead of
  * extending the older hold, which could otherwise be kept alive forever by
@@ -30,6 +34,11 @@ struct script script_acquire = {
     "  return {1, redis.call('incr', KEYS[2]), -2}\n"
     "end\n"
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "  if ARGV[3] == '1' then\n"
+    "    redis.call('hset', KEYS[1], ARGV[2], 1)\n"
+    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "    return {1, redis.call('incr', KEYS[2]), -2}\n"
+    "  end\n"
     "  local before = redis.call('pttl', KEYS[1])\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
@@ -78,12 +87,25 @@ struct script script_force_release = {
     "return 0\n",
     ""};
 
+/* Raises a node's token counter to at least ARGV[1]. Over N nodes a new
+ * holder's token is the largest counter of the nodes that said yes; raising
+ * the others to it means any later quorum, which shares a node with this
+ * one, counts on from at least this token. */
+struct script script_token_floor = {
+    "token_floor",
+    "local v = tonumber(redis.call('get', KEYS[1]) or '0')\n"
+    "if v < tonumber(ARGV[1]) then\n"
+    "  redis.call('set', KEYS[1], ARGV[1])\n"
+    "end\n"
+    "return 1\n",
+    ""};
+
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void compute_shas(void)
 {
     struct script *all[] = {&script_acquire, &script_release, &script_renew,
-                            &script_force_release};
+                            &script_force_release, &script_token_floor};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sha1_hex(all[i]->source, strlen(all[i]->source), all[i]->sha);
 }

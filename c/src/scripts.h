@@ -12,7 +12,7 @@ struct script {
     char sha[41]; /* filled once by scripts_init() */
 };
 
-/* KEYS: lock, token counter. ARGV: lease ms, owner field.
+/* KEYS: lock, token counter. ARGV: lease ms, owner field, "1" if fresh.
  * -> {count, token, pttl before} when held (count >= 1; pttl before is -2
  *    for a new hold), {0, pttl} when busy. */
 extern struct script script_acquire;
@@ -23,6 +23,9 @@ extern struct script script_release;
 extern struct script script_renew;
 /* KEYS: lock, channel. -> 1 deleted (and published), 0 nothing there. */
 extern struct script script_force_release;
+
+/* KEYS: token counter. ARGV: floor. Raises the counter to the floor. */
+extern struct script script_token_floor;
 
 /* Computes the SHA-1 names. Idempotent and thread-safe. */
 void scripts_init(void);

@@ -30,16 +30,18 @@ static void redact(const char *uri, size_t len, char *buf, size_t bufsize)
             scheme_end = uri + i + 3;
             break;
         }
+    /* Without a scheme this may be the second half of a password that held
+     * the list's ',' ("redis://:pa,ss@h" -> "ss@h"): hide up to the '@' too. */
+    const char *from = scheme_end ? scheme_end : uri;
     const char *at = NULL;
-    if (scheme_end)
-        for (const char *p = uri + len; p > scheme_end; p--)
-            if (p[-1] == '@') {
-                at = p - 1;
-                break;
-            }
+    for (const char *p = uri + len; p > from; p--)
+        if (p[-1] == '@') {
+            at = p - 1;
+            break;
+        }
     const char *colon = NULL;
     if (at)
-        colon = memchr(scheme_end, ':', (size_t)(at - scheme_end));
+        colon = memchr(from, ':', (size_t)(at - from));
 
     size_t n = 0;
     #define PUT(ptr, k)                                         \
@@ -55,7 +57,7 @@ static void redact(const char *uri, size_t len, char *buf, size_t bufsize)
         PUT(at, len - (size_t)(at - uri));
     } else if (at) {
         /* "user@host": whatever sits before '@' may be a password. */
-        PUT(uri, (size_t)(scheme_end - uri));
+        PUT(uri, (size_t)(from - uri));
         PUT("***", 3);
         PUT(at, len - (size_t)(at - uri));
     } else {
@@ -282,6 +284,22 @@ static int parse_one(const char *uri, size_t len, struct node_addr *a)
     return bad(uri, len, "the scheme must be redis:// or unix://");
 }
 
+/* The list is cut at every ',', also at one inside a password, so a bad
+ * fragment followed by an '@' may be a password's first half ("redis://:pa"
+ * of "redis://:pa,ss@h"): keep the message's reason, drop its quote. */
+static int unquote(int position)
+{
+    const char *msg = rlc_errmsg(), *why = NULL;
+    for (const char *p = strstr(msg, "': "); p; p = strstr(p + 1, "': "))
+        why = p + 3; /* after the quoted URI; reasons hold no "': " */
+    char reason[256];
+    snprintf(reason, sizeof reason, "%s", why ? why : "malformed");
+    return rlc_fail(RLC_E_INVAL,
+                    "invalid node URI at position %d of the node list (not shown: it may "
+                    "hold part of a password; write ',' in a password as %%2C): %s",
+                    position, reason);
+}
+
 static int same_node(const struct node_addr *a, const struct node_addr *b)
 {
     if (a->is_unix != b->is_unix)
@@ -339,6 +357,8 @@ int uri_parse_list(const char *nodes, struct node_addr **out, int *count)
         }
         rc = parse_one(s, (size_t)(e - s), &list[n]);
         n++;
+        if (rc == RLC_E_INVAL && strchr(e, '@'))
+            rc = unquote(n);
         if (rc != RLC_OK)
             break;
         for (int i = 0; i < n - 1; i++)

@@ -168,7 +168,9 @@ static void apply(rlc_client *c, struct round *r, int64_t now)
     int64_t retry_ns = (lease / 10 > 5 ? lease / 10 : 5) * RLC_NS_PER_MS;
     for (int d = 0; d < r->ndue; d++) {
         struct hold *h = r->due[d].h;
-        if (h->dead || h->id != r->due[d].id || h->lost || !h->watchdog)
+        /* A hold being released is about to go; some nodes may already have
+         * let it go, which is not a loss. */
+        if (h->dead || h->id != r->due[d].id || h->lost || !h->watchdog || h->releasing)
             continue;
         int k = d / CHUNK, j = d % CHUNK, yes = 0, gone = 0, status = RLC_E_TIMEOUT;
         for (int i = 0; r->res && i < n; i++) {

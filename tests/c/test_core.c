@@ -529,8 +529,8 @@ TEST(killed_connections_reconnect_on_next_call)
     for (int i = 0; i < 5; i++) {
         CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
         CHECK_RC(rlc_lock_release(l), RLC_OK);
+        /* The very next call, with no pause: it must not fail. */
         CHECK(rs_int(&s, "CLIENT KILL TYPE normal") >= 1, "killed the client's connections");
-        check_sleep_ms(5);
     }
 done:
     rlc_lock_free(l);
@@ -976,6 +976,16 @@ TEST(key_prefix_is_prepended)
     CHECK(rs_int(&s, "EXISTS app1:jobs") == 1, "prefixed key");
     CHECK(rs_int(&s, "EXISTS jobs") == 0, "no unprefixed key");
     CHECK_RC(rlc_lock_release(l), RLC_OK);
+    {
+        /* A text option is taken as written: spaces at both ends stay. */
+        rlc_client *sp = client(s.uri, "pool_size = 1 ;key_prefix= a b ;");
+        rlc_lock *ls = lock(sp, "jobs", 0);
+        int ok = ls && rlc_lock_acquire(ls, 0, -1) == RLC_OK;
+        long long exists = rs_int(&s, "EXISTS %s", " a b jobs");
+        rlc_lock_free(ls);
+        rlc_client_free(sp);
+        CHECK(ok && exists == 1, "key ' a b jobs' (acquired %d, EXISTS %lld)", ok, exists);
+    }
 done:
     rlc_lock_free(l);
     rlc_client_free(c);

@@ -1,0 +1,508 @@
+--[[
+resty.redlockc - distributed locks on Redis for OpenResty (LuaJIT FFI over
+libredlockc.so.1). The same methods as the Lua 5.4 module "redlockc".
+
+  local redlockc = require "resty.redlockc"
+  -- one client per worker (init_worker_by_lua*, or lazily on first use)
+  local client = assert(redlockc.client("redis://127.0.0.1:6379",
+                                        { io_timeout_ms = 200, connect_timeout_ms = 200 }))
+  -- in a request: a new lock object, owned by this request
+  local lock = assert(client:lock("orders"))
+  local ok, err, code = lock:acquire{ wait_ms = 5000 }
+  if not ok then return ngx.exit(503) end
+  -- critical section
+  lock:release()
+
+Every call is ONE BLOCKING ROUND TRIP to Redis on the worker's thread (the
+C library does its own socket I/O; it is not a cosocket). On a local network
+that is a fraction of a millisecond; bound it with io_timeout_ms and
+connect_timeout_ms. acquire never blocks longer than one round trip at a
+time: it tries once, then sleeps with ngx.sleep (backoff with jitter) and
+tries again until its wait runs out, so the worker serves other requests
+meanwhile. validity() and fencing_token() do no I/O.
+
+Owners: a lock object made without an owner belongs to the current request
+(one id per request, kept in ngx.ctx), so two requests of one worker exclude
+each other, and the same request reenters. Do not share a lock object
+between requests. See bindings/luajit/README.md.
+]]
+
+local ffi = require "ffi"
+
+local C = ffi.C
+local ffi_new, ffi_gc, ffi_string, ffi_cast = ffi.new, ffi.gc, ffi.string, ffi.cast
+local type, error, pairs, ipairs, tostring, tonumber = type, error, pairs, ipairs, tostring, tonumber
+local setmetatable, getmetatable, pcall = setmetatable, getmetatable, pcall
+local floor, min, random = math.floor, math.min, math.random
+local concat, sort, format, find = table.concat, table.sort, string.format, string.find
+local ngx = ngx -- nil outside OpenResty (plain LuaJIT: waits block in C)
+
+-- The public ABI of c/include/redlockc.h (REDLOCKC_1.0), on_lost left out:
+-- it runs on the library's watchdog thread, where LuaJIT must not run.
+-- Declared once per LuaJIT state, even if this module is loaded again.
+if not pcall(ffi.typeof, "rlc_lock") then
+  ffi.cdef [[
+    enum {
+      RLC_OK = 0, RLC_NOT_ACQUIRED = 1,
+      RLC_E_INVAL = -1, RLC_E_NOMEM = -2, RLC_E_CONNECT = -3, RLC_E_TIMEOUT = -4,
+      RLC_E_NOT_OWNER = -5, RLC_E_LOST = -6, RLC_E_NO_QUORUM = -7, RLC_E_SERVER = -8,
+      RLC_E_PROTOCOL = -9, RLC_E_CLOSED = -10, RLC_E_AUTH = -11
+    };
+    typedef struct rlc_client rlc_client;
+    typedef struct rlc_lock rlc_lock;
+    const char *rlc_version(void);
+    const char *rlc_strerror(int status);
+    const char *rlc_errmsg(void);
+    int rlc_client_new(rlc_client **out, const char *nodes, const char *options);
+    void rlc_client_free(rlc_client *c);
+    const char *rlc_client_uuid(const rlc_client *c);
+    int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out);
+    void rlc_lock_free(rlc_lock *l);
+    int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms);
+    int rlc_lock_release(rlc_lock *l);
+    int rlc_lock_extend(rlc_lock *l, int64_t lease_ms);
+    int rlc_lock_force_release(rlc_lock *l);
+    int rlc_lock_is_locked(rlc_lock *l, int *out);
+    int rlc_lock_is_held(rlc_lock *l, int *out);
+    int rlc_lock_hold_count(rlc_lock *l, int64_t *out);
+    int rlc_lock_ttl_ms(rlc_lock *l, int64_t *out);
+    int rlc_lock_validity_ms(rlc_lock *l, int64_t *out);
+    int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
+  ]]
+end
+-- For owner ids outside nginx; another module may have declared it already.
+pcall(ffi.cdef, "int getpid(void);")
+
+local _M = { _VERSION = "1.0.0" }
+
+-- ---- status codes (the same table as the Lua 5.4 module's) ------------------
+
+local NAMES = {
+  "NOT_ACQUIRED", "E_INVAL", "E_NOMEM", "E_CONNECT", "E_TIMEOUT", "E_NOT_OWNER",
+  "E_LOST", "E_NO_QUORUM", "E_SERVER", "E_PROTOCOL", "E_CLOSED", "E_AUTH",
+}
+local errors, name_of = {}, {}
+for _, name in ipairs(NAMES) do
+  local code = tonumber(C["RLC_" .. name])
+  errors[name], name_of[code] = code, name
+end
+_M.errors = errors
+
+local OK, NOT_ACQUIRED, E_INVAL, E_CLOSED = tonumber(C.RLC_OK), errors.NOT_ACQUIRED, errors.E_INVAL, errors.E_CLOSED
+local E_NOT_OWNER, E_LOST = errors.E_NOT_OWNER, errors.E_LOST
+
+-- errname(-6) -> "E_LOST"; nil for a number that is no status (or 0).
+function _M.errname(code)
+  return name_of[code]
+end
+
+-- ---- the library -----------------------------------------------------------
+
+local lib -- the ffi.load()ed libredlockc
+
+-- _M.load([path]) -> true | nil, err. Loads libredlockc once per worker:
+-- path, else $REDLOCKC_LIB (nginx passes it only with `env REDLOCKC_LIB;`),
+-- else "libredlockc.so.1" from the system's library path. client() calls it.
+function _M.load(path)
+  if lib then return true end
+  path = path or os.getenv("REDLOCKC_LIB") or "libredlockc.so.1"
+  local ok, l = pcall(ffi.load, path)
+  if not ok then return nil, "cannot load " .. path .. ": " .. tostring(l) end
+  lib = l
+  return true
+end
+
+local function need_lib()
+  if not lib then
+    local ok, err = _M.load()
+    if not ok then error("resty.redlockc: " .. err, 3) end
+  end
+  return lib
+end
+
+function _M.version()
+  return ffi_string(need_lib().rlc_version())
+end
+
+-- nil, err, code for a status other than RLC_OK. rlc_errmsg() belongs to
+-- the OS thread and lasts until its next failing call: read it now.
+local function failed(rc)
+  if rc == NOT_ACQUIRED then return nil, "busy", rc end
+  return nil, ffi_string(lib.rlc_errmsg()), rc
+end
+
+-- Out-parameter buffers, shared: each is read right after its call, and no
+-- other call can come between on the worker's one Lua thread.
+local client_out = ffi_new("rlc_client *[1]")
+local lock_out = ffi_new("rlc_lock *[1]")
+local int_out = ffi_new("int[1]")
+local i64_out = ffi_new("int64_t[1]")
+local u64_out = ffi_new("uint64_t[1]")
+
+-- ---- argument checks (programming errors raise) ----------------------------
+
+local function integer_arg(v, what)
+  if type(v) ~= "number" or v ~= floor(v) or v ~= v or v == 1 / 0 or v == -1 / 0 then
+    error(format("resty.redlockc: %s must be an integer, got %s", what,
+                 type(v) == "number" and tostring(v) or type(v)), 3)
+  end
+  return v
+end
+
+local function has_nul(s)
+  return find(s, "\0", 1, true) ~= nil
+end
+
+-- ---- owners: one id per request ---------------------------------------------
+
+-- id = worker pid * 2^32 + a per-worker counter (1 .. 2^32-1): nonzero,
+-- below 2^54 (Linux pids are below 2^22), so inside the library's explicit
+-- range 1 .. 2^62-1; and the pid in it tells which worker holds a lock when
+-- one looks at the hash field "<uuid>:<owner>" in Redis.
+local owner_seq = 0
+local owner_pid
+
+local function new_owner()
+  if not owner_pid then
+    -- the worker's pid (not the master's: ids are made in workers)
+    owner_pid = ngx and ngx.worker and ngx.worker.pid() or C.getpid()
+  end
+  owner_seq = owner_seq + 1
+  if owner_seq >= 4294967296 then owner_seq = 1 end
+  return ffi_cast("uint64_t", owner_pid) * 4294967296ULL + owner_seq
+end
+
+local OWNER_KEY = {} -- private key in ngx.ctx
+
+-- The current request's owner id (made on first use in the request). ngx.ctx
+-- is per request (and per timer); outside any (init phase, plain LuaJIT)
+-- every call gets a new owner.
+local function request_owner()
+  if ngx then
+    local ok, ctx = pcall(function() return ngx.ctx end)
+    if ok and ctx then
+      local id = ctx[OWNER_KEY]
+      if not id then
+        id = new_owner()
+        ctx[OWNER_KEY] = id
+      end
+      return id
+    end
+  end
+  return new_owner()
+end
+
+-- Phases where ngx.sleep yields (elsewhere it raises).
+local CAN_SLEEP = {
+  rewrite = true, access = true, content = true, timer = true, preread = true,
+  ssl_cert = true, ssl_session_fetch = true, ssl_client_hello = true,
+}
+
+-- ---- lock ------------------------------------------------------------------
+
+local Lock = {}
+Lock.__index = Lock
+
+-- Lock fields: h the rlc_lock cdata (nil once freed; ffi.gc frees it when
+-- collected), client keeps the client alive, name, owner, levels = holds
+-- taken through this object and not yet released (what close() gives back).
+
+local function lock_self(self)
+  if getmetatable(self) ~= Lock then
+    error("resty.redlockc: call lock methods as lock:method()", 3)
+  end
+  return self.h
+end
+
+local function closed() return nil, "closed", E_CLOSED end
+
+-- The backoff between tries (ms): starts at step_ms, doubles up to
+-- max_step_ms; each sleep is that times a random factor in [0.5, 1.5), so
+-- that waiters of one lock do not come back in step.
+local STEP_MS, MAX_STEP_MS = 2, 100
+
+local function now_ms()
+  ngx.update_time()
+  return ngx.now() * 1000
+end
+
+-- Tries again every backoff step until OK, a failure, or the deadline (ms
+-- on ngx.now()'s clock; false: none).
+local function wait_loop(self, h, deadline, lease_ms, step, max_step)
+  while true do
+    local delay = step * (0.5 + random())
+    if deadline then
+      local left = deadline - now_ms()
+      if left <= 0 then return nil, "busy", NOT_ACQUIRED end
+      delay = min(delay, left)
+    end
+    ngx.sleep(delay / 1000)
+    if not self.h then return closed() end -- closed by another coroutine
+    local rc = lib.rlc_lock_acquire(h, 0, lease_ms)
+    if rc == OK then
+      self.levels = self.levels + 1
+      return true
+    end
+    if rc ~= NOT_ACQUIRED then return failed(rc) end
+    step = min(step * 2, max_step)
+  end
+end
+
+-- lock:acquire{ wait_ms = -1, lease_ms = -1, step_ms = 2, max_step_ms = 100 }
+--   -> true | nil, err, code
+--   wait_ms   0 try once; > 0 wait at most that long; < 0 (default) forever.
+--   lease_ms  <= 0 (default) the watchdog renews it until release;
+--             > 0 a fixed lease, no watchdog.
+--   step_ms, max_step_ms  the backoff between tries (see above).
+-- Busy until the wait ran out: nil, "busy", errors.NOT_ACQUIRED.
+-- Waiting needs ngx.sleep: in a phase without it (init_worker, set, log,
+-- header/body filter, balancer) only wait_ms = 0 is allowed. Outside
+-- OpenResty (plain LuaJIT) the C library waits, blocking.
+function Lock:acquire(opts)
+  local h = lock_self(self)
+  local wait_ms, lease_ms, step, max_step = -1, -1, STEP_MS, MAX_STEP_MS
+  if opts ~= nil then
+    if type(opts) ~= "table" then
+      error("resty.redlockc: acquire takes a table {wait_ms=, lease_ms=}, got " .. type(opts), 2)
+    end
+    for k, v in pairs(opts) do
+      if k == "wait_ms" then wait_ms = integer_arg(v, "wait_ms")
+      elseif k == "lease_ms" then lease_ms = integer_arg(v, "lease_ms")
+      elseif k == "step_ms" then step = integer_arg(v, "step_ms")
+      elseif k == "max_step_ms" then max_step = integer_arg(v, "max_step_ms")
+      else error("resty.redlockc: unknown acquire option " .. tostring(k), 2) end
+    end
+    if step < 1 or max_step < step then
+      error("resty.redlockc: need 1 <= step_ms <= max_step_ms", 2)
+    end
+  end
+  local phase = ngx and ngx.get_phase()
+  if wait_ms ~= 0 and ngx and not CAN_SLEEP[phase] then
+    error("resty.redlockc: cannot wait in the " .. tostring(phase) .. " phase (ngx.sleep is"
+          .. " not allowed there): use wait_ms = 0", 2)
+  end
+  if not h then return closed() end
+  local deadline = ngx and wait_ms > 0 and now_ms() + wait_ms
+
+  -- Plain LuaJIT: no event loop to keep free; let the library wait (it
+  -- sleeps on the unlock message).
+  local rc = lib.rlc_lock_acquire(h, ngx and 0 or wait_ms, lease_ms)
+  if rc == OK then
+    self.levels = self.levels + 1
+    return true
+  end
+  if rc ~= NOT_ACQUIRED or wait_ms == 0 or not ngx then return failed(rc) end
+  return wait_loop(self, h, deadline, lease_ms, step, max_step)
+end
+
+-- lock:release() -> true | nil, err, code. One level; at zero the key is
+-- deleted and a waiter is woken. E_NOT_OWNER: not held by this owner;
+-- E_LOST: it was, and expired or was taken.
+function Lock:release()
+  local h = lock_self(self)
+  if not h then return closed() end
+  local rc = lib.rlc_lock_release(h)
+  if rc == E_NOT_OWNER or rc == E_LOST or rc == E_CLOSED then
+    self.levels = 0
+  elseif self.levels > 0 then
+    -- OK, or an I/O failure after which the library dropped the level too.
+    self.levels = self.levels - 1
+  end
+  if rc ~= OK then return failed(rc) end
+  return true
+end
+
+-- lock:extend(ms) -> true | nil, err, code. ms > 0: a fixed lease of ms from
+-- now; ms <= 0: the watchdog takes the hold over.
+function Lock:extend(ms)
+  local h = lock_self(self)
+  integer_arg(ms, "extend's lease (ms)")
+  if not h then return closed() end
+  local rc = lib.rlc_lock_extend(h, ms)
+  if rc ~= OK then return failed(rc) end
+  return true
+end
+
+-- lock:force_release() -> true | nil, err, code: deletes it whoever holds
+-- it (true also when nobody did) and wakes waiters.
+function Lock:force_release()
+  local h = lock_self(self)
+  if not h then return closed() end
+  local rc = lib.rlc_lock_force_release(h)
+  if rc ~= OK then return failed(rc) end
+  self.levels = 0
+  return true
+end
+
+-- Queries: value | nil, err, code.
+local function bool_query(self, fn)
+  local h = lock_self(self)
+  if not h then return closed() end
+  local rc = fn(h, int_out)
+  if rc ~= OK then return failed(rc) end
+  return int_out[0] ~= 0
+end
+
+local function i64_query(self, fn)
+  local h = lock_self(self)
+  if not h then return closed() end
+  local rc = fn(h, i64_out)
+  if rc ~= OK then return failed(rc) end
+  return tonumber(i64_out[0])
+end
+
+-- lock:locked() -> boolean: held by anyone.
+function Lock:locked() return bool_query(self, lib.rlc_lock_is_locked) end
+-- lock:owned() -> boolean: held by this owner, and not lost.
+function Lock:owned() return bool_query(self, lib.rlc_lock_is_held) end
+-- lock:hold_count() -> number: the owner's reentrancy count (0: not held).
+function Lock:hold_count() return i64_query(self, lib.rlc_lock_hold_count) end
+-- lock:ttl() -> ms, as Redis's PTTL: -2 no such lock, -1 no expiry.
+function Lock:ttl() return i64_query(self, lib.rlc_lock_ttl_ms) end
+-- lock:validity() -> ms the hold is certainly still valid (0: not held or
+-- lost). No I/O.
+function Lock:validity() return i64_query(self, lib.rlc_lock_validity_ms) end
+
+-- lock:fencing_token() -> number (exact below 2^53). E_NOT_OWNER when not
+-- held, E_LOST when lost. No I/O.
+function Lock:fencing_token()
+  local h = lock_self(self)
+  if not h then return closed() end
+  local rc = lib.rlc_lock_fencing_token(h, u64_out)
+  if rc ~= OK then return failed(rc) end
+  return tonumber(u64_out[0])
+end
+
+-- lock:close(): gives back every level taken through this object (a failed
+-- release is not retried: the lease ends it) and frees the handle now.
+-- Later calls return nil, "closed", E_CLOSED.
+function Lock:close()
+  local h = lock_self(self)
+  if not h then return end
+  while self.levels > 0 do
+    self.levels = self.levels - 1
+    if lib.rlc_lock_release(h) ~= OK then break end
+  end
+  self.h, self.levels = nil, 0
+  lib.rlc_lock_free(ffi_gc(h, nil))
+end
+
+function Lock:__tostring()
+  return format("resty.redlockc.lock(%q)%s", self.name, self.h and "" or " closed")
+end
+
+-- ---- client ----------------------------------------------------------------
+
+local Client = {}
+Client.__index = Client
+
+local function client_self(self)
+  if getmetatable(self) ~= Client then
+    error("resty.redlockc: call client methods as client:method()", 3)
+  end
+  return self.h
+end
+
+-- client:lock(name [, owner]) -> lock | nil, err, code. No I/O.
+--   owner nil: the current request (see request_owner); a number
+--   1 .. 2^53 or a uint64_t cdata 1 .. 2^62-1: that explicit owner.
+function Client:lock(name, owner)
+  local h = client_self(self)
+  if type(name) ~= "string" then
+    error("resty.redlockc: lock name must be a string, got " .. type(name), 2)
+  end
+  if owner == nil then
+    owner = request_owner()
+  elseif type(owner) ~= "cdata" then
+    integer_arg(owner, "owner")
+    if owner < 1 then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
+  end
+  if has_nul(name) then return nil, "lock name contains a NUL byte", E_INVAL end
+  if not h then return closed() end
+  local rc = lib.rlc_lock_new(h, name, owner, lock_out)
+  if rc ~= OK then return failed(rc) end
+  local lh = ffi_gc(lock_out[0], lib.rlc_lock_free)
+  return setmetatable({ h = lh, client = self, name = name, owner = owner, levels = 0 }, Lock)
+end
+
+-- client:uuid() -> the client's random UUID (the "<uuid>" of "<uuid>:<owner>").
+function Client:uuid()
+  local h = client_self(self)
+  if not h then return closed() end
+  return ffi_string(lib.rlc_client_uuid(h))
+end
+
+-- client:close(): stops the watchdog and closes the connections now (it
+-- waits for a renewal round in progress). Holds are not released (they
+-- expire); this client's locks then return E_CLOSED.
+function Client:close()
+  local h = client_self(self)
+  if not h then return end
+  self.h = nil
+  lib.rlc_client_free(ffi_gc(h, nil))
+end
+
+function Client:__tostring()
+  return "resty.redlockc.client" .. (self.h and "" or " closed")
+end
+
+-- An options table as the C library's "name=value;..." (sorted).
+local function options_string(opts)
+  if opts == nil or type(opts) == "string" then return opts end
+  if type(opts) ~= "table" then
+    error("resty.redlockc: client options must be a table, got " .. type(opts), 3)
+  end
+  local parts = {}
+  for k, v in pairs(opts) do
+    if type(k) ~= "string" then
+      error("resty.redlockc: option names must be strings, got " .. type(k), 3)
+    end
+    local s
+    if type(v) == "number" then
+      s = v == floor(v) and format("%d", v) or format("%.17g", v)
+    elseif type(v) == "string" then
+      s = v
+    else
+      error(format("resty.redlockc: option %s must be a number or a string, got %s", k, type(v)), 3)
+    end
+    if find(k, "[=;]") or find(s, ";", 1, true) or has_nul(k) or has_nul(s) then
+      return nil, format("option %q: '=', ';' and NUL cannot be written in an option", k)
+    end
+    parts[#parts + 1] = k .. "=" .. s
+  end
+  sort(parts)
+  return concat(parts, ";")
+end
+
+-- redlockc.client(nodes [, opts]) -> client | nil, err, code. No I/O.
+-- nodes and opts as in the Lua 5.4 module (redis:// or unix:// URIs, a
+-- comma-separated string or a list; N >= 2 nodes is Redlock). Make one
+-- client per worker, in the worker (not in init_by_lua: a client made before
+-- nginx forks its workers answers E_CLOSED in them). Prefer IP addresses:
+-- a host name is resolved by the C library, blocking.
+function _M.client(nodes, opts)
+  local l = need_lib()
+  if type(nodes) == "table" then
+    for i = 1, #nodes do
+      if type(nodes[i]) ~= "string" then
+        error("resty.redlockc: node " .. i .. " must be a string, got " .. type(nodes[i]), 2)
+      end
+    end
+    nodes = concat(nodes, ",")
+  elseif type(nodes) ~= "string" then
+    error("resty.redlockc: nodes must be a string or a list of strings, got " .. type(nodes), 2)
+  end
+  local options, oerr = options_string(opts)
+  if oerr then return nil, oerr, E_INVAL end
+  if has_nul(nodes) or (options and has_nul(options)) then
+    return nil, "nodes or options contain a NUL byte", E_INVAL
+  end
+  local rc = l.rlc_client_new(client_out, nodes, options)
+  if rc ~= OK then return failed(rc) end
+  return setmetatable({ h = ffi_gc(client_out[0], l.rlc_client_free) }, Client)
+end
+
+-- The owner id the current request would get (for logs and tests).
+_M.request_owner = request_owner
+
+return _M

@@ -1,0 +1,234 @@
+"""Client: the connection to one Redis node (single-instance locks) or N (Redlock)."""
+import math
+import re
+import threading
+import weakref
+
+from . import redlockc_core as _core
+from . import _units
+from ._errors import ClosedError, InvalidArgument, invalid
+from ._lock import Lock
+
+# Keyword options of Client(), and what the C option string calls them.
+_TIME_OPTIONS = {
+    "watchdog_timeout": "watchdog_timeout_ms",
+    "io_timeout": "io_timeout_ms",
+    "node_timeout": "node_timeout_ms",
+    "connect_timeout": "connect_timeout_ms",
+    "retry_jitter": "retry_jitter_ms",
+}
+_OTHER_OPTIONS = ("drift_factor", "pool_size", "key_prefix")
+
+
+def _node_list(nodes):
+    """A URI or a list of URIs -> the C library's comma-separated text."""
+    if isinstance(nodes, str):
+        uris = [nodes]
+    elif isinstance(nodes, (list, tuple)):
+        uris = list(nodes)
+        if not uris:
+            raise invalid("nodes must name at least one Redis node")
+    else:
+        raise TypeError(f"nodes must be a URI string or a list of them, not {type(nodes).__name__}")
+    for uri in uris:
+        _units.text(uri, "node URI")
+    return ",".join(uris)
+
+
+def _option_text(name, value):
+    if name in _TIME_OPTIONS:
+        return _TIME_OPTIONS[name], _units.option_ms(name, value)
+    if name == "drift_factor":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"drift_factor must be a number, not {type(value).__name__}")
+        if not math.isfinite(value):
+            raise invalid(f"drift_factor must be finite, got {value!r}")
+        # Plain decimals: the C parser takes digits and '.', never "1e-05".
+        return name, f"{float(value):.12f}".rstrip("0").rstrip(".") or "0"
+    if name == "pool_size":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"pool_size must be an int, not {type(value).__name__}")
+        return name, str(value)
+    if name == "key_prefix":
+        if not isinstance(value, str):
+            raise TypeError(f"key_prefix must be a str, not {type(value).__name__}")
+        if ";" in value or "\0" in value:
+            raise invalid("key_prefix must not contain ';' or NUL characters")
+        _units.text(value or "-", "key_prefix")  # UTF-8 check; "" is allowed
+        return name, value
+    known = ", ".join(sorted([*_TIME_OPTIONS, *_OTHER_OPTIONS]))
+    raise TypeError(f"Client() got an unexpected keyword argument {name!r} (options: {known})")
+
+
+def _options(options):
+    """Keyword options -> "name=value;..." for rlc_client_new, or None for none."""
+    parts = []
+    for name, value in options.items():
+        if value is None:  # None: the library's default, as if not given
+            continue
+        c_name, text = _option_text(name, value)
+        parts.append(f"{c_name}={text}")
+    return ";".join(parts) or None
+
+
+def _in_seconds(error, options):
+    """The C library's complaint about a time option, told in Client()'s seconds.
+
+    It names the option in ms ("option io_timeout_ms must be an integer
+    from 1 to 3600000"); the caller gave io_timeout in seconds.
+    """
+    for py_name, c_name in _TIME_OPTIONS.items():
+        value = options.get(py_name)
+        if value is None or c_name not in error.detail:
+            continue
+        bounds = re.search(r"from (\d+) to (\d+)", error.detail)
+        if bounds:
+            low, high = (int(b) / 1000 for b in bounds.groups())
+            return invalid(f"{py_name} must be from {low:g} to {high:g} seconds, "
+                           f"got {value!r} ({error.detail})")
+        return invalid(f"{py_name}={value!r} seconds: {error.detail}")
+    return error
+
+
+def _owner_id(owner):
+    """Lock owner: None -> 0 (the calling thread), else an explicit 64-bit id."""
+    if owner is None:
+        return 0
+    if isinstance(owner, bool) or not isinstance(owner, int):
+        raise TypeError(f"owner must be an int or None, not {type(owner).__name__}")
+    if owner <= 0:
+        raise invalid(f"owner must be a positive int (None: the calling thread), got {owner}")
+    if owner >= 2**62:  # the library's rule: thread owners are numbered from 2**62
+        raise invalid(f"owner {owner} is too large: explicit owners are 1 to 2**62-1")
+    return owner
+
+
+def _shown(uri):
+    """A URI without its password, for repr()."""
+    scheme, sep, rest = uri.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return uri
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}"
+
+
+class Client:
+    """A client of one Redis node, or of N independent masters (Redlock).
+
+    ``Client(nodes, **options)``
+
+    nodes: ``"redis://[[user]:password@]host[:port][/db]"`` or
+    ``"unix://[[user]:password@]/path.sock[?db=N]"``, or a list of them (or
+    one string of comma-separated URIs, as in ``REDLOCKC_NODES``).
+    One node gives Redisson-compatible single-instance locks; N >= 2
+    independent masters give Redlock (a lock needs N/2+1 of them).
+
+    Options (keyword arguments; times in seconds, int or float; ``None``
+    means the default):
+
+    - ``watchdog_timeout``: lease of watchdog locks, renewed every third (30)
+    - ``io_timeout``: deadline of one call to a single node (1)
+    - ``node_timeout``: per-node deadline of a Redlock call (0.05)
+    - ``connect_timeout``: added to a call that must (re)connect (1)
+    - ``retry_jitter``: random delay before a Redlock retry (0.05)
+    - ``drift_factor``: clock drift allowance, a fraction of the lease (0.01)
+    - ``pool_size``: pipelined connections per node, shared by all threads (1)
+    - ``key_prefix``: prepended to every lock name (``""``)
+
+    Connections are made lazily, on first use. A client may be shared by any
+    number of threads. ``close()`` (or ``with Client(...) as c:``) stops its
+    watchdog and closes its connections; locks still held are not released
+    on the server (they expire with their lease), and every later call on
+    this client's locks raises ``ClosedError``.
+
+    A client does not survive ``fork()``: in a child process (for example a
+    multiprocessing worker started by fork) create a new one; the parent's
+    raises ``ClosedError`` there.
+    """
+
+    def __init__(self, nodes, **options):
+        """See the class: nodes a URI or a list of URIs, options as keyword arguments."""
+        uris = _node_list(nodes)
+        opts = _options(options)
+        self._mu = threading.Lock()  # guards _ptr against close() during lock()
+        self._ptr = None
+        try:
+            self._ptr = _core.rlc_client_new(uris, opts)
+        except InvalidArgument as e:
+            raise _in_seconds(e, options) from None
+        self._uuid = _core.rlc_client_uuid(self._ptr)
+        self._nodes = tuple(uris.split(","))
+        # Freed once: by close(), by garbage collection, or at interpreter exit
+        # (so that no watchdog thread calls into a finalizing interpreter).
+        self._finalizer = weakref.finalize(self, _core.rlc_client_free, self._ptr)
+
+    def lock(self, name, owner=None):
+        """A Lock handle for ``name`` (no network I/O).
+
+        name: the lock's name, a non-empty str (the Redis key, after
+        key_prefix). owner: None (default) makes every call act for the
+        calling thread, like ``threading.RLock``; an int in [1, 2**62) makes
+        every call act for that explicit owner from any thread (an asyncio
+        task, a request). Thread owners get ids from 2**62 up, so the two
+        never meet.
+        """
+        return Lock(self, name, owner)
+
+    def _new_handle(self, name, owner):
+        """rlc_lock_new under _mu, so that close() cannot free the client meanwhile."""
+        name = _units.text(name, "lock name")
+        owner_id = _owner_id(owner)
+        with self._mu:
+            if self._ptr is None:
+                raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
+            return _core.rlc_lock_new(self._ptr, name, owner_id)
+
+    def close(self):
+        """Closes the client (idempotent): stops its watchdog thread, closes its connections.
+
+        Held locks are not released: they expire on the server with their
+        lease. Threads waiting in acquire() on its locks raise ClosedError,
+        and so does every later call on them.
+        """
+        with self._mu:
+            ptr, self._ptr = self._ptr, None
+        if ptr is not None:
+            self._finalizer()  # rlc_client_free, with the GIL released
+
+    @property
+    def closed(self):
+        """True once close() was called."""
+        return self._ptr is None
+
+    @property
+    def uuid(self):
+        """The client's random v4 UUID: hash fields it writes are ``"<uuid>:<owner>"``."""
+        return self._uuid
+
+    @property
+    def nodes(self):
+        """The node URIs, as given (passwords included; repr() hides them)."""
+        return self._nodes
+
+    @property
+    def quorum(self):
+        """How many nodes must agree: 1 for one node, N/2+1 for Redlock."""
+        return len(self._nodes) // 2 + 1
+
+    def __enter__(self):
+        """``with Client(...) as client:`` closes it when the block ends."""
+        return self
+
+    def __exit__(self, *exc):
+        """Closes the client (locks still held expire with their lease)."""
+        self.close()
+
+    def __reduce__(self):
+        """Refused: a client's connections and watchdog thread belong to its process."""
+        raise TypeError("a redlockc.Client cannot be pickled or sent to another process: "
+                        "create one in that process")
+
+    def __repr__(self):
+        state = " closed" if self.closed else ""
+        nodes = ",".join(_shown(u) for u in self._nodes)
+        return f"<redlockc.Client {nodes} uuid={self._uuid}{state}>"

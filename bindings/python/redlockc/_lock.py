@@ -1,0 +1,281 @@
+"""Lock: one distributed lock name, held per owner (a thread, or an explicit id)."""
+import math
+import threading
+import time
+import weakref
+
+from . import redlockc_core as _core
+from ._errors import error_for
+from ._units import lease_ms as _lease_ms
+from ._units import wait_ms as _wait_ms
+
+# The hot path calls the generated C functions directly (-fastproxy).
+_acquire = _core.rlc_lock_acquire
+_release = _core.rlc_lock_release
+
+# In the main thread an unbounded (or long) wait runs in slices of this many
+# ms, so that Ctrl-C (a Python signal handler, which only runs between
+# bytecodes) is not held off until the lock comes. Each slice still sleeps on
+# the unlock message; the next one starts with a fresh attempt, so no unlock
+# is missed. Python runs signal handlers in the main thread only, so other
+# threads wait in one call.
+_SLICE_MS = 500
+
+
+def _free(ptr, keep):
+    # rlc_lock_free waits for a running on_lost callback of this lock (the
+    # GIL is released meanwhile), so only then may its dispatcher go.
+    _core.rlc_lock_free(ptr)
+    keep.clear()
+
+
+class _LostDispatch:
+    """What the C trampoline calls on the watchdog thread: fn(lock, error).
+
+    It refers to the Lock weakly: the Lock's finalizer keeps this object
+    alive until the C handle is freed, and a strong reference back would keep
+    the Lock alive forever.
+    """
+    __slots__ = ("lock_ref", "name", "fn")
+
+    def __init__(self, lock):
+        self.lock_ref = weakref.ref(lock)
+        self.name = lock.name
+        self.fn = None
+
+    def __call__(self, reason):
+        fn, lock = self.fn, self.lock_ref()
+        if fn is None or lock is None:
+            return
+        if reason == _core.RLC_E_LOST:
+            detail = f"lock {self.name!r}: a renewal found its key or this owner's field gone"
+        else:
+            detail = f"lock {self.name!r} was lost: renewals failed until its validity ran out"
+        fn(lock, error_for(reason, detail))
+
+    def __repr__(self):
+        return f"<on_lost callback {self.fn!r} of lock {self.name!r}>"
+
+
+class Lock:
+    """A distributed, reentrant lock on Redis (Redisson's layout), or Redlock.
+
+    Made by ``client.lock(name, owner=None)`` (or ``Lock(client, name,
+    owner=None)``); making one does no network I/O. Works like
+    ``threading.RLock`` across processes and machines:
+
+    - owner: with ``owner=None`` every call acts for the calling thread (each
+      thread is its own owner; one Lock object may be shared by threads);
+      with an int every call acts for that explicit owner, from any thread.
+    - reentrant: an owner that holds it may acquire again; it is free after
+      as many ``release()`` calls.
+    - lease: ``lease=None`` lets the client's watchdog renew the lease
+      (``watchdog_timeout``, 30 s) until release; ``lease=SECONDS`` is a fixed
+      lease with no renewal (the lock expires by itself).
+    - waiting: a waiter sleeps until the holder's unlock message (pub/sub) or
+      the end of the holder's lease; never a fixed-interval poll.
+
+    All times are in seconds (int or float). Methods that talk to Redis
+    release the GIL while they wait, so threads blocked on locks do not stall
+    other Python threads.
+
+    Usage::
+
+        with client.lock("orders"):
+            ...                      # held; released on exit, also on error
+
+        lock = client.lock("report")
+        if lock.acquire(timeout=5, lease=60):
+            try: ...
+            finally: lock.release()
+
+    Failures raise :class:`redlockc.Error` subclasses (``NotOwnerError``,
+    ``LockLostError``, ``ConnectionError``, ...); a busy lock is not an
+    error: ``acquire()`` returns False.
+    """
+
+    __slots__ = ("_client", "_name", "_owner", "_ptr", "_keep", "_dispatch", "_finalizer",
+                 "__weakref__")
+
+    def __init__(self, client, name, owner=None):
+        """See ``Client.lock()``: name a non-empty str, owner None or an int id."""
+        if not hasattr(client, "_new_handle"):
+            raise TypeError(f"Lock needs a redlockc.Client, not {type(client).__name__}")
+        self._client = client  # the client outlives its locks' handles
+        self._name = name
+        self._owner = owner
+        self._ptr = client._new_handle(name, owner)
+        self._keep = []  # the on_lost dispatcher, alive until the handle is freed
+        self._dispatch = None
+        self._finalizer = weakref.finalize(self, _free, self._ptr, self._keep)
+        # Not at interpreter exit: another thread (a daemon) may still be inside
+        # a call on this handle then; the process ends anyway.
+        self._finalizer.atexit = False
+
+    # ---- acquiring and releasing ------------------------------------------------
+
+    def acquire(self, blocking=True, timeout=-1, lease=None):
+        """Acquires the lock for this owner; returns True, or False if it stayed busy.
+
+        blocking: False tries once and returns at once (then ``timeout`` must
+            be left at -1, as with ``threading.Lock``).
+        timeout: seconds to wait at most when blocking; -1 (or None) waits
+            forever; 0 tries once.
+        lease: None (default): the watchdog keeps the lock alive until
+            release(); a positive number of seconds: a fixed lease, no renewal.
+            A nested acquire keeps the mode and lease of the first and
+            refreshes that lease.
+
+        Raises ConnectionError, TimeoutError, NoQuorumError, ServerError,
+        AuthenticationError, ClosedError; InvalidArgument (a ValueError) or
+        TypeError for bad arguments.
+        """
+        wait = _wait_ms(blocking, timeout)
+        lease = 0 if lease is None else _lease_ms(lease)
+        # main_thread() asked each time: after a fork from another thread,
+        # the child's main thread is that one.
+        if (wait < 0 or wait > _SLICE_MS) and \
+                threading.get_ident() == threading.main_thread().ident:
+            return self._acquire_in_slices(wait, lease)
+        return _acquire(self._ptr, wait, lease)
+
+    def _acquire_in_slices(self, wait, lease):
+        deadline = None if wait < 0 else time.monotonic() + wait / 1000
+        for _ in range(2**62):  # bounded by the deadline, or by "forever"
+            step = _SLICE_MS
+            if deadline is not None:
+                left = math.ceil((deadline - time.monotonic()) * 1000)
+                step = max(0, min(_SLICE_MS, left))
+            if _acquire(self._ptr, step, lease):
+                return True
+            if step == 0 or (deadline is not None and time.monotonic() >= deadline):
+                return False
+        return False
+
+    def release(self):
+        """Releases one level of this owner's hold; at zero deletes it and wakes waiters.
+
+        Raises NotOwnerError if this owner does not hold it, LockLostError if
+        it held it but the lock expired or was taken meanwhile (in both
+        cases nothing on the server is touched), or an I/O error.
+        """
+        _release(self._ptr)
+
+    def extend(self, seconds):
+        """Sets this owner's lease to ``seconds`` from now (a fixed lease; the
+        watchdog stops), or with ``None`` hands the lock back to the watchdog.
+
+        Raises NotOwnerError, LockLostError, or an I/O error.
+        """
+        _core.rlc_lock_extend(self._ptr, _lease_ms(seconds, "extend seconds"))
+
+    def force_release(self):
+        """Deletes the lock whoever holds it and wakes its waiters (an admin action).
+
+        Succeeds whether or not it was held.
+        """
+        _core.rlc_lock_force_release(self._ptr)
+
+    def __enter__(self):
+        """``with lock:`` acquires (waiting as long as it takes, watchdog lease)."""
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        """Releases one level when the block ends, also when it raised."""
+        self.release()
+
+    # ---- state ----------------------------------------------------------------
+
+    def locked(self):
+        """True if anyone holds the lock (on a quorum of nodes). Asks Redis."""
+        return _core.rlc_lock_is_locked(self._ptr)
+
+    def owned(self):
+        """True if this owner holds it and it was not reported lost. Asks Redis."""
+        return _core.rlc_lock_is_held(self._ptr)
+
+    @property
+    def hold_count(self):
+        """This owner's reentrancy count on the server (0 if not held). Asks Redis."""
+        return _core.rlc_lock_hold_count(self._ptr)
+
+    @property
+    def ttl(self):
+        """The lock's remaining lease on the server in seconds (float), as Redis
+        says it: None if nobody holds it, ``math.inf`` if it has no expiry.
+        Over N nodes: the value a quorum of nodes has at least. Asks Redis.
+        """
+        ms = _core.rlc_lock_ttl_ms(self._ptr)
+        if ms == -2:
+            return None
+        if ms == -1:
+            return math.inf
+        return ms / 1000
+
+    @property
+    def validity(self):
+        """Seconds (float) this owner's hold is still certainly valid, by the
+        client's monotonic clock: lease - elapsed - drift at the last acquire
+        or renewal; 0.0 when not held through this handle. No network I/O.
+        """
+        return _core.rlc_lock_validity_ms(self._ptr) / 1000
+
+    @property
+    def fencing_token(self):
+        """The fencing token of this owner's current hold (an int): the counter
+        ``redisson_lock_token:{name}`` at the moment the hold began, so it grows
+        with each new holder. Raises NotOwnerError when not held through this
+        handle, LockLostError once lost. No network I/O.
+        """
+        return _core.rlc_lock_fencing_token(self._ptr)
+
+    def on_lost(self, fn):
+        """Calls ``fn(lock, error)`` once per lost hold; returns fn (a decorator works).
+
+        A watchdog-renewed hold is lost when its key or field is gone, or when
+        renewals cannot reach a quorum before its validity runs out. ``error``
+        is a LockLostError (or the I/O error that kept renewals out). ``fn``
+        runs on the client's watchdog thread, with the GIL held; keep it
+        short. An exception in it goes to ``sys.unraisablehook`` (printed by
+        default) and changes nothing else. ``None`` removes the callback.
+        """
+        if fn is not None and not callable(fn):
+            raise TypeError(f"on_lost needs a callable or None, not {type(fn).__name__}")
+        dispatch = self._dispatch
+        if dispatch is None:
+            if fn is None:
+                return None
+            dispatch = _LostDispatch(self)
+            dispatch.fn = fn
+            self._keep.append(dispatch)  # before C can call it
+            _core.rlcpy_on_lost(self._ptr, dispatch)
+            self._dispatch = dispatch
+        dispatch.fn = fn
+        return fn
+
+    # ---- identity --------------------------------------------------------------
+
+    @property
+    def name(self):
+        """The lock's name, as given (the Redis key is key_prefix + name)."""
+        return self._name
+
+    @property
+    def owner(self):
+        """The explicit owner id, or None: the calling thread is the owner."""
+        return self._owner
+
+    @property
+    def client(self):
+        """The Client this lock belongs to."""
+        return self._client
+
+    def __reduce__(self):
+        """Refused: a lock handle belongs to its process (and its client)."""
+        raise TypeError("a redlockc.Lock cannot be pickled or sent to another process: "
+                        "create a Client and its locks in that process")
+
+    def __repr__(self):
+        owner = "thread" if self._owner is None else self._owner
+        return f"<redlockc.Lock {self._name!r} owner={owner}>"

@@ -1,0 +1,81 @@
+"""Checking Python arguments and turning seconds into the C library's milliseconds.
+
+Python callers give times in seconds (int or float); the C ABI takes int64
+milliseconds. Everything a caller passes is checked here first, so that a
+wrong type is a TypeError and a wrong value an InvalidArgument (a
+ValueError) with a message in the caller's terms (seconds, not ms).
+"""
+import math
+
+from ._errors import invalid
+
+# The C library refuses leases over a year; waits are bounded only by int64.
+# Anything above this many ms is clamped ("forever" in practice, ~292 years).
+_MAX_MS = 2**62
+
+
+def _number(value, what):
+    # bool is an int, but True seconds is a mistake, not a duration.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    if isinstance(value, float) and math.isnan(value):
+        raise invalid(f"{what} must be a number of seconds, not NaN")
+    return value
+
+
+def to_ms(seconds):
+    """Seconds -> whole ms, rounded up (never shorter than asked), clamped."""
+    if seconds == math.inf:
+        return _MAX_MS
+    # round() first: 1.1 * 1000 is 1100.0000000000002, which is 1100 ms.
+    ms = math.ceil(round(seconds * 1000, 6))
+    return min(ms, _MAX_MS)
+
+
+def wait_ms(blocking, timeout):
+    """acquire()'s (blocking, timeout) -> the C wait: 0 once, <0 forever, >0 at most."""
+    if not blocking:
+        if timeout != -1 and timeout is not None:
+            raise invalid("can't specify a timeout for a non-blocking call")
+        return 0
+    if timeout is None or (timeout == -1 and not isinstance(timeout, bool)):
+        return -1
+    _number(timeout, "timeout")
+    if timeout < 0:
+        raise invalid(f"timeout must be -1 (forever) or >= 0 seconds, got {timeout!r}")
+    return to_ms(timeout)
+
+
+def lease_ms(lease, what="lease"):
+    """A lease in seconds -> ms; None -> 0 (the watchdog keeps the lock alive)."""
+    if lease is None:
+        return 0
+    _number(lease, what)
+    if lease <= 0 or lease == math.inf:
+        raise invalid(f"{what} must be a positive finite number of seconds, or None for "
+                      f"the watchdog, got {lease!r}")
+    return to_ms(lease)
+
+
+def option_ms(name, value):
+    """A time option of Client(), in seconds -> the ms text of the C option string."""
+    _number(value, name)
+    if value < 0 or value == math.inf:
+        raise invalid(f"{name} must be >= 0 seconds and finite, got {value!r}")
+    return str(to_ms(value))
+
+
+def text(value, what):
+    """A str argument that goes to C as a NUL-terminated string."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if not value:
+        raise invalid(f"{what} must not be empty")
+    if "\0" in value:
+        raise invalid(f"{what} must not contain NUL characters")
+    try:
+        value.encode("utf-8")  # what the C library gets
+    except UnicodeEncodeError as e:
+        raise invalid(f"{what} cannot be encoded as UTF-8 ({e.reason} at index {e.start})") \
+            from None
+    return value

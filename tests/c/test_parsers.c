@@ -1,0 +1,454 @@
+/*
+ * test_parsers.c - the node-URI and option grammars, table by table, through
+ * the public API.
+ *
+ * rlc_client_new parses both strings and does no network I/O, so no server
+ * is needed: every row is one call and one expected outcome (status and a
+ * fragment of rlc_errmsg). Rows that fail are all reported, not just the
+ * first. The option rows are generated from one table of ranges, the same
+ * ranges the README documents; a row that disagrees with c/src/options.c
+ * means one of them is wrong.
+ *
+ * A last case replays the fuzz seed corpus (tests/fuzz/corpus) through the
+ * library, so the sanitizer and valgrind runs of this suite see every seed.
+ */
+#include <dirent.h>
+#include <limits.h>
+#include <stdbool.h>
+
+#include "check.h"
+
+/* A row's verdict, printed with both sides when it disagrees. */
+static void expect(const char *what, int rc, int want_rc, const char *want_msg)
+{
+    const char *msg = rlc_errmsg();
+    bool msg_ok = want_rc == RLC_OK || !want_msg || strstr(msg, want_msg) != NULL;
+    if (rc == want_rc && msg_ok)
+        return;
+    fprintf(stderr, "row %s: expected %d (%s)%s%s%s, saw %d (%s); errmsg: %s\n",
+            what ? what : "(unnamed)",
+            want_rc, rlc_strerror(want_rc), want_msg ? " with message containing '" : "",
+            want_msg ? want_msg : "", want_msg ? "'" : "", rc, rlc_strerror(rc),
+            rc == RLC_OK ? "-" : msg);
+    check_failed = 1;
+}
+
+/* Creates and frees a client; returns the status and leaves errmsg as set. */
+static int try_client(const char *nodes, const char *options)
+{
+    rlc_client *c = (rlc_client *)&c; /* must be reset to NULL on failure */
+    int rc = rlc_client_new(&c, nodes, options);
+    if (rc != RLC_OK && c != NULL) {
+        fprintf(stderr, "rlc_client_new failed (%d) but left *out = %p\n", rc, (void *)c);
+        check_failed = 1;
+    }
+    if (rc == RLC_OK)
+        rlc_client_free(c);
+    return rc;
+}
+
+/* ---- node URIs ------------------------------------------------------------ */
+
+struct uri_row {
+    const char *uri;
+    int rc;
+    const char *msg; /* a fragment of rlc_errmsg() on failure */
+};
+
+static const struct uri_row uri_rows[] = {
+    {"redis://127.0.0.1:6379", RLC_OK, NULL},
+    {"redis://localhost", RLC_OK, NULL},
+    {"redis://h:1", RLC_OK, NULL},
+    {"redis://h:65535", RLC_OK, NULL},
+    {"redis://h/0", RLC_OK, NULL},
+    {"redis://h/", RLC_OK, NULL},
+    {"redis://h:6379/2147483647", RLC_OK, NULL},
+    {"REDIS://Host-1.example_x:6379", RLC_OK, NULL},
+    {"redis://[::1]:6379", RLC_OK, NULL},
+    {"redis://[::1]", RLC_OK, NULL},
+    {"redis://[::ffff:127.0.0.1]:7000/1", RLC_OK, NULL},
+    {"redis://:pw@h", RLC_OK, NULL},
+    {"redis://user:pw@h:1/3", RLC_OK, NULL},
+    {"redis://u:p%40ss%3a@h", RLC_OK, NULL},
+    {"redis://u:a@b@h", RLC_OK, NULL}, /* the last '@' ends the credentials */
+    {"unix:///tmp/x.sock", RLC_OK, NULL},
+    {"unix:///tmp/x.sock?db=3", RLC_OK, NULL},
+    {"unix://:pw@/tmp/x.sock", RLC_OK, NULL},
+    {"unix://u:pw@/tmp/x.sock?db=0", RLC_OK, NULL},
+    {" redis://a:1 ,  redis://a:2 ", RLC_OK, NULL},
+    {"redis://a:1,redis://b:1,unix:///tmp/s", RLC_OK, NULL},
+
+    {NULL, RLC_E_INVAL, "no node URI given"},
+    {"", RLC_E_INVAL, "no node URI given"},
+    {"redis://h:0", RLC_E_INVAL, "port must be a number from 1 to 65535"},
+    {"redis://h:65536", RLC_E_INVAL, "port must be a number from 1 to 65535"},
+    {"redis://h:99999999999", RLC_E_INVAL, "port must be a number from 1 to 65535"},
+    {"redis://h:abc", RLC_E_INVAL, "port must be a number from 1 to 65535"},
+    {"redis://h:-1", RLC_E_INVAL, "port must be a number from 1 to 65535"},
+    {"redis://h:", RLC_E_INVAL, "port must be a number from 1 to 65535"},
+    {"redis://h:63 79", RLC_E_INVAL, "spaces and control characters are not allowed"},
+    {"redis://:6379", RLC_E_INVAL, "missing host"},
+    {"redis://", RLC_E_INVAL, "missing host"},
+    {"redis:///0", RLC_E_INVAL, "missing host"},
+    {"redis://u:pw@:6379", RLC_E_INVAL, "missing host"},
+    {"redis://[]:6379", RLC_E_INVAL, "missing host"},
+    {"http://h:6379", RLC_E_INVAL, "the scheme must be redis:// or unix://"},
+    {"h:6379", RLC_E_INVAL, "the scheme must be redis:// or unix://"},
+    {"redis:/h", RLC_E_INVAL, "the scheme must be redis:// or unix://"},
+    {"rediss://h:6379", RLC_E_INVAL, "TLS is not supported"},
+    {"redis://h?db=1", RLC_E_INVAL, "query strings and fragments are not supported"},
+    {"redis://h#x", RLC_E_INVAL, "query strings and fragments are not supported"},
+    {"redis://h/abc", RLC_E_INVAL, "the database after '/' must be a number"},
+    {"redis://h/-1", RLC_E_INVAL, "the database after '/' must be a number"},
+    {"redis://h/2147483648", RLC_E_INVAL, "the database after '/' must be a number"},
+    {"redis://h/1/2", RLC_E_INVAL, "the database after '/' must be a number"},
+    {"redis://h:1,redis://h:1", RLC_E_INVAL, "node h:1 is listed twice"},
+    {"redis://h,redis://H:6379", RLC_E_INVAL, "is listed twice"},
+    {"unix:///s,unix:///s", RLC_E_INVAL, "node /s is listed twice"},
+    {"redis://h:1,", RLC_E_INVAL, "empty node URI at position 2"},
+    {",redis://h:1", RLC_E_INVAL, "empty node URI at position 1"},
+    {"redis://a:1, ,redis://b:1", RLC_E_INVAL, "empty node URI at position 2"},
+    {"redis://h h", RLC_E_INVAL, "spaces and control characters are not allowed"},
+    {"redis://h\t", RLC_E_INVAL, "spaces and control characters are not allowed"},
+    {"redis://h\x7f", RLC_E_INVAL, "spaces and control characters are not allowed"},
+    {"redis://u@h", RLC_E_INVAL, "credentials need a ':'"},
+    {"redis://u:@h", RLC_E_INVAL, "empty password"},
+    {"redis://:p%zz@h", RLC_E_INVAL, "bad %-escape in the password"},
+    {"redis://:p%00@h", RLC_E_INVAL, "bad %-escape in the password"},
+    {"redis://:p%4@h", RLC_E_INVAL, "bad %-escape in the password"},
+    {"redis://u%g1:p@h", RLC_E_INVAL, "bad %-escape in the user name"},
+    {"redis://[::1", RLC_E_INVAL, "unclosed '['"},
+    {"redis://[zz::1]", RLC_E_INVAL, "bad character in an IPv6 address"},
+    {"redis://[::1]x", RLC_E_INVAL, "expected ':port' after ']'"},
+    {"redis://ho$t", RLC_E_INVAL, "bad character in the host name"},
+    {"redis://h\xc3\xa9", RLC_E_INVAL, "bad character in the host name"},
+    {"unix://relative.sock", RLC_E_INVAL, "expected an absolute socket path"},
+    {"unix://", RLC_E_INVAL, "expected an absolute socket path"},
+    {"unix:///", RLC_E_INVAL, "missing socket path"},
+    {"unix:///x?db=a", RLC_E_INVAL, "db must be a number"},
+    {"unix:///x?db=", RLC_E_INVAL, "the only query parameter is db=N"},
+    {"unix:///x?foo=1", RLC_E_INVAL, "the only query parameter is db=N"},
+    {"unix://u@/x", RLC_E_INVAL, "credentials need a ':'"},
+};
+
+TEST(uri_grammar_table)
+{
+    for (size_t i = 0; i < sizeof uri_rows / sizeof uri_rows[0]; i++) {
+        const struct uri_row *r = &uri_rows[i];
+        expect(r->uri ? r->uri : "(NULL)", try_client(r->uri, NULL), r->rc, r->msg);
+    }
+}
+
+/* Builds "redis://127.0.0.1:<base+i>,..." with n nodes into buf. */
+static void node_list(char *buf, size_t size, int n, int base)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%sredis://127.0.0.1:%d", i ? "," : "",
+                               base + i);
+}
+
+TEST(uri_lengths_and_node_counts_at_their_limits)
+{
+    char list[66 * 32], what[64];
+    for (int n = 1; n <= 65; n += n < 4 ? 1 : n < 63 ? 59 : 1) {
+        node_list(list, sizeof list, n, 7000);
+        snprintf(what, sizeof what, "%d nodes", n);
+        expect(what, try_client(list, NULL), n <= 64 ? RLC_OK : RLC_E_INVAL,
+               n <= 64 ? NULL : "more than 64 nodes");
+    }
+
+    /* Host names up to 253 characters; unix paths up to 107 bytes. */
+    char uri[600];
+    for (int len = 252; len <= 254; len++) {
+        snprintf(uri, sizeof uri, "redis://%0*d:1", len, 0);
+        snprintf(what, sizeof what, "host of %d characters", len);
+        expect(what, try_client(uri, NULL), len <= 253 ? RLC_OK : RLC_E_INVAL,
+               "host name longer than 253 characters");
+    }
+    for (int len = 106; len <= 108; len++) {
+        memset(uri, 'p', sizeof uri);
+        memcpy(uri, "unix:///", 8);
+        uri[7 + len] = '\0'; /* the path is '/' and len - 1 more bytes */
+        snprintf(what, sizeof what, "socket path of %d bytes", len);
+        expect(what, try_client(uri, NULL), len <= 107 ? RLC_OK : RLC_E_INVAL,
+               "socket path longer than 107 bytes");
+    }
+
+    /* A megabyte of garbage is rejected, and its message stays short. */
+    size_t big = 1 << 20;
+    char *huge = malloc(big + 1);
+    CHECK(huge != NULL, "malloc");
+    memcpy(huge, "redis://", 8);
+    memset(huge + 8, 'h', big - 8);
+    huge[big] = '\0';
+    expect("1 MiB host", try_client(huge, NULL), RLC_E_INVAL, "longer than 253");
+    CHECK(strlen(rlc_errmsg()) < 1024, "message of %zu bytes for a 1 MiB URI",
+          strlen(rlc_errmsg()));
+    memset(huge, ',', big);
+    expect("1 MiB of commas", try_client(huge, NULL), RLC_E_INVAL, "empty node URI at position 1");
+    free(huge);
+done:;
+}
+
+/* ---- passwords never reach a message ------------------------------------- */
+
+#define SECRET "Sup3rS3cret"
+
+static const char *const secret_uris[] = {
+    "redis://:" SECRET "@h:0",
+    "redis://u:" SECRET "@:6379",
+    "redis://u:" SECRET "@h/x",
+    "redis://u:" SECRET "@h?db=1",
+    "redis://u:" SECRET "@h h",
+    "redis://u:" SECRET "@ho$t",
+    "redis://u:" SECRET "@[zz]",
+    "redis://" SECRET "@h",
+    "redis://u:" SECRET "%zz@h",
+    "rediss://u:" SECRET "@h",
+    "http://u:" SECRET "@h",
+    "unix://u:" SECRET "@relative",
+    "unix://u:" SECRET "@/x?db=z",
+    "redis://u:" SECRET "@h:1,redis://u:" SECRET "@h:1",
+    "redis://:" SECRET "@h:1,redis://other:port",
+    "redis://other:port,redis://:" SECRET "@h:1",
+    "redis://a:1,,redis://:" SECRET "@h:1",
+};
+
+/* A password that holds a ',' is cut in two by the list's separator; neither
+ * half may show up (write it as %2C to use it). */
+static const char *const comma_uris[] = {
+    "redis://:Sup3r,S3cret@h:1",
+    "redis://user:Sup3r,S3cret@h:1",
+    "redis://user:12345,S3cret@h:1",
+    "redis://:Sup3r,S3cret,M0re@h:1",
+    "unix://:Sup3r,S3cret@/tmp/x.sock",
+    "redis://h:1,redis://:Sup3r,S3cret@h:2",
+};
+
+static void check_hidden(const char *uri, const char *const *parts, int nparts)
+{
+    int rc = try_client(uri, NULL);
+    const char *msg = rlc_errmsg();
+    if (rc != RLC_E_INVAL) {
+        fprintf(stderr, "row %s: expected RLC_E_INVAL, saw %d (%s)\n", uri, rc, rlc_strerror(rc));
+        check_failed = 1;
+        return;
+    }
+    for (int i = 0; i < nparts; i++)
+        if (strstr(msg, parts[i])) {
+            fprintf(stderr, "row %s: the message shows the password part '%s': %s\n", uri,
+                    parts[i], msg);
+            check_failed = 1;
+        }
+}
+
+TEST(rejected_uris_never_show_their_password)
+{
+    static const char *const whole[] = {SECRET};
+    for (size_t i = 0; i < sizeof secret_uris / sizeof secret_uris[0]; i++)
+        check_hidden(secret_uris[i], whole, 1);
+    /* What the redaction leaves: the scheme, "***", the host. */
+    try_client("redis://u:" SECRET "@h:0", NULL);
+    CHECK(strstr(rlc_errmsg(), "'redis://u:***@h:0'") != NULL, "redacted form: %s",
+          rlc_errmsg());
+    static const char *const halves[] = {"Sup3r", "S3cret", "12345", "M0re"};
+    for (size_t i = 0; i < sizeof comma_uris / sizeof comma_uris[0]; i++)
+        check_hidden(comma_uris[i], halves, 4);
+    /* Escaped, the comma is part of the password and the URI is fine. */
+    expect("%2C in a password", try_client("redis://:Sup3r%2CS3cret@h:1", NULL), RLC_OK, NULL);
+done:;
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+/* The documented ranges (README "Options"); integers unless noted. */
+struct option_range {
+    const char *name;
+    long long min, max;
+};
+
+static const struct option_range int_options[] = {
+    {"watchdog_timeout_ms", 10, 86400000},
+    {"io_timeout_ms", 1, 3600000},
+    {"node_timeout_ms", 1, 3600000},
+    {"connect_timeout_ms", 1, 3600000},
+    {"retry_jitter_ms", 0, 60000},
+    {"pool_size", 1, 64},
+};
+
+static void option_row(const char *options, int want_rc, const char *want_msg)
+{
+    expect(options, try_client("redis://127.0.0.1:1", options), want_rc, want_msg);
+}
+
+TEST(integer_options_accept_their_range_and_nothing_else)
+{
+    char opt[256], msg[160];
+    for (size_t i = 0; i < sizeof int_options / sizeof int_options[0]; i++) {
+        const struct option_range *o = &int_options[i];
+        snprintf(msg, sizeof msg, "option %s must be an integer from %lld to %lld", o->name,
+                 o->min, o->max);
+        const long long good[] = {o->min, o->max, (o->min + o->max) / 2};
+        for (int k = 0; k < 3; k++) {
+            snprintf(opt, sizeof opt, "%s=%lld", o->name, good[k]);
+            option_row(opt, RLC_OK, NULL);
+        }
+        snprintf(opt, sizeof opt, " %s = %lld ;", o->name, o->max);
+        option_row(opt, RLC_OK, NULL);
+        const long long bad[] = {o->min - 1, o->max + 1, LLONG_MAX, LLONG_MIN};
+        for (int k = 0; k < 4; k++) {
+            snprintf(opt, sizeof opt, "%s=%lld", o->name, bad[k]);
+            option_row(opt, RLC_E_INVAL, msg);
+        }
+        static const char *const junk[] = {"", "abc", "1.5", "+1", "0x10", "1e3", "1 2",
+                                           "99999999999999999999999", "-0"};
+        for (size_t k = 0; k < sizeof junk / sizeof junk[0]; k++) {
+            snprintf(opt, sizeof opt, "%s=%s", o->name, junk[k]);
+            option_row(opt, RLC_E_INVAL, msg);
+        }
+    }
+}
+
+TEST(drift_factor_and_key_prefix_limits)
+{
+    static const char *const good[] = {"0", "0.5", "0.01", ".25", "0.500000", "00.1"};
+    static const char *const bad[] = {"0.51", "1", "-0.1", "1e-3", "nan", "inf", "0.5.1", "",
+                                       ".", "0,1", "1" "000000000000000000000000000000000000"
+                                                       "000000000000000000000000000000"};
+    char opt[256];
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        snprintf(opt, sizeof opt, "drift_factor=%s", good[k]);
+        option_row(opt, RLC_OK, NULL);
+    }
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        snprintf(opt, sizeof opt, "drift_factor=%s", bad[k]);
+        option_row(opt, RLC_E_INVAL, "option drift_factor must be a number from 0 to 0.5");
+    }
+
+    char *prefix = malloc(1100);
+    CHECK(prefix != NULL, "malloc");
+    for (int len = 0; len <= 1025; len += len == 0 ? 1023 : 1) {
+        memcpy(prefix, "key_prefix=", 11);
+        memset(prefix + 11, 'p', (size_t)len);
+        prefix[11 + len] = '\0';
+        char what[48];
+        snprintf(what, sizeof what, "key_prefix of %d bytes", len);
+        expect(what, try_client("redis://127.0.0.1:1", prefix), len <= 1024 ? RLC_OK : RLC_E_INVAL,
+               "option key_prefix is longer than 1024 bytes");
+    }
+    free(prefix);
+    /* Any bytes but ';' and NUL: braces, spaces inside, non-UTF-8. */
+    option_row("key_prefix={app} \xff\xfe:", RLC_OK, NULL);
+done:;
+}
+
+TEST(unknown_duplicate_and_malformed_option_strings)
+{
+    option_row(NULL, RLC_OK, NULL);
+    option_row("", RLC_OK, NULL);
+    option_row(";;; ;", RLC_OK, NULL);
+    option_row(" io_timeout_ms = 5 ; node_timeout_ms=6;", RLC_OK, NULL);
+    option_row("nope=1", RLC_E_INVAL, "unknown option 'nope'");
+    option_row("IO_TIMEOUT_MS=5", RLC_E_INVAL, "unknown option 'IO_TIMEOUT_MS'");
+    option_row("=5", RLC_E_INVAL, "unknown option ''");
+    option_row("io_timeout_ms", RLC_E_INVAL, "option 'io_timeout_ms' has no '=value'");
+    option_row("io_timeout_ms=5;io_timeout_ms=5", RLC_E_INVAL, "option io_timeout_ms given twice");
+    option_row("key_prefix=a;key_prefix=a", RLC_E_INVAL, "option key_prefix given twice");
+    option_row("io_timeout_ms=5,node_timeout_ms=6", RLC_E_INVAL,
+               "option io_timeout_ms must be an integer");
+    option_row("password=secret", RLC_E_INVAL, "unknown option 'password'");
+
+    /* A long unknown name is quoted clipped, not whole. */
+    char *name = malloc(100003);
+    CHECK(name != NULL, "malloc");
+    memset(name, 'x', 100000);
+    memcpy(name + 100000, "=1", 3);
+    option_row(name, RLC_E_INVAL, "unknown option 'xxxxxxxx");
+    CHECK(strlen(rlc_errmsg()) < 200, "message of %zu bytes for a 100 kB option name",
+          strlen(rlc_errmsg()));
+    free(name);
+    /* Every option at once, each at its maximum. */
+    option_row("watchdog_timeout_ms=86400000;io_timeout_ms=3600000;node_timeout_ms=3600000;"
+               "connect_timeout_ms=3600000;retry_jitter_ms=60000;drift_factor=0.5;"
+               "pool_size=64;key_prefix=x",
+               RLC_OK, NULL);
+done:;
+}
+
+/* ---- the fuzz seeds, replayed --------------------------------------------- */
+
+/* tests/fuzz/corpus/<kind>, found from this file's own path (CMake compiles
+ * it by its absolute path). */
+static int corpus_dir(const char *kind, char *buf, size_t size)
+{
+    const char *slash = strrchr(__FILE__, '/');
+    if (__FILE__[0] != '/' || !slash)
+        return -1;
+    snprintf(buf, size, "%.*s/../fuzz/corpus/%s", (int)(slash - __FILE__), __FILE__, kind);
+    return 0;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(65537);
+    size_t n = buf ? fread(buf, 1, 65536, f) : 0;
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+/* Every seed parses to OK or RLC_E_INVAL; returns how many ran, -1 if none. */
+static int replay(const char *kind)
+{
+    char dir[4096];
+    if (corpus_dir(kind, dir, sizeof dir) != 0)
+        return -1;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int ran = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && ran < 10000) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        char *text = read_file(path);
+        if (!text)
+            continue;
+        int rc = strcmp(kind, "uri") == 0 ? try_client(text, NULL)
+                                          : try_client("redis://127.0.0.1:1", text);
+        if (rc != RLC_OK && rc != RLC_E_INVAL) {
+            fprintf(stderr, "seed %s: status %d (%s): %s\n", path, rc, rlc_strerror(rc),
+                    rlc_errmsg());
+            check_failed = 1;
+        }
+        free(text);
+        ran++;
+    }
+    closedir(d);
+    return ran;
+}
+
+TEST(fuzz_seed_corpus_replays_cleanly)
+{
+    int uris = replay("uri"), options = replay("options");
+    CHECK(uris > 0 && options > 0, "seed corpus not found next to %s (uri: %d, options: %d)",
+          __FILE__, uris, options);
+    fprintf(stderr, "replayed %d URI seeds and %d option seeds\n", uris, options);
+done:;
+}
+
+RUN_TESTS(CASE(uri_grammar_table),
+          CASE(uri_lengths_and_node_counts_at_their_limits),
+          CASE(rejected_uris_never_show_their_password),
+          CASE(integer_options_accept_their_range_and_nothing_else),
+          CASE(drift_factor_and_key_prefix_limits),
+          CASE(unknown_duplicate_and_malformed_option_strings),
+          CASE(fuzz_seed_corpus_replays_cleanly))

@@ -1,0 +1,128 @@
+"""Real redis-server processes for the Python tests (and the Python benchmark).
+
+Each server runs on a free 127.0.0.1 port with --save "" --appendonly no, in
+its own temporary directory, and is stopped by its pid. Nothing here ever
+kills a process it did not start.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import redis
+
+
+def free_port():
+    """A port the kernel just handed out on 127.0.0.1 (free a moment ago)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(condition, timeout=3.0, interval=0.002):
+    """Polls condition() until it is truthy or timeout seconds passed; returns its last value."""
+    deadline = time.monotonic() + timeout
+    for _ in range(int(timeout / interval) + 2):
+        value = condition()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+    return condition()
+
+
+class RedisServer:
+    """One redis-server process. start() picks a free port; stop() ends it by pid."""
+
+    def __init__(self, *extra_args):
+        self.extra_args = [str(a) for a in extra_args]
+        self.dir = tempfile.mkdtemp(prefix="rlc-py-")
+        self.socket = os.path.join(self.dir, "redis.sock")
+        self.port = None
+        self.proc = None
+        self.password = None
+        if "--requirepass" in self.extra_args:
+            self.password = self.extra_args[self.extra_args.index("--requirepass") + 1]
+
+    @property
+    def uri(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def start(self):
+        # A port may be taken between free_port() and the bind: try a few.
+        for _ in range(5):
+            self.port = free_port()
+            if self._spawn():
+                return self
+        raise RuntimeError("redis-server did not start")
+
+    def _spawn(self):
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--daemonize", "no",
+                "--dir", self.dir, "--unixsocket", self.socket, "--unixsocketperm", "700",
+                "--logfile", "redis.log", "--protected-mode", "no", *self.extra_args]
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        up = wait_until(lambda: self.proc.poll() is not None or self.ping(), timeout=10,
+                        interval=0.01)
+        if up and self.proc.poll() is None:
+            return True
+        self.kill()
+        return False
+
+    def ping(self):
+        """True if the server answers (NOAUTH from a password-protected one counts)."""
+        try:
+            with redis.Redis(port=self.port, socket_timeout=0.2, socket_connect_timeout=0.2) as r:
+                return r.ping()
+        except redis.AuthenticationError:
+            return True
+        except redis.ResponseError as e:
+            return "NOAUTH" in str(e)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return False
+
+    def raw(self, **kwargs):
+        """A redis-py client of this server (raw commands, to look at it as anyone would)."""
+        return redis.Redis(port=self.port, password=self.password, socket_timeout=5, **kwargs)
+
+    def kill(self):
+        """SIGKILL (a crash); the port may be reused by restart()."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def restart(self):
+        self.kill()
+        for _ in range(20):  # the old socket may linger a moment
+            if self._spawn():
+                return self
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not restart")
+
+    def pause(self):
+        if self.proc:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self):
+        if self.proc:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)
