@@ -37,8 +37,11 @@ for s in "${SUITES[@]}"; do
     failed+=("$s")
   fi
 done
+passed=$((${#SUITES[@]} - ${#failed[@]}))
 if ((${#failed[@]})); then
   echo "FAILED suites: ${failed[*]}"
+  echo "suites: $passed passed, ${#failed[@]} failed"
   exit 1
 fi
 echo "all suites passed"
+echo "suites: $passed passed, 0 failed"

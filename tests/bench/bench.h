@@ -89,6 +89,7 @@ struct cycle_cmds {
     char acquire_sha[41], release_sha[41];
     char token_key[128], channel[128]; /* KEYS[2] of acquire and release */
     char lease[24], field[96];         /* ARGV of both */
+    char acquire_extra[24];            /* acquire's further ARGV (its "fresh" flag), or "" */
 };
 
 int capture_cycle(struct bench *b, struct cycle_cmds *cc);

@@ -96,13 +96,16 @@ int capture_cycle(struct bench *b, struct cycle_cmds *cc)
         redisReply *line = v;
         char argv[MAX_ARGS][256];
         int n = line->type == REDIS_REPLY_STATUS ? split_monitor(line->str, argv) : 0;
-        if (n == 7 && strcasecmp(argv[0], "EVALSHA") == 0 && strcmp(argv[2], "2") == 0) {
+        /* EVALSHA sha 2 key key2 lease field [more ARGV, acquire only] */
+        if (n >= 7 && strcasecmp(argv[0], "EVALSHA") == 0 && strcmp(argv[2], "2") == 0) {
             char *sha = seen == 0 ? cc->acquire_sha : cc->release_sha;
             char *key2 = seen == 0 ? cc->token_key : cc->channel;
             snprintf(sha, 41, "%s", argv[1]);
             snprintf(key2, sizeof cc->token_key, "%s", argv[4]);
             snprintf(cc->lease, sizeof cc->lease, "%s", argv[5]);
             snprintf(cc->field, sizeof cc->field, "%s", argv[6]);
+            if (seen == 0)
+                snprintf(cc->acquire_extra, sizeof cc->acquire_extra, "%s", n > 7 ? argv[7] : "");
             seen++;
         }
         freeReplyObject(line);

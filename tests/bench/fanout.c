@@ -18,10 +18,15 @@
 static int send_all(redisContext **ctx, int n, const char *sha, const char *key2,
                     const struct cycle_cmds *cc)
 {
-    for (int i = 0; i < n; i++)
-        if (redisAppendCommand(ctx[i], "EVALSHA %s 2 bench:fan %s %s %s", sha, key2, cc->lease,
-                               cc->field) != REDIS_OK)
+    const char *extra = sha == cc->acquire_sha ? cc->acquire_extra : "";
+    for (int i = 0; i < n; i++) {
+        int rc = extra[0] ? redisAppendCommand(ctx[i], "EVALSHA %s 2 bench:fan %s %s %s %s", sha,
+                                               key2, cc->lease, cc->field, extra)
+                          : redisAppendCommand(ctx[i], "EVALSHA %s 2 bench:fan %s %s %s", sha,
+                                               key2, cc->lease, cc->field);
+        if (rc != REDIS_OK)
             return -1;
+    }
     for (int i = 0; i < n; i++) {
         int done = 0;
         /* Bounded: a few small commands always fit the socket buffer. */

@@ -60,9 +60,11 @@ static int bench_once(struct bench *b, int conns, long n, const char *keyspace, 
     snprintf(port, sizeof port, "%d", b->srv[0].port);
     snprintf(c, sizeof c, "%d", conns);
     snprintf(nreq, sizeof nreq, "%ld", n);
+    /* The acquire's further ARGV go last, as the library sends them. */
+    const char *extra = sha == cc->acquire_sha && cc->acquire_extra[0] ? cc->acquire_extra : NULL;
     const char *argv[] = {"redis-benchmark", "-h", "127.0.0.1", "-p", port, "-c", c, "-n", nreq,
                           "-r", keyspace, "--csv", "EVALSHA", sha, "2", "bench:lim:__rand_int__",
-                          key2, cc->lease, cc->field, NULL};
+                          key2, cc->lease, cc->field, extra, NULL};
     char *out = NULL;
     memset(res, 0, sizeof *res);
     int64_t t0 = now_ns();
