@@ -429,8 +429,22 @@ out:
 
 /* ---- release, extend, force ------------------------------------------------ */
 
-/* If the handle's hold for owner was lost, forgets it and says so. */
-static int take_lost(rlc_lock *l, uint64_t owner, const char *verb)
+/* The server said a hold this handle had is gone, and the caller is being
+ * told so now. The hold stays, marked lost, for the owner's other levels:
+ * each of their releases reports RLC_E_LOST too, as after the watchdog's
+ * finding, and no on_lost follows for what the caller already knows. */
+static void mark_lost(rlc_client *c, struct hold *h)
+{
+    h->lost = RLC_E_LOST;
+    h->notified = true;
+    hold_set_watchdog(c, h, false);
+}
+
+/* If the handle's hold for owner was lost, says so, and changes nothing on
+ * the server. A release gives up one of the lost levels (the last one
+ * forgets the hold); an extend gives up nothing, so the release that
+ * follows it still reports the loss. */
+static int take_lost(rlc_lock *l, uint64_t owner, const char *verb, bool release)
 {
     rlc_client *c = l->client;
     int why = 0;
@@ -438,14 +452,23 @@ static int take_lost(rlc_lock *l, uint64_t owner, const char *verb)
     struct hold *h = hold_find(l, owner);
     if (h && h->lost) {
         why = h->lost;
-        hold_drop(c, h);
+        if (release) {
+            h->count--;
+            drop_if_idle(c, h);
+        }
     }
     pthread_mutex_unlock(&c->mu);
     if (!why)
         return RLC_OK;
     char name[80];
-    return rlc_fail(RLC_E_LOST, "lock '%s' was lost before this %s (%s); nothing was changed",
-                    shown(l, name, sizeof name), verb, rlc_strerror(why));
+    if (why == RLC_E_LOST)
+        return rlc_fail(RLC_E_LOST,
+                        "lock '%s' was lost before this %s: it expired or was taken; nothing "
+                        "was changed", shown(l, name, sizeof name), verb);
+    return rlc_fail(RLC_E_LOST,
+                    "lock '%s' was lost before this %s: renewals failed (%s) until its lease "
+                    "ran out; nothing was changed", shown(l, name, sizeof name), verb,
+                    rlc_strerror(why));
 }
 
 static int not_held(rlc_lock *l, bool had_hold, const char *field)
@@ -467,7 +490,7 @@ int rlc_lock_release(rlc_lock *l)
     uint64_t owner = owner_of(l);
     char field[RLC_UUID_LEN + 24];
     client_field(c, owner, field, sizeof field);
-    if ((rc = take_lost(l, owner, "release")) != RLC_OK)
+    if ((rc = take_lost(l, owner, "release", true)) != RLC_OK)
         goto out;
 
     /* Marked as being released, so that the watchdog does not call a hold
@@ -523,10 +546,9 @@ int rlc_lock_release(rlc_lock *l)
     if (h && h->id == hold_id) {
         h->releasing--;
         if (had_hold) {
-            if (rc == RLC_E_LOST || rc == RLC_E_NOT_OWNER)
-                h->count = 0;
-            else
-                h->count--;
+            h->count--;
+            if (rc == RLC_E_LOST)
+                mark_lost(c, h);
         }
         drop_if_idle(c, h);
     }
@@ -546,7 +568,7 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
     char field[RLC_UUID_LEN + 24];
     client_field(c, owner, field, sizeof field);
     if ((rc = check_lease(c, lease_ms, "lease")) != RLC_OK ||
-        (rc = take_lost(l, owner, "extend")) != RLC_OK)
+        (rc = take_lost(l, owner, "extend", false)) != RLC_OK)
         goto out;
 
     bool watchdog = lease_ms <= 0;
@@ -582,10 +604,8 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
         }
     } else if (gone > f.n - c->quorum) {
         rc = RLC_E_NOT_OWNER; /* message below, outside the mutex */
-        if (had_hold) {
-            h->count = 0;
-            drop_if_idle(c, h);
-        }
+        if (had_hold)
+            mark_lost(c, h);
     } else {
         rc = fanout_fail(c, &f, l->key);
     }

@@ -23,12 +23,17 @@ struct script;
 struct waiter;
 struct mux_req;
 
+/* Wake-ups one locked section may defer; more are done at once. */
+#define RLC_MUX_WAKES 32
+
 struct mux {
     pthread_mutex_t mu;
     struct conn conn;
     struct mux_req *head, *tail; /* sent or queued, in wire order */
     int waiting;                 /* queued requests somebody waits for */
     struct waiter *reader;       /* the caller reading replies now, or NULL */
+    struct waiter *to_wake[RLC_MUX_WAKES]; /* woken once mu is unlocked */
+    int n_to_wake;
     int64_t last_io_ns;
     int64_t connect_timeout_ns;
     int64_t stale_ns;            /* an unanswered request this old: reconnect */

@@ -5,6 +5,13 @@
  * is shared with the parent: a wake-up meant for the child could be eaten by
  * the parent. So a waiter remembers the fork generation it was made in and a
  * child gets a fresh one.
+ *
+ * A waiter is never freed while the process runs: at thread exit it goes to
+ * a free list for the next new thread. mux.c wakes threads after unlocking,
+ * by which time the woken thread may have finished and exited; its waiter
+ * must still be a valid eventfd then (a closed one could have been reused
+ * for a socket). Waking a recycled waiter is only a spurious wake-up. The
+ * list holds at most as many waiters as threads ever ran at once.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,16 +27,39 @@ static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static __thread struct waiter *mine;
 
-static void destroy(void *p)
+static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct waiter *free_list;
+
+/* Thread exit: keep the waiter for the next thread (see the top). */
+static void recycle(void *p)
 {
     struct waiter *w = p;
-    close(w->efd);
-    free(w);
+    pthread_mutex_lock(&free_mu);
+    w->next = free_list;
+    free_list = w;
+    pthread_mutex_unlock(&free_mu);
+}
+
+/* A waiter of this process from the free list, or NULL. Ones inherited
+ * across fork() share their counter with the parent: those are closed. */
+static struct waiter *reuse(unsigned gen)
+{
+    pthread_mutex_lock(&free_mu);
+    struct waiter *w;
+    while ((w = free_list) && w->fork_generation != gen) {
+        free_list = w->next;
+        close(w->efd);
+        free(w);
+    }
+    if (w)
+        free_list = w->next;
+    pthread_mutex_unlock(&free_mu);
+    return w;
 }
 
 static void make_key(void)
 {
-    pthread_key_create(&key, destroy);
+    pthread_key_create(&key, recycle);
 }
 
 struct waiter *waiter_self(void)
@@ -39,19 +69,25 @@ struct waiter *waiter_self(void)
         return mine;
     pthread_once(&key_once, make_key);
     if (mine) { /* inherited across fork(): drop the shared eventfd */
-        destroy(mine);
+        close(mine->efd);
+        free(mine);
         mine = NULL;
         pthread_setspecific(key, NULL);
     }
-    struct waiter *w = malloc(sizeof *w);
-    if (!w)
-        return NULL;
-    w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->efd < 0) {
-        free(w);
-        return NULL;
+    struct waiter *w = reuse(gen);
+    if (w) {
+        waiter_drain(w); /* wake-ups meant for the thread that had it */
+    } else {
+        w = malloc(sizeof *w);
+        if (!w)
+            return NULL;
+        w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (w->efd < 0) {
+            free(w);
+            return NULL;
+        }
+        w->fork_generation = gen;
     }
-    w->fork_generation = gen;
     pthread_setspecific(key, w);
     mine = w;
     return w;

@@ -9,6 +9,7 @@
 struct waiter {
     int efd;
     unsigned fork_generation;
+    struct waiter *next; /* on the free list, after its thread exited */
 };
 
 /* The calling thread's waiter; NULL if no eventfd could be made. */

@@ -279,6 +279,50 @@ static void frozen_child(const char *uri, int report_fd)
     _exit(0);
 }
 
+/* Once an owner was told its hold is lost, every level it still thinks it
+ * has reports the loss, whichever call found it first: cleanup code that
+ * extends, then releases each level, must not read "not the owner" and
+ * must never touch the new holder's lock. */
+TEST(lost_hold_is_reported_by_extend_and_every_release)
+{
+    START(s);
+    rlc_client *c = client(s.uri, NULL), *other = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "relost", 0), *o = lock(other, "relost", 0);
+    CHECK_RC(rlc_lock_acquire(l, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, 60000), RLC_OK);
+    freeReplyObject(rs_cmd(&s, "DEL relost"));
+    CHECK_RC(rlc_lock_acquire(o, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_lock_extend(l, 5000), RLC_E_LOST);
+    CHECK_RC(rlc_lock_extend(l, 5000), RLC_E_LOST);
+    CHECK_RC(rlc_lock_release(l), RLC_E_LOST);
+    CHECK_RC(rlc_lock_release(l), RLC_E_LOST);
+    CHECK_RC(rlc_lock_release(l), RLC_E_NOT_OWNER);
+    CHECK(is_held(o) == 1, "the new holder still holds it");
+    CHECK(rs_int(&s, "PTTL relost") > 50000, "and its lease was not changed");
+    /* The same, found by the first release rather than by extend. */
+    CHECK_RC(rlc_lock_release(o), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, 60000), RLC_OK);
+    freeReplyObject(rs_cmd(&s, "DEL relost"));
+    CHECK_RC(rlc_lock_acquire(o, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_lock_release(l), RLC_E_LOST);
+    CHECK_RC(rlc_lock_release(l), RLC_E_LOST);
+    CHECK_RC(rlc_lock_release(l), RLC_E_NOT_OWNER);
+    CHECK(is_held(o) == 1, "the new holder still holds it");
+    /* A lost hold does not stand in the way of a new one. */
+    CHECK_RC(rlc_lock_release(o), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, 60000), RLC_OK);
+    CHECK(rs_int(&s, "HLEN relost") == 1, "one field");
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS relost") == 0, "freed by one release");
+done:
+    rlc_lock_free(l);
+    rlc_lock_free(o);
+    rlc_client_free(c);
+    rlc_client_free(other);
+    rs_stop(&s);
+}
+
 TEST(lost_after_holder_frozen_past_its_lease)
 {
     START(s);
@@ -584,6 +628,41 @@ done:
     rs_resume(&s);
     rlc_lock_free(l);
     rlc_lock_free(l2);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
+static long long eval_calls(const struct redis_server *s)
+{
+    redisReply *r = rs_cmd(s, "INFO commandstats");
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_eval:calls=") : NULL;
+    long long n = p ? atoll(p + strlen("cmdstat_eval:calls=")) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* The acquire was written before the server froze, so it runs when the
+ * server wakes: the undo must follow it on the same connection, or the lock
+ * stays held for a whole lease by a caller who was told it failed. */
+TEST(acquire_that_timed_out_is_undone_when_the_server_wakes)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "io_timeout_ms=300");
+    rlc_lock *l = lock(c, "orphan", 0);
+    CHECK(is_locked(l) == 0, "connected, and free");
+    freeReplyObject(rs_cmd(&s, "CONFIG RESETSTAT"));
+    rs_pause(&s);
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_E_TIMEOUT);
+    int64_t v = -1; /* no network I/O here: nothing else may flush the undo */
+    CHECK(rlc_lock_validity_ms(l, &v) == RLC_OK && v == 0, "a failed acquire is not held");
+    rs_resume(&s);
+    CHECK(WAIT_UNTIL(eval_calls(&s) >= 1, 3000), "the undo (EVAL of the release) ran");
+    CHECK(rs_int(&s, "EXISTS orphan") == 0, "the acquire that timed out was undone");
+    CHECK_RC(rlc_lock_acquire(l, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+done:
+    rs_resume(&s);
+    rlc_lock_free(l);
     rlc_client_free(c);
     rs_stop(&s);
 }
@@ -1000,6 +1079,7 @@ RUN_TESTS(CASE(acquire_and_release_change_the_hash),
           CASE(watchdog_keeps_a_one_second_lease_alive_for_five_seconds),
           CASE(lost_after_del_fires_callback_once),
           CASE(lost_after_holder_frozen_past_its_lease),
+          CASE(lost_hold_is_reported_by_extend_and_every_release),
           CASE(waiter_wakes_on_unlock_message_within_200ms),
           CASE(waiter_retries_when_a_crashed_holders_lease_ends),
           CASE(bounded_wait_gives_up_on_time),
@@ -1009,6 +1089,7 @@ RUN_TESTS(CASE(acquire_and_release_change_the_hash),
           CASE(killed_connections_reconnect_on_next_call),
           CASE(unreachable_server_fails_promptly_with_connect),
           CASE(paused_server_times_out_within_io_plus_connect_timeout),
+          CASE(acquire_that_timed_out_is_undone_when_the_server_wakes),
           CASE(wrong_type_key_is_a_server_error_and_untouched),
           CASE(password_acl_user_and_database_from_the_uri),
           CASE(no_password_against_a_protected_server_is_auth),
