@@ -52,7 +52,7 @@ static int check_lease(const rlc_client *c, int64_t lease_ms, const char *what)
     if (lease_ms <= 0)
         return RLC_OK;
     if (lease_ms > MAX_LEASE_MS)
-        return rlc_fail(RLC_E_INVAL, "%s of %lld ms is longer than a year", what,
+        return rlc_fail(RLC_E_INVAL, "%s of %lld ms is longer than 366 days", what,
                         (long long)lease_ms);
     /* validity = lease - elapsed (at least 1 ms) - drift must be able to
      * be positive, or no acquire could ever succeed. */

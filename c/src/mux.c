@@ -363,6 +363,16 @@ struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script
     return r;
 }
 
+void mux_cap_deadline(struct mux_req *r, int64_t deadline_ns)
+{
+    if (r == &nomem_req)
+        return;
+    pthread_mutex_lock(&r->mux->mu);
+    if (!r->done && deadline_ns < r->deadline_ns)
+        r->deadline_ns = deadline_ns;
+    pthread_mutex_unlock(&r->mux->mu);
+}
+
 void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script)
 {
     /* Nobody will be waiting to retry a NOSCRIPT, so send the source. */

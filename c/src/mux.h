@@ -61,6 +61,9 @@ void mux_shutdown(struct mux *m);
 struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
                          int64_t timeout_ms);
 
+/* Brings r's deadline forward to deadline_ns if that is sooner. */
+void mux_cap_deadline(struct mux_req *r, int64_t deadline_ns);
+
 /* Queues cmd and forgets it: its reply is read and dropped. Commands on one
  * connection run in order, so a release sent this way after an acquire that
  * timed out undoes that acquire if, and only if, the acquire ran. */

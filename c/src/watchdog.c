@@ -43,6 +43,7 @@ struct round {
     struct rlc_cmd **cmds;
     struct mux_result *res; /* [chunk * n_nodes + node] */
     int64_t started_ns;
+    int64_t valid_until_ns; /* the soonest end of validity among the due holds */
 };
 
 static int64_t next_wake(const rlc_client *c)
@@ -75,9 +76,18 @@ static int collect(rlc_client *c, struct round *r, int64_t now)
         free(lens);
         return -1;
     }
+    /* A renewal that answers after a hold's validity ended comes too late
+     * for it: the round waits no longer than the soonest validity, so that
+     * a hung node makes the hold lost when its validity ends, not a timeout
+     * later. A hold whose validity had ended before the round (its process
+     * was stopped) does not shorten it: it waits for the node's verdict. */
+    r->valid_until_ns = RLC_FOREVER_NS;
     for (struct hold *h = c->renewing; h; h = h->wd_next)
-        if (!h->lost && h->next_renew_ns <= now + slack)
+        if (!h->lost && h->next_renew_ns <= now + slack) {
             r->due[r->ndue++] = (struct due){h, h->id};
+            if (h->valid_until_ns > now && h->valid_until_ns < r->valid_until_ns)
+                r->valid_until_ns = h->valid_until_ns;
+        }
 
     char lease[24];
     size_t lease_len = (size_t)snprintf(lease, sizeof lease, "%lld",
@@ -123,6 +133,7 @@ static void exchange(rlc_client *c, struct round *r)
             }
             reqs[k_sent] = mux_send(client_mux(c, i), r->cmds[k], &script_renew,
                                     c->call_timeout_ms);
+            mux_cap_deadline(reqs[k_sent], r->valid_until_ns);
             k_sent++;
         }
     struct mux_result *got = calloc((size_t)(k_sent ? k_sent : 1), sizeof *got);

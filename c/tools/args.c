@@ -133,10 +133,11 @@ static int parse_options(int argc, char **argv, const char *optstring, struct cl
                 return rc;
             break;
         case 'l':
-            if ((rc = parse_secs(optarg, "--lease", 0, &a->lease_ms)))
+            /* One message for every lease that is not positive, 0 and -1 alike. */
+            if ((rc = parse_secs(optarg, "--lease", 1, &a->lease_ms)))
                 return rc;
             if (a->lease_ms <= 0)
-                return usage_error("%s must be more than 0 seconds", "--lease");
+                return usage_error("%s wants a number of seconds > 0", "--lease");
             break;
         case 'k':
             if ((rc = parse_secs(optarg, "--kill-after", 0, &a->kill_after_ms)))

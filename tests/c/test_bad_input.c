@@ -298,12 +298,12 @@ TEST(lease_extremes_are_watchdog_or_inval)
     ROW(rlc_lock_acquire(l, 0, 1), RLC_E_INVAL, "shorter than the clock drift allowance");
     ROW(rlc_lock_acquire(l, 0, 3), RLC_E_INVAL, "shorter than the clock drift allowance");
     ROW(rlc_lock_acquire(l, 0, 4), RLC_E_INVAL, "shorter than the clock drift allowance");
-    ROW(rlc_lock_acquire(l, 0, year + 1), RLC_E_INVAL, "longer than a year");
-    ROW(rlc_lock_acquire(l, 0, INT64_MAX), RLC_E_INVAL, "longer than a year");
+    ROW(rlc_lock_acquire(l, 0, year + 1), RLC_E_INVAL, "longer than 366 days");
+    ROW(rlc_lock_acquire(l, 0, INT64_MAX), RLC_E_INVAL, "longer than 366 days");
     CHECK(rs_int(&s, "EXISTS t") == 0, "refused leases touched nothing");
     ROW(rlc_lock_acquire(l, 0, year), RLC_OK, NULL);
     CHECK(rs_int(&s, "PTTL t") > year - 5000, "a year's lease: PTTL %lld", rs_int(&s, "PTTL t"));
-    ROW(rlc_lock_extend(l, INT64_MAX), RLC_E_INVAL, "longer than a year");
+    ROW(rlc_lock_extend(l, INT64_MAX), RLC_E_INVAL, "longer than 366 days");
     ROW(rlc_lock_extend(l, 2), RLC_E_INVAL, "shorter than the clock drift allowance");
     ROW(rlc_lock_extend(l, INT64_MIN), RLC_OK, NULL); /* back to the watchdog */
     CHECK(rs_int(&s, "PTTL t") <= 20000, "extend(<=0) set the watchdog lease");

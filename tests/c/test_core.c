@@ -323,6 +323,38 @@ done:
     rs_stop(&s);
 }
 
+/* A node that hangs (not closed, just silent) while io_timeout_ms is long:
+ * the renewal must not outlast the hold's validity, or the owner would go
+ * on believing in a lock nobody renews for a whole timeout more. */
+TEST(hung_server_makes_the_hold_lost_when_its_validity_ends)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "watchdog_timeout_ms=600;io_timeout_ms=3000;"
+                                  "connect_timeout_ms=3000");
+    rlc_lock *l = lock(c, "hung", 0);
+    atomic_store(&lost_calls, 0);
+    CHECK_RC(rlc_lock_on_lost(l, on_lost, NULL), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    int64_t valid = -1;
+    CHECK_RC(rlc_lock_validity_ms(l, &valid), RLC_OK);
+    int64_t t0 = check_now_ms();
+    rs_pause(&s);
+    CHECK(WAIT_UNTIL(atomic_load(&lost_calls) > 0, 5000), "on_lost did not fire");
+    int64_t took = check_now_ms() - t0;
+    /* Validity was under 600 ms; a renewal waiting out io_timeout_ms would
+     * take 3 s more. */
+    CHECK(took <= valid + 400, "lost %lld ms after the pause, validity was %lld ms",
+          (long long)took, (long long)valid);
+    CHECK(atomic_load(&lost_reason) == RLC_E_TIMEOUT, "reason %d",
+          atomic_load(&lost_reason));
+    CHECK(is_held(l) == 0, "is_held is false once lost");
+done:
+    rs_resume(&s);
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 TEST(lost_after_holder_frozen_past_its_lease)
 {
     START(s);
@@ -1079,6 +1111,7 @@ RUN_TESTS(CASE(acquire_and_release_change_the_hash),
           CASE(watchdog_keeps_a_one_second_lease_alive_for_five_seconds),
           CASE(lost_after_del_fires_callback_once),
           CASE(lost_after_holder_frozen_past_its_lease),
+          CASE(hung_server_makes_the_hold_lost_when_its_validity_ends),
           CASE(lost_hold_is_reported_by_extend_and_every_release),
           CASE(waiter_wakes_on_unlock_message_within_200ms),
           CASE(waiter_retries_when_a_crashed_holders_lease_ends),
