@@ -80,11 +80,13 @@ end
 
 -- ---- argument checks (programming errors raise, at the caller's level) -----
 
-local function integer_arg(v, what)
+-- level: where the error points, 3 (the default) being the caller of the
+-- function that called integer_arg.
+local function integer_arg(v, what, level)
   local i = type(v) == "number" and math_tointeger(v)
   if not i then
     error(format("redlockc: %s must be an integer, got %s", what,
-                 type(v) == "number" and tostring(v) or type(v)), 3)
+                 type(v) == "number" and tostring(v) or type(v)), level or 3)
   end
   return i
 end
@@ -311,6 +313,24 @@ function Client:__tostring()
   return "redlockc.client" .. (self._h and "" or " closed")
 end
 
+-- Options whose value is a whole number (ms, or a count): a fraction there
+-- is a programming error, as in acquire{ wait_ms = }.
+local INTEGER_OPTIONS = {
+  watchdog_timeout_ms = true, io_timeout_ms = true, node_timeout_ms = true,
+  connect_timeout_ms = true, retry_jitter_ms = true, pool_size = true,
+}
+
+-- A float in plain decimals ("0.00001", not "1e-05": the C option parser
+-- takes digits and a '.', never an exponent), to 12 places as the Python
+-- binding writes it, without trailing zeros.
+local function decimal(v)
+  local s = format("%.12f", v)
+  if find(s, ".", 1, true) then
+    s = s:gsub("0+$", ""):gsub("%.$", "")
+  end
+  return s
+end
+
 -- An options table as the C library's "name=value;..." (sorted, so the same
 -- table always gives the same string). nil, err for a value the syntax
 -- cannot carry.
@@ -325,10 +345,12 @@ local function options_string(opts)
       error("redlockc: option names must be strings, got " .. type(k), 3)
     end
     local s
-    if math_type(v) == "integer" then
+    if INTEGER_OPTIONS[k] then
+      s = tostring(integer_arg(v, "option " .. k, 4))
+    elseif math_type(v) == "integer" then
       s = tostring(v)
     elseif math_type(v) == "float" then
-      s = math_tointeger(v) and tostring(math_tointeger(v)) or format("%.17g", v)
+      s = decimal(v)
     elseif type(v) == "string" then
       s = v
     else

@@ -82,6 +82,15 @@ static void rlcpy_lost(rlc_lock *l, int reason, void *user)
     Py_DECREF(dispatch);
     PyGILState_Release(gil);
 }
+
+/* got: Lock.acquire()'s record of this call, a list of one bool. */
+static int rlcpy_is_record(PyObject *got)
+{
+    if (PyList_Check(got) && PyList_GET_SIZE(got) == 1)
+        return 1;
+    PyErr_SetString(PyExc_TypeError, "got must be a list of one bool");
+    return 0;
+}
 %}
 
 /* Status codes -> exceptions (or True/False for RLC_OK/RLC_NOT_ACQUIRED). */
@@ -130,6 +139,9 @@ static void rlcpy_lost(rlc_lock *l, int reason, void *user)
 %nothread rlc_errmsg;
 %nothread rlc_thread_owner;
 %nothread rlcpy_register_error;
+/* These release the GIL themselves, around the C call only. */
+%nothread rlcpy_acquire;
+%nothread rlcpy_undo_acquire;
 
 %inline %{
 /* redlockc/_errors.py: the class raised for `status` (a negative code). */
@@ -151,6 +163,51 @@ int rlcpy_on_lost(rlc_lock *l, PyObject *dispatch)
     if (dispatch == Py_None)
         return rlc_lock_on_lost(l, NULL, NULL);
     return rlc_lock_on_lost(l, rlcpy_lost, dispatch);
+}
+
+/* rlc_lock_acquire for Lock.acquire(): True, False, or raises; on success
+ * got[0] becomes True before any Python code can run. Python runs a signal
+ * handler (Ctrl-C) at the first bytecode after a call returns, so its
+ * KeyboardInterrupt can come after the lock was taken and before acquire()
+ * returns True; nobody would release that level, and the watchdog would
+ * renew it forever. got[0] tells acquire()'s except clause that there is a
+ * level to give back (rlcpy_undo_acquire). */
+PyObject *rlcpy_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms, PyObject *got)
+{
+    if (!rlcpy_is_record(got))
+        return NULL;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = rlc_lock_acquire(l, wait_ms, lease_ms);
+    Py_END_ALLOW_THREADS
+    if (status < 0) {
+        rlcpy_raise(status);
+        return NULL;
+    }
+    if (status == RLC_OK) {
+        Py_INCREF(Py_True);
+        PyList_SetItem(got, 0, Py_True);
+    }
+    return PyBool_FromLong(status == RLC_OK);
+}
+
+/* Releases the level rlcpy_acquire recorded in got, once (got[0] becomes
+ * False), for acquire() about to raise. Its failure is not reported: the
+ * exception already on its way is what the caller must see, and the library
+ * drops the level even when the release fails (it then expires with its
+ * lease instead of being renewed). */
+PyObject *rlcpy_undo_acquire(rlc_lock *l, PyObject *got)
+{
+    if (!rlcpy_is_record(got))
+        return NULL;
+    if (PyList_GET_ITEM(got, 0) == Py_True) {
+        Py_INCREF(Py_False);
+        PyList_SetItem(got, 0, Py_False);
+        Py_BEGIN_ALLOW_THREADS
+        (void)rlc_lock_release(l);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
 }
 %}
 #endif

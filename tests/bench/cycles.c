@@ -50,13 +50,16 @@ struct cycle_worker {
     pthread_barrier_t *start;
     int64_t seconds_ns;
     struct samples lat;
+    struct samples acq; /* the acquire alone */
     long errors;
     int64_t began, ended;
 };
 
-static int one_cycle(rlc_lock *l)
+/* *acquired_ns: when the acquire returned. */
+static int one_cycle(rlc_lock *l, int64_t *acquired_ns)
 {
     int rc = rlc_lock_acquire(l, 1000, 0);
+    *acquired_ns = now_ns();
     if (rc == RLC_OK)
         rc = rlc_lock_release(l);
     return rc;
@@ -66,16 +69,19 @@ static void *cycle_thread(void *arg)
 {
     struct cycle_worker *w = arg;
     /* Warm-up: connections made, scripts loaded, thread ids given. */
+    int64_t acquired;
     for (int i = 0; i < WARMUP_CYCLES; i++)
-        one_cycle(w->lock);
+        one_cycle(w->lock, &acquired);
     pthread_barrier_wait(w->start);
     w->began = now_ns();
     int64_t end = w->began + w->seconds_ns, t = w->began;
     for (long i = 0; i < 1000000000L && t < end && w->errors < MAX_ERRORS; i++) {
-        int rc = one_cycle(w->lock);
+        int rc = one_cycle(w->lock, &acquired);
         int64_t t1 = now_ns();
-        if (rc == RLC_OK)
+        if (rc == RLC_OK) {
             samples_add(&w->lat, t1 - t);
+            samples_add(&w->acq, acquired - t);
+        }
         else if (w->errors++ == 0)
             note("cycle: %s: %s", rlc_strerror(rc), rlc_errmsg());
         t = t1;
@@ -113,18 +119,21 @@ void run_cycles(struct bench *b, const char *row, int nodes, int threads, const 
         w[i].start = &start;
         w[i].seconds_ns = (int64_t)(b->seconds * 1e9);
         samples_init(&w[i].lat, SAMPLES_PER_THREAD);
+        samples_init(&w[i].acq, SAMPLES_PER_THREAD);
         pthread_create(&w[i].tid, NULL, cycle_thread, &w[i]);
     }
     pthread_barrier_wait(&start);
     struct cpu_window cpu;
     cpu_begin(b, &cpu, nodes);
-    struct samples all;
+    struct samples all, acq;
     samples_init(&all, (size_t)SAMPLES_PER_THREAD * 4);
+    samples_init(&acq, (size_t)SAMPLES_PER_THREAD * 4);
     int64_t began = INT64_MAX, ended = 0;
     long errors = 0;
     for (int i = 0; i < threads; i++) {
         pthread_join(w[i].tid, NULL);
         samples_merge(&all, &w[i].lat);
+        samples_merge(&acq, &w[i].acq);
         errors += w[i].errors;
         began = w[i].began < began ? w[i].began : began;
         ended = w[i].ended > ended ? w[i].ended : ended;
@@ -137,13 +146,17 @@ void run_cycles(struct bench *b, const char *row, int nodes, int threads, const 
     row_num(b, "cycles", (double)all.total / ((double)(ended - began) / 1e9));
     row_num(b, "p50_us", samples_quantile_us(&all, 0.5));
     row_num(b, "p99_us", samples_quantile_us(&all, 0.99));
+    row_num(b, "acq_p50_us", samples_quantile_us(&acq, 0.5));
+    row_num(b, "acq_p99_us", samples_quantile_us(&acq, 0.99));
     row_num(b, "errors", (double)errors);
     cpu_end(b, &cpu);
     row_end(b);
     samples_free(&all);
+    samples_free(&acq);
     for (int i = 0; i < threads; i++) {
         rlc_lock_free(w[i].lock);
         samples_free(&w[i].lat);
+        samples_free(&w[i].acq);
     }
 out:
     rlc_client_free(c);

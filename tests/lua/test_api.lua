@@ -256,7 +256,7 @@ T.case("programming errors raise", function()
   local l = assert(client:lock("lua:raise"))
   T.raises("nodes not a string", "nodes must be", redlockc.client, 42)
   T.raises("options not a table", "options must be a table", redlockc.client, URI, 42)
-  T.raises("an option value of the wrong type", "must be a number or a string", redlockc.client, URI, { pool_size = true })
+  T.raises("an option value of the wrong type", "must be a number or a string", redlockc.client, URI, { drift_factor = true })
   T.raises("lock name not a string", "lock name must be a string", client.lock, client, 42)
   T.raises("owner a string", "owner must be an integer", client.lock, client, "x", "7")
   T.raises("owner a fraction", "owner must be an integer", client.lock, client, "x", 1.5)
@@ -273,6 +273,40 @@ T.case("programming errors raise", function()
   T.raises("the C module refuses an int out of range", "expected 'integer'", core.rlc_strerror, 1 << 40)
   local owner = core.rlc_thread_owner()
   T.ok("the thread's owner id is an integer >= 2^62", math.type(owner) == "integer" and owner >= 1 << 62, owner)
+end)
+
+T.case("options in ms are integers: a fraction, NaN or a string raises", function()
+  for _, opt in ipairs{ "io_timeout_ms", "watchdog_timeout_ms", "node_timeout_ms",
+                        "connect_timeout_ms", "retry_jitter_ms", "pool_size" } do
+    for _, bad in ipairs{ 1.5, 0 / 0, 1e300, "100", true } do
+      local shown = type(bad) == "string" and ("%q"):format(bad) or tostring(bad)
+      T.raises(opt .. " = " .. shown, opt .. " must be an integer",
+               redlockc.client, URI, { [opt] = bad })
+    end
+  end
+  local c = assert(redlockc.client(URI, { io_timeout_ms = 500.0 }))
+  T.eq("an integral float is taken (io_timeout_ms = 500.0)", true,
+       assert(c:lock("lua:opt", 7)):acquire{ wait_ms = 0 })
+  assert(c:lock("lua:opt", 7)):release()
+  c:close()
+end)
+
+T.case("a small drift_factor reaches the library without an exponent", function()
+  -- "%.17g" would write 1e-05 as "1.0000000000000001e-05", which the C
+  -- option parser refuses (digits and '.' only).
+  for _, v in ipairs{ 1e-5, 0.00005, 5e-324, 0.5 } do
+    local c, err, code = redlockc.client(URI, { drift_factor = v })
+    T.ok("drift_factor = " .. tostring(v) .. " accepted", c, tostring(err) .. " " .. tostring(code))
+    if c then
+      local l = assert(c:lock("lua:drift", 8))
+      T.eq("a lock of that client (drift_factor " .. tostring(v) .. ")", true,
+           l:acquire{ wait_ms = 0, lease_ms = 5000 })
+      l:release()
+      c:close()
+    end
+  end
+  T.fails("drift_factor 0.6 is out of the library's range", E.E_INVAL,
+          redlockc.client(URI, { drift_factor = 0.6 }))
 end)
 
 T.case("Redlock over 3 nodes: the hold is on every node; one node left is no quorum", function()

@@ -11,6 +11,7 @@
 -- Redis itself is spoken to over a cosocket (mini RESP client below), so the
 -- counter's GET and SET yield like any OpenResty I/O.
 
+local ffi = require "ffi"
 local redlockc = require "resty.redlockc"
 
 local _M = {}
@@ -166,6 +167,40 @@ function _M.selftest()
   check("wait_ms a fraction raises", "^false .*wait_ms must be an integer", pcall(a2.acquire, a2, { wait_ms = 1.5 }))
   check("an unknown option raises", "^false .*unknown acquire option", pcall(a2.acquire, a2, { wait = 1 }))
   check("a method called with '.' raises", "^false .*lock:method", pcall(a2.release))
+
+  -- Beyond 2^53 a double is no integer the FFI passes faithfully: 1e300 or
+  -- 2^63 would arrive as INT64_MIN, which the library reads as "watchdog".
+  for _, v in ipairs({ 1e300, 2 ^ 63, -1e300, 2 ^ 53 + 2, 0 / 0, 1 / 0 }) do
+    check("lease_ms = " .. tostring(v) .. " raises", "^false .*lease_ms must be an integer",
+          pcall(a2.acquire, a2, { wait_ms = 0, lease_ms = v }))
+    check("extend(" .. tostring(v) .. ") raises", "^false .*must be an integer",
+          pcall(a2.extend, a2, v))
+  end
+  check("and took nothing", "^%-2 ", a2:ttl())
+
+  -- Owners are 1 .. 2^62-1 whatever their Lua type.
+  for _, o in ipairs({ 0ULL, 0LL, -1LL, 4611686018427387904ULL }) do
+    check("owner " .. tostring(o), "^nil .+ " .. E.E_INVAL .. "$", client:lock(name, o))
+  end
+  check("owner 2^62-1 as a uint64_t", "^resty%.redlockc%.lock",
+        client:lock(name, 4611686018427387903ULL))
+  check("owner 1LL", "^resty%.redlockc%.lock", client:lock(name, 1LL))
+  check("an owner of another cdata type raises", "^false .*owner must be an integer",
+        pcall(client.lock, client, name, ffi.new("double", 5)))
+
+  -- Options: a small drift_factor is written without an exponent (the C
+  -- parser takes digits and '.'); a fraction where ms go raises.
+  local uri = "redis://127.0.0.1:" .. REDIS_PORT
+  local tiny, terr, tcode = redlockc.client(uri, { drift_factor = 1e-5 })
+  check("drift_factor = 1e-5 accepted", "^resty%.redlockc%.client", tiny, terr, tcode)
+  if tiny then
+    local t = assert(tiny:lock(name .. ":tiny"))
+    check("a lock of that client", "^true", t:acquire{ wait_ms = 0, lease_ms = 5000 })
+    t:release()
+    tiny:close()
+  end
+  check("io_timeout_ms a fraction raises", "^false .*io_timeout_ms must be an integer",
+        pcall(redlockc.client, uri, { io_timeout_ms = 1.5 }))
   ngx.say("selftest done")
 end
 

@@ -1,4 +1,5 @@
 """Failures: each status code's exception, and bad input from Python (never a crash)."""
+import collections
 import gc
 import math
 import threading
@@ -169,11 +170,24 @@ def test_client_as_context_manager_closes(server):
     ([None], TypeError), ("", redlockc.InvalidArgument), ("bogus://x", redlockc.InvalidArgument),
     ("redis://127.0.0.1:99999", redlockc.InvalidArgument),
     ("redis://a\0b", redlockc.InvalidArgument), (["redis://\udcff"], redlockc.InvalidArgument),
+    (b"redis://127.0.0.1", TypeError), ([b"redis://127.0.0.1"], TypeError),
+    (iter([]), redlockc.InvalidArgument),
 ])
 def test_bad_nodes(nodes, error):
     with pytest.raises(error) as e:
         redlockc.Client(nodes)
     assert str(e.value), "the exception says what is wrong"
+
+
+@pytest.mark.parametrize("make", [
+    tuple, iter, collections.deque, dict.fromkeys, lambda uris: (u for u in uris),
+], ids=["tuple", "iterator", "deque", "dict", "generator"])
+def test_nodes_may_be_any_iterable_of_uris(server, clients, make):
+    client = clients(make([server.uri]))
+    assert client.nodes == (server.uri,), f"nodes {client.nodes}"
+    lock = client.lock("iterable")
+    assert lock.acquire(blocking=False), "the client works"
+    lock.release()
 
 
 @pytest.mark.parametrize("options, error, text", [
@@ -256,7 +270,7 @@ def test_explicit_owner_ids_stop_below_the_thread_ids(client):
     ({"lease": math.nan}, redlockc.InvalidArgument, "lease"),
     ({"lease": math.inf}, redlockc.InvalidArgument, "lease"),
     ({"lease": "10"}, TypeError, "lease"),
-    ({"lease": 10**9}, redlockc.InvalidArgument, "year"),
+    ({"lease": 10**9}, redlockc.InvalidArgument, "366 days"),
     ({"timeout": -5}, ValueError, "timeout"),
     ({"timeout": "1"}, TypeError, "timeout"),
     ({"blocking": False, "timeout": 1}, ValueError, "non-blocking"),
@@ -280,11 +294,74 @@ def test_bad_extend_arguments(client, seconds, error):
     lock.release()
 
 
+@pytest.mark.parametrize("seconds", [1e300, 2.0**63 / 1000, 10**9, 31622400.001])
+def test_leases_over_366_days_are_refused_in_seconds(client, raw, seconds):
+    # In ms these would be clamped or overflow, and the C library's message
+    # would name a number of ms the caller never wrote.
+    lock = client.lock("long")
+    with pytest.raises(redlockc.InvalidArgument) as e:
+        lock.acquire(lease=seconds)
+    said = str(e.value)
+    assert f"lease of {seconds!r} seconds is longer than 366 days" in said and " ms" not in said, \
+        f"acquire: told in the seconds given: {said}"
+    assert raw.exists("long") == 0, "nothing was written"
+    assert lock.acquire(lease=60)
+    with pytest.raises(redlockc.InvalidArgument) as e:
+        lock.extend(seconds)
+    said = str(e.value)
+    assert f"of {seconds!r} seconds is longer than 366 days" in said and " ms" not in said, \
+        f"extend: told in the seconds given: {said}"
+    assert 50000 < raw.pttl("long") <= 60000, "the 60 s lease is unchanged"
+    lock.release()
+
+
+def test_a_lease_of_366_days_is_the_longest(client, raw):
+    lock = client.lock("longest")
+    assert lock.acquire(lease=366 * 86400), "366 days, the library's limit"
+    assert raw.pttl("longest") > 366 * 86400 * 1000 - 60000, f"PTTL {raw.pttl('longest')}"
+    lock.extend(366 * 86400)
+    lock.release()
+
+
+def test_a_lease_too_short_for_the_drift_allowance_is_refused_in_seconds(client, raw):
+    lock = client.lock("short")
+    with pytest.raises(redlockc.InvalidArgument) as e:
+        lock.acquire(lease=0.002)
+    assert str(e.value).startswith("lease of 0.002 seconds"), f"led by the seconds given: {e.value}"
+    assert lock.acquire(lease=60)
+    with pytest.raises(redlockc.InvalidArgument) as e:
+        lock.extend(0.002)
+    assert str(e.value).startswith("extend's lease of 0.002 seconds"), f"extend: {e.value}"
+    lock.release()
+
+
+def test_a_lost_lock_says_so_once(server, clients, raw):
+    # The detail repeats the status's phrase in its own words; the message
+    # is the detail alone, not "phrase: detail".
+    fixed = clients(server.uri).lock("once")
+    fixed.acquire(lease=60)
+    raw.delete("once")
+    with pytest.raises(redlockc.LockLostError) as e:
+        fixed.release()  # the server says it is gone
+    said = str(e.value)
+    assert said.count("expired or was taken") == 1 and "'once'" in said, f"message: {said}"
+    assert said == e.value.detail and e.value.code == -6, f"detail {e.value.detail!r}"
+
+    renewed = clients(server.uri, watchdog_timeout=0.3).lock("once")
+    renewed.acquire()
+    raw.delete("once")
+    assert wait_until(lambda: renewed.validity == 0, timeout=3), "the watchdog saw it gone"
+    with pytest.raises(redlockc.LockLostError) as e:
+        renewed.release()  # known lost already: nothing is sent
+    said = str(e.value)
+    assert said.count("expired or was taken") == 1 and "'once'" in said, f"message: {said}"
+
+
 def test_invalid_argument_is_a_value_error_with_code_and_the_c_detail():
     with pytest.raises(ValueError) as e:
         redlockc.Client("bogus://x")
     assert isinstance(e.value, redlockc.InvalidArgument) and isinstance(e.value, redlockc.Error)
     assert e.value.code == -1, f"code {e.value.code}"
     assert "bogus://x" in e.value.detail, f"rlc_errmsg() names the URI: {e.value.detail!r}"
-    assert str(e.value) == e.value.message == f"invalid argument: {e.value.detail}", \
-        f"the library's phrase, then its detail: {e.value}"
+    assert str(e.value) == e.value.message == e.value.detail, \
+        f"the library's detail is the message: {e.value}"

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from redis_servers import wait_until
 
 PRELUDE = """
@@ -90,3 +92,52 @@ except KeyboardInterrupt:
     assert out.split() == ["interrupted"], f"stdout {out!r}, stderr {err!r}"
     assert took < 2, f"KeyboardInterrupt came {took:.2f} s after SIGINT (slices of 0.5 s)"
     assert proc.returncode == 0, f"exit status {proc.returncode}"
+
+
+@pytest.mark.parametrize("take", [
+    "with lock:\n        pass",
+    "if lock.acquire():\n        lock.release()",  # waits in 0.5 s slices
+    "if lock.acquire(timeout=0.5):\n        lock.release()",  # one C call
+], ids=["with", "acquire", "acquire_timeout"])
+def test_ctrl_c_as_the_lock_comes_free_leaves_it_free(server, take):
+    # SIGINT arrives while the main thread waits in C; the holder lets go
+    # right after, so the C call takes the lock before Python runs the
+    # handler. acquire() never returns True then, so it must give the lock
+    # back itself: else nobody releases it and the watchdog renews it forever.
+    out = run_python("""
+import os, signal, redis
+signal.signal(signal.SIGINT, signal.default_int_handler)  # see the test above
+raw = redis.Redis.from_url(sys.argv[1])
+lock = client.lock("ctrl-c")
+holder = client.lock("ctrl-c", owner=9)
+
+def take(lock):
+    %s
+
+for trial in range(10):
+    holder.acquire(lease=10)
+    waiting = threading.Event()
+    def interrupt_then_free():
+        waiting.wait(5)
+        time.sleep(0.2)  # the main thread is inside the C call by now
+        os.kill(os.getpid(), signal.SIGINT)
+        holder.release()
+    t = threading.Thread(target=interrupt_then_free)
+    t.start()
+    interrupted = False
+    try:
+        waiting.set()
+        take(lock)
+    except KeyboardInterrupt:
+        interrupted = True
+    t.join()
+    print(trial, interrupted, lock.owned(), lock.hold_count, raw.exists("ctrl-c"), flush=True)
+    while lock.hold_count:  # a leaked hold must not spoil the next trial
+        lock.release()
+""" % take, server, timeout=60)
+    assert out.returncode == 0, f"exit status {out.returncode}: {out.stderr}"
+    # trial, KeyboardInterrupt raised, owned(), hold_count, the key exists
+    want = [f"{trial} True False 0 0" for trial in range(10)]
+    assert out.stdout.splitlines() == want, \
+        f"after each Ctrl-C, expected the lock free; saw (trial, interrupted, owned, " \
+        f"hold_count, exists):\n{out.stdout}{out.stderr}"

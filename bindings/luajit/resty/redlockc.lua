@@ -141,10 +141,17 @@ local u64_out = ffi_new("uint64_t[1]")
 
 -- ---- argument checks (programming errors raise) ----------------------------
 
-local function integer_arg(v, what)
-  if type(v) ~= "number" or v ~= floor(v) or v ~= v or v == 1 / 0 or v == -1 / 0 then
-    error(format("resty.redlockc: %s must be an integer, got %s", what,
-                 type(v) == "number" and tostring(v) or type(v)), 3)
+-- Numbers are doubles: beyond 2^53 they are no longer every integer, and
+-- beyond int64's range (1e300, 2^63) the FFI turns them into INT64_MIN in
+-- an int64_t argument, which the library reads as "watchdog" or "forever".
+local MAX_EXACT = 2 ^ 53
+
+-- level: where the error points, 3 (the default) being the caller of the
+-- function that called integer_arg. NaN fails v == floor(v); inf the bound.
+local function integer_arg(v, what, level)
+  if type(v) ~= "number" or v ~= floor(v) or v > MAX_EXACT or v < -MAX_EXACT then
+    error(format("resty.redlockc: %s must be an integer from -2^53 to 2^53, got %s", what,
+                 type(v) == "number" and tostring(v) or type(v)), level or 3)
   end
   return v
 end
@@ -403,9 +410,30 @@ local function client_self(self)
   return self.h
 end
 
+local MAX_OWNER = 4611686018427387903ULL -- 2^62-1; thread owners come after
+
+-- An explicit owner: true if it is 1 .. 2^62-1, whatever its type (0ULL
+-- must not pass where 0 does not); a number only up to 2^53, where doubles
+-- stop being exact. Raises for a fraction, NaN or another type.
+local function owner_in_range(owner)
+  if type(owner) == "number" then
+    if owner ~= floor(owner) then
+      error("resty.redlockc: owner must be an integer, got " .. tostring(owner), 3)
+    end
+    return owner >= 1 and owner <= MAX_EXACT
+  end
+  if not (ffi.istype("int64_t", owner) or ffi.istype("uint64_t", owner)) then
+    error("resty.redlockc: owner must be an integer (a number, or an int64_t or uint64_t"
+          .. " cdata), got " .. (type(owner) == "cdata" and tostring(ffi.typeof(owner))
+          or type(owner)), 3)
+  end
+  -- Compared with a uint64_t, a negative int64_t is huge: out of range too.
+  return owner >= 1 and owner <= MAX_OWNER
+end
+
 -- client:lock(name [, owner]) -> lock | nil, err, code. No I/O.
 --   owner nil: the current request (see request_owner); a number
---   1 .. 2^53 or a uint64_t cdata 1 .. 2^62-1: that explicit owner.
+--   1 .. 2^53 or an int64_t/uint64_t cdata 1 .. 2^62-1: that explicit owner.
 function Client:lock(name, owner)
   local h = client_self(self)
   if type(name) ~= "string" then
@@ -413,9 +441,8 @@ function Client:lock(name, owner)
   end
   if owner == nil then
     owner = request_owner()
-  elseif type(owner) ~= "cdata" then
-    integer_arg(owner, "owner")
-    if owner < 1 then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
+  elseif not owner_in_range(owner) then
+    return nil, "owner must be 1 .. 2^62-1", E_INVAL
   end
   if has_nul(name) then return nil, "lock name contains a NUL byte", E_INVAL end
   if not h then return closed() end
@@ -446,6 +473,24 @@ function Client:__tostring()
   return "resty.redlockc.client" .. (self.h and "" or " closed")
 end
 
+-- Options whose value is a whole number (ms, or a count): a fraction there
+-- is a programming error, as in acquire{ wait_ms = }.
+local INTEGER_OPTIONS = {
+  watchdog_timeout_ms = true, io_timeout_ms = true, node_timeout_ms = true,
+  connect_timeout_ms = true, retry_jitter_ms = true, pool_size = true,
+}
+
+-- A number in plain decimals ("0.00001", not "1e-05": the C option parser
+-- takes digits and a '.', never an exponent), to 12 places as the Python
+-- binding writes it, without trailing zeros.
+local function decimal(v)
+  local s = format("%.12f", v)
+  if find(s, ".", 1, true) then
+    s = s:gsub("0+$", ""):gsub("%.$", "")
+  end
+  return s
+end
+
 -- An options table as the C library's "name=value;..." (sorted).
 local function options_string(opts)
   if opts == nil or type(opts) == "string" then return opts end
@@ -458,8 +503,10 @@ local function options_string(opts)
       error("resty.redlockc: option names must be strings, got " .. type(k), 3)
     end
     local s
-    if type(v) == "number" then
-      s = v == floor(v) and format("%d", v) or format("%.17g", v)
+    if INTEGER_OPTIONS[k] then
+      s = format("%d", integer_arg(v, "option " .. k, 4))
+    elseif type(v) == "number" then
+      s = decimal(v)
     elseif type(v) == "string" then
       s = v
     else

@@ -1,7 +1,7 @@
 # Type stubs for redlockc. Times are seconds (int or float).
 import builtins
 from types import TracebackType
-from typing import Callable, Optional, Sequence, TypeVar, Union
+from typing import Callable, Iterable, Optional, TypeVar, Union
 
 __version__: str
 __all__: list[str]
@@ -33,7 +33,7 @@ class AuthenticationError(Error): ...
 class Client:
     def __init__(
         self,
-        nodes: Union[str, Sequence[str]],
+        nodes: Union[str, Iterable[str]],
         *,
         watchdog_timeout: Optional[_Seconds] = ...,
         io_timeout: Optional[_Seconds] = ...,

@@ -21,15 +21,18 @@ _OTHER_OPTIONS = ("drift_factor", "pool_size", "key_prefix")
 
 
 def _node_list(nodes):
-    """A URI or a list of URIs -> the C library's comma-separated text."""
+    """A URI, or an iterable of URIs (list, tuple, generator...) -> the C library's
+    comma-separated text."""
     if isinstance(nodes, str):
         uris = [nodes]
-    elif isinstance(nodes, (list, tuple)):
+    elif isinstance(nodes, (bytes, bytearray)) or not hasattr(nodes, "__iter__"):
+        # bytes iterate as ints: refused as a whole, like any non-iterable.
+        raise TypeError("nodes must be a URI string or an iterable of them, "
+                        f"not {type(nodes).__name__}")
+    else:
         uris = list(nodes)
         if not uris:
             raise invalid("nodes must name at least one Redis node")
-    else:
-        raise TypeError(f"nodes must be a URI string or a list of them, not {type(nodes).__name__}")
     for uri in uris:
         _units.text(uri, "node URI")
     return ",".join(uris)
@@ -118,8 +121,9 @@ class Client:
     ``Client(nodes, **options)``
 
     nodes: ``"redis://[[user]:password@]host[:port][/db]"`` or
-    ``"unix://[[user]:password@]/path.sock[?db=N]"``, or a list of them (or
-    one string of comma-separated URIs, as in ``REDLOCKC_NODES``).
+    ``"unix://[[user]:password@]/path.sock[?db=N]"``, or an iterable of them
+    (a list, a tuple...; or one string of comma-separated URIs, as in
+    ``REDLOCKC_NODES``).
     One node gives Redisson-compatible single-instance locks; N >= 2
     independent masters give Redlock (a lock needs N/2+1 of them).
 

@@ -4,8 +4,9 @@ Every failure of a C call raises the class registered here for its status,
 built as ``cls(code, detail)`` by the generated module: ``code`` is the
 negative RLC_E_* number and ``detail`` the calling thread's ``rlc_errmsg()``
 (for example "WRONGTYPE ... at 127.0.0.1:6380 for key 'orders'"). The text
-is the library's phrase for the status, then the detail (the rule every
-binding of libredlockc follows): "Redis replied an error: WRONGTYPE ...".
+is the detail alone: the library writes it to stand on its own, often with
+the status's phrase in it, and the class already names the status
+("redlockc.ServerError: WRONGTYPE ..."). With no detail it is the phrase.
 
 Where a standard exception means the same thing, the class derives from it
 too, so generic handlers work: ``InvalidArgument`` is a ``ValueError``,
@@ -24,25 +25,23 @@ class Error(Exception):
         code: the C status (a negative ``RLC_E_*`` value).
         detail: what went wrong, the C library's per-thread detail
             (``rlc_errmsg()``) or the Python layer's own words.
-        message: ``str(error)``: the library's phrase for the status, then
-            the detail ("lock lost: it expired or was taken: lock 'orders'
-            ...").
+        message: ``str(error)``: the detail ("lock 'orders' was lost ..."),
+            or, without one, the library's phrase for the status.
     """
 
     #: The status this class stands for (None on the base class).
     status = None
 
     def __init__(self, code, detail=None):
-        phrase = _core.rlc_strerror(code)
-        if not detail or detail == phrase:
-            message = phrase
-        else:
-            message = f"{phrase}: {detail}"
+        # Not "phrase: detail": details often say the phrase already, which
+        # then read twice ("lock lost: it expired or was taken: lock 'x' was
+        # lost: it expired or was taken").
+        message = detail or _core.rlc_strerror(code)
         # One argument only: for the OSError subclasses two would be read as
         # (errno, strerror) and printed as "[Errno -3] ...".
         super().__init__(message)
         self.code = code
-        self.detail = detail or phrase
+        self.detail = message
         self.message = message
 
     def __str__(self):

@@ -5,12 +5,14 @@ import time
 import weakref
 
 from . import redlockc_core as _core
-from ._errors import error_for
+from ._errors import InvalidArgument, error_for
 from ._units import lease_ms as _lease_ms
+from ._units import lease_refused as _lease_refused
 from ._units import wait_ms as _wait_ms
 
 # The hot path calls the generated C functions directly (-fastproxy).
-_acquire = _core.rlc_lock_acquire
+_acquire = _core.rlcpy_acquire
+_undo_acquire = _core.rlcpy_undo_acquire
 _release = _core.rlc_lock_release
 
 # In the main thread an unbounded (or long) wait runs in slices of this many
@@ -130,23 +132,36 @@ class Lock:
         AuthenticationError, ClosedError; InvalidArgument (a ValueError) or
         TypeError for bad arguments.
         """
-        wait = _wait_ms(blocking, timeout)
-        lease = 0 if lease is None else _lease_ms(lease)
+        wait, lease_ms = _wait_ms(blocking, timeout), _lease_ms(lease)
+        # got[0]: the C call took a level in this call. Any exception on the
+        # way out (a KeyboardInterrupt from a signal handler, which Python
+        # runs right after a C call returns) gives that level back first:
+        # the caller never got True, so nobody else would release it.
+        got = [False]
+        try:
+            return self._acquire(wait, lease_ms, got)
+        except InvalidArgument as e:  # from C, which took nothing
+            raise _lease_refused(e, lease) from None
+        except BaseException:
+            _undo_acquire(self._ptr, got)
+            raise
+
+    def _acquire(self, wait, lease, got):
         # main_thread() asked each time: after a fork from another thread,
         # the child's main thread is that one.
         if (wait < 0 or wait > _SLICE_MS) and \
                 threading.get_ident() == threading.main_thread().ident:
-            return self._acquire_in_slices(wait, lease)
-        return _acquire(self._ptr, wait, lease)
+            return self._acquire_in_slices(wait, lease, got)
+        return _acquire(self._ptr, wait, lease, got)
 
-    def _acquire_in_slices(self, wait, lease):
+    def _acquire_in_slices(self, wait, lease, got):
         deadline = None if wait < 0 else time.monotonic() + wait / 1000
         for _ in range(2**62):  # bounded by the deadline, or by "forever"
             step = _SLICE_MS
             if deadline is not None:
                 left = math.ceil((deadline - time.monotonic()) * 1000)
                 step = max(0, min(_SLICE_MS, left))
-            if _acquire(self._ptr, step, lease):
+            if _acquire(self._ptr, step, lease, got):
                 return True
             if step == 0 or (deadline is not None and time.monotonic() >= deadline):
                 return False
@@ -167,7 +182,11 @@ class Lock:
 
         Raises NotOwnerError, LockLostError, or an I/O error.
         """
-        _core.rlc_lock_extend(self._ptr, _lease_ms(seconds, "extend seconds"))
+        ms = _lease_ms(seconds, "extend's lease")
+        try:
+            _core.rlc_lock_extend(self._ptr, ms)
+        except InvalidArgument as e:  # from C: too short for the drift allowance
+            raise _lease_refused(e, seconds, "extend's lease") from None
 
     def force_release(self):
         """Deletes the lock whoever holds it and wakes its waiters (an admin action).
@@ -178,7 +197,14 @@ class Lock:
 
     def __enter__(self):
         """``with lock:`` acquires (waiting as long as it takes, watchdog lease)."""
-        self.acquire()
+        # As in acquire(), and not by calling it: an exception raised here,
+        # even right after acquire() returned, skips __exit__.
+        got = [False]
+        try:
+            self._acquire(-1, 0, got)
+        except BaseException:
+            _undo_acquire(self._ptr, got)
+            raise
         return self
 
     def __exit__(self, *exc):

@@ -9,9 +9,14 @@ import math
 
 from ._errors import invalid
 
-# The C library refuses leases over a year; waits are bounded only by int64.
-# Anything above this many ms is clamped ("forever" in practice, ~292 years).
+# Waits are bounded only by int64: anything above this many ms is clamped
+# ("forever" in practice, ~146 million years).
 _MAX_MS = 2**62
+
+# The C library refuses leases over 366 days. Checked here first, so that
+# the message is in the caller's seconds: the library would name the ms of
+# the converted value (1e300 s: the 2**62 ms it was clamped to).
+_MAX_LEASE_S = 366 * 24 * 3600
 
 
 def _number(value, what):
@@ -54,7 +59,21 @@ def lease_ms(lease, what="lease"):
     if lease <= 0 or lease == math.inf:
         raise invalid(f"{what} must be a positive finite number of seconds, or None for "
                       f"the watchdog, got {lease!r}")
+    if lease > _MAX_LEASE_S:
+        raise invalid(f"{what} of {lease!r} seconds is longer than 366 days "
+                      f"({_MAX_LEASE_S} seconds)")
     return to_ms(lease)
+
+
+def lease_refused(error, seconds, what="lease"):
+    """The C library's refusal of a lease (told in ms), led by the caller's seconds.
+
+    What is left for it to refuse is a lease too short for the clock drift
+    allowance, which depends on the client's drift_factor.
+    """
+    if seconds is None:
+        return error
+    return invalid(f"{what} of {seconds!r} seconds refused: {error.detail}")
 
 
 def option_ms(name, value):
