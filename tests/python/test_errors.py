@@ -205,6 +205,8 @@ def test_nodes_may_be_any_iterable_of_uris(server, clients, make):
     ({"io_timeout": 0}, redlockc.InvalidArgument, "io_timeout must be from 0.001 to 3600 seconds"),
     ({"watchdog_timeout": 0.005}, redlockc.InvalidArgument, "from 0.01 to 86400 seconds"),
     ({"drift_factor": 0.6}, redlockc.InvalidArgument, "drift_factor"),
+    ({"io_timeout_ms": 0.5}, TypeError, "io_timeout_ms"),
+    ({"io_timeout_ms": 0}, redlockc.InvalidArgument, "io_timeout_ms"),
 ])
 def test_bad_options(server, options, error, text):
     with pytest.raises(error) as e:
@@ -223,6 +225,13 @@ def test_options_in_seconds_are_accepted(server, clients, raw):
     assert clients(server.uri, watchdog_timeout=None).lock("n").acquire(), "None: default"
     assert clients(server.uri, drift_factor=1e-5).lock("tiny").acquire(), \
         "a drift factor Python prints as 1e-05 reaches the library as a plain decimal"
+
+
+def test_options_by_their_c_names_are_milliseconds(server, clients, raw):
+    lock = clients(server.uri, watchdog_timeout_ms=2500, io_timeout_ms=500).lock("ms")
+    lock.acquire()
+    assert 2000 < raw.pttl("ms") <= 2500, "watchdog_timeout_ms=2500 is a 2500 ms lease"
+    lock.release()
 
 
 def test_key_prefix_and_names_are_used_byte_for_byte(server, clients, raw):

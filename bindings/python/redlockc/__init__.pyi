@@ -43,6 +43,11 @@ class Client:
         drift_factor: Optional[float] = ...,
         pool_size: Optional[int] = ...,
         key_prefix: Optional[str] = ...,
+        watchdog_timeout_ms: Optional[int] = ...,
+        io_timeout_ms: Optional[int] = ...,
+        node_timeout_ms: Optional[int] = ...,
+        connect_timeout_ms: Optional[int] = ...,
+        retry_jitter_ms: Optional[int] = ...,
     ) -> None: ...
     def lock(self, name: str, owner: Optional[int] = ...) -> Lock: ...
     def close(self) -> None: ...

@@ -41,6 +41,11 @@ def _node_list(nodes):
 def _option_text(name, value):
     if name in _TIME_OPTIONS:
         return _TIME_OPTIONS[name], _units.option_ms(name, value)
+    if name in _TIME_OPTIONS.values():
+        # The C library's own name, as in its docs: whole milliseconds.
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int (milliseconds), not {type(value).__name__}")
+        return name, str(value)
     if name == "drift_factor":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"drift_factor must be a number, not {type(value).__name__}")
@@ -59,7 +64,8 @@ def _option_text(name, value):
             raise invalid("key_prefix must not contain ';' or NUL characters")
         _units.text(value or "-", "key_prefix")  # UTF-8 check; "" is allowed
         return name, value
-    known = ", ".join(sorted([*_TIME_OPTIONS, *_OTHER_OPTIONS]))
+    known = ", ".join(sorted([*_TIME_OPTIONS, *_OTHER_OPTIONS])) + \
+        " (or the C names in ms: " + ", ".join(sorted(_TIME_OPTIONS.values())) + ")"
     raise TypeError(f"Client() got an unexpected keyword argument {name!r} (options: {known})")
 
 
@@ -138,6 +144,9 @@ class Client:
     - ``drift_factor``: clock drift allowance, a fraction of the lease (0.01)
     - ``pool_size``: pipelined connections per node, shared by all threads (1)
     - ``key_prefix``: prepended to every lock name (``""``)
+
+    The C library's names of the time options (``watchdog_timeout_ms=10000``...)
+    are accepted too, in whole milliseconds.
 
     Connections are made lazily, on first use. A client may be shared by any
     number of threads. ``close()`` (or ``with Client(...) as c:``) stops its
