@@ -40,16 +40,21 @@ static void recycle(void *p)
     pthread_mutex_unlock(&free_mu);
 }
 
+static void discard(struct waiter *w)
+{
+    close(w->efd);
+    free(w);
+}
+
 /* A waiter of this process from the free list, or NULL. Ones inherited
- * across fork() share their counter with the parent: those are closed. */
+ * across fork() share their counter with the parent: those are discarded. */
 static struct waiter *reuse(unsigned gen)
 {
     pthread_mutex_lock(&free_mu);
     struct waiter *w;
     while ((w = free_list) && w->fork_generation != gen) {
         free_list = w->next;
-        close(w->efd);
-        free(w);
+        discard(w);
     }
     if (w)
         free_list = w->next;
@@ -57,9 +62,22 @@ static struct waiter *reuse(unsigned gen)
     return w;
 }
 
+/* free_mu is held across fork(), so that a child never inherits it locked
+ * by a thread that does not exist there. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&free_mu);
+}
+
+static void fork_done(void)
+{
+    pthread_mutex_unlock(&free_mu);
+}
+
 static void make_key(void)
 {
     pthread_key_create(&key, recycle);
+    pthread_atfork(fork_prepare, fork_done, fork_done);
 }
 
 struct waiter *waiter_self(void)
@@ -69,8 +87,7 @@ struct waiter *waiter_self(void)
         return mine;
     pthread_once(&key_once, make_key);
     if (mine) { /* inherited across fork(): drop the shared eventfd */
-        close(mine->efd);
-        free(mine);
+        discard(mine);
         mine = NULL;
         pthread_setspecific(key, NULL);
     }
