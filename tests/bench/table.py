@@ -199,12 +199,10 @@ def build(meta, rows):
     t.section("2b. Acquire alone, 1 thread (rlc_lock_acquire of the cycles above)",
               [("acq_p50_us", "acquire p50 us"), ("acq_p99_us", "acquire p99 us")])
     t.line("C, 1 node", "c.t1")
-    t.line("C, Redlock 3 nodes", "c.redlock3",
-           ("(info) p50 vs 1 node", t.ratio("c.redlock3", "acq_p50_us", "c.t1", "acq_p50_us"),
-            None))
-    t.line("C, Redlock 5 nodes", "c.redlock5",
-           ("(info) p50 vs 1 node", t.ratio("c.redlock5", "acq_p50_us", "c.t1", "acq_p50_us"),
-            None))
+    for n in (3, 5):
+        row = f"c.redlock{n}"
+        t.line(f"C, Redlock {n} nodes", row,
+               ("(info) p50 vs 1 node", t.ratio(row, "acq_p50_us", "c.t1", "acq_p50_us"), None))
 
     t.section("3. Contended hand-off: 8 threads, one name, 1 ms hold; release() -> next acquire()",
               [("handoff_p50_us", "p50 us"), ("handoff_p99_us", "p99 us"),

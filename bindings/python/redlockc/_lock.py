@@ -133,15 +133,19 @@ class Lock:
         TypeError for bad arguments.
         """
         wait, lease_ms = _wait_ms(blocking, timeout), _lease_ms(lease)
+        try:
+            return self._take(wait, lease_ms)
+        except InvalidArgument as e:  # from C, which took nothing
+            raise _lease_refused(e, lease) from None
+
+    def _take(self, wait, lease):
         # got[0]: the C call took a level in this call. Any exception on the
         # way out (a KeyboardInterrupt from a signal handler, which Python
         # runs right after a C call returns) gives that level back first:
         # the caller never got True, so nobody else would release it.
         got = [False]
         try:
-            return self._acquire(wait, lease_ms, got)
-        except InvalidArgument as e:  # from C, which took nothing
-            raise _lease_refused(e, lease) from None
+            return self._acquire(wait, lease, got)
         except BaseException:
             _undo_acquire(self._ptr, got)
             raise
@@ -197,14 +201,8 @@ class Lock:
 
     def __enter__(self):
         """``with lock:`` acquires (waiting as long as it takes, watchdog lease)."""
-        # As in acquire(), and not by calling it: an exception raised here,
-        # even right after acquire() returned, skips __exit__.
-        got = [False]
-        try:
-            self._acquire(-1, 0, got)
-        except BaseException:
-            _undo_acquire(self._ptr, got)
-            raise
+        # An exception raised here skips __exit__: _take gives back what it took.
+        self._take(-1, 0)
         return self
 
     def __exit__(self, *exc):
