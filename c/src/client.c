@@ -43,11 +43,21 @@ int client_field(const rlc_client *c, uint64_t owner, char *buf, size_t size)
                     (unsigned long long)(owner ? owner : owner_thread_number()));
 }
 
-struct mux *client_mux(rlc_client *c, int node)
+struct mux *client_mux(rlc_client *c, int node, uint64_t owner)
 {
     int pool = (int)c->opts.pool_size;
-    int slot = pool == 1 ? 0 : (int)(owner_thread_number() % (uint64_t)pool);
+    int slot = pool == 1 ? 0 : (int)(owner % (uint64_t)pool);
     return &c->muxes[node * pool + slot];
+}
+
+uint64_t client_new_attempt(rlc_client *c)
+{
+    return ++c->next_attempt;
+}
+
+int client_attempt_name(const rlc_client *c, uint64_t attempt, char *buf, size_t size)
+{
+    return snprintf(buf, size, "%s:%llx", c->uuid, (unsigned long long)attempt);
 }
 
 void client_wake_thread(rlc_client *c)

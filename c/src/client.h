@@ -39,6 +39,7 @@ struct rlc_client {
     struct hold *graveyard;     /* freed holds a watchdog round may still see */
     bool round_busy;            /* a watchdog round is between its two locked phases */
     uint64_t next_hold_id;
+    uint64_t next_attempt;      /* attempt ids, see scripts.c */
     struct hold *hold_index[RLC_HOLD_BUCKETS]; /* holds by (key, owner), see hold.h */
     rlc_lock *in_callback;      /* the lock whose on_lost runs now, or NULL */
     pthread_cond_t callback_done;
@@ -59,6 +60,8 @@ struct rlc_lock {
     size_t channel_len;
     char *token_key;            /* redisson_lock_token:{key} */
     size_t token_key_len;
+    char *attempts_key;         /* redlockc_attempts:{key} */
+    size_t attempts_key_len;
     uint64_t owner;             /* 0: the calling thread */
 
     /* Guarded by client->mu. */
@@ -76,13 +79,22 @@ void client_leave(rlc_client *c);
 void client_ref(rlc_client *c);
 void client_unref(rlc_client *c);
 
-/* The calling thread's connection to node i. */
-struct mux *client_mux(rlc_client *c, int node);
+/* The connection to node i that carries every command of `owner` (the
+ * owner's id, a thread's included): one owner's commands to one node share
+ * one connection, so they run in the order they were sent. */
+struct mux *client_mux(rlc_client *c, int node, uint64_t owner);
 
 /* Wakes the watchdog thread to recompute its schedule. */
 void client_wake_thread(rlc_client *c);
 
 /* The hash field "<uuid>:<owner>" for owner (0: the calling thread). */
 int client_field(const rlc_client *c, uint64_t owner, char *buf, size_t size);
+
+/* A new attempt id, unique within the client (never 0). Under mu. */
+uint64_t client_new_attempt(rlc_client *c);
+
+/* The attempt's name on the server, "<uuid>:<attempt>" in hex. */
+#define RLC_ATTEMPT_LEN (RLC_UUID_LEN + 18)
+int client_attempt_name(const rlc_client *c, uint64_t attempt, char *buf, size_t size);
 
 #endif

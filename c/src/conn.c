@@ -55,7 +55,8 @@ int conn_queue(struct conn *c, const char *data, size_t len)
 
 enum handshake_kind { HS_AUTH, HS_SELECT, HS_SCRIPT };
 
-static struct script *const all_scripts[] = {&script_acquire, &script_release, &script_renew,
+static struct script *const all_scripts[] = {&script_acquire, &script_release, &script_undo,
+                                             &script_renew,
                                              &script_force_release, &script_token_floor};
 #define NSCRIPTS (sizeof all_scripts / sizeof all_scripts[0])
 

@@ -13,7 +13,8 @@
 #include "fanout.h"
 #include "clock.h"
 
-void fanout_run(rlc_client *c, struct rlc_cmd *cmd, const struct script *s, struct fanout *f)
+void fanout_run(rlc_client *c, uint64_t owner, struct rlc_cmd *cmd, const struct script *s,
+                struct fanout *f)
 {
     struct mux_req *reqs[RLC_MAX_NODES];
     f->n = c->n_nodes;
@@ -27,7 +28,7 @@ void fanout_run(rlc_client *c, struct rlc_cmd *cmd, const struct script *s, stru
         return;
     }
     for (int i = 0; i < f->n; i++)
-        reqs[i] = mux_send(client_mux(c, i), cmd, s, c->call_timeout_ms);
+        reqs[i] = mux_send(client_mux(c, i, owner), cmd, s, c->call_timeout_ms);
     mux_wait(reqs, f->n, f->res);
 }
 
@@ -40,14 +41,14 @@ void fanout_clear(struct fanout *f)
     }
 }
 
-void fanout_detached(rlc_client *c, struct rlc_cmd *cmd, const struct script *s,
-                     const bool *which)
+void fanout_detached(rlc_client *c, uint64_t owner, struct rlc_cmd *cmd,
+                     const struct script *s, const bool *which, bool redo)
 {
     if (!cmd)
         return;
     for (int i = 0; i < c->n_nodes; i++)
         if (which[i])
-            mux_send_detached(client_mux(c, i), cmd, s);
+            mux_send_detached(client_mux(c, i, owner), cmd, s, redo);
 }
 
 const redisReply *fanout_reply(const struct fanout *f, int i)

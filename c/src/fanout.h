@@ -15,17 +15,20 @@ struct fanout {
     int64_t started_ns;  /* before the first send: Redlock's elapsed time starts here */
 };
 
-/* Sends cmd to every node (the calling thread's connection to each), then
+/* Sends cmd to every node (owner's connection to each, see client_mux), then
  * waits for all replies, each node within the client's per-node deadline.
  * A NULL cmd (formatting ran out of memory) fails every node. */
-void fanout_run(rlc_client *c, struct rlc_cmd *cmd, const struct script *s, struct fanout *f);
+void fanout_run(rlc_client *c, uint64_t owner, struct rlc_cmd *cmd, const struct script *s,
+                struct fanout *f);
 
 /* Frees the replies. */
 void fanout_clear(struct fanout *f);
 
-/* Sends cmd, reply unread, to each node i with which[i]. */
-void fanout_detached(rlc_client *c, struct rlc_cmd *cmd, const struct script *s,
-                     const bool *which);
+/* Sends cmd, reply unread, to each node i with which[i], on owner's
+ * connection. redo: cmd may run twice (an undo, a last release), so if its
+ * connection breaks before it is answered it goes out again on the next. */
+void fanout_detached(rlc_client *c, uint64_t owner, struct rlc_cmd *cmd,
+                     const struct script *s, const bool *which, bool redo);
 
 /* Node i's reply if it is a usable answer (not an error reply), else NULL. */
 const redisReply *fanout_reply(const struct fanout *f, int i);

@@ -14,6 +14,25 @@ struct hold *hold_find(rlc_lock *l, uint64_t owner)
     return NULL;
 }
 
+bool hold_push_attempt(struct hold *h, uint64_t attempt)
+{
+    if (h->n_attempts == h->attempts_cap) {
+        int64_t cap = h->attempts_cap ? h->attempts_cap * 2 : 4;
+        uint64_t *a = realloc(h->attempts, sizeof *a * (size_t)cap);
+        if (!a)
+            return false;
+        h->attempts = a;
+        h->attempts_cap = cap;
+    }
+    h->attempts[h->n_attempts++] = attempt;
+    return true;
+}
+
+uint64_t hold_pop_attempt(struct hold *h)
+{
+    return h->n_attempts > 0 ? h->attempts[--h->n_attempts] : 0;
+}
+
 static size_t bucket(const rlc_lock *l, uint64_t owner)
 {
     uint64_t x = 1469598103934665603ULL ^ owner; /* FNV-1a over the key */
@@ -36,6 +55,25 @@ struct levels hold_levels(const rlc_client *c, const rlc_lock *l, uint64_t owner
             v.pending += h->pending;
         }
     return v;
+}
+
+struct hold *hold_find_levels(rlc_client *c, rlc_lock *l, uint64_t owner)
+{
+    struct hold *own = hold_find(l, owner);
+    if (own && (own->lost || own->count > 0))
+        return own;
+    for (struct hold *h = c->hold_index[bucket(l, owner)]; h; h = h->index_next)
+        if (h->owner == owner && !h->lost && h->n_attempts > 0 && same_lock(h->lock, l))
+            return h;
+    return own;
+}
+
+struct hold *hold_by_id(rlc_client *c, const rlc_lock *l, uint64_t owner, uint64_t id)
+{
+    for (struct hold *h = c->hold_index[bucket(l, owner)]; h; h = h->index_next)
+        if (h->id == id)
+            return h;
+    return NULL;
 }
 
 struct hold *hold_create(rlc_lock *l, uint64_t owner)
@@ -91,6 +129,9 @@ void hold_drop(rlc_client *c, struct hold *h)
             break;
         }
     h->dead = true;
+    free(h->attempts);
+    h->attempts = NULL;
+    h->n_attempts = h->attempts_cap = 0;
     if (c->round_busy) {
         h->grave_next = c->graveyard;
         c->graveyard = h;

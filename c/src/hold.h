@@ -25,6 +25,9 @@ struct hold {
     uint64_t owner;
     uint64_t id;                     /* unique per client: a round's results find their hold */
     int64_t count;                   /* levels taken through this handle */
+    uint64_t *attempts;              /* the attempt that took each level, oldest first */
+    int64_t n_attempts;              /* <= count while a release is in flight */
+    int64_t attempts_cap;
     uint64_t token;
     int64_t lease_ms;
     bool watchdog;
@@ -48,6 +51,20 @@ struct levels {
 struct levels hold_levels(const rlc_client *c, const rlc_lock *l, uint64_t owner);
 
 struct hold *hold_find(rlc_lock *l, uint64_t owner);
+
+/* The hold through which a release by `owner` via l gives up a level: l's own
+ * if it has levels, else one of another handle on the same key (a hold
+ * belongs to its owner in the client, not to a handle); NULL if none. */
+struct hold *hold_find_levels(rlc_client *c, rlc_lock *l, uint64_t owner);
+
+/* The live hold with this id among owner's holds of l's key, or NULL. */
+struct hold *hold_by_id(rlc_client *c, const rlc_lock *l, uint64_t owner, uint64_t id);
+
+/* Records the attempt that took a new level; false without memory. */
+bool hold_push_attempt(struct hold *h, uint64_t attempt);
+
+/* Takes the newest level's attempt off (0 if none). */
+uint64_t hold_pop_attempt(struct hold *h);
 
 /* A new hold with count 0, or NULL without memory. */
 struct hold *hold_create(rlc_lock *l, uint64_t owner);

@@ -29,6 +29,9 @@
 #define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
 /* A waiter whose holder has no expiry (-1) still looks again this often. */
 #define MAX_SLEEP_MS 1000
+/* No waiter tries again sooner than this unless a message woke it: it bounds
+ * the retry rate of one waiter to 200/s whatever the options. */
+#define MIN_RETRY_MS 5
 
 static int enter(rlc_lock *l)
 {
@@ -89,51 +92,53 @@ static int reply_int(const redisReply *r, int64_t *out)
     return 0;
 }
 
-/* The acquire script's {count, token|pttl [, pttl before]}. */
+/* The acquire script's reply (scripts.h). */
 struct acquire_reply {
-    int64_t count;
-    int64_t x;          /* token when count >= 1, else the holder's pttl */
-    int64_t pttl_before; /* a nested hold's pttl before this acquire; -2 none */
+    int64_t count;       /* >= 1 held; 0 busy; -1 undone before it ran */
+    int64_t x;           /* token when held, else the holder's pttl */
+    const char *holder;  /* busy: the holder's field ("" unknown) */
+    size_t holder_len;
 };
 
 static int parse_acquire(const redisReply *r, struct acquire_reply *a)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3)
         return 0;
-    for (size_t i = 0; i < r->elements; i++)
+    for (size_t i = 0; i < 2; i++)
         if (r->element[i]->type != REDIS_REPLY_INTEGER)
             return 0;
     a->count = r->element[0]->integer;
     a->x = r->element[1]->integer;
-    a->pttl_before = r->elements == 3 ? r->element[2]->integer : -2;
+    a->holder = "";
+    a->holder_len = 0;
+    if (r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
+        a->holder = r->element[2]->str;
+        a->holder_len = r->element[2]->len;
+    }
     return 1;
 }
 
 /* ---- commands --------------------------------------------------------------- */
 
-static struct rlc_cmd *script_cmd(const struct script *s, const char *k1, size_t k1len,
-                                  const char *k2, size_t k2len, int64_t lease_ms,
-                                  const char *field)
+/* The release of the level taken by `attempt` (all levels when last). */
+static struct rlc_cmd *release_cmd(const rlc_lock *l, int64_t lease_ms, const char *field,
+                                   uint64_t attempt, bool last)
 {
-    char lease[24];
-    const char *argv[4] = {k1, k2, lease, field};
-    size_t lens[4] = {k1len, k2len, (size_t)snprintf(lease, sizeof lease, "%lld",
-                                                      (long long)lease_ms),
-                      strlen(field)};
-    return cmd_evalsha(s, 2, 2, argv, lens);
-}
-
-static struct rlc_cmd *release_cmd(const rlc_lock *l, int64_t lease_ms, const char *field)
-{
-    return script_cmd(&script_release, l->key, l->key_len, l->channel, l->channel_len,
-                      lease_ms, field);
+    char lease[24], id[RLC_ATTEMPT_LEN];
+    const char *argv[7] = {l->key, l->channel, l->attempts_key, lease, field, id,
+                           last ? "1" : "0"};
+    size_t lens[7] = {l->key_len, l->channel_len, l->attempts_key_len,
+                      (size_t)snprintf(lease, sizeof lease, "%lld", (long long)lease_ms),
+                      strlen(field), 0, 1};
+    lens[5] = attempt ? (size_t)client_attempt_name(l->client, attempt, id, sizeof id) : 0;
+    return cmd_evalsha(&script_release, 3, 4, argv, lens);
 }
 
 /* ---- acquire ----------------------------------------------------------------- */
 
 struct attempt {
     int64_t sleep_ms; /* busy: when enough holders' leases end for a quorum; -1 unknown */
-    bool split;       /* we got votes but not a quorum: others may be doing the same */
+    bool split;       /* we got votes but not a quorum, and no other owner can have one */
 };
 
 /* When should a loser look again? It needs q free nodes; the nodes that did
@@ -182,8 +187,8 @@ static void drop_if_idle(rlc_client *c, struct hold *h)
  * that said yes. Raise the others to it (sent before anything else this
  * owner sends them, so before its release): every later quorum shares a
  * node with this one, so the next token is larger. */
-static void raise_token_floor(rlc_lock *l, const uint64_t *tokens, const bool *granted,
-                              uint64_t token)
+static void raise_token_floor(rlc_lock *l, uint64_t owner, const uint64_t *tokens,
+                              const bool *granted, uint64_t token)
 {
     rlc_client *c = l->client;
     bool lower[RLC_MAX_NODES], any = false;
@@ -198,32 +203,31 @@ static void raise_token_floor(rlc_lock *l, const uint64_t *tokens, const bool *g
     size_t lens[2] = {l->token_key_len,
                       (size_t)snprintf(floor, sizeof floor, "%llu", (unsigned long long)token)};
     struct rlc_cmd *cmd = cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
-    fanout_detached(c, cmd, &script_token_floor, lower);
+    fanout_detached(c, owner, cmd, &script_token_floor, lower, false);
     cmd_unref(cmd);
 }
 
-/* Sends the release script, reply unread, to each node that may hold what
- * a failed acquire took (see try_acquire for undo[]). */
-static void undo_acquire(rlc_lock *l, int64_t lease, const char *field, const int64_t *undo)
+/* Undoes attempt on each node that may have run it. The undo names the
+ * attempt, so it is right whenever and on whatever connection it arrives:
+ * it takes back the level if the acquire ran, and stops the acquire if it
+ * has not run yet (scripts.c). It still rides behind the acquire on the
+ * owner's connection, so it usually lands right after it. */
+static void undo_attempt(rlc_lock *l, uint64_t owner, const char *field, uint64_t attempt,
+                         int64_t lease, const bool *which)
 {
     rlc_client *c = l->client;
-    bool plain[RLC_MAX_NODES], any_plain = false;
-    for (int i = 0; i < c->n_nodes; i++) {
-        plain[i] = undo[i] == 1;
-        any_plain = any_plain || plain[i];
-        if (undo[i] > 1) {
-            bool only[RLC_MAX_NODES] = {false};
-            only[i] = true;
-            struct rlc_cmd *rel = release_cmd(l, undo[i], field);
-            fanout_detached(c, rel, &script_release, only);
-            cmd_unref(rel);
-        }
-    }
-    if (any_plain) {
-        struct rlc_cmd *rel = release_cmd(l, lease, field);
-        fanout_detached(c, rel, &script_release, plain);
-        cmd_unref(rel);
-    }
+    char id[RLC_ATTEMPT_LEN], ttl[24];
+    /* A tombstone outlives any acquire that can still be on its way: one
+     * whose connection is still open is answered or torn down within a
+     * call's deadline plus a connect; a minute covers a stalled server. */
+    int64_t tomb = lease + 2 * (c->call_timeout_ms + c->opts.connect_timeout_ms) + 60000;
+    const char *argv[5] = {l->key, l->attempts_key, id, field, ttl};
+    size_t lens[5] = {l->key_len, l->attempts_key_len,
+                      (size_t)client_attempt_name(c, attempt, id, sizeof id), strlen(field),
+                      (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)tomb)};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_undo, 2, 3, argv, lens);
+    fanout_detached(c, owner, cmd, &script_undo, which, true);
+    cmd_unref(cmd);
 }
 
 static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease_req,
@@ -232,9 +236,8 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     rlc_client *c = l->client;
     int n = c->n_nodes, q = c->quorum;
 
-    /* The hold is registered before sending, as an acquire in flight, so
-     * that a concurrent acquire by the same owner is never "fresh". A nested
-     * acquire keeps the mode and lease of the hold it nests in. */
+    /* The hold is registered before sending, as an acquire in flight. A
+     * nested acquire keeps the mode and lease of the hold it nests in. */
     pthread_mutex_lock(&c->mu);
     struct hold *h = hold_find(l, owner);
     if (h && h->lost) {
@@ -245,54 +248,65 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
         pthread_mutex_unlock(&c->mu);
         return rlc_fail(RLC_E_NOMEM, "out of memory");
     }
-    struct levels known = hold_levels(c, l, owner);
-    bool fresh = known.count == 0 && known.pending == 0;
-    bool nested = h->count > 0;
-    bool watchdog = nested ? h->watchdog : lease_req <= 0;
-    int64_t lease = nested ? h->lease_ms : lease_req > 0 ? lease_req : c->opts.watchdog_timeout_ms;
+    struct hold *outer = hold_find_levels(c, l, owner);
+    bool nested = outer && !outer->lost && outer->count > 0;
+    bool watchdog = nested ? outer->watchdog : lease_req <= 0;
+    int64_t lease = nested ? outer->lease_ms
+                    : lease_req > 0 ? lease_req
+                                    : c->opts.watchdog_timeout_ms;
     uint64_t hold_id = h->id;
+    uint64_t attempt = client_new_attempt(c);
     h->pending++;
     pthread_mutex_unlock(&c->mu);
 
-    char lease_s[24];
-    const char *argv[5] = {l->key, l->token_key, lease_s, field, fresh ? "1" : "0"};
-    size_t lens[5] = {l->key_len, l->token_key_len,
+    char lease_s[24], id[RLC_ATTEMPT_LEN];
+    const char *argv[6] = {l->key, l->token_key, l->attempts_key, lease_s, field, id};
+    size_t lens[6] = {l->key_len, l->token_key_len, l->attempts_key_len,
                       (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease),
-                      strlen(field), 1};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 2, 3, argv, lens);
+                      strlen(field), (size_t)client_attempt_name(c, attempt, id, sizeof id)};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 3, 3, argv, lens);
     struct fanout f;
-    fanout_run(c, cmd, &script_acquire, &f);
+    fanout_run(c, owner, cmd, &script_acquire, &f);
     int64_t elapsed_ns = rlc_now_ns() - f.started_ns;
 
-    int yes = 0, busy = 0;
+    int yes = 0, busy = 0, unanswered = 0, holders = 0;
     uint64_t token = 0, tokens[RLC_MAX_NODES];
-    bool granted[RLC_MAX_NODES];
+    bool granted[RLC_MAX_NODES], undo[RLC_MAX_NODES];
     int64_t busy_pttl[RLC_MAX_NODES];
-    /* Per node, what undoing this acquire takes: nothing (0), a release
-     * with the lease (1), or a release that restores the nested hold's
-     * earlier pttl (the value, > 1). A node that did not answer in time may
-     * still run the script: its undo queues behind it on the same
-     * connection. A broken connection may have run it too; then the undo
-     * goes on a new one, which is safe only for a fresh acquire (it can only
-     * have made a new hold, count 1), not for a nested one. */
-    int64_t undo[RLC_MAX_NODES];
+    const struct acquire_reply *holder_of[RLC_MAX_NODES];
+    struct acquire_reply replies[RLC_MAX_NODES];
+    int holder_nodes[RLC_MAX_NODES];
     for (int i = 0; i < n; i++) {
         const redisReply *r = fanout_reply(&f, i);
-        struct acquire_reply ar;
-        int status = f.res[i].status;
-        undo[i] = status == RLC_E_TIMEOUT || (status == RLC_E_CONNECT && fresh);
+        struct acquire_reply *ar = &replies[i];
         granted[i] = false;
-        if (!r || !parse_acquire(r, &ar))
+        /* Every node that may have run it is undone if the round fails: one
+         * that said yes, and one whose answer we do not have. */
+        undo[i] = true;
+        if (!r || !parse_acquire(r, ar)) {
+            unanswered++;
             continue;
-        if (ar.count >= 1) {
+        }
+        if (ar->count >= 1) {
             yes++;
             granted[i] = true;
-            tokens[i] = (uint64_t)ar.x;
-            undo[i] = ar.count > 1 && ar.pttl_before > 1 ? ar.pttl_before : 1;
-            if ((uint64_t)ar.x > token)
-                token = (uint64_t)ar.x;
+            tokens[i] = (uint64_t)ar->x;
+            if ((uint64_t)ar->x > token)
+                token = (uint64_t)ar->x;
+        } else if (ar->count == 0) {
+            undo[i] = false;
+            busy_pttl[busy++] = ar->x;
+            int k = 0;
+            while (k < holders && !(holder_of[k]->holder_len == ar->holder_len &&
+                                    memcmp(holder_of[k]->holder, ar->holder, ar->holder_len) == 0))
+                k++;
+            if (k == holders) {
+                holder_of[holders] = ar;
+                holder_nodes[holders++] = 0;
+            }
+            holder_nodes[k]++;
         } else {
-            busy_pttl[busy++] = ar.x;
+            unanswered++; /* cannot happen: the id is new */
         }
     }
 
@@ -313,7 +327,7 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     } else if (yes + busy >= q) {
         rc = rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner",
                       shown(l, name, sizeof name));
-        a->split = yes > 0 && n > 1;
+        a->split = quorum_split_vote(n, q, yes, holder_nodes, holders, unanswered);
         a->sleep_ms = sleep_for(busy_pttl, busy, n, q);
     } else {
         rc = fanout_fail(c, &f, l->key);
@@ -325,6 +339,8 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
         h->pending--;
     if (rc == RLC_OK && !h && !(h = hold_create(l, owner)))
         rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+    if (rc == RLC_OK && !hold_push_attempt(h, attempt))
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
     if (rc == RLC_OK)
         wake = record_grant(c, h, watchdog, lease, token, f.started_ns);
     else if (h)
@@ -332,9 +348,12 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     pthread_mutex_unlock(&c->mu);
 
     if (rc == RLC_OK && n > 1)
-        raise_token_floor(l, tokens, granted, token);
-    if (rc != RLC_OK)
-        undo_acquire(l, lease, field, undo);
+        raise_token_floor(l, owner, tokens, granted, token);
+    bool any_undo = false;
+    for (int i = 0; i < n; i++)
+        any_undo = any_undo || undo[i];
+    if (rc != RLC_OK && any_undo)
+        undo_attempt(l, owner, field, attempt, lease, undo);
     if (wake)
         client_wake_thread(c);
     fanout_clear(&f);
@@ -346,7 +365,8 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
  * Redlock contenders that split the vote do not collide again in lockstep. */
 static void jitter(const rlc_client *c, int64_t deadline_ns)
 {
-    int64_t ms = (int64_t)owner_random_below((uint64_t)c->opts.retry_jitter_ms + 1);
+    int64_t ms = MIN_RETRY_MS +
+                 (int64_t)owner_random_below((uint64_t)c->opts.retry_jitter_ms + 1);
     int64_t until = rlc_deadline_after_ms(rlc_now_ns(), ms);
     if (until > deadline_ns)
         until = deadline_ns;
@@ -384,12 +404,12 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
             rc = rlc_fail(RLC_E_CLOSED, "client closed while waiting");
             break;
         }
-        if (a->split && c->opts.retry_jitter_ms > 0) {
+        if (a->split) {
             jitter(c, deadline_ns);
             continue;
         }
         int64_t sleep_ms = a->sleep_ms < 0 || a->sleep_ms > MAX_SLEEP_MS ? MAX_SLEEP_MS
-                           : a->sleep_ms < 1                               ? 1
+                           : a->sleep_ms < MIN_RETRY_MS                    ? MIN_RETRY_MS
                                                                            : a->sleep_ms;
         int64_t until = rlc_deadline_after_ms(now, sleep_ms);
         pubsub_wait(c->pubsub, ch, seq, until < deadline_ns ? until : deadline_ns);
@@ -494,35 +514,40 @@ int rlc_lock_release(rlc_lock *l)
         goto out;
 
     /* Marked as being released, so that the watchdog does not call a hold
-     * "lost" because some nodes already let it go. */
+     * "lost" because some nodes already let it go. The level given up is the
+     * newest one of the owner's hold in the client, through whichever handle
+     * it was taken. */
     pthread_mutex_lock(&c->mu);
-    struct hold *h = hold_find(l, owner);
+    struct hold *h = hold_find_levels(c, l, owner);
     bool had_hold = h && h->count > 0;
     int64_t lease = had_hold ? h->lease_ms : c->opts.watchdog_timeout_ms;
     struct levels known = hold_levels(c, l, owner);
+    /* The client's last level takes every level the server may still count
+     * for the owner (an acquire whose undo is late), so none is orphaned. */
     bool last_level = known.count <= 1 && known.pending == 0;
+    uint64_t attempt = had_hold ? hold_pop_attempt(h) : 0;
     uint64_t hold_id = h ? h->id : 0;
     if (h)
         h->releasing++;
     pthread_mutex_unlock(&c->mu);
 
-    struct rlc_cmd *cmd = release_cmd(l, lease, field);
+    struct rlc_cmd *cmd = release_cmd(l, lease, field, attempt, last_level);
     struct fanout f;
-    fanout_run(c, cmd, &script_release, &f);
+    fanout_run(c, owner, cmd, &script_release, &f);
     int done = 0, refused = 0, freed = 0;
     bool resend[RLC_MAX_NODES], any_resend = false;
     for (int i = 0; i < f.n; i++) {
         const redisReply *r = fanout_reply(&f, i);
         int64_t v;
-        /* A connection that broke may or may not have run the release.
-         * For the client's last level, sending it again on a new connection
-         * is harmless if it ran (the field is gone: "not the owner") and
-         * frees the lock if it did not. */
-        resend[i] = last_level && f.res[i].status == RLC_E_CONNECT;
+        /* A release that got no answer may or may not have run. It names its
+         * level's attempt, so running it twice does nothing more: send it
+         * again, on whatever connection, until one is answered. */
+        resend[i] = had_hold && !r && (f.res[i].status == RLC_E_CONNECT ||
+                                       f.res[i].status == RLC_E_TIMEOUT);
         any_resend = any_resend || resend[i];
         if (r && reply_int(r, &v)) {
-            v < 0 ? refused++ : done++;
-            freed += v == 0;
+            v == -1 ? refused++ : done++;
+            freed += v == 0 || v == -2;
         }
     }
     if (freed >= c->quorum)
@@ -534,16 +559,17 @@ int rlc_lock_release(rlc_lock *l)
     else
         rc = fanout_fail(c, &f, l->key);
     if (any_resend)
-        fanout_detached(c, cmd, &script_release, resend);
+        fanout_detached(c, owner, cmd, &script_release, resend, true);
     fanout_clear(&f);
     cmd_unref(cmd);
 
     /* Whatever the outcome, one level is gone from our side: after an I/O
-     * failure the release may or may not have run, and a hold that is no
-     * longer renewed expires with its lease, which is the safe direction. */
+     * failure the release may or may not have run (and goes out again), and
+     * a hold that is no longer renewed expires with its lease, which is the
+     * safe direction. */
     pthread_mutex_lock(&c->mu);
-    h = hold_find(l, owner);
-    if (h && h->id == hold_id) {
+    h = hold_id ? hold_by_id(c, l, owner, hold_id) : NULL;
+    if (h) {
         h->releasing--;
         if (had_hold) {
             h->count--;
@@ -573,14 +599,22 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
 
     bool watchdog = lease_ms <= 0;
     int64_t lease = watchdog ? c->opts.watchdog_timeout_ms : lease_ms;
-    char lease_s[24];
-    const char *argv[3] = {l->key, lease_s, field};
-    size_t lens[3] = {l->key_len, (size_t)snprintf(lease_s, sizeof lease_s, "%lld",
-                                                   (long long)lease),
-                      strlen(field)};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_renew, 1, 2, argv, lens);
+    /* The renewal names one level of the hold, so that it can only extend
+     * the life of the lock that level was taken in. */
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find_levels(c, l, owner);
+    uint64_t hold_id = h ? h->id : 0;
+    uint64_t level = h && h->n_attempts > 0 ? h->attempts[0] : 0;
+    pthread_mutex_unlock(&c->mu);
+    char lease_s[24], id[RLC_ATTEMPT_LEN];
+    const char *argv[5] = {l->key, l->attempts_key, lease_s, field, id};
+    size_t lens[5] = {l->key_len, l->attempts_key_len,
+                      (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease),
+                      strlen(field),
+                      level ? (size_t)client_attempt_name(c, level, id, sizeof id) : 0};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_renew, 2, 3, argv, lens);
     struct fanout f;
-    fanout_run(c, cmd, &script_renew, &f);
+    fanout_run(c, owner, cmd, &script_renew, &f);
     int yes = 0, gone = 0;
     for (int i = 0; i < f.n; i++) {
         const redisReply *r = fanout_reply(&f, i);
@@ -590,7 +624,7 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
     }
 
     pthread_mutex_lock(&c->mu);
-    struct hold *h = hold_find(l, owner);
+    h = hold_id ? hold_by_id(c, l, owner, hold_id) : NULL;
     bool had_hold = h && h->count > 0, wake = false;
     if (yes >= c->quorum) {
         rc = RLC_OK;
@@ -631,7 +665,7 @@ int rlc_lock_force_release(rlc_lock *l)
     size_t lens[2] = {l->key_len, l->channel_len};
     struct rlc_cmd *cmd = cmd_evalsha(&script_force_release, 2, 0, argv, lens);
     struct fanout f;
-    fanout_run(c, cmd, &script_force_release, &f);
+    fanout_run(c, owner_of(l), cmd, &script_force_release, &f);
     int answered = 0;
     for (int i = 0; i < f.n; i++)
         answered += fanout_reply(&f, i) != NULL;
@@ -658,7 +692,7 @@ static int query(rlc_lock *l, int argc, const char *const *argv, const size_t *l
     rlc_client *c = l->client;
     struct rlc_cmd *cmd = cmd_format(argc, argv, lens);
     struct fanout f;
-    fanout_run(c, cmd, NULL, &f);
+    fanout_run(c, owner_of(l), cmd, NULL, &f);
     *nv = 0;
     for (int i = 0; i < f.n; i++) {
         const redisReply *r = fanout_reply(&f, i);
@@ -854,6 +888,7 @@ static void lock_free_names(rlc_lock *l)
     free(l->key);
     free(l->channel);
     free(l->token_key);
+    free(l->attempts_key);
 }
 
 int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out)
@@ -892,8 +927,10 @@ int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out
                                   &l->channel_len);
         l->token_key = derived_name("redisson_lock_token:", l->key, l->key_len,
                                     &l->token_key_len);
+        l->attempts_key = derived_name("redlockc_attempts:", l->key, l->key_len,
+                                       &l->attempts_key_len);
     }
-    if (!l->key || !l->channel || !l->token_key) {
+    if (!l->key || !l->channel || !l->token_key || !l->attempts_key) {
         lock_free_names(l);
         free(l);
         rc = rlc_fail(RLC_E_NOMEM, "out of memory");
@@ -919,6 +956,7 @@ void rlc_lock_free(rlc_lock *l)
         while (l->holds) {
             struct hold *h = l->holds;
             l->holds = h->next;
+            free(h->attempts);
             free(h);
         }
     } else {

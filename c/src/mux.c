@@ -45,6 +45,7 @@ struct mux_req {
     char err[RLC_ERRLEN];
     bool done;
     bool retried;
+    bool redo;     /* detached and idempotent: survives a broken connection */
 };
 
 
@@ -71,6 +72,15 @@ static void req_free(struct mux_req *r)
         freeReplyObject(r->reply);
     cmd_unref(r->cmd);
     free(r);
+}
+
+static void free_list(struct mux_req *r)
+{
+    while (r) {
+        struct mux_req *next = r->next;
+        req_free(r);
+        r = next;
+    }
 }
 
 /* Wake-ups wait until mu is unlocked: a woken thread's first act is to take
@@ -111,18 +121,27 @@ static void complete(struct mux *m, struct mux_req *r, int status, const char *e
         wake_later(m, r->waiter);
 }
 
-/* Closes the connection and fails everything queued on it. */
+/* Closes the connection and fails everything queued on it. Detached
+ * requests that may run twice wait, in order, for the next connection;
+ * everything else on it is gone: an abandoned request is never sent again. */
 static void teardown(struct mux *m, int status, const char *err, struct waiter *me)
 {
     conn_close(&m->conn);
-    struct mux_req *r = m->head;
+    struct mux_req *r = m->head, **redo_tail = &m->redo;
+    while (*redo_tail)
+        redo_tail = &(*redo_tail)->next;
     m->head = m->tail = NULL;
     while (r) {
         struct mux_req *next = r->next;
-        if (r->waiter)
+        if (r->waiter) {
             complete(m, r, status, err, me);
-        else
+        } else if (r->redo && !m->closed) {
+            r->next = NULL;
+            *redo_tail = r;
+            redo_tail = &r->next;
+        } else {
             req_free(r);
+        }
         r = next;
     }
     m->reader = NULL;
@@ -133,11 +152,15 @@ void mux_shutdown(struct mux *m)
     pthread_mutex_lock(&m->mu);
     m->closed = true;
     teardown(m, RLC_E_CLOSED, "client closed", NULL);
+    free_list(m->redo);
+    m->redo = NULL;
     unlock_and_wake(m);
 }
 
 void mux_destroy(struct mux *m)
 {
+    free_list(m->redo);
+    m->redo = NULL;
     struct mux_req *r = m->head;
     while (r) {
         struct mux_req *next = r->next;
@@ -187,9 +210,12 @@ static int dispatch(struct mux *m, redisReply *reply, struct waiter *me, char er
     if (!m->head)
         m->tail = NULL;
 
-    if (r->script && !r->retried && is_noscript(reply)) {
+    if (r->script && !r->retried && r->waiter && is_noscript(reply)) {
         /* The node lost its script cache (restart, SCRIPT FLUSH). The script
-         * did not run, so running it again as EVAL is safe. */
+         * did not run, so running it again as EVAL is safe, while its caller
+         * still waits. An abandoned request is not sent again: its caller was
+         * told it failed and may have undone it already (the undo's tombstone
+         * would stop it anyway, see scripts.c). */
         struct rlc_cmd *eval = cmd_evalsha_to_eval(r->cmd, r->script);
         if (eval && conn_queue(&m->conn, eval->data, eval->len) == RLC_OK) {
             freeReplyObject(reply);
@@ -237,6 +263,21 @@ static void service(struct mux *m, struct waiter *me, short revents)
     if (rc != RLC_OK)
         teardown(m, rc, err, me);
     unlock_and_wake(m);
+}
+
+/* Puts the detached requests left over from a broken connection first on
+ * the new one, in their original order. */
+static void requeue_redo(struct mux *m, int64_t now)
+{
+    while (m->redo) {
+        struct mux_req *r = m->redo;
+        if (conn_queue(&m->conn, r->cmd->data, r->cmd->len) != RLC_OK)
+            return; /* no memory: they wait for the connection after this one */
+        m->redo = r->next;
+        r->sent_ns = now;
+        r->deadline_ns = now;
+        append(m, r);
+    }
 }
 
 /* Queues r. Returns false if r was not queued (done, with its error, and
@@ -289,6 +330,7 @@ static bool send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
             goto fail;
         }
         m->last_io_ns = now;
+        requeue_redo(m, now);
     }
     bool was_empty = c->out_len == 0;
     if (conn_queue(c, r->cmd->data, r->cmd->len) != RLC_OK) {
@@ -373,7 +415,8 @@ void mux_cap_deadline(struct mux_req *r, int64_t deadline_ns)
     pthread_mutex_unlock(&r->mux->mu);
 }
 
-void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script)
+void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
+                       bool redo)
 {
     /* Nobody will be waiting to retry a NOSCRIPT, so send the source. */
     struct rlc_cmd *eval = script ? cmd_evalsha_to_eval(cmd, script) : cmd_ref(cmd);
@@ -383,8 +426,19 @@ void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *
     cmd_unref(eval);
     if (!r)
         return;
+    r->redo = redo;
     pthread_mutex_lock(&m->mu);
     bool queued = send_locked(m, r, 0);
+    if (!queued && redo && !m->closed) {
+        /* No connection now (the node is down): it goes first on the next. */
+        struct mux_req **tail = &m->redo;
+        while (*tail)
+            tail = &(*tail)->next;
+        r->done = false;
+        r->next = NULL;
+        *tail = r;
+        queued = true;
+    }
     unlock_and_wake(m);
     if (!queued)
         req_free(r);

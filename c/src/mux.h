@@ -30,6 +30,8 @@ struct mux {
     pthread_mutex_t mu;
     struct conn conn;
     struct mux_req *head, *tail; /* sent or queued, in wire order */
+    struct mux_req *redo;        /* detached, unanswered when the connection broke:
+                                    sent again first on the next one (FIFO) */
     int waiting;                 /* queued requests somebody waits for */
     struct waiter *reader;       /* the caller reading replies now, or NULL */
     struct waiter *to_wake[RLC_MUX_WAKES]; /* woken once mu is unlocked */
@@ -64,10 +66,12 @@ struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script
 /* Brings r's deadline forward to deadline_ns if that is sooner. */
 void mux_cap_deadline(struct mux_req *r, int64_t deadline_ns);
 
-/* Queues cmd and forgets it: its reply is read and dropped. Commands on one
- * connection run in order, so a release sent this way after an acquire that
- * timed out undoes that acquire if, and only if, the acquire ran. */
-void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script);
+/* Queues cmd and forgets it: its reply is read and dropped. redo: the
+ * command is safe to run twice (an undo, a release by attempt id), so if the
+ * connection breaks before its reply it is sent again, first thing, on the
+ * next connection to this node. */
+void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
+                       bool redo);
 
 /* Waits until every request has its reply or its deadline passed, and
  * fills res[i] for reqs[i]. Consumes the requests. */

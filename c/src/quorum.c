@@ -37,3 +37,14 @@ int64_t quorum_kth_largest(int64_t *v, int n, int k, int64_t fallback)
     qsort(v, (size_t)n, sizeof v[0], descending);
     return v[k - 1];
 }
+
+bool quorum_split_vote(int n, int q, int yes, const int *holder_nodes, int holders,
+                       int unanswered)
+{
+    if (n < 2 || yes == 0)
+        return false;
+    for (int i = 0; i < holders; i++)
+        if (holder_nodes[i] + unanswered >= q)
+            return false;
+    return true;
+}

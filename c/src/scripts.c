@@ -16,60 +16,167 @@
 #include "scripts.h"
 #include "sha1.h"
 
-/* The token counter only moves when a new hold begins (0 -> 1), so while an
- * owner holds the lock the counter's value is that owner's token.
- * ARGV[3] is "1" when this client holds no level of the lock for this owner
- * and has no other acquire of it in flight: a field of ours found then is a
- * leftover (a release whose reply was lost), and nesting into it would keep
- * it alive forever; it starts over at 1, as a new hold.
- * A nested acquire also returns the PTTL it replaced: if the caller has to
- * undo it (a failed Redlock round), the undo puts that PTTL back instead of
- * extending the older hold, which could otherwise be kept alive forever by
- * its owner's own failing retries. */
+/*
+ * Attempts. Every acquire carries an attempt id ("<client-uuid>:<seq>", never
+ * reused) and leaves a record in the lock's attempts hash
+ * "redlockc_attempts:{name}" (the lock's hash slot): field <attempt id> =
+ * "<pttl before>|<epoch>" once it ran, or "u" once it was undone first (a
+ * tombstone). Field "e" is the epoch: the id of the attempt that created the
+ * current hash, so a record says in which life of the lock its level was
+ * taken. Every script that takes a level back (undo, release, renew) checks
+ * the record against the epoch, so nothing sent late, on whatever connection,
+ * can touch a later life of the lock; and an acquire that finds its own
+ * tombstone does nothing. docs/DESIGN.md, "Attempts", argues it.
+ *
+ * The token counter only moves when a new hold begins (0 -> 1), so while an
+ * owner holds the lock the counter's value is that owner's token. The INCR
+ * comes first: a token key that is not an integer fails the script before it
+ * has written anything.
+ */
 struct script script_acquire = {
     "acquire",
+    "if redis.call('hexists', KEYS[3], ARGV[3]) == 1 then\n"
+    "  return {-1, 0}\n"
+    "end\n"
+    "local n, token, before\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return {1, redis.call('incr', KEYS[2]), -2}\n"
-    "end\n"
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
-    "  if ARGV[3] == '1' then\n"
-    "    redis.call('hset', KEYS[1], ARGV[2], 1)\n"
-    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "    return {1, redis.call('incr', KEYS[2]), -2}\n"
+    "  local t = redis.pcall('incr', KEYS[2])\n"
+    "  if type(t) == 'table' and t.err then\n"
+    "    return redis.error_reply('ERR token key ' .. KEYS[2] .. ' is unusable (' ..\n"
+    "      t.err .. '); nothing was written')\n"
     "  end\n"
-    "  local before = redis.call('pttl', KEYS[1])\n"
-    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return {n, tonumber(redis.call('get', KEYS[2]) or '0'), before}\n"
+    "  token = t\n"
+    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
+    "  redis.call('hset', KEYS[3], 'e', ARGV[3])\n"
+    "  n, before = 1, -2\n"
+    "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "  before = redis.call('pttl', KEYS[1])\n"
+    "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "  token = tonumber(redis.call('get', KEYS[2]) or '0') or 0\n"
+    "else\n"
+    "  return {0, redis.call('pttl', KEYS[1]), redis.call('hkeys', KEYS[1])[1] or ''}\n"
     "end\n"
-    "return {0, redis.call('pttl', KEYS[1])}\n",
+    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "local epoch = redis.call('hget', KEYS[3], 'e') or ''\n"
+    "redis.call('hset', KEYS[3], ARGV[3], before .. '|' .. epoch)\n"
+    "if redis.call('pttl', KEYS[3]) < tonumber(ARGV[1]) then\n"
+    "  redis.call('pexpire', KEYS[3], ARGV[1])\n"
+    "end\n"
+    "return {n, token, before}\n",
     ""};
 
+/* Shared head of the scripts that take a level back: the record of attempt
+ * `id` still valid in the lock's current life, or nil. */
+#define LEVEL_OF                                                                 \
+    "local function level_of(att, id)\n"                                         \
+    "  local rec = redis.call('hget', att, id)\n"                                \
+    "  if not rec or rec == 'u' then return nil end\n"                           \
+    "  local bar = string.find(rec, '|', 1, true)\n"                             \
+    "  if not bar then return nil end\n"                                         \
+    "  if (redis.call('hget', att, 'e') or '') ~= string.sub(rec, bar + 1) then\n" \
+    "    return nil\n"                                                           \
+    "  end\n"                                                                    \
+    "  return tonumber(string.sub(rec, 1, bar - 1)) or -2\n"                     \
+    "end\n"
+
+/* Frees the lock's hash when the owner's last level goes; the attempts hash
+ * keeps its tombstones but forgets the epoch. */
+#define FREE_FIELD                                                               \
+    "local function free_field(key, att, field)\n"                               \
+    "  redis.call('hdel', key, field)\n"                                         \
+    "  if redis.call('hlen', key) == 0 then\n"                                   \
+    "    redis.call('del', key)\n"                                               \
+    "    redis.call('hdel', att, 'e')\n"                                         \
+    "    return true\n"                                                          \
+    "  end\n"                                                                    \
+    "  return false\n"                                                           \
+    "end\n"
+
+/* The release of one level, the one taken by attempt ARGV[3]. ARGV[4] "1":
+ * this is the client's last level, so every level the server still counts
+ * for the owner goes (no orphans from acquires whose undo is late).
+ * A refused PUBLISH (an ACL without channel rights) does not undo a release
+ * that happened: the reply says so (-2) and the caller reports success. */
 struct script script_release = {
     "release",
+    LEVEL_OF FREE_FIELD
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then\n"
+    "  redis.call('hdel', KEYS[3], ARGV[3])\n"
     "  return -1\n"
     "end\n"
-    "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "if n > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return n\n"
+    "local rec = redis.call('hget', KEYS[3], ARGV[3])\n"
+    "if rec then\n"
+    "  local ok = level_of(KEYS[3], ARGV[3])\n"
+    "  redis.call('hdel', KEYS[3], ARGV[3])\n"
+    "  if not ok then return -1 end\n"
+    "elseif redis.call('exists', KEYS[3]) == 1 then\n"
+    "  return -1\n"
     "end\n"
-    "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], 0)\n"
+    "if ARGV[4] ~= '1' then\n"
+    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "  if n > 0 then\n"
+    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "    return n\n"
+    "  end\n"
+    "end\n"
+    "if free_field(KEYS[1], KEYS[3], ARGV[2]) then\n"
+    "  local p = redis.pcall('publish', KEYS[2], 0)\n"
+    "  if type(p) == 'table' and p.err then return -2 end\n"
+    "end\n"
     "return 0\n",
     ""};
 
-/* pcall: a key someone overwrote with another type is simply not ours any
- * more (0), and must not fail the renewal of every other key in the batch. */
+/* Takes back what attempt ARGV[1] took, if it ran; if it has not run yet, a
+ * tombstone makes it do nothing when it arrives. Publishes nothing: a level
+ * that was never reported taken frees nothing anybody waits for that the
+ * holder's own release will not announce. */
+struct script script_undo = {
+    "undo",
+    LEVEL_OF FREE_FIELD
+    "local rec = redis.call('hget', KEYS[2], ARGV[1])\n"
+    "if not rec then\n"
+    "  redis.call('hset', KEYS[2], ARGV[1], 'u')\n"
+    "  if redis.call('pttl', KEYS[2]) < tonumber(ARGV[3]) then\n"
+    "    redis.call('pexpire', KEYS[2], ARGV[3])\n"
+    "  end\n"
+    "  return 0\n"
+    "end\n"
+    "local before = level_of(KEYS[2], ARGV[1])\n"
+    "if rec ~= 'u' then redis.call('hdel', KEYS[2], ARGV[1]) end\n"
+    "if not before or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then\n"
+    "  return 0\n"
+    "end\n"
+    "if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then\n"
+    "  if before > 0 then redis.call('pexpire', KEYS[1], before) end\n"
+    "  return 1\n"
+    "end\n"
+    "free_field(KEYS[1], KEYS[2], ARGV[2])\n"
+    "return 1\n",
+    ""};
+
+/* KEYS: m locks, then their m attempts hashes. ARGV: lease, m fields, m
+ * attempt ids (one level of each hold). A hold is renewed only in the life
+ * its level was taken in. pcall: a key someone overwrote with another type is
+ * simply not ours any more (0), and must not fail the rest of the batch. */
 struct script script_renew = {
     "renew",
+    "local m = #KEYS / 2\n"
     "local out = {}\n"
-    "for i = 1, #KEYS do\n"
-    "  if redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
+    "for i = 1, m do\n"
+    "  local att = KEYS[m + i]\n"
+    "  local rec = redis.pcall('hget', att, ARGV[m + 1 + i])\n"
+    "  local mine = false\n"
+    "  if type(rec) == 'string' then\n"
+    "    local bar = string.find(rec, '|', 1, true)\n"
+    "    mine = bar ~= nil and (redis.call('hget', att, 'e') or '') == string.sub(rec, bar + 1)\n"
+    "  elseif rec == false then\n"
+    "    mine = redis.pcall('exists', att) == 0\n"
+    "  end\n"
+    "  if mine and redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
     "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
+    "    if redis.call('pttl', att) < tonumber(ARGV[1]) then\n"
+    "      redis.call('pexpire', att, ARGV[1])\n"
+    "    end\n"
     "    out[i] = 1\n"
     "  else\n"
     "    out[i] = 0\n"
@@ -81,7 +188,7 @@ struct script script_renew = {
 struct script script_force_release = {
     "force_release",
     "if redis.call('del', KEYS[1]) == 1 then\n"
-    "  redis.call('publish', KEYS[2], 0)\n"
+    "  redis.pcall('publish', KEYS[2], 0)\n"
     "  return 1\n"
     "end\n"
     "return 0\n",
@@ -104,7 +211,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void compute_shas(void)
 {
-    struct script *all[] = {&script_acquire, &script_release, &script_renew,
+    struct script *all[] = {&script_acquire, &script_release, &script_undo, &script_renew,
                             &script_force_release, &script_token_floor};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sha1_hex(all[i]->source, strlen(all[i]->source), all[i]->sha);

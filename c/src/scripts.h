@@ -12,14 +12,22 @@ struct script {
     char sha[41]; /* filled once by scripts_init() */
 };
 
-/* KEYS: lock, token counter. ARGV: lease ms, owner field, "1" if fresh.
+/* KEYS: lock, token counter, attempts. ARGV: lease ms, owner field, attempt id.
  * -> {count, token, pttl before} when held (count >= 1; pttl before is -2
- *    for a new hold), {0, pttl} when busy. */
+ *    for a new hold), {0, pttl, holder field} when busy, {-1, 0} when the
+ *    attempt was undone before it arrived (it did nothing). */
 extern struct script script_acquire;
-/* KEYS: lock, channel. ARGV: lease ms, owner field.
- * -> -1 not the owner, 0 freed (deleted + published), n > 0 still held. */
+/* KEYS: lock, channel, attempts. ARGV: lease ms, owner field, attempt id of
+ * the level, "1" if it is the client's last level (all levels go).
+ * -> -1 not the owner (in this life of the lock), 0 freed (deleted and
+ *    published), -2 freed but PUBLISH was refused, n > 0 still held. */
 extern struct script script_release;
-/* KEYS: lock 1..n. ARGV: lease ms, field 1..n. -> {1 renewed | 0 gone, ...} */
+/* KEYS: lock, attempts. ARGV: attempt id, owner field, tombstone ms.
+ * Takes back the attempt's level if it ran, else makes it a no-op for when it
+ * arrives. -> 1 taken back, 0 nothing to take back. Publishes nothing. */
+extern struct script script_undo;
+/* KEYS: lock 1..m, attempts 1..m. ARGV: lease ms, field 1..m, attempt id
+ * 1..m. -> {1 renewed | 0 gone, ...} */
 extern struct script script_renew;
 /* KEYS: lock, channel. -> 1 deleted (and published), 0 nothing there. */
 extern struct script script_force_release;

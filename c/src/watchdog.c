@@ -34,6 +34,9 @@
 struct due {
     struct hold *h;
     uint64_t id;
+    uint64_t level;  /* the level the renewal names (see script_renew) */
+    int slot;        /* the owner's connection (client_mux) */
+    int chunk, pos;  /* where its verdict is in the replies */
 };
 
 struct round {
@@ -41,6 +44,7 @@ struct round {
     int ndue;
     int nchunks;
     struct rlc_cmd **cmds;
+    uint64_t *chunk_owner;  /* an owner of each chunk: they share its connection */
     struct mux_result *res; /* [chunk * n_nodes + node] */
     int64_t started_ns;
     int64_t valid_until_ns; /* the soonest end of validity among the due holds */
@@ -55,23 +59,38 @@ static int64_t next_wake(const rlc_client *c)
     return next;
 }
 
-/* Under mu: picks the due holds and formats their chunks. */
+static int by_slot(const void *a, const void *b)
+{
+    const struct due *x = a, *y = b;
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Under mu: picks the due holds and formats their chunks. A chunk holds
+ * holds of one connection slot only, so each owner's renewals ride on the
+ * connection that carries its other commands. */
 static int collect(rlc_client *c, struct round *r, int64_t now)
 {
     int64_t slack = c->opts.watchdog_timeout_ms * RLC_NS_PER_MS / 6;
+    uint64_t pool = (uint64_t)c->opts.pool_size;
     int n = 0;
     for (struct hold *h = c->renewing; h; h = h->wd_next)
-        n += !h->lost && h->next_renew_ns <= now + slack;
+        n += !h->lost && h->n_attempts > 0 && h->next_renew_ns <= now + slack;
     if (n == 0)
         return 0;
     r->due = malloc(sizeof *r->due * (size_t)n);
-    r->nchunks = (n + CHUNK - 1) / CHUNK;
-    r->cmds = calloc((size_t)r->nchunks, sizeof *r->cmds);
+    /* at most one partial chunk per slot beyond the full ones */
+    int max_chunks = (n + CHUNK - 1) / CHUNK + (int)pool;
+    r->cmds = calloc((size_t)max_chunks, sizeof *r->cmds);
+    r->chunk_owner = calloc((size_t)max_chunks, sizeof *r->chunk_owner);
     char (*fields)[FIELD_LEN] = malloc(FIELD_LEN * (size_t)CHUNK);
-    const char **argv = malloc(sizeof *argv * (2 * CHUNK + 1));
-    size_t *lens = malloc(sizeof *lens * (2 * CHUNK + 1));
-    if (!r->due || !r->cmds || !fields || !argv || !lens) {
+    char (*ids)[RLC_ATTEMPT_LEN] = malloc(RLC_ATTEMPT_LEN * (size_t)CHUNK);
+    const char **argv = malloc(sizeof *argv * (4 * CHUNK + 1));
+    size_t *lens = malloc(sizeof *lens * (4 * CHUNK + 1));
+    if (!r->due || !r->cmds || !r->chunk_owner || !fields || !ids || !argv || !lens) {
         free(fields);
+        free(ids);
         free(argv);
         free(lens);
         return -1;
@@ -83,29 +102,46 @@ static int collect(rlc_client *c, struct round *r, int64_t now)
      * was stopped) does not shorten it: it waits for the node's verdict. */
     r->valid_until_ns = RLC_FOREVER_NS;
     for (struct hold *h = c->renewing; h; h = h->wd_next)
-        if (!h->lost && h->next_renew_ns <= now + slack) {
-            r->due[r->ndue++] = (struct due){h, h->id};
+        if (!h->lost && h->n_attempts > 0 && h->next_renew_ns <= now + slack) {
+            r->due[r->ndue++] = (struct due){h, h->id, h->attempts[0],
+                                             (int)(h->owner % pool), 0, 0};
             if (h->valid_until_ns > now && h->valid_until_ns < r->valid_until_ns)
                 r->valid_until_ns = h->valid_until_ns;
         }
+    qsort(r->due, (size_t)r->ndue, sizeof *r->due, by_slot);
 
     char lease[24];
     size_t lease_len = (size_t)snprintf(lease, sizeof lease, "%lld",
                                         (long long)c->opts.watchdog_timeout_ms);
-    for (int k = 0; k < r->nchunks; k++) {
-        int first = k * CHUNK, m = r->ndue - first < CHUNK ? r->ndue - first : CHUNK;
+    for (int first = 0; first < r->ndue;) {
+        int m = 0;
+        while (first + m < r->ndue && m < CHUNK && r->due[first + m].slot == r->due[first].slot)
+            m++;
+        int k = r->nchunks++;
+        r->chunk_owner[k] = r->due[first].h->owner;
+        /* KEYS: m locks, m attempts hashes; ARGV: lease, m fields, m ids */
         for (int j = 0; j < m; j++) {
-            struct hold *h = r->due[first + j].h;
+            struct due *d = &r->due[first + j];
+            struct hold *h = d->h;
+            d->chunk = k;
+            d->pos = j;
             argv[j] = h->lock->key;
             lens[j] = h->lock->key_len;
-            lens[m + 1 + j] = (size_t)client_field(c, h->owner, fields[j], FIELD_LEN);
-            argv[m + 1 + j] = fields[j];
+            argv[m + j] = h->lock->attempts_key;
+            lens[m + j] = h->lock->attempts_key_len;
+            lens[2 * m + 1 + j] = (size_t)client_field(c, h->owner, fields[j], FIELD_LEN);
+            argv[2 * m + 1 + j] = fields[j];
+            lens[3 * m + 1 + j] = (size_t)client_attempt_name(c, d->level, ids[j],
+                                                               RLC_ATTEMPT_LEN);
+            argv[3 * m + 1 + j] = ids[j];
         }
-        argv[m] = lease;
-        lens[m] = lease_len;
-        r->cmds[k] = cmd_evalsha(&script_renew, m, m + 1, argv, lens);
+        argv[2 * m] = lease;
+        lens[2 * m] = lease_len;
+        r->cmds[k] = cmd_evalsha(&script_renew, 2 * m, 2 * m + 1, argv, lens);
+        first += m;
     }
     free(fields);
+    free(ids);
     free(argv);
     free(lens);
     return r->ndue;
@@ -131,7 +167,7 @@ static void exchange(rlc_client *c, struct round *r)
                 r->res[k * n + i].status = RLC_E_NOMEM;
                 continue;
             }
-            reqs[k_sent] = mux_send(client_mux(c, i), r->cmds[k], &script_renew,
+            reqs[k_sent] = mux_send(client_mux(c, i, r->chunk_owner[k]), r->cmds[k], &script_renew,
                                     c->call_timeout_ms);
             mux_cap_deadline(reqs[k_sent], r->valid_until_ns);
             k_sent++;
@@ -181,9 +217,10 @@ static void apply(rlc_client *c, struct round *r, int64_t now)
         struct hold *h = r->due[d].h;
         /* A hold being released is about to go; some nodes may already have
          * let it go, which is not a loss. */
-        if (h->dead || h->id != r->due[d].id || h->lost || !h->watchdog || h->releasing)
+        if (h->dead || h->id != r->due[d].id || h->lost || !h->watchdog || h->releasing ||
+            h->n_attempts == 0 || h->attempts[0] != r->due[d].level)
             continue;
-        int k = d / CHUNK, j = d % CHUNK, yes = 0, gone = 0, status = RLC_E_TIMEOUT;
+        int k = r->due[d].chunk, j = r->due[d].pos, yes = 0, gone = 0, status = RLC_E_TIMEOUT;
         for (int i = 0; r->res && i < n; i++) {
             int v = verdict(r, n, k, i, j, &status);
             yes += v == 1;
@@ -235,6 +272,7 @@ static void round_free(struct round *r, int n)
             freeReplyObject(r->res[i].reply);
     free(r->res);
     free(r->cmds);
+    free(r->chunk_owner);
     free(r->due);
 }
 
