@@ -1,0 +1,318 @@
+/*
+ * test_safety.c - the attempt protocol (docs/DESIGN.md, "Attempts") against
+ * real redis-servers: what a late, repeated or refused command may and may
+ * not do to a hold. Each case is one observation of the safety issue; the
+ * network faults themselves (delayed bytes, cut connections) are in
+ * tests/fault/regress.c.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "check.h"
+#include "redis_server.h"
+
+#define START(s, ...)                                                         \
+    struct redis_server s;                                                    \
+    if (rs_start(&s, (const char *const[]){__VA_ARGS__ NULL}) != 0) {         \
+        fprintf(stderr, "redis-server did not start\n");                     \
+        check_failed = 1;                                                     \
+        return;                                                               \
+    }
+
+static rlc_client *client(const char *uri, const char *opts)
+{
+    rlc_client *c = NULL;
+    if (rlc_client_new(&c, uri, opts) != RLC_OK)
+        fprintf(stderr, "rlc_client_new(%s): %s\n", uri, rlc_errmsg());
+    return c;
+}
+
+static rlc_lock *lock(rlc_client *c, const char *name, uint64_t owner)
+{
+    rlc_lock *l = NULL;
+    if (rlc_lock_new(c, name, owner, &l) != RLC_OK)
+        fprintf(stderr, "rlc_lock_new(%s): %s\n", name, rlc_errmsg());
+    return l;
+}
+
+/* "calls=N" of one command in INFO commandstats. */
+static long long command_calls(const struct redis_server *s, const char *cmd)
+{
+    redisReply *r = rs_cmd(s, "INFO commandstats");
+    long long n = 0;
+    char tag[64];
+    snprintf(tag, sizeof tag, "cmdstat_%s:calls=", cmd);
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, tag);
+        if (p)
+            n = atoll(p + strlen(tag));
+    }
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Connections of type normal the server has, less the test's own one. */
+static long long library_connections(const struct redis_server *s)
+{
+    redisReply *r = rs_cmd(s, "CLIENT LIST TYPE normal");
+    long long n = 0;
+    if (r && r->type == REDIS_REPLY_STRING)
+        for (const char *p = r->str; (p = strchr(p, '\n')); p++)
+            n++;
+    if (r)
+        freeReplyObject(r);
+    return n - 1;
+}
+
+/* ---- one owner, one connection ------------------------------------------- */
+
+struct nest_arg {
+    rlc_lock *l;
+    atomic_int failures;
+};
+
+static void *nest_and_release(void *p)
+{
+    struct nest_arg *a = p;
+    for (int i = 0; i < 50; i++) {
+        if (rlc_lock_acquire(a->l, 5000, -1) != RLC_OK || rlc_lock_release(a->l) != RLC_OK)
+            atomic_fetch_add(&a->failures, 1);
+    }
+    return NULL;
+}
+
+/* Observation 2: with pool_size 4, an explicit owner used from four threads
+ * took four connections, so its undo could run before its acquire. Now one
+ * owner's commands to a node always share one connection. */
+TEST(one_owner_uses_one_connection_with_a_pool)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "pool_size=4");
+    rlc_lock *l = lock(c, "pooled", 77);
+    struct nest_arg a = {l, 0};
+    pthread_t t[4];
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK); /* the threads nest into it */
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, nest_and_release, &a);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    CHECK(atomic_load(&a.failures) == 0, "%d calls failed", atomic_load(&a.failures));
+    long long conns = library_connections(&s);
+    CHECK(conns == 1, "owner 77 used %lld connections", conns);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS pooled") == 0, "the lock is gone");
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
+/* ---- SCRIPT FLUSH ----------------------------------------------------------- */
+
+struct later_arg {
+    rlc_lock *l;
+    int rc;
+};
+
+/* Another caller on the same connection, sent while the acquire still
+ * waits: it becomes the reader of the replies that come after resume. */
+static void *query_later(void *p)
+{
+    struct later_arg *a = p;
+    int held;
+    check_sleep_ms(60);
+    a->rc = rlc_lock_is_locked(a->l, &held);
+    return NULL;
+}
+
+/* Observation 3: an acquire that timed out and then got NOSCRIPT was sent
+ * again as EVAL behind its own undo, leaving the lock held by nobody for
+ * the whole lease. Now an abandoned request is never sent again. */
+TEST(timed_out_acquire_is_not_resent_after_script_flush)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "io_timeout_ms=150");
+    rlc_lock *l = lock(c, "flushed", 5);
+    int held = -1;
+    pthread_t t;
+    struct later_arg later = {l, 0};
+    CHECK_RC(rlc_lock_is_locked(l, &held), RLC_OK); /* connected, scripts loaded */
+    freeReplyObject(rs_cmd(&s, "SCRIPT FLUSH"));
+    rs_pause(&s);
+    pthread_create(&t, NULL, query_later, &later);
+    int rc = rlc_lock_acquire(l, 0, 600000);
+    rs_resume(&s);
+    pthread_join(t, NULL);
+    CHECK(rc == RLC_E_TIMEOUT, "acquire returned %d (%s)", rc, rlc_strerror(rc));
+    CHECK_RC(later.rc, RLC_OK);
+    /* whatever is still queued on the connection has run by now */
+    CHECK_RC(rlc_lock_is_locked(l, &held), RLC_OK);
+    CHECK_RC(rlc_lock_is_locked(l, &held), RLC_OK);
+    CHECK(held == 0 && rs_int(&s, "EXISTS flushed") == 0,
+          "the lock is held after its acquire timed out (pttl %lld)",
+          rs_int(&s, "PTTL flushed"));
+    rlc_client *other = client(s.uri, NULL);
+    rlc_lock *o = lock(other, "flushed", 9);
+    CHECK_RC(rlc_lock_acquire(o, 0, 5000), RLC_OK);
+    rlc_lock_release(o);
+    rlc_lock_free(o);
+    rlc_client_free(other);
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
+/* ---- orphan levels ------------------------------------------------------------ */
+
+/* Observation 4: a level the server counts for the owner beyond the
+ * client's own (a nested acquire whose connection broke, its undo not yet
+ * run) kept the key alive after the owner's last release. Now the last
+ * release takes every level. The extra level is made by hand here, as the
+ * lost acquire would have left it. */
+TEST(last_release_takes_every_level_of_the_owner)
+{
+    START(s);
+    rlc_client *c = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "orphaned", 3);
+    char field[80];
+    snprintf(field, sizeof field, "%s:3", rlc_client_uuid(c));
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK(rs_int(&s, "HINCRBY orphaned %s 1", field) == 3, "server counts 3 levels");
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    CHECK(rs_int(&s, "HINCRBY orphaned %s 0", field) == 2, "one level went");
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS orphaned") == 0, "an orphan level kept the lock");
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
+/* ---- refused PUBLISH, unusable token key ---------------------------------------- */
+
+/* Observation 8: with Redis 7's default resetchannels, release deleted the
+ * key and then failed on PUBLISH, reporting an error for a release that
+ * happened. */
+TEST(release_stands_when_publish_is_refused)
+{
+    START(s);
+    freeReplyObject(rs_cmd(&s, "ACL SETUSER nochan on >pw ~* resetchannels +@all"));
+    char uri[128];
+    snprintf(uri, sizeof uri, "redis://nochan:pw@127.0.0.1:%d", s.port);
+    rlc_client *c = client(uri, NULL);
+    rlc_lock *l = lock(c, "acl", 1);
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS acl") == 0, "the lock is gone");
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
+/* Observation 9: a token key that is not an integer failed the acquire
+ * after the hash had been written, leaving the lock held for a lease. */
+TEST(unusable_token_key_fails_acquire_without_writing)
+{
+    START(s);
+    rlc_client *c = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "tok", 1);
+    freeReplyObject(rs_cmd(&s, "SET redisson_lock_token:{tok} abc"));
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_E_SERVER);
+    CHECK(strstr(rlc_errmsg(), "redisson_lock_token:{tok}"), "errmsg: %s", rlc_errmsg());
+    CHECK(rs_int(&s, "EXISTS tok") == 0, "the lock was written");
+    freeReplyObject(rs_cmd(&s, "DEL redisson_lock_token:{tok}"));
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
+/* ---- Redlock ----------------------------------------------------------------------- */
+
+struct trio {
+    struct redis_server node[3];
+    int started;
+    char uris[256];
+};
+
+static int trio_start(struct trio *t)
+{
+    t->started = 0;
+    t->uris[0] = '\0';
+    for (int i = 0; i < 3; i++) {
+        if (rs_start(&t->node[i], NULL) != 0)
+            return -1;
+        t->started++;
+        strcat(t->uris, i ? "," : "");
+        strcat(t->uris, t->node[i].uri);
+    }
+    return 0;
+}
+
+static void trio_stop(struct trio *t)
+{
+    for (int i = 0; i < t->started; i++)
+        rs_stop(&t->node[i]);
+}
+
+/* Observation 5: another owner holds 2 of 3 nodes and the third lacks the
+ * key. Each try was a "split vote", retried after the jitter (~6,000 tries
+ * a second with retry_jitter_ms=0), and each undo published a false unlock
+ * message. Now the waiter sleeps on messages or the holder's TTL, and an
+ * undo publishes nothing. */
+TEST(redlock_waiter_sleeps_while_another_owner_holds_a_quorum)
+{
+    struct trio t;
+    rlc_client *c = NULL;
+    rlc_lock *l = NULL;
+    redisContext *sub = NULL;
+    if (trio_start(&t) != 0) {
+        check_failed = 1;
+        fprintf(stderr, "could not start 3 redis-servers\n");
+        goto done;
+    }
+    for (int i = 0; i < 2; i++) {
+        freeReplyObject(rs_cmd(&t.node[i], "HSET quorate other-client:1 1"));
+        freeReplyObject(rs_cmd(&t.node[i], "PEXPIRE quorate 60000"));
+    }
+    sub = rs_connect(&t.node[2]);
+    CHECK(sub, "no subscriber connection");
+    freeReplyObject(redisCommand(sub, "SUBSCRIBE redisson_lock__channel:{quorate}"));
+    c = client(t.uris, "retry_jitter_ms=0;node_timeout_ms=500");
+    l = lock(c, "quorate", 1);
+    long long before = command_calls(&t.node[2], "evalsha") + command_calls(&t.node[2], "eval");
+    CHECK_RC(rlc_lock_acquire(l, 1500, 10000), RLC_NOT_ACQUIRED);
+    long long tries = command_calls(&t.node[2], "evalsha") + command_calls(&t.node[2], "eval") -
+                      before;
+    /* one try, then a sleep until a message or the holder's TTL, with at
+     * most a safety look now and then: a handful, not thousands */
+    CHECK(tries <= 10, "%lld script calls on the free node in 1.5 s", tries);
+    CHECK(rs_int(&t.node[2], "EXISTS quorate") == 0, "the free node was left locked");
+    /* no unlock message reached the channel's subscribers */
+    struct timeval tv = {0, 200000};
+    redisSetTimeout(sub, tv);
+    void *msg = NULL;
+    int got = redisGetReply(sub, &msg);
+    CHECK(got != REDIS_OK, "an undo published an unlock message");
+done:
+    if (sub)
+        redisFree(sub);
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    trio_stop(&t);
+}
+
+RUN_TESTS(CASE(one_owner_uses_one_connection_with_a_pool),
+          CASE(timed_out_acquire_is_not_resent_after_script_flush),
+          CASE(last_release_takes_every_level_of_the_owner),
+          CASE(release_stands_when_publish_is_refused),
+          CASE(unusable_token_key_fails_acquire_without_writing),
+          CASE(redlock_waiter_sleeps_while_another_owner_holds_a_quorum))
