@@ -120,17 +120,18 @@ static int parse_acquire(const redisReply *r, struct acquire_reply *a)
 
 /* ---- commands --------------------------------------------------------------- */
 
-/* The release of the level taken by `attempt` (all levels when last). */
+/* The release of the level taken by `attempt`. upto: 0, or for the
+ * client's last level the newest attempt made so far (see script_release). */
 static struct rlc_cmd *release_cmd(const rlc_lock *l, int64_t lease_ms, const char *field,
-                                   uint64_t attempt, bool last)
+                                   uint64_t attempt, uint64_t upto)
 {
-    char lease[24], id[RLC_ATTEMPT_LEN];
-    const char *argv[7] = {l->key, l->channel, l->attempts_key, lease, field, id,
-                           last ? "1" : "0"};
+    char lease[24], id[RLC_ATTEMPT_LEN], up[20] = "";
+    const char *argv[7] = {l->key, l->channel, l->attempts_key, lease, field, id, up};
     size_t lens[7] = {l->key_len, l->channel_len, l->attempts_key_len,
                       (size_t)snprintf(lease, sizeof lease, "%lld", (long long)lease_ms),
-                      strlen(field), 0, 1};
+                      strlen(field), 0, 0};
     lens[5] = attempt ? (size_t)client_attempt_name(l->client, attempt, id, sizeof id) : 0;
+    lens[6] = upto ? (size_t)snprintf(up, sizeof up, "%llx", (unsigned long long)upto) : 0;
     return cmd_evalsha(&script_release, 3, 4, argv, lens);
 }
 
@@ -523,15 +524,17 @@ int rlc_lock_release(rlc_lock *l)
     int64_t lease = had_hold ? h->lease_ms : c->opts.watchdog_timeout_ms;
     struct levels known = hold_levels(c, l, owner);
     /* The client's last level takes every level the server may still count
-     * for the owner (an acquire whose undo is late), so none is orphaned. */
+     * for the owner from attempts made so far (an acquire whose undo is
+     * late), so none is orphaned; never one taken by a later attempt. */
     bool last_level = known.count <= 1 && known.pending == 0;
+    uint64_t upto = last_level ? c->next_attempt : 0;
     uint64_t attempt = had_hold ? hold_pop_attempt(h) : 0;
     uint64_t hold_id = h ? h->id : 0;
     if (h)
         h->releasing++;
     pthread_mutex_unlock(&c->mu);
 
-    struct rlc_cmd *cmd = release_cmd(l, lease, field, attempt, last_level);
+    struct rlc_cmd *cmd = release_cmd(l, lease, field, attempt, upto);
     struct fanout f;
     fanout_run(c, owner, cmd, &script_release, &f);
     int done = 0, refused = 0, freed = 0;

@@ -58,25 +58,33 @@ struct script script_acquire = {
     "end\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "local epoch = redis.call('hget', KEYS[3], 'e') or ''\n"
-    "redis.call('hset', KEYS[3], ARGV[3], before .. '|' .. epoch)\n"
+    "redis.call('hset', KEYS[3], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
     "if redis.call('pttl', KEYS[3]) < tonumber(ARGV[1]) then\n"
     "  redis.call('pexpire', KEYS[3], ARGV[1])\n"
     "end\n"
     "return {n, token, before}\n",
     ""};
 
-/* Shared head of the scripts that take a level back: the record of attempt
- * `id` still valid in the lock's current life, or nil. */
+/* Shared head of the scripts that take a level back. parse: a record's
+ * pttl before, epoch and owner field (nil for a tombstone). level_of: the
+ * pttl before of attempt `id` if it ran in the lock's current life, else nil. */
 #define LEVEL_OF                                                                 \
-    "local function level_of(att, id)\n"                                         \
-    "  local rec = redis.call('hget', att, id)\n"                                \
-    "  if not rec or rec == 'u' then return nil end\n"                           \
-    "  local bar = string.find(rec, '|', 1, true)\n"                             \
-    "  if not bar then return nil end\n"                                         \
-    "  if (redis.call('hget', att, 'e') or '') ~= string.sub(rec, bar + 1) then\n" \
-    "    return nil\n"                                                           \
-    "  end\n"                                                                    \
-    "  return tonumber(string.sub(rec, 1, bar - 1)) or -2\n"                     \
+    "local function parse(rec)\n"                                               \
+    "  local a = string.find(rec, '|', 1, true)\n"                              \
+    "  if not a then return nil end\n"                                          \
+    "  local b = string.find(rec, '|', a + 1, true)\n"                          \
+    "  if not b then return nil end\n"                                          \
+    "  return tonumber(string.sub(rec, 1, a - 1)) or -2,\n"                     \
+    "    string.sub(rec, a + 1, b - 1), string.sub(rec, b + 1)\n"               \
+    "end\n"                                                                     \
+    "local function level_of(att, id)\n"                                        \
+    "  local rec = redis.call('hget', att, id)\n"                               \
+    "  if not rec then return nil end\n"                                        \
+    "  local before, epoch = parse(rec)\n"                                      \
+    "  if not before or (redis.call('hget', att, 'e') or '') ~= epoch then\n"   \
+    "    return nil\n"                                                          \
+    "  end\n"                                                                   \
+    "  return before\n"                                                         \
     "end\n"
 
 /* Frees the lock's hash when the owner's last level goes; the attempts hash
@@ -92,9 +100,12 @@ struct script script_acquire = {
     "  return false\n"                                                           \
     "end\n"
 
-/* The release of one level, the one taken by attempt ARGV[3]. ARGV[4] "1":
- * this is the client's last level, so every level the server still counts
- * for the owner goes (no orphans from acquires whose undo is late).
+/* The release of one level, the one taken by attempt ARGV[3]. ARGV[4] is
+ * "" or, for the client's last level, the newest attempt id (hex) the client
+ * had made when it sent this: the release then also takes every level of
+ * the owner that an attempt up to that one took in this life (an acquire
+ * whose undo is late), so no level is orphaned, while a level taken by a
+ * later attempt (this release was delayed) stays.
  * A refused PUBLISH (an ACL without channel rights) does not undo a release
  * that happened: the reply says so (-2) and the caller reports success. */
 struct script script_release = {
@@ -112,12 +123,28 @@ struct script script_release = {
     "elseif redis.call('exists', KEYS[3]) == 1 then\n"
     "  return -1\n"
     "end\n"
-    "if ARGV[4] ~= '1' then\n"
-    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "  if n > 0 then\n"
-    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "    return n\n"
+    "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "if ARGV[4] ~= '' and n > 0 then\n"
+    "  local mine = string.match(ARGV[3], '^(.*:)')\n"
+    "  local upto = tonumber(ARGV[4], 16)\n"
+    "  local e = redis.call('hget', KEYS[3], 'e') or ''\n"
+    "  local all = redis.call('hgetall', KEYS[3])\n"
+    "  for i = 1, #all, 2 do\n"
+    "    local id = all[i]\n"
+    "    if mine and string.sub(id, 1, #mine) == mine then\n"
+    "      local seq = tonumber(string.sub(id, #mine + 1), 16)\n"
+    "      local _, epoch, field = parse(all[i + 1])\n"
+    "      if seq and upto and seq <= upto and epoch == e and field == ARGV[2] then\n"
+    "        redis.call('hdel', KEYS[3], id)\n"
+    "        n = n - 1\n"
+    "      end\n"
+    "    end\n"
     "  end\n"
+    "  if n > 0 then redis.call('hset', KEYS[1], ARGV[2], n) end\n"
+    "end\n"
+    "if n > 0 then\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  return n\n"
     "end\n"
     "if free_field(KEYS[1], KEYS[3], ARGV[2]) then\n"
     "  local p = redis.pcall('publish', KEYS[2], 0)\n"
@@ -167,8 +194,9 @@ struct script script_renew = {
     "  local rec = redis.pcall('hget', att, ARGV[m + 1 + i])\n"
     "  local mine = false\n"
     "  if type(rec) == 'string' then\n"
-    "    local bar = string.find(rec, '|', 1, true)\n"
-    "    mine = bar ~= nil and (redis.call('hget', att, 'e') or '') == string.sub(rec, bar + 1)\n"
+    "    local a = string.find(rec, '|', 1, true)\n"
+    "    local b = a and string.find(rec, '|', a + 1, true)\n"
+    "    mine = b ~= nil and (redis.call('hget', att, 'e') or '') == string.sub(rec, a + 1, b - 1)\n"
     "  elseif rec == false then\n"
     "    mine = redis.pcall('exists', att) == 0\n"
     "  end\n"
