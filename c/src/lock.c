@@ -33,6 +33,8 @@
  * the retry rate of one waiter to 200/s whatever the options. */
 #define MIN_RETRY_MS 5
 
+static void mark_lost(rlc_client *c, struct hold *h);
+
 static int enter(rlc_lock *l)
 {
     if (!l)
@@ -96,13 +98,14 @@ static int reply_int(const redisReply *r, int64_t *out)
 struct acquire_reply {
     int64_t count;       /* >= 1 held; 0 busy; -1 undone before it ran */
     int64_t x;           /* token when held, else the holder's pttl */
+    bool inner;          /* held: the outer level named is in this life */
     const char *holder;  /* busy: the holder's field ("" unknown) */
     size_t holder_len;
 };
 
 static int parse_acquire(const redisReply *r, struct acquire_reply *a)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4)
         return 0;
     for (size_t i = 0; i < 2; i++)
         if (r->element[i]->type != REDIS_REPLY_INTEGER)
@@ -111,6 +114,8 @@ static int parse_acquire(const redisReply *r, struct acquire_reply *a)
     a->x = r->element[1]->integer;
     a->holder = "";
     a->holder_len = 0;
+    a->inner = r->elements == 4 && r->element[3]->type == REDIS_REPLY_INTEGER &&
+               r->element[3]->integer == 1;
     if (r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
         a->holder = r->element[2]->str;
         a->holder_len = r->element[2]->len;
@@ -256,21 +261,25 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
                     : lease_req > 0 ? lease_req
                                     : c->opts.watchdog_timeout_ms;
     uint64_t hold_id = h->id;
+    uint64_t outer_id = nested ? outer->id : 0;
+    uint64_t outer_level = nested && outer->n_attempts > 0 ? outer->attempts[0] : 0;
     uint64_t attempt = client_new_attempt(c);
     h->pending++;
     pthread_mutex_unlock(&c->mu);
 
-    char lease_s[24], id[RLC_ATTEMPT_LEN];
-    const char *argv[6] = {l->key, l->token_key, l->attempts_key, lease_s, field, id};
-    size_t lens[6] = {l->key_len, l->token_key_len, l->attempts_key_len,
+    char lease_s[24], id[RLC_ATTEMPT_LEN], in[RLC_ATTEMPT_LEN];
+    const char *argv[7] = {l->key, l->token_key, l->attempts_key, lease_s, field, id, in};
+    size_t lens[7] = {l->key_len, l->token_key_len, l->attempts_key_len,
                       (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease),
-                      strlen(field), (size_t)client_attempt_name(c, attempt, id, sizeof id)};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 3, 3, argv, lens);
+                      strlen(field), (size_t)client_attempt_name(c, attempt, id, sizeof id), 0};
+    if (outer_level)
+        lens[6] = (size_t)client_attempt_name(c, outer_level, in, sizeof in);
+    struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 3, 4, argv, lens);
     struct fanout f;
     fanout_run(c, owner, cmd, &script_acquire, &f);
     int64_t elapsed_ns = rlc_now_ns() - f.started_ns;
 
-    int yes = 0, busy = 0, unanswered = 0, holders = 0;
+    int yes = 0, inner = 0, busy = 0, unanswered = 0, holders = 0;
     uint64_t token = 0, tokens[RLC_MAX_NODES];
     bool granted[RLC_MAX_NODES], undo[RLC_MAX_NODES];
     int64_t busy_pttl[RLC_MAX_NODES];
@@ -290,6 +299,7 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
         }
         if (ar->count >= 1) {
             yes++;
+            inner += ar->inner;
             granted[i] = true;
             tokens[i] = (uint64_t)ar->x;
             if ((uint64_t)ar->x > token)
@@ -315,7 +325,17 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     bool wake = false;
     int64_t validity = quorum_validity_ms(lease, elapsed_ns, c->opts.drift_factor);
     char name[80];
-    if (yes >= q && validity > 0) {
+    bool outer_lost = false;
+    if (yes >= q && nested && inner < q) {
+        /* The hold this nests in is gone from a quorum (it expired): this
+         * acquire made a new hold there. Counting it as one more level
+         * would let the owner's next release free those nodes while it
+         * still believes it holds the lock. */
+        outer_lost = true;
+        rc = rlc_fail(RLC_E_LOST,
+                      "lock '%s' was lost before this nested acquire: it expired or was "
+                      "taken; nothing was kept", shown(l, name, sizeof name));
+    } else if (yes >= q && validity > 0) {
         rc = RLC_OK;
     } else if (yes >= q) {
         rc = rlc_fail(RLC_NOT_ACQUIRED,
@@ -346,6 +366,11 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
         wake = record_grant(c, h, watchdog, lease, token, f.started_ns);
     else if (h)
         drop_if_idle(c, h);
+    if (outer_lost) {
+        struct hold *o = hold_by_id(c, l, owner, outer_id);
+        if (o)
+            mark_lost(c, o);
+    }
     pthread_mutex_unlock(&c->mu);
 
     if (rc == RLC_OK && n > 1)

@@ -16,55 +16,6 @@
 #include "scripts.h"
 #include "sha1.h"
 
-/*
- * Attempts. Every acquire carries an attempt id ("<client-uuid>:<seq>", never
- * reused) and leaves a record in the lock's attempts hash
- * "redlockc_attempts:{name}" (the lock's hash slot): field <attempt id> =
- * "<pttl before>|<epoch>" once it ran, or "u" once it was undone first (a
- * tombstone). Field "e" is the epoch: the id of the attempt that created the
- * current hash, so a record says in which life of the lock its level was
- * taken. Every script that takes a level back (undo, release, renew) checks
- * the record against the epoch, so nothing sent late, on whatever connection,
- * can touch a later life of the lock; and an acquire that finds its own
- * tombstone does nothing. docs/DESIGN.md, "Attempts", argues it.
- *
- * The token counter only moves when a new hold begins (0 -> 1), so while an
- * owner holds the lock the counter's value is that owner's token. The INCR
- * comes first: a token key that is not an integer fails the script before it
- * has written anything.
- */
-struct script script_acquire = {
-    "acquire",
-    "if redis.call('hexists', KEYS[3], ARGV[3]) == 1 then\n"
-    "  return {-1, 0}\n"
-    "end\n"
-    "local n, token, before\n"
-    "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  local t = redis.pcall('incr', KEYS[2])\n"
-    "  if type(t) == 'table' and t.err then\n"
-    "    return redis.error_reply('ERR token key ' .. KEYS[2] .. ' is unusable (' ..\n"
-    "      t.err .. '); nothing was written')\n"
-    "  end\n"
-    "  token = t\n"
-    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('hset', KEYS[3], 'e', ARGV[3])\n"
-    "  n, before = 1, -2\n"
-    "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
-    "  before = redis.call('pttl', KEYS[1])\n"
-    "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  token = tonumber(redis.call('get', KEYS[2]) or '0') or 0\n"
-    "else\n"
-    "  return {0, redis.call('pttl', KEYS[1]), redis.call('hkeys', KEYS[1])[1] or ''}\n"
-    "end\n"
-    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "local epoch = redis.call('hget', KEYS[3], 'e') or ''\n"
-    "redis.call('hset', KEYS[3], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
-    "if redis.call('pttl', KEYS[3]) < tonumber(ARGV[1]) then\n"
-    "  redis.call('pexpire', KEYS[3], ARGV[1])\n"
-    "end\n"
-    "return {n, token, before}\n",
-    ""};
-
 /* Shared head of the scripts that take a level back. parse: a record's
  * pttl before, epoch and owner field (nil for a tombstone). level_of: the
  * pttl before of attempt `id` if it ran in the lock's current life, else nil. */
@@ -100,50 +51,123 @@ struct script script_acquire = {
     "  return false\n"                                                           \
     "end\n"
 
+/*
+ * Attempts. Every acquire carries an attempt id ("<client-uuid>:<seq>", never
+ * reused) and leaves a record in the lock's attempts hash
+ * "redlockc_attempts:{name}" (the lock's hash slot): field <attempt id> =
+ * "<pttl before>|<epoch>" once it ran, or "u" once it was undone first (a
+ * tombstone). Field "e" is the epoch: the id of the attempt that created the
+ * current hash, so a record says in which life of the lock its level was
+ * taken. Every script that takes a level back (undo, release, renew) checks
+ * the record against the epoch, so nothing sent late, on whatever connection,
+ * can touch a later life of the lock; and an acquire that finds its own
+ * tombstone does nothing. docs/DESIGN.md, "Attempts", argues it.
+ *
+ * A nested acquire names (ARGV[4]) one level of the hold it nests in; the
+ * reply's 4th element says whether that level is in the lock's current
+ * life. If it is not on a quorum, the outer hold was lost (it expired, and
+ * this acquire made a new one): the caller must not count it as nested.
+ *
+ * The token counter only moves when a new hold begins (0 -> 1), so while an
+ * owner holds the lock the counter's value is that owner's token. The INCR
+ * comes first: a token key that is not an integer fails the script before it
+ * has written anything.
+ */
+struct script script_acquire = {
+    "acquire",
+    LEVEL_OF
+    "if redis.call('hexists', KEYS[3], ARGV[3]) == 1 then\n"
+    "  return {-1, 0}\n"
+    "end\n"
+    "local n, token, before\n"
+    "if redis.call('exists', KEYS[1]) == 0 then\n"
+    "  local t = redis.pcall('incr', KEYS[2])\n"
+    "  if type(t) == 'table' and t.err then\n"
+    "    return redis.error_reply('ERR token key ' .. KEYS[2] .. ' is unusable (' ..\n"
+    "      t.err .. '); nothing was written')\n"
+    "  end\n"
+    "  token = t\n"
+    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
+    "  redis.call('hset', KEYS[3], 'e', ARGV[3])\n"
+    "  n, before = 1, -2\n"
+    "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "  before = redis.call('pttl', KEYS[1])\n"
+    "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "  token = tonumber(redis.call('get', KEYS[2]) or '0') or 0\n"
+    "else\n"
+    "  return {0, redis.call('pttl', KEYS[1]), redis.call('hkeys', KEYS[1])[1] or ''}\n"
+    "end\n"
+    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "local inner = 0\n"
+    "if before ~= -2 and ARGV[4] ~= '' and level_of(KEYS[3], ARGV[4]) then inner = 1 end\n"
+    "local epoch = redis.call('hget', KEYS[3], 'e') or ''\n"
+    "redis.call('hset', KEYS[3], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
+    "if redis.call('pttl', KEYS[3]) < tonumber(ARGV[1]) then\n"
+    "  redis.call('pexpire', KEYS[3], ARGV[1])\n"
+    "end\n"
+    "return {n, token, before, inner}\n",
+    ""};
+
 /* The release of one level, the one taken by attempt ARGV[3]. ARGV[4] is
  * "" or, for the client's last level, the newest attempt id (hex) the client
  * had made when it sent this: the release then also takes every level of
  * the owner that an attempt up to that one took in this life (an acquire
  * whose undo is late), so no level is orphaned, while a level taken by a
  * later attempt (this release was delayed) stays.
+ * Where the level's attempt has not run (a Redlock node that did not answer
+ * in time), a tombstone keeps it from running later; so does one for each
+ * further attempt id in ARGV[5..] (the other levels of a lost hold, given
+ * up without their own releases).
  * A refused PUBLISH (an ACL without channel rights) does not undo a release
  * that happened: the reply says so (-2) and the caller reports success. */
 struct script script_release = {
     "release",
     LEVEL_OF FREE_FIELD
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then\n"
-    "  redis.call('hdel', KEYS[3], ARGV[3])\n"
-    "  return -1\n"
-    "end\n"
+    "local held = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
     "local rec = redis.call('hget', KEYS[3], ARGV[3])\n"
+    "local mine = false\n"
     "if rec then\n"
-    "  local ok = level_of(KEYS[3], ARGV[3])\n"
-    "  redis.call('hdel', KEYS[3], ARGV[3])\n"
-    "  if not ok then return -1 end\n"
-    "elseif redis.call('exists', KEYS[3]) == 1 then\n"
-    "  return -1\n"
+    "  mine = level_of(KEYS[3], ARGV[3]) ~= nil\n"
+    "  if rec ~= 'u' then redis.call('hdel', KEYS[3], ARGV[3]) end\n"
+    "else\n"
+    "  mine = held and redis.call('exists', KEYS[3]) == 0\n"
+    "  redis.call('hset', KEYS[3], ARGV[3], 'u')\n"
+    "  local keep = tonumber(ARGV[1]) + 60000\n"
+    "  if redis.call('pttl', KEYS[3]) < keep then redis.call('pexpire', KEYS[3], keep) end\n"
     "end\n"
-    "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "if ARGV[4] ~= '' and n > 0 then\n"
-    "  local mine = string.match(ARGV[3], '^(.*:)')\n"
+    "for i = 5, #ARGV do\n"
+    "  if redis.call('hexists', KEYS[3], ARGV[i]) == 0 then\n"
+    "    redis.call('hset', KEYS[3], ARGV[i], 'u')\n"
+    "  end\n"
+    "end\n"
+    "if not held then return -1 end\n"
+    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0\n"
+    "local took = 0\n"
+    "if mine then n, took = n - 1, 1 end\n"
+    "if ARGV[4] ~= '' then\n"
+    "  local prefix = string.match(ARGV[3], '^(.*:)')\n"
     "  local upto = tonumber(ARGV[4], 16)\n"
     "  local e = redis.call('hget', KEYS[3], 'e') or ''\n"
     "  local all = redis.call('hgetall', KEYS[3])\n"
     "  for i = 1, #all, 2 do\n"
     "    local id = all[i]\n"
-    "    if mine and string.sub(id, 1, #mine) == mine then\n"
-    "      local seq = tonumber(string.sub(id, #mine + 1), 16)\n"
+    "    if prefix and string.sub(id, 1, #prefix) == prefix then\n"
+    "      local seq = tonumber(string.sub(id, #prefix + 1), 16)\n"
     "      local _, epoch, field = parse(all[i + 1])\n"
     "      if seq and upto and seq <= upto and epoch == e and field == ARGV[2] then\n"
     "        redis.call('hdel', KEYS[3], id)\n"
-    "        n = n - 1\n"
+    "        n, took = n - 1, took + 1\n"
     "      end\n"
     "    end\n"
     "  end\n"
-    "  if n > 0 then redis.call('hset', KEYS[1], ARGV[2], n) end\n"
     "end\n"
+    "if took == 0 then return -1 end\n"
     "if n > 0 then\n"
+    "  redis.call('hset', KEYS[1], ARGV[2], n)\n"
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  if redis.call('pttl', KEYS[3]) < tonumber(ARGV[1]) then\n"
+    "    redis.call('pexpire', KEYS[3], ARGV[1])\n"
+    "  end\n"
     "  return n\n"
     "end\n"
     "if free_field(KEYS[1], KEYS[3], ARGV[2]) then\n"
@@ -154,7 +178,10 @@ struct script script_release = {
     ""};
 
 /* Takes back what attempt ARGV[1] took, if it ran; if it has not run yet, a
- * tombstone makes it do nothing when it arrives. Publishes nothing: a level
+ * tombstone makes it do nothing when it arrives. A nested level's undo puts
+ * back the PTTL its acquire replaced, if that is shorter than what is left:
+ * an undo only ever shortens a hold (its owner's failing retries must not
+ * keep it alive), and never outlives the attempts hash. Publishes nothing: a level
  * that was never reported taken frees nothing anybody waits for that the
  * holder's own release will not announce. */
 struct script script_undo = {
@@ -174,7 +201,9 @@ struct script script_undo = {
     "  return 0\n"
     "end\n"
     "if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then\n"
-    "  if before > 0 then redis.call('pexpire', KEYS[1], before) end\n"
+    "  if before > 0 and before < redis.call('pttl', KEYS[1]) then\n"
+    "    redis.call('pexpire', KEYS[1], before)\n"
+    "  end\n"
     "  return 1\n"
     "end\n"
     "free_field(KEYS[1], KEYS[2], ARGV[2])\n"

@@ -12,10 +12,12 @@ struct script {
     char sha[41]; /* filled once by scripts_init() */
 };
 
-/* KEYS: lock, token counter, attempts. ARGV: lease ms, owner field, attempt id.
- * -> {count, token, pttl before} when held (count >= 1; pttl before is -2
- *    for a new hold), {0, pttl, holder field} when busy, {-1, 0} when the
- *    attempt was undone before it arrived (it did nothing). */
+/* KEYS: lock, token counter, attempts. ARGV: lease ms, owner field, attempt
+ * id, the id of one level of the hold it nests in ("" for a new hold).
+ * -> {count, token, pttl before, inner} when held (count >= 1; pttl before
+ *    is -2 for a new hold; inner 1 if the named level is in this life),
+ *    {0, pttl, holder field} when busy, {-1, 0} when the attempt was undone
+ *    before it arrived (it did nothing). */
 extern struct script script_acquire;
 /* KEYS: lock, channel, attempts. ARGV: lease ms, owner field, attempt id of
  * the level, "1" if it is the client's last level (all levels go).
