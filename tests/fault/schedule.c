@@ -119,6 +119,14 @@ static uint64_t rnd(uint64_t *s)
     return *s * 2685821657736338717ULL;
 }
 
+static uint64_t splitmix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return (x ^ (x >> 31)) | 1;
+}
+
 static int64_t rnd_in(uint64_t *s, int64_t lo, int64_t hi)
 {
     return lo + (int64_t)(rnd(s) % (uint64_t)(hi - lo + 1));
@@ -137,7 +145,7 @@ static void *worker_thread(void *p)
     struct wthread *w = p;
     int id = w->proc * THREADS + w->thread;
     struct owner_state *o = &sh->owner[id];
-    uint64_t rs = w->cfg->seed * 1000003 + (uint64_t)id * 7919 + 1;
+    uint64_t rs = splitmix(w->cfg->seed * 1000003 + (uint64_t)id);
     rlc_lock *l = NULL;
     if (rlc_lock_new(w->c, LOCK_NAME, (uint64_t)id + 1, &l) != RLC_OK)
         return NULL;
@@ -168,8 +176,11 @@ static void *worker_thread(void *p)
         struct sec s = {.owner = (int16_t)id};
         s.enter_ns = now_ns();
         int64_t v = 0;
-        if (rnd(&rs) % 2)
-            sleep_ms(1);
+        /* Mostly short sections; one in four holds 5-100 ms, so that a
+         * late undo landing meanwhile lets another owner in while this
+         * holder is still valid (what the overlap check can see). */
+        uint64_t pick = rnd(&rs) % 4;
+        sleep_ms(pick == 0 ? rnd_in(&rs, 5, 100) : pick == 1 ? 1 : 0);
         rlc_lock_validity_ms(l, &v);
         s.exit_ns = now_ns();
         s.v_exit_ms = (int32_t)v;
@@ -415,7 +426,7 @@ static void leftovers(struct sched *s, struct totals *tot)
 static int run_schedule(uint64_t seed, int64_t load_ms, struct totals *tot)
 {
     struct sched *s = calloc(1, sizeof *s);
-    uint64_t rs = seed * 0x9E3779B97F4A7C15ULL + 1;
+    uint64_t rs = splitmix(seed);
     int rc = -1, started = 0, proxies = 0, forked = 0;
     s->cfg.seed = seed;
     s->cfg.nodes = rnd(&rs) % 2 ? 3 : 1;
