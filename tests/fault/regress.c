@@ -726,9 +726,9 @@ TEST(bad_token_key_acquire_writes_nothing)
     snprintf(msg, sizeof msg, "%s", rlc_errmsg());
     fprintf(stderr, "  acquire: %d (%s): %s\n", rc, rlc_strerror(rc), msg);
     CHECK(rc != RLC_OK && rc != RLC_NOT_ACQUIRED, "acquire returned %d", rc);
-    CHECK(strstr(msg, "redisson_lock_token:{obs9}"), "errmsg does not name the key: %s", msg);
     CHECK(exists(&s, "obs9") == 0, "the lock hash was written: pttl %lld ms",
           rs_int(&s, "PTTL obs9"));
+    CHECK(strstr(msg, "redisson_lock_token:{obs9}"), "errmsg does not name the key: %s", msg);
 done:
     rlc_lock_free(l);
     rlc_client_free(c);
