@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config libhiredis-dev
+  nftables iproute2
   redis-server redis-tools
   valgrind clang libclang-rt-14-dev
   swig python3-dev python3-pytest python3-redis
