@@ -490,20 +490,75 @@ static void mark_lost(rlc_client *c, struct hold *h)
  * the server. A release gives up one of the lost levels (the last one
  * forgets the hold); an extend gives up nothing, so the release that
  * follows it still reports the loss. */
+/* After the last level of a lost hold is given up: what may be left of it
+ * on some nodes (a minority that still has it, an acquire of it still on
+ * its way) is released, naming every level, so nothing of it outlives its
+ * owner's last release. Epoch-checked like any release, so it cannot touch
+ * a later life of the lock; sent detached, the caller is not kept. */
+static void release_lost_remains(rlc_lock *l, uint64_t owner, const uint64_t *ids, int64_t n,
+                                 int64_t lease, uint64_t upto)
+{
+    rlc_client *c = l->client;
+    char field[RLC_UUID_LEN + 24], lease_s[24], up[20];
+    client_field(c, owner, field, sizeof field);
+    int64_t argc = 6 + n;
+    const char **argv = malloc(sizeof *argv * (size_t)argc);
+    size_t *lens = malloc(sizeof *lens * (size_t)argc);
+    char (*names)[RLC_ATTEMPT_LEN] = malloc(RLC_ATTEMPT_LEN * (size_t)n);
+    if (argv && lens && names) {
+        argv[0] = l->key, lens[0] = l->key_len;
+        argv[1] = l->channel, lens[1] = l->channel_len;
+        argv[2] = l->attempts_key, lens[2] = l->attempts_key_len;
+        argv[3] = lease_s, lens[3] = (size_t)snprintf(lease_s, sizeof lease_s, "%lld",
+                                                     (long long)lease);
+        argv[4] = field, lens[4] = strlen(field);
+        /* ARGV: lease, field, the oldest level, upto, the other levels */
+        argv[6] = up, lens[6] = (size_t)snprintf(up, sizeof up, "%llx", (unsigned long long)upto);
+        for (int64_t k = 0; k < n; k++) {
+            size_t len = (size_t)client_attempt_name(c, ids[k], names[k], RLC_ATTEMPT_LEN);
+            int64_t at = k == 0 ? 5 : 6 + k;
+            argv[at] = names[k], lens[at] = len;
+        }
+        struct rlc_cmd *cmd = cmd_evalsha(&script_release, 3, (int)(argc - 3), argv, lens);
+        bool all[RLC_MAX_NODES];
+        for (int i = 0; i < c->n_nodes; i++)
+            all[i] = true;
+        fanout_detached(c, owner, cmd, &script_release, all, true);
+        cmd_unref(cmd);
+    }
+    free(argv);
+    free(lens);
+    free(names);
+}
+
 static int take_lost(rlc_lock *l, uint64_t owner, const char *verb, bool release)
 {
     rlc_client *c = l->client;
     int why = 0;
+    uint64_t *remains = NULL, upto = 0;
+    int64_t n_remains = 0, lease = 0;
     pthread_mutex_lock(&c->mu);
     struct hold *h = hold_find(l, owner);
     if (h && h->lost) {
         why = h->lost;
         if (release) {
             h->count--;
+            if (h->count <= 0 && h->n_attempts > 0) {
+                remains = h->attempts;
+                n_remains = h->n_attempts;
+                h->attempts = NULL;
+                h->n_attempts = h->attempts_cap = 0;
+                lease = h->lease_ms;
+                upto = c->next_attempt;
+            }
             drop_if_idle(c, h);
         }
     }
     pthread_mutex_unlock(&c->mu);
+    if (remains) {
+        release_lost_remains(l, owner, remains, n_remains, lease, upto);
+        free(remains);
+    }
     if (!why)
         return RLC_OK;
     char name[80];
