@@ -86,6 +86,9 @@ typedef struct rlc_client rlc_client;
  *     drift_factor         clock drift allowance as a fraction of the lease (0.01)
  *     pool_size            pipelined connections per node shared by all threads (1)
  *     key_prefix           prepended to every lock name ("")
+ *     restart_guard        1: a node whose run_id changed does not count toward a
+ *                          quorum until the longest lease has passed since its
+ *                          restart; 0: off (default: 1 for N >= 3, else 0)
  *   Unknown, duplicate or out-of-range names are RLC_E_INVAL.
  *
  * Returns RLC_OK and *out, or RLC_E_INVAL / RLC_E_NOMEM. */

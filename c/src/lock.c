@@ -24,6 +24,7 @@
 #include "hold.h"
 #include "pubsub.h"
 #include "quorum.h"
+#include "restart_guard.h"
 #include "scripts.h"
 
 #define MAX_NAME_LEN 65536
@@ -243,8 +244,20 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
                       strlen(field), (size_t)client_attempt_name(c, attempt, id, sizeof id)};
     struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 3, 3, argv, lens);
     struct fanout f;
+    /* Restart guard: INFO server rides ahead of the acquire (restart_guard.c). */
+    struct mux_req *info[RLC_MAX_NODES] = {NULL};
+    bool guarded[RLC_MAX_NODES] = {false};
+    char guard_why[512] = "";
+    int64_t guard_wait_ms = 0;
+    bool guard = n > 1 && restart_guard_on(c);
+    if (guard)
+        restart_guard_send(c, owner, info);
     fanout_run(c, owner, cmd, &script_acquire, &f);
+    if (guard)
+        restart_guard_collect(c, info, lease, guarded, guard_why, sizeof guard_why,
+                              &guard_wait_ms);
     int64_t elapsed_ns = rlc_now_ns() - f.started_ns;
+    int not_counted = 0;
 
     int yes = 0, busy = 0, unanswered = 0, holders = 0;
     uint64_t token = 0, tokens[RLC_MAX_NODES];
@@ -264,7 +277,9 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
             unanswered++;
             continue;
         }
-        if (ar->count >= 1) {
+        if (ar->count >= 1 && guarded[i]) {
+            not_counted++; /* it may hold the key, but its vote does not count */
+        } else if (ar->count >= 1) {
             yes++;
             granted[i] = true;
             tokens[i] = (uint64_t)ar->x;
@@ -315,6 +330,13 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
                       (long long)(elapsed_ns / RLC_NS_PER_MS));
         a->split = false;
         a->sleep_ms = 0;
+    } else if (yes + not_counted >= q) {
+        rc = rlc_fail(RLC_NOT_ACQUIRED,
+                      "lock '%s': %d of %d nodes granted it, but only %d count toward the "
+                      "quorum of %d: %s", shown(l, name, sizeof name), yes + not_counted, n,
+                      yes, q, guard_why);
+        a->split = false;
+        a->sleep_ms = guard_wait_ms;
     } else if (yes + busy >= q) {
         rc = rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner",
                       shown(l, name, sizeof name));

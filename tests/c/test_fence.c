@@ -314,8 +314,77 @@ done:
     cluster_stop(&cl);
 }
 
+/* Holder 1 holds a bare quorum {A, C} (B was busy with another owner for a
+ * moment). C restarts without persistence and forgets it; B is free again.
+ * Both clients saw every node before. Plain Redlock (guard off) lets holder
+ * 2 take B and the empty C: two holders. With the guard, C does not vote
+ * until the longest lease has passed since its restart. */
+static int second_holder_after_restart(int guard_on, char *msg, size_t size)
+{
+    struct cluster cl;
+    int rc = -100;
+    rlc_client *c1 = NULL, *c2 = NULL;
+    rlc_lock *l1 = NULL, *l2 = NULL, *w1 = NULL, *w2 = NULL;
+    if (cluster_start(&cl, 3) != 0)
+        goto out;
+    char opts[128];
+    snprintf(opts, sizeof opts, "node_timeout_ms=2000;restart_guard=%d", guard_on);
+    c1 = client(cl.uris, opts);
+    c2 = client(cl.uris, opts);
+    w1 = lock(c1, "warm", 0);
+    w2 = lock(c2, "warm", 0);
+    /* Each client's first acquire records the nodes' run ids. */
+    if (rlc_lock_acquire(w1, 0, 5000) != RLC_OK || rlc_lock_release(w1) != RLC_OK ||
+        rlc_lock_acquire(w2, 0, 5000) != RLC_OK || rlc_lock_release(w2) != RLC_OK)
+        goto out;
+    freeReplyObject(rs_cmd(&cl.node[1], "HSET rg other:1 1"));
+    freeReplyObject(rs_cmd(&cl.node[1], "PEXPIRE rg 300"));
+    l1 = lock(c1, "rg", 0);
+    if (rlc_lock_acquire(l1, 0, 30000) != RLC_OK)
+        goto out;
+    int64_t until = check_now_ms() + 10000;
+    while (rs_int(&cl.node[1], "EXISTS rg") != 0 && check_now_ms() < until)
+        check_sleep_ms(5);
+    if (rs_restart(&cl.node[2]) != 0 || rs_int(&cl.node[2], "EXISTS rg") != 0)
+        goto out;
+    l2 = lock(c2, "rg", 0);
+    rc = rlc_lock_acquire(l2, 0, 30000);
+    snprintf(msg, size, "%s", rlc_errmsg());
+out:
+    rlc_lock_free(w1);
+    rlc_lock_free(w2);
+    rlc_lock_free(l1);
+    rlc_lock_free(l2);
+    rlc_client_free(c1);
+    rlc_client_free(c2);
+    cluster_stop(&cl);
+    return rc;
+}
+
+TEST(restart_guard_keeps_a_restarted_node_from_voting)
+{
+    char msg[1024] = "";
+    int rc = second_holder_after_restart(1, msg, sizeof msg);
+    CHECK(rc == RLC_NOT_ACQUIRED, "with the guard, a second holder got %d (%s); errmsg: %s", rc,
+          rlc_strerror(rc), msg);
+    CHECK(strstr(msg, "restarted") && strstr(msg, "only 1 count"),
+          "the message names the restarted node: %s", msg);
+done:;
+}
+
+TEST(without_restart_guard_plain_redlock_allows_a_second_holder)
+{
+    char msg[1024] = "";
+    int rc = second_holder_after_restart(0, msg, sizeof msg);
+    CHECK(rc == RLC_OK, "plain Redlock: the second holder got %d (%s); errmsg: %s", rc,
+          rlc_strerror(rc), msg);
+done:;
+}
+
 RUN_TESTS(CASE(acquire_fails_when_its_token_cannot_be_stored_on_a_quorum),
           CASE(paused_holder_is_fenced_off_by_the_next_holders_larger_token),
           CASE(agreeing_counters_cost_no_extra_round_trip),
           CASE(fenced_set_applies_equal_or_larger_tokens_and_refuses_smaller),
-          CASE(fenced_set_wants_a_single_node_client))
+          CASE(fenced_set_wants_a_single_node_client),
+          CASE(restart_guard_keeps_a_restarted_node_from_voting),
+          CASE(without_restart_guard_plain_redlock_allows_a_second_holder))
