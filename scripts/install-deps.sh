@@ -12,6 +12,7 @@ PACKAGES=(
   lua5.4 liblua5.4-dev luajit2 nginx libnginx-mod-http-lua luarocks
   abigail-tools dpkg-dev file curl procps
   ruby golang-go
+  postgresql-15 python3-psycopg2
 )
 
 missing=()

@@ -275,3 +275,21 @@ func TestClosedClientFailsWithErrClosed(t *testing.T) {
 		t.Fatalf("Held after Lock.Close: expected ErrClosed, saw %v", err)
 	}
 }
+
+func TestFencedSetRefusesASmallerToken(t *testing.T) {
+	c := newClient(t, "")
+	key := fmt.Sprintf("go-fenced-%d-%d", os.Getpid(), time.Now().UnixNano())
+	for _, step := range []struct {
+		value string
+		token uint64
+		want  bool
+	}{{"newer", 6, true}, {"again", 6, true}, {"late", 5, false}} {
+		got, err := c.FencedSet(key, []byte(step.value), step.token)
+		if err != nil || got != step.want {
+			t.Fatalf("FencedSet(%q, token %d) = %v, %v; want %v", step.value, step.token, got, err, step.want)
+		}
+	}
+	if _, err := c.FencedSet(key, nil, 0); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("token 0: %v, want ErrInvalid", err)
+	}
+}

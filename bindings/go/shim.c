@@ -61,3 +61,13 @@ struct rlcgo_result rlcgo_call(int op, rlc_lock *l, int64_t a, int64_t b)
     }
     return result(rc, v);
 }
+
+/* rlc_fenced_set (REDLOCKC_1.1); value: len bytes (Go memory, only for the
+ * length of this call). */
+struct rlcgo_result rlcgo_fenced_set(rlc_client *c, const char *key, const void *value,
+                                     size_t len, uint64_t token)
+{
+    int applied = 0;
+    int rc = rlc_fenced_set(c, key, value, len, token, &applied);
+    return result(rc, applied);
+}

@@ -8,6 +8,7 @@
 #ifndef RLCGO_SHIM_H
 #define RLCGO_SHIM_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <redlockc.h>
 
@@ -30,5 +31,9 @@ struct rlcgo_result rlcgo_lock_new(rlc_client *c, const char *name, uint64_t own
                                    uintptr_t id, rlc_lock **out);
 
 struct rlcgo_result rlcgo_call(int op, rlc_lock *l, int64_t a, int64_t b);
+
+/* value: rlc_fenced_set's answer, 1 written, 0 refused. */
+struct rlcgo_result rlcgo_fenced_set(rlc_client *c, const char *key, const void *value,
+                                     size_t len, uint64_t token);
 
 #endif

@@ -298,6 +298,26 @@ function Client:uuid()
   return core.rlc_client_uuid(h)
 end
 
+-- client:fenced_set(key, value, token) -> true (written) | false (refused:
+-- a larger token is stored, nothing was written) | nil, err, code
+--   Writes value (any string) at key only if token (lock:fencing_token(),
+--   >= 1) is at least the fence stored with it, in "redlockc_fence:{key}".
+--   The key is used as given (no key_prefix). The client must have one node:
+--   the Redis of the resource. A paused holder whose lock expired has a
+--   smaller token than the holder after it, so its late write is refused.
+function Client:fenced_set(key, value, token)
+  local h = client_self(self)
+  string_arg(key, "key")
+  string_arg(value, "value")
+  token = integer_arg(token, "token")
+  if token < 1 then error("redlockc: token must be >= 1 (a lock's fencing_token)", 2) end
+  if has_nul(key) then return nil, "key contains a NUL byte", E_INVAL end
+  if not h then return nil, "closed", E_CLOSED end
+  local rc, detail, applied = core.rlc_fenced_set(h, key, value, token)
+  if rc ~= OK then return failed(rc, detail) end
+  return applied
+end
+
 -- client:close(): stops the watchdog and closes the connections now. Holds
 -- are not released (they expire); this client's locks then return E_CLOSED.
 function Client:close()

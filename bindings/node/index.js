@@ -111,14 +111,42 @@ class Client {
     return result;
   }
 
+  // Writes value (a string, as UTF-8, or a Buffer) at key only if token
+  // (lock.fencingToken(), a bigint or integer >= 1) is at least the fence
+  // stored with it in "redlockc_fence:{key}". Resolves true (written) or
+  // false (refused: a later holder's larger token is stored). This client
+  // must have one node: the resource's Redis.
+  async fencedSet(key, value, token) {
+    if (typeof key !== 'string' || key === '' || key.includes('\0')) {
+      throw new errors.InvalidArgumentError(STATUS.E_INVAL, 'key must be a non-empty string without NUL');
+    }
+    const bytes = Buffer.isBuffer(value) ? value : Buffer.from(String(value), 'utf8');
+    const t = BigInt(token);
+    if (t < 1n || t >= 1n << 64n) throw new errors.InvalidArgumentError(STATUS.E_INVAL, `token must be 1 .. 2^64-1, got ${token}`);
+    if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    const job = fn.fencedNew(this._handle, key, bytes, bytes.length, t);
+    if (!job) throw new errors.OutOfMemoryError(STATUS.E_NOMEM, 'out of memory');
+    const done = getChannel().run(OP.FENCED_SET, job);
+    this._inflight = (this._inflight || new Set()).add(done);
+    try {
+      const rec = await done;
+      if (rec.rc !== STATUS.OK) throw fail(rec);
+      return rec.value !== 0n;
+    } finally {
+      this._inflight.delete(done);
+    }
+  }
+
   // Stops the watchdog and closes connections. Held locks are not released
   // on the server (they expire); later calls on its locks reject ClosedError.
+  // A fencedSet() in flight ends first.
   close() {
     if (!this._closed) {
       const handle = this._handle;
       this._handle = null;
       clientRegistry.unregister(this);
-      this._closed = getChannel().run(OP.CLIENT_FREE, handle).then(() => undefined);
+      const before = Promise.allSettled([...(this._inflight || [])]);
+      this._closed = before.then(() => getChannel().run(OP.CLIENT_FREE, handle)).then(() => undefined);
     }
     return this._closed;
   }

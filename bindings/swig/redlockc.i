@@ -129,6 +129,18 @@ static int rlcpy_is_record(PyObject *got)
   $result = PyLong_FromUnsignedLongLong((unsigned long long)*$1);
 }
 
+/* rlc_fenced_set: the value is bytes (Client.fenced_set encodes a str), the
+ * out-parameter `applied` becomes the return value (True/False). */
+%typemap(in) (const char *value, size_t value_len) {
+  if (!PyBytes_Check($input)) {
+    PyErr_SetString(PyExc_TypeError, "value must be bytes");
+    SWIG_fail;
+  }
+  $1 = PyBytes_AS_STRING($input);
+  $2 = (size_t)PyBytes_GET_SIZE($input);
+}
+%apply int *out { int *applied };
+
 /* A C function pointer cannot come from Python: rlcpy_on_lost replaces it. */
 %ignore rlc_lock_on_lost;
 
@@ -299,6 +311,15 @@ RLCLUA_INTEGER_IN(uint64_t, 1)
     lua_pushnil(L);
   SWIG_arg++;
 %}
+
+/* rlc_fenced_set: any Lua string (binary-safe) as the value; `applied` is
+ * the third value, a boolean. */
+%typemap(in) (const char *value, size_t value_len) %{
+  if (lua_type(L, $input) != LUA_TSTRING)
+    SWIG_fail_arg("$symname", $argnum, "string");
+  $1 = ($1_ltype)lua_tolstring(L, $input, &$2);
+%}
+%apply int *out { int *applied };
 
 /* The lost callback runs on the client's watchdog thread, where no lua_State
  * may be entered. Lua does not get it: a lost hold shows as owned() == false,

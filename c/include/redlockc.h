@@ -24,6 +24,7 @@
 #ifndef REDLOCKC_H
 #define REDLOCKC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -85,6 +86,9 @@ typedef struct rlc_client rlc_client;
  *     drift_factor         clock drift allowance as a fraction of the lease (0.01)
  *     pool_size            pipelined connections per node shared by all threads (1)
  *     key_prefix           prepended to every lock name ("")
+ *     restart_guard        1: a node whose run_id changed does not count toward a
+ *                          quorum until the longest lease has passed since its
+ *                          restart; 0: off (default: 1 for N >= 3, else 0)
  *   Unknown, duplicate or out-of-range names are RLC_E_INVAL.
  *
  * Returns RLC_OK and *out, or RLC_E_INVAL / RLC_E_NOMEM. */
@@ -169,8 +173,10 @@ RLC_API int rlc_lock_validity_ms(rlc_lock *l, int64_t *out);
 
 /* *out = the fencing token of the owner's current hold: the value of the
  * counter "redisson_lock_token:{name}" set when the hold began (0 -> 1), so it
- * grows with each new holder. Over N nodes, the largest of the quorum's
- * counters. RLC_E_NOT_OWNER if this handle does not hold it. No network I/O. */
+ * grows with each new holder. Over N nodes, the largest of the granting
+ * nodes' counters, which the acquire stored on a quorum of them before it
+ * returned: every later holder gets a larger one (docs/DESIGN.md, "Fencing
+ * tokens"). RLC_E_NOT_OWNER if this handle does not hold it. No network I/O. */
 RLC_API int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
 
 /* Called once per lost hold, from the client's watchdog thread, when a
@@ -180,6 +186,22 @@ RLC_API int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
  * of this API. fn NULL removes the callback. */
 typedef void (*rlc_lost_fn)(rlc_lock *l, int reason, void *user);
 RLC_API int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user);
+
+/* ---- Fenced writes (since REDLOCKC_1.1) -------------------------------- */
+
+/* Writes value at key (a plain string, SET) only if token is at least the
+ * fence stored with it, and raises the fence to token: a holder whose lock
+ * expired while it paused cannot overwrite what a later holder (larger
+ * token) wrote. The fence is the key "redlockc_fence:{key}" (the key's hash
+ * slot); key is used as given, without key_prefix. The client must have one
+ * node: the Redis that holds the resource, which may be another than the
+ * lock's (docs/FENCING.md; there also the recipe for SQL databases).
+ * token: from rlc_lock_fencing_token, >= 1.
+ * Returns RLC_OK with *applied = 1 (written) or 0 (refused: a larger token
+ * is stored; nothing was written), RLC_E_INVAL, RLC_E_SERVER (the fence key
+ * holds no token), or an I/O status. */
+RLC_API int rlc_fenced_set(rlc_client *c, const char *key, const char *value, size_t value_len,
+                           uint64_t token, int *applied);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include "mux.h"
 #include "options.h"
 #include "owner.h"
+#include "restart_guard.h"
 #include "uri.h"
 
 struct hold;
@@ -44,6 +45,8 @@ struct rlc_client {
     rlc_lock *in_callback;      /* the lock whose on_lost runs now, or NULL */
     pthread_cond_t callback_done;
     int64_t watchdog_wake_ns;   /* when the watchdog thread plans to wake */
+    struct node_life life[RLC_MAX_NODES]; /* restart_guard.c */
+    int64_t max_lease_ms;       /* the longest lease this client used */
 
     struct pubsub *pubsub;
     pthread_t thread;           /* watchdog + pub/sub */

@@ -20,9 +20,11 @@
 #include "cmd.h"
 #include "error.h"
 #include "fanout.h"
+#include "fence.h"
 #include "hold.h"
 #include "pubsub.h"
 #include "quorum.h"
+#include "restart_guard.h"
 #include "scripts.h"
 
 #define MAX_NAME_LEN 65536
@@ -189,30 +191,6 @@ static void drop_if_idle(rlc_client *c, struct hold *h)
         hold_drop(c, h);
 }
 
-/* Over N nodes, a new holder's token is the largest counter among the nodes
- * that said yes. Raise the others to it (sent before anything else this
- * owner sends them, so before its release): every later quorum shares a
- * node with this one, so the next token is larger. */
-static void raise_token_floor(rlc_lock *l, uint64_t owner, const uint64_t *tokens,
-                              const bool *granted, uint64_t token)
-{
-    rlc_client *c = l->client;
-    bool lower[RLC_MAX_NODES], any = false;
-    for (int i = 0; i < c->n_nodes; i++) {
-        lower[i] = granted[i] && tokens[i] < token;
-        any = any || lower[i];
-    }
-    if (!any)
-        return;
-    char floor[24];
-    const char *argv[2] = {l->token_key, floor};
-    size_t lens[2] = {l->token_key_len,
-                      (size_t)snprintf(floor, sizeof floor, "%llu", (unsigned long long)token)};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
-    fanout_detached(c, owner, cmd, &script_token_floor, lower, false);
-    cmd_unref(cmd);
-}
-
 /* Undoes attempt on each node that may have run it. The undo names the
  * attempt, so it is right whenever and on whatever connection it arrives:
  * it takes back the level if the acquire ran, and stops the acquire if it
@@ -276,8 +254,20 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
         lens[6] = (size_t)client_attempt_name(c, outer_level, in, sizeof in);
     struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 3, 4, argv, lens);
     struct fanout f;
+    /* Restart guard: INFO server rides ahead of the acquire (restart_guard.c). */
+    struct mux_req *info[RLC_MAX_NODES] = {NULL};
+    bool guarded[RLC_MAX_NODES] = {false};
+    char guard_why[512] = "";
+    int64_t guard_wait_ms = 0;
+    bool guard = n > 1 && restart_guard_on(c);
+    if (guard)
+        restart_guard_send(c, owner, info);
     fanout_run(c, owner, cmd, &script_acquire, &f);
+    if (guard)
+        restart_guard_collect(c, info, lease, guarded, guard_why, sizeof guard_why,
+                              &guard_wait_ms);
     int64_t elapsed_ns = rlc_now_ns() - f.started_ns;
+    int not_counted = 0;
 
     int yes = 0, inner = 0, busy = 0, unanswered = 0, holders = 0;
     uint64_t token = 0, tokens[RLC_MAX_NODES];
@@ -297,7 +287,9 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
             unanswered++;
             continue;
         }
-        if (ar->count >= 1) {
+        if (ar->count >= 1 && guarded[i]) {
+            not_counted++; /* it may hold the key, but its vote does not count */
+        } else if (ar->count >= 1) {
             yes++;
             inner += ar->inner;
             granted[i] = true;
@@ -337,6 +329,20 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
                       "taken; nothing was kept", shown(l, name, sizeof name));
     } else if (yes >= q && validity > 0) {
         rc = RLC_OK;
+        /* A new hold's token counts only once a quorum stores it (fence.c);
+         * the round that stores it is part of the acquire's elapsed time. */
+        int64_t done_ns;
+        if (n > 1 && !nested &&
+            (rc = fence_store_token(l, owner, tokens, granted, token, &done_ns)) == RLC_OK &&
+            quorum_validity_ms(lease, done_ns - f.started_ns, c->opts.drift_factor) <= 0)
+            rc = rlc_fail(RLC_NOT_ACQUIRED,
+                          "lock '%s' was granted, but its %lld ms lease was used up while its "
+                          "fencing token was stored; use a longer lease",
+                          shown(l, name, sizeof name), (long long)lease);
+        if (rc != RLC_OK) {
+            a->split = false;
+            a->sleep_ms = 0;
+        }
     } else if (yes >= q) {
         rc = rlc_fail(RLC_NOT_ACQUIRED,
                       "lock '%s' was granted, but its %lld ms lease was used up by the %lld ms "
@@ -345,6 +351,13 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
                       (long long)(elapsed_ns / RLC_NS_PER_MS));
         a->split = false;
         a->sleep_ms = 0;
+    } else if (yes + not_counted >= q) {
+        rc = rlc_fail(RLC_NOT_ACQUIRED,
+                      "lock '%s': %d of %d nodes granted it, but only %d count toward the "
+                      "quorum of %d: %s", shown(l, name, sizeof name), yes + not_counted, n,
+                      yes, q, guard_why);
+        a->split = false;
+        a->sleep_ms = guard_wait_ms;
     } else if (yes + busy >= q) {
         rc = rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner",
                       shown(l, name, sizeof name));
@@ -373,8 +386,6 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     }
     pthread_mutex_unlock(&c->mu);
 
-    if (rc == RLC_OK && n > 1)
-        raise_token_floor(l, owner, tokens, granted, token);
     bool any_undo = false;
     for (int i = 0; i < n; i++)
         any_undo = any_undo || undo[i];

@@ -36,6 +36,7 @@ static const struct option_spec specs[] = {
     {"drift_factor", FRACTION, FIELD(drift_factor), 0, 0.5},
     {"pool_size", INT, FIELD(pool_size), 1, 64},
     {"key_prefix", TEXT, FIELD(key_prefix), 0, 1024},
+    {"restart_guard", INT, FIELD(restart_guard), 0, 1},
 };
 
 #define NSPECS (sizeof specs / sizeof specs[0])
@@ -50,6 +51,7 @@ static void set_defaults(struct rlc_options *o)
     o->drift_factor = 0.01;
     o->pool_size = 1;
     o->key_prefix = NULL;
+    o->restart_guard = -1;
 }
 
 static int is_space(char c)

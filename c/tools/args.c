@@ -33,6 +33,7 @@ static const char usage_text[] =
     "Usage: redlockc [OPTIONS] NAME [--] CMD [ARGS...]\n"
     "       redlockc [OPTIONS] status NAME\n"
     "       redlockc [OPTIONS] release --force NAME\n"
+    "       redlockc [--nodes URI] fenced-set KEY VALUE --token N\n"
     "\n"
     "Runs CMD while holding the distributed lock NAME on Redis (renewed by a\n"
     "watchdog), releases it when CMD exits, and exits with CMD's status.\n"

@@ -52,6 +52,10 @@ struct cli_args {
  * it has printed). */
 int cli_parse(int argc, char **argv, struct cli_args *a);
 
+/* fenced.c: "fenced-set KEY VALUE --token N", parsed and run on its own. */
+int cli_is_fenced_set(int argc, char **argv);
+int cli_fenced_set(int argc, char **argv);
+
 /* Prints "redlockc: " + the formatted message + newline to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

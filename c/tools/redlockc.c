@@ -35,6 +35,8 @@ int cli_status_exit(int rc)
 
 int main(int argc, char **argv)
 {
+    if (cli_is_fenced_set(argc, argv))
+        return cli_fenced_set(argc, argv);
     struct cli_args a;
     int rc = cli_parse(argc, argv, &a);
     if (rc >= 0)

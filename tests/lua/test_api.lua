@@ -328,4 +328,20 @@ T.case("Redlock over 3 nodes: the hold is on every node; one node left is no quo
   lone:close()
 end)
 
+T.case("fenced_set writes with a token at least the fence, refuses a smaller one", function()
+  local l = assert(client:lock("lua:fence"))
+  T.eq("acquire", true, l:acquire{ wait_ms = 0, lease_ms = 20000 })
+  local token = l:fencing_token()
+  T.eq("write with a token past the hold's", true, client:fenced_set("lua:res", "v\0one", token + 1))
+  T.eq("value stored, binary-safe", "v\0one", T.redis(PORT, "get", "lua:res"))
+  T.eq("the same token writes again", true, client:fenced_set("lua:res", "two", token + 1))
+  T.eq("an older token is refused", false, client:fenced_set("lua:res", "late", token))
+  T.eq("value after the refusal", "two", T.redis(PORT, "get", "lua:res"))
+  T.eq("fence", tostring(token + 1), T.redis(PORT, "get", "redlockc_fence:{lua:res}"))
+  T.fails("a Redlock client is refused", E.E_INVAL,
+          assert(redlockc.client(NODES)):fenced_set("lua:res", "x", token))
+  T.ok("token 0 raises", not pcall(client.fenced_set, client, "lua:res", "x", 0))
+  l:release()
+end)
+
 T.done()

@@ -69,7 +69,11 @@ fi
 echo "--- symbol versions"
 abi_symbols "$ABI_XML" >"$tmp/old.sym"
 abi_symbols "$tmp/current.abi" >"$tmp/new.sym"
-old_nodes=$(awk '{print $2}' "$tmp/old.sym" | sort -u)
+if [ -f "$ABI_SHIPPED" ]; then
+  old_nodes=$(grep -E '^REDLOCKC_' "$ABI_SHIPPED" | sort -u)
+else
+  old_nodes=$(awk '{print $2}' "$tmp/old.sym" | sort -u)
+fi
 while read -r name ver; do
   was=$(awk -v n="$name" '$1 == n {print $2}' "$tmp/old.sym")
   if [ -n "$was" ] && [ "$was" != "$ver" ]; then
@@ -80,7 +84,14 @@ while read -r name ver; do
     echo "new: $name@@$ver"
   fi
 done <"$tmp/new.sym"
-echo "$(wc -l <"$tmp/new.sym") versioned functions checked"
+# A shipped node keeps exactly its symbols (REDLOCKC_1.0 stays as released).
+for node in $old_nodes; do
+  if ! diff <(awk -v v="$node" '$2 == v {print $1}' "$tmp/old.sym") \
+            <(awk -v v="$node" '$2 == v {print $1}' "$tmp/new.sym") >/dev/null; then
+    fail "the symbols of shipped node $node changed"
+  fi
+done
+echo "$(wc -l <"$tmp/new.sym") versioned functions checked; frozen nodes: $(echo $old_nodes)"
 
 # 4. Status codes and other constants of the header.
 echo "--- header constants against ${ABI_CONSTANTS#$PWD/}"

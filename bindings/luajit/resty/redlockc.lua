@@ -70,6 +70,11 @@ if not pcall(ffi.typeof, "rlc_lock") then
     int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
   ]]
 end
+-- REDLOCKC_1.1; alone, so that a state that declared 1.0 above gets it too.
+pcall(ffi.cdef, [[
+  int rlc_fenced_set(rlc_client *c, const char *key, const char *value, size_t value_len,
+                     uint64_t token, int *applied);
+]])
 -- For owner ids outside nginx; another module may have declared it already.
 pcall(ffi.cdef, "int getpid(void);")
 
@@ -457,6 +462,32 @@ function Client:uuid()
   local h = client_self(self)
   if not h then return closed() end
   return ffi_string(lib.rlc_client_uuid(h))
+end
+
+-- client:fenced_set(key, value, token) -> true (written) | false (refused:
+-- a larger token is stored; nothing written) | nil, err, code.
+--   Writes value at key only if token (lock:fencing_token(), a number
+--   1 .. 2^53 or a uint64_t cdata) is at least the fence stored with it in
+--   "redlockc_fence:{key}". The client must have one node: the resource's
+--   Redis. One blocking round trip, like every call.
+function Client:fenced_set(key, value, token)
+  local h = client_self(self)
+  if type(key) ~= "string" or type(value) ~= "string" then
+    error("resty.redlockc: key and value must be strings", 2)
+  end
+  if type(token) == "number" then
+    integer_arg(token, "token")
+  elseif not ffi.istype("uint64_t", token) then
+    error("resty.redlockc: token must be a number or a uint64_t cdata", 2)
+  end
+  if token < 1 then return nil, "token must be >= 1 (a lock's fencing_token)", E_INVAL end
+  if has_nul(key) then return nil, "key contains a NUL byte", E_INVAL end
+  if not h then return closed() end
+  local ok, fn = pcall(function() return lib.rlc_fenced_set end)
+  if not ok then return nil, "libredlockc is older than 1.1 (no rlc_fenced_set)", E_INVAL end
+  local rc = fn(h, key, value, #value, token, int_out)
+  if rc ~= OK then return failed(rc) end
+  return int_out[0] ~= 0
 end
 
 -- client:close(): stops the watchdog and closes the connections now (it

@@ -26,6 +26,7 @@ const fn = {
   version: lib.func('const char *rlcn_version(void)'),
   strerror: lib.func('const char *rlcn_strerror(int rc)'),
   recordSize: lib.func('int rlcn_record_size(void)'),
+  fencedNew: lib.func('void *rlcn_fenced_new(void *c, const char *key, const uint8_t *value, size_t len, uint64_t token)'),
 };
 
 const RECORD = 256;
@@ -37,7 +38,7 @@ const KIND_LOST = 1;
 // Job kinds, as enum op in rlcnode.c.
 const OP = {
   ACQUIRE: 1, RELEASE: 2, EXTEND: 3, FORCE_RELEASE: 4, IS_LOCKED: 5,
-  IS_HELD: 6, HOLD_COUNT: 7, TTL: 8, CLIENT_FREE: 9,
+  IS_HELD: 6, HOLD_COUNT: 7, TTL: 8, CLIENT_FREE: 9, FENCED_SET: 10,
 };
 
 // A record as {tag, value, rc, kind, msg}.

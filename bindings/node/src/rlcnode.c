@@ -68,7 +68,16 @@ struct rlcn_lock {
 
 enum op {
     OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_FORCE_RELEASE, OP_IS_LOCKED,
-    OP_IS_HELD, OP_HOLD_COUNT, OP_TTL, OP_CLIENT_FREE
+    OP_IS_HELD, OP_HOLD_COUNT, OP_TTL, OP_CLIENT_FREE, OP_FENCED_SET
+};
+
+/* OP_FENCED_SET's arguments, copied out of JS (the job runs later, on a
+ * pool thread): key, NUL, value. Freed by the job. */
+struct rlcn_fenced {
+    rlc_client *c;
+    uint64_t token;
+    size_t key_len, value_len;
+    char data[];
 };
 
 struct job {
@@ -169,6 +178,14 @@ static void run(struct job *j)
     case OP_HOLD_COUNT: r.rc = rlc_lock_hold_count(s->l, &r.value); break;
     case OP_TTL: r.rc = rlc_lock_ttl_ms(s->l, &r.value); break;
     case OP_CLIENT_FREE: rlc_client_free(j->target); r.rc = RLC_OK; break;
+    case OP_FENCED_SET: {
+        struct rlcn_fenced *f = j->target;
+        r.rc = rlc_fenced_set(f->c, f->data, f->data + f->key_len + 1, f->value_len, f->token, &v);
+        r.value = v;
+        set_msg(&r, r.rc);
+        free(f);
+        break;
+    }
     default: r.rc = RLC_E_INVAL; snprintf(r.msg, sizeof r.msg, "unknown op %d", j->op);
     }
     if (j->op >= OP_ACQUIRE && j->op <= OP_TTL)
@@ -204,6 +221,21 @@ static void *worker(void *unused)
         free(j);
         pthread_mutex_lock(&pool_mu);
     }
+}
+
+/* The target of an OP_FENCED_SET job, or NULL (out of memory). */
+API struct rlcn_fenced *rlcn_fenced_new(rlc_client *c, const char *key, const void *value,
+                                        size_t value_len, uint64_t token)
+{
+    size_t key_len = strlen(key);
+    struct rlcn_fenced *f = malloc(sizeof *f + key_len + 1 + value_len);
+    if (!f)
+        return NULL;
+    *f = (struct rlcn_fenced){.c = c, .token = token, .key_len = key_len, .value_len = value_len};
+    memcpy(f->data, key, key_len + 1);
+    if (value_len)
+        memcpy(f->data + key_len + 1, value, value_len);
+    return f;
 }
 
 /* Queues a job; 0, or -errno when no thread could take it. Never blocks. */

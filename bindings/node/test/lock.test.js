@@ -192,3 +192,18 @@ test('a Lock collected while held stops being renewed, and its key expires', asy
   probe.close();
   await client.close();
 });
+
+test('fencedSet writes with a token at least the fence and refuses a smaller one', async () => {
+  const client = new Client(serverUri());
+  const lock = client.lock(uniqueName('fence'));
+  assert.equal(await lock.acquire({ wait: 0, lease: 20000 }), true);
+  const token = lock.fencingToken();
+  const key = uniqueName('fenced-res');
+  assert.equal(await client.fencedSet(key, 'newer', token + 1n), true);
+  assert.equal(await client.fencedSet(key, Buffer.from([0, 1, 2]), token + 1n), true, 'equal tokens write');
+  assert.equal(await client.fencedSet(key, 'late', token), false, 'a smaller token is refused');
+  await assert.rejects(client.fencedSet(key, 'x', 0), redlockc.InvalidArgumentError);
+  await lock.release();
+  lock.close();
+  await client.close();
+});

@@ -196,6 +196,38 @@ class Client:
                 raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
             return _core.rlc_lock_new(self._ptr, name, owner_id)
 
+    def fenced_set(self, key, value, token):
+        """Writes ``value`` at ``key`` only if ``token`` is at least the fence stored with it.
+
+        The fenced write at the resource that makes fencing tokens work: a
+        holder whose lock expired while it paused has a smaller token than
+        the holder after it, and its late write is refused. ``token`` is
+        ``lock.fencing_token`` (an int >= 1); ``value`` is bytes or a str
+        (written as UTF-8). The key is used as given (no ``key_prefix``); its
+        fence is the key ``"redlockc_fence:{key}"``. This client must have one
+        node: the Redis that holds the resource.
+
+        Returns True if written, False if refused (a larger token is stored;
+        nothing was written). Raises InvalidArgument, ServerError (the fence
+        key holds no token) or an I/O error. close() waits for a call in
+        progress.
+        """
+        key = _units.text(key, "key")
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        elif isinstance(value, (bytearray, memoryview)):
+            value = bytes(value)
+        elif not isinstance(value, bytes):
+            raise TypeError(f"value must be bytes or str, not {type(value).__name__}")
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise TypeError(f"token must be an int, not {type(token).__name__}")
+        if not 1 <= token < 2**64:
+            raise invalid(f"token must be 1 to 2**64-1 (a lock's fencing_token), got {token}")
+        with self._mu:
+            if self._ptr is None:
+                raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
+            return _core.rlc_fenced_set(self._ptr, key, value, token)
+
     def close(self):
         """Closes the client (idempotent): stops its watchdog thread, closes its connections.
 

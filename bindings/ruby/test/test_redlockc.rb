@@ -193,4 +193,14 @@ class RedlockcTest < Minitest::Test
     l2.close
     assert_raises(Redlockc::ClosedError) { l2.try_lock }
   end
+
+  def test_fenced_set_refuses_a_smaller_token
+    c = client
+    token = 5
+    key = unique("fenced-res")
+    assert_equal true, c.fenced_set(key, "newer\0bin", token + 1)
+    assert_equal true, c.fenced_set(key, "again", token + 1)
+    assert_equal false, c.fenced_set(key, "late", token)
+    assert_raises(Redlockc::InvalidArgumentError) { c.fenced_set(key, "x", 0) }
+  end
 end

@@ -44,6 +44,24 @@ module Redlockc
       nil
     end
 
+    # Writes value at key only if token (Lock#fencing_token, >= 1) is at least
+    # the fence stored with it in "redlockc_fence:{key}". true: written;
+    # false: refused, a later holder's larger token is stored. The client must
+    # have one node: the resource's Redis. #close waits for a call in progress.
+    def fenced_set(key, value, token)
+      key = String(key)
+      value = String(value).b
+      raise InvalidArgumentError.new("token must be 1 .. 2**64-1", status: InvalidArgumentError::STATUS) unless
+        token.is_a?(Integer) && token >= 1 && token < 2**64
+      @mu.synchronize do
+        raise ClosedError.new("client is closed", status: ClosedError::STATUS) if closed?
+
+        out = Native.out8
+        Native.call(:rlc_fenced_set, @box[0], key, value, value.bytesize, token, out)
+        Native.int32(out) != 0
+      end
+    end
+
     # A C lock handle for Lock#initialize. Under @mu, so #close cannot free
     # the client while rlc_lock_new uses it (no network I/O: brief).
     def new_lock_handle(name, owner)

@@ -42,6 +42,11 @@ module Redlockc
       rlc_lock_fencing_token: [[P, P], I],
     }.freeze
 
+    # Since REDLOCKC_1.1; looked up on first use, so an older library still loads.
+    SIGNATURES_1_1 = {
+      rlc_fenced_set: [[P, S, P, Fiddle::TYPE_SIZE_T, U64, P], I],
+    }.freeze
+
     begin
       handle = Fiddle.dlopen(LIBRARY)
     rescue Fiddle::DLError => e
@@ -50,7 +55,13 @@ module Redlockc
 
     FUNCTIONS = SIGNATURES.to_h do |name, (args, ret)|
       [name, Fiddle::Function.new(handle[name.to_s], args, ret)]
-    end.freeze
+    end
+    SIGNATURES_1_1.each do |name, (args, ret)|
+      FUNCTIONS[name] = Fiddle::Function.new(handle[name.to_s], args, ret)
+    rescue Fiddle::DLError
+      nil # an older libredlockc: calling it raises KeyError
+    end
+    FUNCTIONS.freeze
 
     module_function
 
