@@ -261,11 +261,13 @@ struct script fscript_write_withdraw = {
     "  end\n"                                                                   \
     "end\n"
 
-/* The queue and the timeout set are Redisson's. A waiter joins at the tail
- * with the timeout "previous waiter's timeout (or now + the lock's pttl) +
- * thread wait"; our live waiters push their own timeout to at least now + 2
- * thread waits on every try, so a live waiter keeps its place however long
- * it waits and a dead one is dropped 2 thread waits after its last try. */
+/* The queue and the timeout set are Redisson's, and so is the pruning of
+ * timed-out waiters from the head. Redisson scores a new waiter "previous
+ * waiter's timeout (or now + the lock's pttl) + thread wait" and never
+ * refreshes it; ours score themselves now + 2 thread waits and push that on
+ * every try (at least once a second), so a live waiter keeps its place
+ * however long the holder keeps the lock, and a dead one is dropped 2 thread
+ * waits after its last try, even behind a long lease (docs/FAMILY.md). */
 struct script fscript_fair_acquire = {
     "fair_acquire",
     HEAD FAIR_PRUNE
@@ -295,10 +297,7 @@ struct script fscript_fair_acquire = {
     "        redis.call('zadd', KEYS[3], now + 2 * wait, ARGV[2])\n"
     "      end\n"
     "    else\n"
-    "      local last = redis.call('lindex', KEYS[2], -1)\n"
-    "      local base = last and redis.call('zscore', KEYS[3], last)\n"
-    "      base = base and tonumber(base) or now + math.max(ttl, 0)\n"
-    "      redis.call('zadd', KEYS[3], math.max(base + wait, now + 2 * wait), ARGV[2])\n"
+    "      redis.call('zadd', KEYS[3], now + 2 * wait, ARGV[2])\n"
     "      redis.call('rpush', KEYS[2], ARGV[2])\n"
     "    end\n"
     "  end\n"
