@@ -203,6 +203,84 @@ RLC_API int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user);
 RLC_API int rlc_fenced_set(rlc_client *c, const char *key, const char *value, size_t value_len,
                            uint64_t token, int *applied);
 
+/* ---- The lock family (REDLOCKC_1.1; docs/FAMILY.md) ----------------------
+ * Same rules as rlc_lock: statuses, owner ids (0 = the calling thread),
+ * wait_ms (0 try, > 0 bounded, < 0 forever), lease_ms (<= 0 watchdog), and
+ * Redisson's data layout on the server. */
+
+/* Read-write lock (Redisson RReadWriteLock). Many readers or one writer;
+ * the writer may also take read levels; both sides are reentrant. A writer
+ * that waits holds back new readers (readers already reading may nest), so
+ * readers cannot starve it. Over N nodes: Redlock (a read quorum and a write
+ * quorum share a node). */
+typedef struct rlc_rwlock rlc_rwlock;
+RLC_API int rlc_rwlock_new(rlc_client *c, const char *name, uint64_t owner, rlc_rwlock **out);
+RLC_API void rlc_rwlock_free(rlc_rwlock *l);
+RLC_API int rlc_rwlock_read_acquire(rlc_rwlock *l, int64_t wait_ms, int64_t lease_ms);
+RLC_API int rlc_rwlock_read_release(rlc_rwlock *l);
+RLC_API int rlc_rwlock_write_acquire(rlc_rwlock *l, int64_t wait_ms, int64_t lease_ms);
+RLC_API int rlc_rwlock_write_release(rlc_rwlock *l);
+/* *out = 0 free, 1 read, 2 write (the server's "mode" field, on a quorum). */
+RLC_API int rlc_rwlock_mode(rlc_rwlock *l, int *out);
+/* *out = levels the owner holds through this handle on the read (write=0)
+ * or write side; 0 once lost. No network I/O. */
+RLC_API int rlc_rwlock_hold_count(rlc_rwlock *l, int write, int64_t *out);
+/* *out = how long that side's hold is certainly valid (ms); 0 if none. */
+RLC_API int rlc_rwlock_validity_ms(rlc_rwlock *l, int write, int64_t *out);
+
+/* Fair lock (Redisson RFairLock): first come, first served across clients.
+ * thread_wait_ms (<= 0: 5000): a waiter that dies or stops trying leaves
+ * the queue at most 2 x thread_wait_ms after its last try. One node only:
+ * over N nodes rlc_fairlock_new returns RLC_E_INVAL. */
+typedef struct rlc_fairlock rlc_fairlock;
+RLC_API int rlc_fairlock_new(rlc_client *c, const char *name, uint64_t owner,
+                             int64_t thread_wait_ms, rlc_fairlock **out);
+RLC_API void rlc_fairlock_free(rlc_fairlock *l);
+RLC_API int rlc_fairlock_acquire(rlc_fairlock *l, int64_t wait_ms, int64_t lease_ms);
+RLC_API int rlc_fairlock_release(rlc_fairlock *l);
+RLC_API int rlc_fairlock_hold_count(rlc_fairlock *l, int64_t *out);
+RLC_API int rlc_fairlock_validity_ms(rlc_fairlock *l, int64_t *out);
+
+/* Semaphore (Redisson RSemaphore): a count of free permits, not bound to an
+ * owner. try_set_permits sets the count only if the semaphore has none
+ * (*set = 1 if it did). acquire waits for n free permits; release gives n
+ * back. One node only (RLC_E_INVAL over N). */
+typedef struct rlc_semaphore rlc_semaphore;
+RLC_API int rlc_semaphore_new(rlc_client *c, const char *name, rlc_semaphore **out);
+RLC_API void rlc_semaphore_free(rlc_semaphore *s);
+RLC_API int rlc_semaphore_try_set_permits(rlc_semaphore *s, int64_t permits, int *set);
+RLC_API int rlc_semaphore_available(rlc_semaphore *s, int64_t *out);
+RLC_API int rlc_semaphore_acquire(rlc_semaphore *s, int64_t n, int64_t wait_ms);
+RLC_API int rlc_semaphore_release(rlc_semaphore *s, int64_t n);
+
+/* Permit-expirable semaphore (Redisson RPermitExpirableSemaphore): n
+ * permits taken together get one id (32 hex digits, written to id_out, which
+ * holds RLC_PERMIT_ID_LEN + 1 bytes) and a lease > 0; permits whose lease
+ * ran out go back to the pool. release returns RLC_E_LOST if they had.
+ * One node only. */
+#define RLC_PERMIT_ID_LEN 32
+typedef struct rlc_psemaphore rlc_psemaphore;
+RLC_API int rlc_psemaphore_new(rlc_client *c, const char *name, rlc_psemaphore **out);
+RLC_API void rlc_psemaphore_free(rlc_psemaphore *s);
+RLC_API int rlc_psemaphore_try_set_permits(rlc_psemaphore *s, int64_t permits, int *set);
+RLC_API int rlc_psemaphore_available(rlc_psemaphore *s, int64_t *out);
+RLC_API int rlc_psemaphore_acquire(rlc_psemaphore *s, int64_t n, int64_t wait_ms,
+                                   int64_t lease_ms, char *id_out);
+RLC_API int rlc_psemaphore_release(rlc_psemaphore *s, const char *id);
+
+/* Multi-name lock: RLock names held together, all or none, taken by one
+ * script per node. Names are sorted and de-duplicated. Each name is an
+ * ordinary rlc_lock hold (lock_at gives its handle, owned by the multilock).
+ * release gives back one level of every name and reports the first failure. */
+typedef struct rlc_multilock rlc_multilock;
+RLC_API int rlc_multilock_new(rlc_client *c, const char *const *names, int n, uint64_t owner,
+                              rlc_multilock **out);
+RLC_API void rlc_multilock_free(rlc_multilock *m);
+RLC_API int rlc_multilock_acquire(rlc_multilock *m, int64_t wait_ms, int64_t lease_ms);
+RLC_API int rlc_multilock_release(rlc_multilock *m);
+RLC_API int rlc_multilock_size(rlc_multilock *m, int *out);
+RLC_API int rlc_multilock_lock_at(rlc_multilock *m, int i, rlc_lock **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,6 +26,7 @@
 #include "quorum.h"
 #include "scripts.h"
 #include "watchdog.h"
+#include "family/family.h"
 
 const char *rlc_version(void)
 {
@@ -133,6 +134,9 @@ static void *thread_main(void *arg)
     rlc_client *c = arg;
     while (!atomic_load(&c->stopping)) {
         int64_t next = watchdog_run(c);
+        int64_t family_next = family_watchdog_run(c); /* family/family.h */
+        if (family_next < next)
+            next = family_next;
         struct pollfd pfd[1 + RLC_MAX_NODES];
         pfd[0] = (struct pollfd){c->wake_fd, POLLIN, 0};
         int np = pubsub_prepare(c->pubsub, pfd + 1, RLC_MAX_NODES, &next);

@@ -384,10 +384,20 @@ static void on_push(struct pubsub *ps, int i, const redisReply *r)
     if (!ch)
         return;
     if (is(kind, "message")) {
-        /* A permit for one waiter; more than one per waiter is never used. */
-        if (ch->permits < ch->refs)
-            ch->permits++;
-        pthread_cond_signal(&ch->msg);
+        /* A permit for one waiter; more than one per waiter is never used.
+         * The lock family (docs/FAMILY.md): payload 1, Redisson's
+         * READ_UNLOCK_MESSAGE, wakes every waiter; a semaphore's count n > 1
+         * wakes n. */
+        long wake = 1;
+        if (r->element[2]->type == REDIS_REPLY_STRING) {
+            long v = strtol(r->element[2]->str, NULL, 10);
+            wake = v == 1 ? ch->refs : v > 1 ? v : 1;
+        }
+        ch->permits = ch->permits + wake < ch->refs ? ch->permits + (int)wake : ch->refs;
+        if (wake > 1)
+            pthread_cond_broadcast(&ch->msg);
+        else
+            pthread_cond_signal(&ch->msg);
     } else if (is(kind, "subscribe") || is(kind, "unsubscribe")) {
         if (ch->node[i].inflight > 0)
             ch->node[i].inflight--;

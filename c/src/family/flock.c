@@ -1,0 +1,704 @@
+/*
+ * flock.c - the read-write lock and the fair lock: reentrant, owner-bound
+ * locks whose holds, undo and renewals work as rlc_lock's (attempt ids,
+ * docs/DESIGN.md), on Redisson's layouts (docs/FAMILY.md).
+ *
+ * One engine serves both. A read-write handle has two sides (read, write),
+ * each with its own holds; a fair lock has one. What differs per kind is
+ * which script runs with which keys, built in build(); the rest (trying,
+ * waiting, undoing a try that was not certainly granted, releasing,
+ * renewing) is shared.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "family.h"
+#include "fscripts.h"
+#include "../clock.h"
+#include "../cmd.h"
+#include "../error.h"
+#include "../pubsub.h"
+
+enum { K_RW, K_FAIR };
+enum { OP_ACQUIRE, OP_RELEASE, OP_UNDO, OP_RENEW, OP_WITHDRAW };
+enum { SIDE_READ = 0, SIDE_WRITE = 1, SIDE_FAIR = 0 };
+
+/* A waiting writer's registration lasts this long past its last try; a
+ * waiter tries at least every second, so a live one never lapses, and a
+ * dead or departed one stops holding readers back within this time. */
+#define WRITER_INTENT_MS 3000
+#define FIELD_MAX (RLC_UUID_LEN + 32)
+
+struct flock {
+    struct fam_obj o;          /* first: the registry's view */
+    int kind;
+    char *key;                 /* key_prefix + name */
+    size_t key_len;
+    char *attempts;            /* redlockc_attempts:{key} */
+    size_t attempts_len;
+    char *channel;             /* rw: redisson_rwlock:{key}; fair: redisson_lock__channel:{key} */
+    size_t channel_len;
+    char *aux1;                /* rw: redlockc_rwlock_writers:{key}; fair: redisson_lock_queue:{key} */
+    size_t aux1_len;
+    char *aux2;                /* rw: {key} (timeout keys' prefix); fair: redisson_lock_timeout:{key} */
+    size_t aux2_len;
+    int64_t thread_wait_ms;    /* fair only */
+};
+
+struct rlc_rwlock {
+    struct flock f;
+};
+
+struct rlc_fairlock {
+    struct flock f;
+};
+
+static const char *side_name(const struct flock *l, int side)
+{
+    return l->kind == K_FAIR ? "fair lock" : side == SIDE_WRITE ? "write lock" : "read lock";
+}
+
+/* The owner's hash field on this side: "<uuid>:<owner>", plus ":write" for
+ * the write side (Redisson's write-lock name). */
+static size_t field_of(const struct flock *l, int side, uint64_t owner, char *buf)
+{
+    int n = client_field(l->o.client, owner, buf, FIELD_MAX);
+    if (l->kind == K_RW && side == SIDE_WRITE)
+        n += snprintf(buf + n, FIELD_MAX - (size_t)n, ":write");
+    return (size_t)n;
+}
+
+/* The command of `op` for this side. field is the side's field; for a read
+ * level the timeout prefix is built from the plain field. */
+static struct rlc_cmd *build(const struct flock *l, int op, int side, uint64_t owner,
+                             int64_t lease, uint64_t attempt, int64_t extra,
+                             const struct script **sp)
+{
+    rlc_client *c = l->o.client;
+    char field[FIELD_MAX], wfield[FIELD_MAX], id[RLC_ATTEMPT_LEN] = "", n1[24], n2[24];
+    char tprefix[FIELD_MAX + 256];
+    const char *argv[10];
+    size_t lens[10];
+    int nk = 0, na = 0;
+    size_t flen = field_of(l, SIDE_READ, owner, field);
+    size_t wlen = field_of(l, SIDE_WRITE, owner, wfield);
+    size_t idlen = attempt ? (size_t)client_attempt_name(c, attempt, id, sizeof id) : 0;
+    size_t n1len = (size_t)snprintf(n1, sizeof n1, "%lld", (long long)lease);
+    size_t n2len = (size_t)snprintf(n2, sizeof n2, "%lld", (long long)extra);
+    const char *f = side == SIDE_WRITE ? wfield : field;
+    size_t fl = side == SIDE_WRITE ? wlen : flen;
+    size_t tlen = 0;
+    char *tp = NULL;
+    if (l->kind == K_RW && side == SIDE_READ) {
+        /* {name}:<uuid>:<owner>:rwlock_timeout; the brace part is aux2 */
+        if (l->aux2_len + flen + 16 > sizeof tprefix)
+            tp = malloc(l->aux2_len + flen + 16);
+        else
+            tp = tprefix;
+        if (!tp)
+            return NULL;
+        memcpy(tp, l->aux2, l->aux2_len);
+        tp[l->aux2_len] = ':';
+        memcpy(tp + l->aux2_len + 1, field, flen);
+        memcpy(tp + l->aux2_len + 1 + flen, ":rwlock_timeout", 15);
+        tlen = l->aux2_len + 1 + flen + 15;
+    }
+#define K(s, n) (argv[nk] = (s), lens[nk] = (n), nk++)
+#define A(s, n) (argv[nk + na] = (s), lens[nk + na] = (n), na++)
+    const struct script *s = NULL;
+    if (l->kind == K_RW) {
+        bool rd = side == SIDE_READ;
+        switch (op) {
+        case OP_ACQUIRE:
+            s = rd ? &fscript_read_acquire : &fscript_write_acquire;
+            K(l->key, l->key_len);
+            if (rd)
+                K(tp, tlen);
+            K(l->attempts, l->attempts_len);
+            K(l->aux1, l->aux1_len);
+            A(n1, n1len);
+            A(f, fl);
+            if (rd)
+                A(wfield, wlen);
+            A(id, idlen);
+            if (!rd)
+                A(n2, n2len);
+            break;
+        case OP_RELEASE:
+            s = rd ? &fscript_read_release : &fscript_write_release;
+            K(l->key, l->key_len);
+            K(l->channel, l->channel_len);
+            if (rd)
+                K(tp, tlen);
+            K(l->attempts, l->attempts_len);
+            if (rd)
+                K(l->aux2, l->aux2_len);
+            A(n1, n1len);
+            A(f, fl);
+            A(id, idlen);
+            break;
+        case OP_UNDO:
+        case OP_RENEW:
+            s = op == OP_UNDO ? &fscript_rw_undo : &fscript_rw_renew;
+            K(l->key, l->key_len);
+            K(l->attempts, l->attempts_len);
+            K(rd ? tp : "", rd ? tlen : 0);
+            if (op == OP_UNDO) {
+                A(id, idlen);
+                A(f, fl);
+                A(n2, n2len);
+            } else {
+                A(n1, n1len);
+                A(f, fl);
+                A(id, idlen);
+            }
+            break;
+        default:
+            s = &fscript_write_withdraw;
+            K(l->aux1, l->aux1_len);
+            A(wfield, wlen);
+        }
+    } else {
+        switch (op) {
+        case OP_ACQUIRE:
+            s = &fscript_fair_acquire;
+            K(l->key, l->key_len);
+            K(l->aux1, l->aux1_len);
+            K(l->aux2, l->aux2_len);
+            K(l->attempts, l->attempts_len);
+            A(n1, n1len);
+            A(f, fl);
+            A(id, idlen);
+            A(n2, n2len); /* thread wait */
+            A(extra > 0 ? "1" : "0", 1);
+            lens[nk + 3] = (size_t)snprintf(n2, sizeof n2, "%lld", (long long)l->thread_wait_ms);
+            break;
+        case OP_RELEASE:
+            s = &fscript_fair_release;
+            K(l->key, l->key_len);
+            K(l->aux1, l->aux1_len);
+            K(l->aux2, l->aux2_len);
+            K(l->attempts, l->attempts_len);
+            K(l->channel, l->channel_len);
+            A(n1, n1len);
+            A(f, fl);
+            A(id, idlen);
+            break;
+        case OP_UNDO:
+        case OP_RENEW:
+            s = op == OP_UNDO ? &fscript_fair_undo : &fscript_fair_renew;
+            K(l->key, l->key_len);
+            K(l->attempts, l->attempts_len);
+            if (op == OP_UNDO) {
+                A(id, idlen);
+                A(f, fl);
+                A(n2, n2len);
+            } else {
+                A(n1, n1len);
+                A(f, fl);
+                A(id, idlen);
+            }
+            break;
+        default:
+            s = &fscript_fair_withdraw;
+            K(l->key, l->key_len);
+            K(l->aux1, l->aux1_len);
+            K(l->aux2, l->aux2_len);
+            K(l->channel, l->channel_len);
+            A(f, fl);
+        }
+    }
+#undef K
+#undef A
+    struct rlc_cmd *cmd = cmd_evalsha(s, nk, na, argv, lens);
+    if (tp && tp != tprefix)
+        free(tp);
+    *sp = s;
+    return cmd;
+}
+
+/* Sends a command whose reply nobody reads, safe to run twice. */
+static void send_detached(struct flock *l, int op, int side, uint64_t owner, int64_t lease,
+                          uint64_t attempt, int64_t extra, const bool *which)
+{
+    const struct script *s;
+    struct rlc_cmd *cmd = build(l, op, side, owner, lease, attempt, extra, &s);
+    fanout_detached(l->o.client, owner, cmd, s, which, true);
+    cmd_unref(cmd);
+}
+
+/* ---- acquire ------------------------------------------------------------------ */
+
+struct try_arg {
+    struct flock *l;
+    int side;
+    uint64_t owner;
+    int64_t lease_req;
+    int64_t enqueue;   /* rw write: intent ms; fair: 1 to queue */
+    bool queued;       /* a try registered us as waiting: withdraw on giving up */
+};
+
+static int try_once(void *arg, struct fam_try *t)
+{
+    struct try_arg *a = arg;
+    struct flock *l = a->l;
+    rlc_client *c = l->o.client;
+
+    pthread_mutex_lock(&fam_mu);
+    struct fam_hold *h = fam_hold_get(&l->o, a->side, a->owner);
+    if (!h) {
+        pthread_mutex_unlock(&fam_mu);
+        return t->rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+    }
+    if (h->lost && h->count > 0 && h->pending == 0) {
+        /* a fresh acquire after a loss starts a new hold */
+        h->count = 0;
+        h->n_attempts = 0;
+        h->lost = 0;
+    }
+    bool nested = h->count > 0;
+    bool watchdog = nested ? h->watchdog : a->lease_req <= 0;
+    int64_t lease = nested ? h->lease_ms
+                    : a->lease_req > 0 ? a->lease_req : c->opts.watchdog_timeout_ms;
+    uint64_t hold_id = h->id;
+    h->pending++;
+    pthread_mutex_unlock(&fam_mu);
+    pthread_mutex_lock(&c->mu);
+    uint64_t attempt = client_new_attempt(c);
+    pthread_mutex_unlock(&c->mu);
+
+    const struct script *s;
+    struct rlc_cmd *cmd = build(l, OP_ACQUIRE, a->side, a->owner, lease, attempt, a->enqueue, &s);
+    struct fanout f;
+    fanout_run(c, a->owner, cmd, s, &f);
+    fam_read_acquire(c, &f, lease, l->key, t);
+    if (t->rc == RLC_NOT_ACQUIRED && a->enqueue > 0)
+        a->queued = true;
+
+    bool wake = false;
+    pthread_mutex_lock(&fam_mu);
+    h = fam_hold_find(&l->o, a->side, a->owner);
+    if (h && h->id == hold_id) {
+        h->pending--;
+        if (t->rc == RLC_OK) {
+            if (!fam_hold_push(h, attempt))
+                t->rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+            else
+                wake = fam_grant(c, h, watchdog, lease, t->started_ns);
+        }
+        if (t->rc != RLC_OK)
+            fam_hold_drop_if_idle(&l->o, a->side, h);
+    }
+    pthread_mutex_unlock(&fam_mu);
+    if (t->rc != RLC_OK && t->any_undo)
+        send_detached(l, OP_UNDO, a->side, a->owner, lease, attempt, fam_tomb_ms(c, lease),
+                      t->undo);
+    if (wake)
+        client_wake_thread(c);
+    fanout_clear(&f);
+    cmd_unref(cmd);
+    return t->rc;
+}
+
+static int acquire(struct flock *l, int side, int64_t wait_ms, int64_t lease_ms)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    rlc_client *c = l->o.client;
+    int rc = client_enter(c);
+    if (rc != RLC_OK)
+        return rc;
+    if ((rc = fam_check_lease(c, lease_ms)) != RLC_OK)
+        goto out;
+    int64_t start = rlc_now_ns();
+    int64_t deadline = wait_ms < 0 ? RLC_FOREVER_NS : rlc_deadline_after_ms(start, wait_ms);
+    struct try_arg a = {l, side, fam_owner(&l->o), lease_ms, 0, false};
+    struct fam_try t;
+    /* A fair waiter must be subscribed to its own channel before it joins
+     * the queue, or the hand-off message could come before it listens. */
+    if (wait_ms == 0 || l->kind != K_FAIR)
+        rc = try_once(&a, &t);
+    else
+        rc = RLC_NOT_ACQUIRED;
+    if (rc == RLC_NOT_ACQUIRED && wait_ms != 0) {
+        char chan[FIELD_MAX + 64];
+        const char *wname = l->channel;
+        size_t wlen = l->channel_len;
+        char *big = NULL;
+        if (l->kind == K_FAIR) {
+            /* Redisson's fair waiter listens on channel:<its field> */
+            char field[FIELD_MAX];
+            size_t fl = field_of(l, SIDE_FAIR, a.owner, field);
+            wlen = l->channel_len + 1 + fl;
+            big = wlen + 1 > sizeof chan ? malloc(wlen + 1) : NULL;
+            char *p = big ? big : chan;
+            if (wlen + 1 > sizeof chan && !big) {
+                rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+                goto out;
+            }
+            memcpy(p, l->channel, l->channel_len);
+            p[l->channel_len] = ':';
+            memcpy(p + l->channel_len + 1, field, fl + 1);
+            wname = p;
+        }
+        a.enqueue = l->kind == K_FAIR ? 1 : side == SIDE_WRITE ? WRITER_INTENT_MS : 0;
+        rc = fam_wait(c, wname, wlen, deadline, try_once, &a, &t);
+        free(big);
+        if (rc != RLC_OK && a.queued) {
+            bool all[RLC_MAX_NODES];
+            for (int i = 0; i < c->n_nodes; i++)
+                all[i] = true;
+            send_detached(l, OP_WITHDRAW, side, a.owner, 0, 0, 0, all);
+        }
+    }
+    if (rc == RLC_NOT_ACQUIRED) {
+        char name[80];
+        rlc_fail(RLC_NOT_ACQUIRED, "%s '%s' is held by another owner; waited %lld ms",
+                 side_name(l, side), rlc_clip(l->key, name, sizeof name),
+                 (long long)((rlc_now_ns() - start) / RLC_NS_PER_MS));
+    }
+out:
+    client_leave(c);
+    return rc;
+}
+
+/* ---- release ------------------------------------------------------------------- */
+
+static int release(struct flock *l, int side)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    rlc_client *c = l->o.client;
+    int rc = client_enter(c);
+    if (rc != RLC_OK)
+        return rc;
+    uint64_t owner = fam_owner(&l->o);
+    char name[80];
+    rlc_clip(l->key, name, sizeof name);
+
+    /* One level is gone from our side whatever the outcome: after an I/O
+     * failure the release goes out again until a node answers, and a level
+     * nobody renews expires with its lease, the safe direction. */
+    pthread_mutex_lock(&fam_mu);
+    struct fam_hold *h = fam_hold_find(&l->o, side, owner);
+    if (!h || h->count <= 0) {
+        pthread_mutex_unlock(&fam_mu);
+        rc = rlc_fail(RLC_E_NOT_OWNER, "%s '%s' is not held by this owner through this handle",
+                      side_name(l, side), name);
+        goto out;
+    }
+    if (h->lost) {
+        h->count--;
+        h->n_attempts = h->n_attempts > h->count ? h->count : h->n_attempts;
+        fam_hold_drop_if_idle(&l->o, side, h);
+        pthread_mutex_unlock(&fam_mu);
+        rc = rlc_fail(RLC_E_LOST, "%s '%s' was lost before this release: it expired or was "
+                      "taken; nothing was changed", side_name(l, side), name);
+        goto out;
+    }
+    uint64_t attempt = h->n_attempts > 0 ? h->attempts[--h->n_attempts] : 0;
+    int64_t lease = h->lease_ms;
+    h->count--;
+    fam_hold_drop_if_idle(&l->o, side, h);
+    pthread_mutex_unlock(&fam_mu);
+
+    const struct script *s;
+    struct rlc_cmd *cmd = build(l, OP_RELEASE, side, owner, lease, attempt, 0, &s);
+    struct fanout f;
+    fanout_run(c, owner, cmd, s, &f);
+    int done = 0, refused = 0, freed = 0;
+    bool resend[RLC_MAX_NODES], any_resend = false;
+    for (int i = 0; i < f.n; i++) {
+        const redisReply *r = fanout_reply(&f, i);
+        int64_t n;
+        int fr;
+        resend[i] = !r && (f.res[i].status == RLC_E_CONNECT || f.res[i].status == RLC_E_TIMEOUT);
+        any_resend = any_resend || resend[i];
+        if (r && fam_release_reply(r, &n, &fr)) {
+            n < 0 ? refused++ : done++;
+            freed += fr;
+        }
+    }
+    if (freed >= c->quorum && l->kind == K_RW)
+        pubsub_notify_local(c->pubsub, l->channel, l->channel_len);
+    if (done >= c->quorum)
+        rc = RLC_OK;
+    else if (refused > f.n - c->quorum)
+        rc = rlc_fail(RLC_E_LOST, "%s '%s' was lost: it expired or was taken",
+                      side_name(l, side), name);
+    else
+        rc = fanout_fail(c, &f, l->key);
+    if (any_resend)
+        fanout_detached(c, owner, cmd, s, resend, true);
+    fanout_clear(&f);
+    cmd_unref(cmd);
+out:
+    client_leave(c);
+    return rc;
+}
+
+/* The registry's renewal of one hold (family.h). */
+static int renew(struct fam_obj *o, int side, uint64_t owner, uint64_t level)
+{
+    struct flock *l = (struct flock *)o;
+    rlc_client *c = o->client;
+    if (atomic_load(&c->closed))
+        return -1;
+    const struct script *s;
+    struct rlc_cmd *cmd = build(l, OP_RENEW, side, owner, c->opts.watchdog_timeout_ms, level, 0, &s);
+    struct fanout f;
+    fanout_run(c, owner, cmd, s, &f);
+    int yes = 0, gone = 0;
+    for (int i = 0; i < f.n; i++) {
+        const redisReply *r = fanout_reply(&f, i);
+        if (r && r->type == REDIS_REPLY_INTEGER)
+            r->integer == 1 ? yes++ : gone++;
+    }
+    fanout_clear(&f);
+    cmd_unref(cmd);
+    return yes >= c->quorum ? 1 : gone > c->n_nodes - c->quorum ? 0 : -1;
+}
+
+/* ---- handles and queries ---------------------------------------------------------- */
+
+static void flock_free_names(struct flock *l)
+{
+    free(l->key);
+    free(l->attempts);
+    free(l->channel);
+    free(l->aux1);
+    free(l->aux2);
+}
+
+static int flock_new(rlc_client *c, const char *name, uint64_t owner, int kind,
+                     int64_t thread_wait_ms, struct flock **out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    *out = NULL;
+    if (!c)
+        return rlc_fail(RLC_E_INVAL, "client is NULL");
+    if (owner >= RLC_THREAD_OWNER_BASE)
+        return rlc_fail(RLC_E_INVAL, "explicit owner id %llu is too large: use 1 to 2^62-1",
+                        (unsigned long long)owner);
+    int rc = client_enter(c);
+    if (rc != RLC_OK)
+        return rc;
+    fscripts_init();
+    struct flock *l = NULL;
+    if (kind == K_FAIR && c->n_nodes > 1) {
+        rc = rlc_fail(RLC_E_INVAL,
+                      "a fair lock over %d nodes is refused: each node keeps its own queue, "
+                      "so no order is shared by a quorum and the FIFO promise cannot hold "
+                      "(use one node, or rlc_lock for Redlock)", c->n_nodes);
+        goto out;
+    }
+    if (kind == K_FAIR && thread_wait_ms > 366LL * 24 * 3600 * 1000) {
+        rc = rlc_fail(RLC_E_INVAL, "thread wait of %lld ms is longer than 366 days",
+                      (long long)thread_wait_ms);
+        goto out;
+    }
+    l = calloc(1, kind == K_RW ? sizeof(struct rlc_rwlock) : sizeof(struct rlc_fairlock));
+    if (!l) {
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = fam_key(c, name, &l->key, &l->key_len)) != RLC_OK) {
+        free(l);
+        l = NULL;
+        goto out;
+    }
+    l->kind = kind;
+    l->thread_wait_ms = thread_wait_ms > 0 ? thread_wait_ms : 5000;
+    l->attempts = fam_derived("redlockc_attempts:", l->key, l->key_len, "", &l->attempts_len);
+    if (kind == K_RW) {
+        l->channel = fam_derived("redisson_rwlock:", l->key, l->key_len, "", &l->channel_len);
+        l->aux1 = fam_derived("redlockc_rwlock_writers:", l->key, l->key_len, "", &l->aux1_len);
+        l->aux2 = fam_derived("", l->key, l->key_len, "", &l->aux2_len);
+    } else {
+        l->channel = fam_derived("redisson_lock__channel:", l->key, l->key_len, "",
+                                 &l->channel_len);
+        l->aux1 = fam_derived("redisson_lock_queue:", l->key, l->key_len, "", &l->aux1_len);
+        l->aux2 = fam_derived("redisson_lock_timeout:", l->key, l->key_len, "", &l->aux2_len);
+    }
+    if (!l->attempts || !l->channel || !l->aux1 || !l->aux2) {
+        flock_free_names(l);
+        free(l);
+        l = NULL;
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+        goto out;
+    }
+    client_ref(c);
+    fam_register(&l->o, c, owner, renew);
+    *out = l;
+out:
+    client_leave(c);
+    return rc;
+}
+
+static void flock_free(struct flock *l)
+{
+    if (!l)
+        return;
+    rlc_client *c = l->o.client;
+    fam_unregister(&l->o);
+    flock_free_names(l);
+    free(l);
+    client_unref(c);
+}
+
+static int local_query(struct flock *l, int side, int64_t *count, int64_t *validity_ms)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    rlc_client *c = l->o.client;
+    int rc = client_enter(c);
+    if (rc != RLC_OK)
+        return rc;
+    int64_t now = rlc_now_ns();
+    pthread_mutex_lock(&fam_mu);
+    struct fam_hold *h = fam_hold_find(&l->o, side, fam_owner(&l->o));
+    bool live = h && !h->lost && h->count > 0;
+    if (count)
+        *count = live ? h->count : 0;
+    if (validity_ms) {
+        int64_t left = live ? h->valid_until_ns - now : 0;
+        *validity_ms = left > 0 ? left / RLC_NS_PER_MS : 0;
+    }
+    pthread_mutex_unlock(&fam_mu);
+    client_leave(c);
+    return RLC_OK;
+}
+
+/* Runs cmd on every node; *out = the string answer a quorum agrees on
+ * (or "" when none does). */
+static int server_string(struct flock *l, int argc, const char **argv, const size_t *lens,
+                         char *out, size_t size)
+{
+    rlc_client *c = l->o.client;
+    int rc = client_enter(c);
+    if (rc != RLC_OK)
+        return rc;
+    struct rlc_cmd *cmd = cmd_format(argc, argv, lens);
+    struct fanout f;
+    fanout_run(c, fam_owner(&l->o), cmd, NULL, &f);
+    int answered = 0;
+    out[0] = '\0';
+    for (int i = 0; i < f.n; i++) {
+        const redisReply *r = fanout_reply(&f, i);
+        if (!r)
+            continue;
+        answered++;
+        int agree = 0;
+        for (int j = 0; j < f.n; j++) {
+            const redisReply *o = fanout_reply(&f, j);
+            agree += o && o->type == r->type &&
+                     (r->type != REDIS_REPLY_STRING ||
+                      (o->len == r->len && memcmp(o->str, r->str, r->len) == 0));
+        }
+        if (agree >= c->quorum && r->type == REDIS_REPLY_STRING)
+            snprintf(out, size, "%.*s", (int)r->len, r->str);
+    }
+    rc = answered >= c->quorum ? RLC_OK : fanout_fail(c, &f, l->key);
+    fanout_clear(&f);
+    cmd_unref(cmd);
+    client_leave(c);
+    return rc;
+}
+
+/* ---- public: read-write lock -------------------------------------------------------- */
+
+int rlc_rwlock_new(rlc_client *c, const char *name, uint64_t owner, rlc_rwlock **out)
+{
+    return flock_new(c, name, owner, K_RW, 0, (struct flock **)out);
+}
+
+void rlc_rwlock_free(rlc_rwlock *l)
+{
+    flock_free(l ? &l->f : NULL);
+}
+
+int rlc_rwlock_read_acquire(rlc_rwlock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    return acquire(l ? &l->f : NULL, SIDE_READ, wait_ms, lease_ms);
+}
+
+int rlc_rwlock_read_release(rlc_rwlock *l)
+{
+    return release(l ? &l->f : NULL, SIDE_READ);
+}
+
+int rlc_rwlock_write_acquire(rlc_rwlock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    return acquire(l ? &l->f : NULL, SIDE_WRITE, wait_ms, lease_ms);
+}
+
+int rlc_rwlock_write_release(rlc_rwlock *l)
+{
+    return release(l ? &l->f : NULL, SIDE_WRITE);
+}
+
+int rlc_rwlock_mode(rlc_rwlock *l, int *out)
+{
+    if (!l || !out)
+        return rlc_fail(RLC_E_INVAL, "lock handle or out pointer is NULL");
+    const char *argv[3] = {"HGET", l->f.key, "mode"};
+    size_t lens[3] = {4, l->f.key_len, 4};
+    char mode[16];
+    int rc = server_string(&l->f, 3, argv, lens, mode, sizeof mode);
+    if (rc == RLC_OK)
+        *out = strcmp(mode, "read") == 0 ? 1 : strcmp(mode, "write") == 0 ? 2 : 0;
+    return rc;
+}
+
+int rlc_rwlock_hold_count(rlc_rwlock *l, int write, int64_t *out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    return local_query(l ? &l->f : NULL, write ? SIDE_WRITE : SIDE_READ, out, NULL);
+}
+
+int rlc_rwlock_validity_ms(rlc_rwlock *l, int write, int64_t *out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    return local_query(l ? &l->f : NULL, write ? SIDE_WRITE : SIDE_READ, NULL, out);
+}
+
+/* ---- public: fair lock ------------------------------------------------------------------ */
+
+int rlc_fairlock_new(rlc_client *c, const char *name, uint64_t owner, int64_t thread_wait_ms,
+                     rlc_fairlock **out)
+{
+    return flock_new(c, name, owner, K_FAIR, thread_wait_ms, (struct flock **)out);
+}
+
+void rlc_fairlock_free(rlc_fairlock *l)
+{
+    flock_free(l ? &l->f : NULL);
+}
+
+int rlc_fairlock_acquire(rlc_fairlock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    return acquire(l ? &l->f : NULL, SIDE_FAIR, wait_ms, lease_ms);
+}
+
+int rlc_fairlock_release(rlc_fairlock *l)
+{
+    return release(l ? &l->f : NULL, SIDE_FAIR);
+}
+
+int rlc_fairlock_hold_count(rlc_fairlock *l, int64_t *out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    return local_query(l ? &l->f : NULL, SIDE_FAIR, out, NULL);
+}
+
+int rlc_fairlock_validity_ms(rlc_fairlock *l, int64_t *out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    return local_query(l ? &l->f : NULL, SIDE_FAIR, NULL, out);
+}

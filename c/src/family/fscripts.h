@@ -1,0 +1,84 @@
+/*
+ * fscripts.h - the scripts of the lock family (read-write lock, fair lock,
+ * semaphores, multi-name lock). Our own code; only the data they leave
+ * behind matches Redisson's layout (docs/FAMILY.md).
+ *
+ * Every acquire names an attempt id and follows the attempt protocol of
+ * docs/DESIGN.md: it does nothing if its id already has a record (an undo
+ * ran first), it records "<pttl before>|<epoch>|<field>" when it grants a
+ * level, and the undo, release and renewal of a level act only in the life
+ * (epoch) the level was taken in.
+ *
+ * Acquire replies: {n >= 1, 0, before} granted (n = the owner's count),
+ * {0, sleep hint ms, holder} busy, {-1, 0} undone before it arrived.
+ * Release replies: -1 not the owner (in this life), else {n left, freed}.
+ */
+#ifndef RLC_FSCRIPTS_H
+#define RLC_FSCRIPTS_H
+
+#include "../scripts.h"
+
+/* KEYS: hash, timeout prefix "{name}:<field>:rwlock_timeout", attempts,
+ * writers zset. ARGV: lease, field, write field, attempt id. */
+extern struct script fscript_read_acquire;
+/* KEYS: hash, attempts, writers zset. ARGV: lease, write field, attempt id,
+ * intent ms (0: do not register as a waiting writer). */
+extern struct script fscript_write_acquire;
+/* KEYS: hash, channel, timeout prefix, attempts, "{name}". ARGV: lease,
+ * field, attempt id. Publishes 0 when it frees the hash (Redisson's read
+ * unlock message). */
+extern struct script fscript_read_release;
+/* KEYS: hash, channel, attempts. ARGV: lease, write field, attempt id.
+ * Publishes 1 (Redisson's READ_UNLOCK_MESSAGE) when the write hold ends. */
+extern struct script fscript_write_release;
+/* KEYS: hash, attempts, timeout prefix ("" for a write level). ARGV:
+ * attempt id, field, tombstone ms. -> 1 taken back, 0 nothing. */
+extern struct script fscript_rw_undo;
+/* KEYS: hash, attempts, timeout prefix ("" for write). ARGV: lease, field,
+ * attempt id of one level. -> 1 renewed, 0 gone. */
+extern struct script fscript_rw_renew;
+/* KEYS: writers zset. ARGV: write field. Withdraws a waiting writer. */
+extern struct script fscript_write_withdraw;
+
+/* KEYS: hash, queue, timeouts zset, attempts. ARGV: lease, field, attempt
+ * id, thread wait ms, "1" to join (or stay in) the queue. */
+extern struct script fscript_fair_acquire;
+/* KEYS: hash, queue, timeouts zset, attempts, channel prefix. ARGV: lease,
+ * field, attempt id. Publishes 0 to the next waiter's own channel. */
+extern struct script fscript_fair_release;
+/* KEYS: hash, queue, timeouts zset, channel prefix. ARGV: field. A waiter
+ * that gives up leaves the queue (and wakes the next one if it is free). */
+extern struct script fscript_fair_withdraw;
+/* KEYS: hash, attempts. ARGV: attempt id, field, tombstone ms. */
+extern struct script fscript_fair_undo;
+/* KEYS: hash, attempts. ARGV: lease, field, attempt id of one level. */
+extern struct script fscript_fair_renew;
+
+/* Permit-expirable semaphore. KEYS: permits, timeouts zset, channel,
+ * tombstone key. ARGV: n, lease ms, base id (14 bytes). -> {1, 0} taken,
+ * {0, sleep hint} busy, {-1, 0} undone before it arrived. */
+extern struct script fscript_psem_acquire;
+/* KEYS: permits, timeouts zset, channel, tombstone key. ARGV: n, base id,
+ * tombstone ms, "1" for an undo (writes a tombstone when nothing is there).
+ * -> number of permits given back. */
+extern struct script fscript_psem_release;
+/* KEYS: timeouts zset. ARGV: n, base id, lease ms. -> 1 renewed, 0 gone. */
+extern struct script fscript_psem_renew;
+/* KEYS: permits, timeouts zset, channel. -> permits available now. */
+extern struct script fscript_psem_available;
+
+/* Plain semaphore. KEYS: permits, record key. ARGV: n, tombstone ms.
+ * -> {1, 0} taken, {0, 0} busy, {-1, 0} undone before it arrived. */
+extern struct script fscript_sem_acquire;
+/* KEYS: permits, channel, record key. ARGV: n, tombstone ms, mode:
+ * "r" release (once per record), "u" undo of an acquire. -> permits given. */
+extern struct script fscript_sem_release;
+
+/* Multi-name lock. KEYS: m locks, m token keys, m attempts. ARGV: lease,
+ * field, attempt id. -> {1, 0} all granted, {0, pttl, index} busy at
+ * the 1-based index, {-1, 0} undone before it arrived. */
+extern struct script fscript_multi_acquire;
+
+void fscripts_init(void);
+
+#endif
