@@ -134,8 +134,13 @@ RLC_API void rlc_lock_free(rlc_lock *l);
  *             release; > 0 a fixed lease, no watchdog. A nested acquire keeps
  *             the mode and lease of the first and refreshes that lease.
  * Returns RLC_OK (held), RLC_NOT_ACQUIRED (busy until the wait ran out),
- * RLC_E_INVAL, RLC_E_CONNECT, RLC_E_TIMEOUT, RLC_E_NO_QUORUM, RLC_E_SERVER,
- * RLC_E_AUTH, RLC_E_CLOSED. */
+ * RLC_E_LOST (a nested acquire found that the hold it nests in had expired
+ * or was taken on a quorum: nothing was kept, and the owner's remaining
+ * levels report RLC_E_LOST too), RLC_E_INVAL, RLC_E_CONNECT, RLC_E_TIMEOUT,
+ * RLC_E_NO_QUORUM, RLC_E_SERVER, RLC_E_AUTH, RLC_E_CLOSED.
+ * An acquire that fails for any reason is undone on every node that may
+ * have run it, whenever and on whatever connection each piece arrives
+ * (docs/DESIGN.md, "Attempts"). */
 RLC_API int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms);
 
 /* Releases one level. At count 0 deletes the key and publishes the unlock

@@ -197,6 +197,32 @@ done:
     rs_stop(&s);
 }
 
+/* Found by the simulation (docs/DESIGN.md, A7): a nested acquire over a hold
+ * that had expired made a new hold and was counted as one more level, so
+ * the owner's next release freed the lock while the owner still believed it
+ * held it. Now that acquire reports the hold lost, and leaves nothing. */
+TEST(nested_acquire_over_an_expired_hold_reports_it_lost)
+{
+    START(s);
+    rlc_client *c = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "expired", 4);
+    rlc_client *other = client(s.uri, NULL);
+    rlc_lock *o = lock(other, "expired", 8);
+    CHECK_RC(rlc_lock_acquire(l, 0, 150), RLC_OK);
+    CHECK(WAIT_UNTIL(rs_int(&s, "EXISTS expired") == 0, 3000), "the lease did not end");
+    CHECK_RC(rlc_lock_acquire(l, 0, 150), RLC_E_LOST);
+    CHECK(WAIT_UNTIL(rs_int(&s, "EXISTS expired") == 0, 1000), "the new hold was kept");
+    CHECK_RC(rlc_lock_release(l), RLC_E_LOST);
+    CHECK_RC(rlc_lock_acquire(o, 0, 5000), RLC_OK);
+    CHECK_RC(rlc_lock_release(o), RLC_OK);
+done:
+    rlc_lock_free(o);
+    rlc_client_free(other);
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 /* ---- refused PUBLISH, unusable token key ---------------------------------------- */
 
 /* Observation 8: with Redis 7's default resetchannels, release deleted the
@@ -319,6 +345,7 @@ done:
 RUN_TESTS(CASE(one_owner_uses_one_connection_with_a_pool),
           CASE(timed_out_acquire_is_not_resent_after_script_flush),
           CASE(last_release_takes_every_level_of_the_owner),
+          CASE(nested_acquire_over_an_expired_hold_reports_it_lost),
           CASE(release_stands_when_publish_is_refused),
           CASE(unusable_token_key_fails_acquire_without_writing),
           CASE(redlock_waiter_sleeps_while_another_owner_holds_a_quorum))
