@@ -124,11 +124,25 @@ RLC_API void rlc_lock_free(rlc_lock *l);
 /* Acquires the lock for the owner (reentrant: an owner that holds it gets one
  * more level).
  *   wait_ms:  0 try once; > 0 wait at most that long; < 0 wait forever.
- *             A waiter sleeps until the holder's unlock message (pub/sub) or
- *             the holder's lease ends, never on a fixed poll.
  *   lease_ms: <= 0 the watchdog renews the lease (watchdog_timeout_ms) until
  *             release; > 0 a fixed lease, no watchdog. A nested acquire keeps
  *             the mode and lease of the first and refreshes that lease.
+ * How a waiter wakes. It subscribes to "redisson_lock__channel:{name}" on
+ * every node and tries again only when
+ *   - an unlock message arrives: each message wakes one waiter of the client;
+ *   - the subscriber connection was re-established: every waiter tries at
+ *     once, as a message may have been missed meanwhile;
+ *   - the holder's lease, as the last try saw it, ends;
+ *   - a safety poll falls due, once a second, for a holder with no expiry or
+ *     an unlock message that never came (the holder's PUBLISH was refused).
+ * The last two are one timer per client and lock: one waiter takes each
+ * turn, so a lock's waiters in one client make at most one timed try a
+ * second between messages, however many they are.
+ * A wait needs the channel: if a node refuses the SUBSCRIBE (a Redis 6+ ACL
+ * user without the permission "&redisson_lock__channel:*"; Redis 7 users
+ * get no channels by default), an acquire that would wait returns
+ * RLC_E_SERVER at once, with the server's refusal and the missing permission
+ * in rlc_errmsg(), as Redisson's lock() throws. wait_ms 0 needs no channel.
  * Returns RLC_OK (held), RLC_NOT_ACQUIRED (busy until the wait ran out),
  * RLC_E_INVAL, RLC_E_CONNECT, RLC_E_TIMEOUT, RLC_E_NO_QUORUM, RLC_E_SERVER,
  * RLC_E_AUTH, RLC_E_CLOSED. */

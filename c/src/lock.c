@@ -27,8 +27,6 @@
 
 #define MAX_NAME_LEN 65536
 #define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
-/* A waiter whose holder has no expiry (-1) still looks again this often. */
-#define MAX_SLEEP_MS 1000
 
 static int enter(rlc_lock *l)
 {
@@ -357,6 +355,13 @@ static void jitter(const rlc_client *c, int64_t deadline_ns)
     nanosleep(&ts, NULL);
 }
 
+/* Waits on the lock's channel and tries again when woken: by an unlock
+ * message (one waiter per message), by a resubscription (everyone: a message
+ * may have been missed), or by the channel's timer, which wakes one waiter of
+ * this client when the holder's lease ends or, failing that, once a second
+ * (pubsub.c). Never by a timer of its own: the tries of a client's waiters on
+ * one lock do not grow with their number. A refused SUBSCRIBE is an error:
+ * waiting without messages would be polling in silence. */
 static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease,
                             int64_t deadline_ns, struct attempt *a)
 {
@@ -369,6 +374,16 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
     pubsub_wait_ready(c->pubsub, ch, ready_by < deadline_ns ? ready_by : deadline_ns);
 
     int rc;
+    char why[RLC_ERRLEN], name[80];
+    int refused = pubsub_refused(c->pubsub, ch, why, sizeof why);
+    if (refused > 0) {
+        rc = rlc_fail(RLC_E_SERVER,
+                      "cannot wait for lock '%s': %s (%d of %d nodes); the ACL user needs "
+                      "the channel permission '&redisson_lock__channel:*' to wait for unlock "
+                      "messages (a try without waiting needs none)",
+                      shown(l, name, sizeof name), why, refused, c->n_nodes);
+        goto out;
+    }
     for (;;) {
         /* Read the count before trying: a message that arrives during the
          * try then ends the sleep below at once. */
@@ -388,12 +403,14 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
             jitter(c, deadline_ns);
             continue;
         }
-        int64_t sleep_ms = a->sleep_ms < 0 || a->sleep_ms > MAX_SLEEP_MS ? MAX_SLEEP_MS
-                           : a->sleep_ms < 1                               ? 1
-                                                                           : a->sleep_ms;
-        int64_t until = rlc_deadline_after_ms(now, sleep_ms);
-        pubsub_wait(c->pubsub, ch, seq, until < deadline_ns ? until : deadline_ns);
+        /* sleep_ms: when the holder's lease ends, -1 no expiry. */
+        pubsub_holder_expires(c->pubsub, ch,
+                              a->sleep_ms < 0 ? RLC_FOREVER_NS
+                                              : rlc_deadline_after_ms(
+                                                    now, a->sleep_ms < 1 ? 1 : a->sleep_ms));
+        pubsub_wait(c->pubsub, ch, seq, deadline_ns);
     }
+out:
     pubsub_leave(c->pubsub, ch);
     return rc;
 }
