@@ -54,7 +54,8 @@ enum {
     RLC_E_AUTH = -11        /* AUTH was refused, or the server wants a password */
 };
 
-/* "1.0.0": the library's version (not the ABI's, which is REDLOCKC_1.0). */
+/* "1.0.0": the library's version (not the ABI's: symbol versions REDLOCKC_1.0,
+ * and REDLOCKC_1.1 for rlc_lock_on_lost_owner). */
 RLC_API const char *rlc_version(void);
 
 /* A static English phrase for a status ("lock lost"); never NULL. */
@@ -187,13 +188,49 @@ RLC_API int rlc_lock_validity_ms(rlc_lock *l, int64_t *out);
  * counters. RLC_E_NOT_OWNER if this handle does not hold it. No network I/O. */
 RLC_API int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
 
-/* Called once per lost hold, from the client's watchdog thread, when a
- * watchdog-renewed hold can no longer be renewed: reason is RLC_E_LOST (the
- * key or field was gone) or the I/O status that kept renewals from a quorum
- * until the hold's validity ran out. Keep it short; it may call any function
- * of this API. fn NULL removes the callback. */
+/* ---- Lost holds ----------------------------------------------------------
+ *
+ * A handle's lost callback is called once per lost hold, when a watchdog-
+ * renewed hold can no longer be renewed: reason is RLC_E_LOST (the key or
+ * field was gone) or the I/O status that kept renewals from a quorum until
+ * the hold's validity ran out.
+ *
+ * Where it runs: on the client's callback thread (started with the client's
+ * first callback), never on the thread that renews leases and reads unlock
+ * messages, so a slow callback delays no renewal. A client's callbacks run
+ * one at a time, in the order the holds were found lost: a slow one delays
+ * only the callbacks after it.
+ *
+ * What a callback may call:
+ *   - anything on a handle with an explicit owner, a waiting acquire
+ *     included (rlc_client_free ends such a wait with RLC_E_CLOSED);
+ *   - anything on the handle it was given, whose owner-0 calls act for the
+ *     lost hold's owner (the thread that held it), not for the callback
+ *     thread: rlc_lock_release returns RLC_E_LOST and gives up one lost
+ *     level, touching nothing on the server; an acquire takes the lock
+ *     again for that owner, who must then release it;
+ *   - rlc_lock_free of any handle, its own included, and rlc_client_free;
+ *   - rlc_version, rlc_strerror, rlc_errmsg, rlc_client_uuid.
+ * Any call on another handle with owner 0 returns RLC_E_INVAL with a message:
+ * it would act for the library's callback thread, and no application thread
+ * could release what it took.
+ *
+ * rlc_lock_free never returns while the handle's callback runs (unless called
+ * from it), and drops its callbacks not yet run. rlc_client_free waits for a
+ * running callback to return and drops the rest.
+ *
+ * Each handle has at most one callback: setting either kind replaces the
+ * other; fn NULL removes it. Returns RLC_OK, RLC_E_INVAL, RLC_E_CLOSED, or
+ * RLC_E_NOMEM (the callback thread could not be started). */
 typedef void (*rlc_lost_fn)(rlc_lock *l, int reason, void *user);
 RLC_API int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user);
+
+/* The same, and the callback is told the owner id of the lost hold: the
+ * handle's explicit owner, or the thread's (rlc_thread_owner() of the thread
+ * that acquired it) for an owner-0 handle. Since 1.1 (symbol version
+ * REDLOCKC_1.1). */
+typedef void (*rlc_lost_owner_fn)(rlc_lock *l, uint64_t owner, int reason, void *user);
+RLC_API int rlc_lock_on_lost_owner(rlc_lock *l, rlc_lost_owner_fn fn, void *user);
 
 #ifdef __cplusplus
 }

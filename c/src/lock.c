@@ -28,16 +28,32 @@
 #define MAX_NAME_LEN 65536
 #define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
 
+/* Enters a call on l. On an on_lost callback's thread an owner-0 handle
+ * other than the callback's own is refused: it would act for the library's
+ * callback thread, a hold no application thread could release. */
 static int enter(rlc_lock *l)
 {
+    uint64_t owner;
     if (!l)
         return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    if (l->owner == 0 && client_callback_owner(l, &owner) < 0)
+        return rlc_fail(RLC_E_INVAL,
+                        "a handle with owner 0 acts for the calling thread, and this is the "
+                        "client's on_lost callback thread: use a handle with an explicit "
+                        "owner here (or the handle the callback was given)");
     return client_enter(l->client);
 }
 
+/* The owner a call acts for: the handle's, else the calling thread; in an
+ * on_lost callback, its own owner-0 handle acts for the lost hold's owner. */
 static uint64_t owner_of(const rlc_lock *l)
 {
-    return l->owner ? l->owner : owner_thread_number();
+    uint64_t owner;
+    if (l->owner)
+        return l->owner;
+    if (client_callback_owner(l, &owner) > 0)
+        return owner;
+    return owner_thread_number();
 }
 
 static const char *shown(const rlc_lock *l, char *buf, size_t size)
@@ -827,18 +843,31 @@ int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out)
     return rc;
 }
 
-int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user)
+static int set_on_lost(rlc_lock *l, rlc_lost_fn fn, rlc_lost_owner_fn fn2, void *user)
 {
-    int rc = enter(l);
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    int rc = client_enter(l->client);
     if (rc != RLC_OK)
         return rc;
     rlc_client *c = l->client;
     pthread_mutex_lock(&c->mu);
-    l->on_lost = fn;
-    l->on_lost_user = user;
+    rc = client_set_on_lost(c, l, fn, fn2, user);
     pthread_mutex_unlock(&c->mu);
+    if (rc != RLC_OK)
+        rlc_fail(rc, "cannot start the client's callback thread");
     client_leave(c);
-    return RLC_OK;
+    return rc;
+}
+
+int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user)
+{
+    return set_on_lost(l, fn, NULL, user);
+}
+
+int rlc_lock_on_lost_owner(rlc_lock *l, rlc_lost_owner_fn fn, void *user)
+{
+    return set_on_lost(l, NULL, fn, user);
 }
 
 /* ---- handles ------------------------------------------------------------------- */
@@ -941,11 +970,10 @@ void rlc_lock_free(rlc_lock *l)
     } else {
         pthread_mutex_lock(&c->mu);
         hold_drop_all(c, l);
-        /* Never return while this lock's on_lost runs on the watchdog thread
-         * (unless this is that callback, freeing its own lock). */
-        bool on_thread = c->thread_started && pthread_equal(pthread_self(), c->thread);
-        while (c->in_callback == l && !on_thread)
-            pthread_cond_wait(&c->callback_done, &c->mu);
+        /* No callback of this lock runs after this returns: queued ones are
+         * dropped, a running one is waited for (unless this is that
+         * callback, freeing its own lock). */
+        client_forget_lost(c, l);
         pthread_mutex_unlock(&c->mu);
     }
     lock_free_names(l);

@@ -39,7 +39,7 @@ static rlc_lock *lock(rlc_client *c, const char *name, uint64_t owner)
     return l;
 }
 
-static __attribute__((unused)) int is_held(rlc_lock *l)
+static int is_held(rlc_lock *l)
 {
     int v = -1;
     return rlc_lock_is_held(l, &v) == RLC_OK ? v : -1;
@@ -241,6 +241,206 @@ done:
     rs_stop(&s);
 }
 
+/* ---- point 6: on_lost runs on a thread of its own ---------------------------- */
+
+struct slow_cb {
+    rlc_lock *busy;   /* explicit owner, held by another client */
+    rlc_lock *zero;   /* another owner-0 handle of the same client */
+    atomic_int started, finished, rel_rc, zero_rc, wait_rc;
+    atomic_llong waited_ms;
+    char zero_msg[512];
+};
+
+/* Does what the issue saw stall every renewal: releases its lost lock, tries
+ * an owner-0 handle, then waits 2 s for a busy lock. */
+static void slow_lost(rlc_lock *l, int reason, void *user)
+{
+    struct slow_cb *sc = user;
+    (void)reason;
+    atomic_store(&sc->started, 1);
+    atomic_store(&sc->rel_rc, rlc_lock_release(l));
+    int rc = rlc_lock_acquire(sc->zero, 0, -1);
+    snprintf(sc->zero_msg, sizeof sc->zero_msg, "%s", rlc_errmsg());
+    atomic_store(&sc->zero_rc, rc);
+    int64_t t0 = check_now_ms();
+    atomic_store(&sc->wait_rc, rlc_lock_acquire(sc->busy, 2000, 5000));
+    atomic_store(&sc->waited_ms, check_now_ms() - t0);
+    atomic_store(&sc->finished, 1);
+}
+
+/* A callback that waits 2 s must not stop the renewal of another lock of the
+ * same client whose lease is 600 ms: another client never gets it. */
+TEST(slow_on_lost_callback_does_not_delay_renewals)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "watchdog_timeout_ms=600"), *o = client(s.uri, NULL);
+    rlc_lock *la = lock(c, "cb_a", 0), *lb = lock(c, "cb_b", 0), *ob = lock(o, "cb_b", 0),
+             *obusy = lock(o, "cb_busy", 0);
+    struct slow_cb sc = {.busy = lock(c, "cb_busy", 7), .zero = lock(c, "cb_z", 0)};
+    CHECK_RC(rlc_lock_acquire(obusy, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_lock_on_lost(la, slow_lost, &sc), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(la, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(lb, 0, -1), RLC_OK);
+    CHECK(rs_int(&s, "DEL cb_a") == 1, "raw DEL");
+    CHECK(WAIT_UNTIL(atomic_load(&sc.started), 3000), "on_lost did not run");
+    int64_t until = check_now_ms() + 5000;
+    while (!atomic_load(&sc.finished) && check_now_ms() < until) {
+        CHECK_RC(rlc_lock_acquire(ob, 0, 5000), RLC_NOT_ACQUIRED);
+        check_sleep_ms(50);
+    }
+    CHECK(atomic_load(&sc.finished), "the callback did not finish");
+    CHECK(is_held(lb) == 1, "the other lock is still held");
+    CHECK(atomic_load(&sc.rel_rc) == RLC_E_LOST, "release in the callback returned %d, "
+          "expected RLC_E_LOST", atomic_load(&sc.rel_rc));
+    CHECK(atomic_load(&sc.zero_rc) == RLC_E_INVAL && strstr(sc.zero_msg, "explicit owner"),
+          "owner-0 acquire in the callback returned %d (%s), expected RLC_E_INVAL",
+          atomic_load(&sc.zero_rc), sc.zero_msg);
+    CHECK(rs_int(&s, "EXISTS cb_z") == 0, "nothing was taken for the callback thread");
+    CHECK(atomic_load(&sc.wait_rc) == RLC_NOT_ACQUIRED && atomic_load(&sc.waited_ms) >= 1900,
+          "waiting acquire in the callback: %d after %lld ms", atomic_load(&sc.wait_rc),
+          (long long)atomic_load(&sc.waited_ms));
+    CHECK_RC(rlc_lock_release(lb), RLC_OK);
+done:
+    rlc_lock_free(la);
+    rlc_lock_free(lb);
+    rlc_lock_free(sc.busy);
+    rlc_lock_free(sc.zero);
+    rlc_lock_free(ob);
+    rlc_lock_free(obusy);
+    rlc_client_free(c);
+    rlc_client_free(o);
+    rs_stop(&s);
+}
+
+struct owner_cb {
+    atomic_int calls;
+    atomic_ullong owner[2];
+    atomic_int reason[2], rel_rc[2];
+};
+
+static void record_owner(rlc_lock *l, uint64_t owner, int reason, void *user)
+{
+    struct owner_cb *oc = user;
+    int i = atomic_fetch_add(&oc->calls, 1);
+    if (i < 2) {
+        atomic_store(&oc->owner[i], owner);
+        atomic_store(&oc->reason[i], reason);
+        atomic_store(&oc->rel_rc[i], rlc_lock_release(l));
+    }
+}
+
+/* rlc_lock_on_lost_owner (REDLOCKC_1.1) tells whose hold was lost: the
+ * explicit owner, or the thread that acquired through an owner-0 handle. */
+TEST(lost_owner_callback_is_told_the_owner)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "watchdog_timeout_ms=600");
+    rlc_lock *l0 = lock(c, "own_a", 0), *l7 = lock(c, "own_b", 7);
+    struct owner_cb oc = {0};
+    CHECK_RC(rlc_lock_on_lost_owner(l0, record_owner, &oc), RLC_OK);
+    CHECK_RC(rlc_lock_on_lost_owner(l7, record_owner, &oc), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l0, 0, -1), RLC_OK);
+    CHECK(WAIT_UNTIL(rs_int(&s, "DEL own_a") == 1, 1000), "raw DEL own_a");
+    CHECK(WAIT_UNTIL(atomic_load(&oc.calls) == 1, 3000), "first callback");
+    CHECK_RC(rlc_lock_acquire(l7, 0, -1), RLC_OK);
+    CHECK(rs_int(&s, "DEL own_b") == 1, "raw DEL own_b");
+    CHECK(WAIT_UNTIL(atomic_load(&oc.calls) == 2, 3000), "second callback");
+    CHECK(atomic_load(&oc.owner[0]) == rlc_thread_owner(), "owner %llu, expected this "
+          "thread's %llu", (unsigned long long)atomic_load(&oc.owner[0]),
+          (unsigned long long)rlc_thread_owner());
+    CHECK(atomic_load(&oc.owner[1]) == 7, "owner %llu, expected 7",
+          (unsigned long long)atomic_load(&oc.owner[1]));
+    for (int i = 0; i < 2; i++) {
+        CHECK(atomic_load(&oc.reason[i]) == RLC_E_LOST, "reason %d", atomic_load(&oc.reason[i]));
+        CHECK(atomic_load(&oc.rel_rc[i]) == RLC_E_LOST, "release in callback %d: %d", i,
+              atomic_load(&oc.rel_rc[i]));
+    }
+    /* The callback gave up the lost level: the owner's release finds none. */
+    CHECK_RC(rlc_lock_release(l0), RLC_E_NOT_OWNER);
+    CHECK(is_held(l0) == 0 && is_held(l7) == 0, "neither is held");
+done:
+    rlc_lock_free(l0);
+    rlc_lock_free(l7);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
+struct gate_cb {
+    atomic_int in, go, freed, wait_rc;
+    rlc_lock *busy;
+};
+
+static void gated_lost(rlc_lock *l, int reason, void *user)
+{
+    struct gate_cb *g = user;
+    (void)l;
+    (void)reason;
+    atomic_store(&g->in, 1);
+    if (g->busy) { /* waits forever: rlc_client_free must end it */
+        atomic_store(&g->wait_rc, rlc_lock_acquire(g->busy, -1, 5000));
+        return;
+    }
+    int64_t until = check_now_ms() + 5000;
+    while (!atomic_load(&g->go) && check_now_ms() < until)
+        check_sleep_ms(2);
+}
+
+static void *free_lock(void *arg)
+{
+    struct gate_cb *g = ((void **)arg)[1];
+    rlc_lock_free(((void **)arg)[0]);
+    atomic_store(&g->freed, 1);
+    return NULL;
+}
+
+/* rlc_lock_free from another thread waits for the handle's running callback;
+ * rlc_client_free ends a callback's endless wait with RLC_E_CLOSED. */
+TEST(freeing_waits_for_a_running_callback)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "watchdog_timeout_ms=600"), *o = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "gate", 0), *l2 = lock(c, "gate2", 0), *ob = lock(o, "gate_busy", 0);
+    struct gate_cb g = {0}, g2 = {.busy = lock(c, "gate_busy", 9), .wait_rc = 99};
+    pthread_t t;
+    bool running = false;
+    CHECK_RC(rlc_lock_on_lost(l, gated_lost, &g), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK(rs_int(&s, "DEL gate") == 1, "raw DEL");
+    CHECK(WAIT_UNTIL(atomic_load(&g.in), 3000), "callback runs");
+    void *args[2] = {l, &g};
+    CHECK(pthread_create(&t, NULL, free_lock, args) == 0, "pthread_create");
+    running = true;
+    l = NULL;
+    CHECK(!WAIT_UNTIL(atomic_load(&g.freed), 300), "rlc_lock_free returned while its "
+          "callback ran");
+    atomic_store(&g.go, 1);
+    CHECK(WAIT_UNTIL(atomic_load(&g.freed), 3000), "rlc_lock_free did not return");
+
+    CHECK_RC(rlc_lock_acquire(ob, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_lock_on_lost(l2, gated_lost, &g2), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l2, 0, -1), RLC_OK);
+    CHECK(rs_int(&s, "DEL gate2") == 1, "raw DEL");
+    CHECK(WAIT_UNTIL(atomic_load(&g2.in), 3000), "second callback runs");
+    check_sleep_ms(100); /* it is in its wait */
+    rlc_client_free(c);
+    c = NULL;
+    CHECK(atomic_load(&g2.wait_rc) == RLC_E_CLOSED, "the callback's wait ended with %d",
+          atomic_load(&g2.wait_rc));
+done:
+    if (running)
+        pthread_join(t, NULL);
+    rlc_lock_free(l);
+    rlc_lock_free(l2);
+    rlc_lock_free(g2.busy);
+    rlc_lock_free(ob);
+    rlc_client_free(c);
+    rlc_client_free(o);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(fifty_waiters_make_no_more_script_calls_than_one),
           CASE(waiters_try_again_at_once_after_the_subscriber_reconnects),
-          CASE(refused_subscribe_fails_the_wait_with_the_missing_permission))
+          CASE(refused_subscribe_fails_the_wait_with_the_missing_permission),
+          CASE(slow_on_lost_callback_does_not_delay_renewals),
+          CASE(lost_owner_callback_is_told_the_owner),
+          CASE(freeing_waits_for_a_running_callback))

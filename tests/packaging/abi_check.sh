@@ -81,6 +81,19 @@ while read -r name ver; do
   fi
 done <"$tmp/new.sym"
 echo "$(wc -l <"$tmp/new.sym") versioned functions checked"
+# Per node: unchanged (the same functions as in the baseline), or added.
+for node in $(awk '{print $2}' "$tmp/old.sym" "$tmp/new.sym" | sort -uV); do
+  old=$(awk -v v="$node" '$2 == v {print $1}' "$tmp/old.sym" | xargs)
+  new=$(awk -v v="$node" '$2 == v {print $1}' "$tmp/new.sym" | xargs)
+  count=$(wc -w <<<"$new")
+  if [ -z "$old" ]; then
+    echo "$node: added, $count functions: $new"
+  elif [ "$old" = "$new" ]; then
+    echo "$node: unchanged, $count functions"
+  else
+    fail "$node changed: baseline had [$old], now [$new]"
+  fi
+done
 
 # 4. Status codes and other constants of the header.
 echo "--- header constants against ${ABI_CONSTANTS#$PWD/}"
