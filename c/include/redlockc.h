@@ -77,11 +77,16 @@ typedef struct rlc_client rlc_client;
  *     unix://[[user]:password@]/path/to.sock[?db=N]
  *   One node gives single-instance locks; N >= 2 independent masters give
  *   Redlock (quorum N/2+1). At most 64 nodes, each at most once.
+ *   A host name is looked up on a thread of its own, never on the caller's
+ *   or the renewal thread: a DNS server that does not answer costs a call at
+ *   most connect_timeout_ms more, and reconnects use the node's last good
+ *   address (looked up again in the background each time).
  * options: NULL, "" or "name=value;name=value", names:
  *     watchdog_timeout_ms  lease of watchdog locks, renewed every third (30000)
  *     io_timeout_ms        per-call deadline, one node (1000)
  *     node_timeout_ms      per-node deadline of a Redlock call (50)
- *     connect_timeout_ms   added to a call that must (re)connect (1000)
+ *     connect_timeout_ms   added to a call that must (re)connect, name lookup
+ *                          included (1000)
  *     retry_jitter_ms      random delay before a Redlock retry after a split vote (50)
  *     drift_factor         clock drift allowance as a fraction of the lease (0.01)
  *     pool_size            pipelined connections per node shared by all threads (1)

@@ -32,6 +32,7 @@
 #include "hold.h"
 #include "pubsub.h"
 #include "quorum.h"
+#include "resolve.h"
 #include "scripts.h"
 #include "watchdog.h"
 
@@ -206,6 +207,8 @@ static void destroy(rlc_client *c)
         pthread_cond_destroy(&c->callback_done);
         pthread_cond_destroy(&c->lost_ready);
     }
+    for (int i = 0; !child && c->nodes && i < c->n_nodes; i++)
+        resolver_unref(c->nodes[i].resolver); /* a lookup in flight keeps its own */
     uri_free_list(c->nodes, c->n_nodes);
     options_free(&c->opts);
     free(c);
@@ -273,6 +276,10 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
         return rc;
     if ((rc = options_parse(options, &c->opts)) != RLC_OK)
         return rc;
+    for (int i = 0; i < c->n_nodes; i++)
+        if (!c->nodes[i].is_unix && !(c->nodes[i].resolver = resolver_new(c->nodes[i].host,
+                                                                        c->nodes[i].port)))
+            return rlc_fail(RLC_E_NOMEM, "out of memory");
     c->quorum = quorum_of(c->n_nodes);
     c->call_timeout_ms = c->n_nodes == 1 ? c->opts.io_timeout_ms : c->opts.node_timeout_ms;
     int total = c->n_nodes * (int)c->opts.pool_size;

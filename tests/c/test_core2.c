@@ -6,10 +6,20 @@
  * Counts of script calls are read from the server (INFO commandstats), so
  * they are what any operator of the Redis would see.
  */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -438,9 +448,198 @@ done:
     rs_stop(&s);
 }
 
+/* ---- point 7: name lookups never block a call past its bounds ---------------- */
+
+/* A DNS server on 127.0.0.1:53 of the test's network namespace: while
+ * `answering`, every A query gets 127.0.0.1 (AAAA: no records); otherwise
+ * queries are dropped, as by a resolver that does not answer. */
+struct dns {
+    int fd;
+    atomic_int answering, stop, queries;
+};
+
+static void dns_answer(int fd, const unsigned char *q, ssize_t n, struct sockaddr_in *from)
+{
+    if (n < 12 + 5)
+        return;
+    ssize_t at = 12;
+    while (at < n && q[at] != 0)
+        at += q[at] + 1;
+    if (at + 5 > n)
+        return;
+    int qtype = q[at + 1] << 8 | q[at + 2];
+    at += 5;
+    unsigned char r[600];
+    if (at + 16 > (ssize_t)sizeof r)
+        return;
+    memcpy(r, q, (size_t)at);
+    r[2] = 0x81; /* QR, RD */
+    r[3] = 0x80; /* RA, NOERROR */
+    r[4] = 0, r[5] = 1, r[6] = 0, r[7] = qtype == 1, r[8] = r[9] = r[10] = r[11] = 0;
+    if (qtype == 1) {
+        static const unsigned char a[16] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4,
+                                            127, 0, 0, 1};
+        memcpy(r + at, a, sizeof a);
+        at += sizeof a;
+    }
+    sendto(fd, r, (size_t)at, 0, (struct sockaddr *)from, sizeof *from);
+}
+
+static void *dns_main(void *arg)
+{
+    struct dns *d = arg;
+    while (!atomic_load(&d->stop)) {
+        struct pollfd p = {d->fd, POLLIN, 0};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        unsigned char q[512];
+        struct sockaddr_in from;
+        socklen_t len = sizeof from;
+        ssize_t n = recvfrom(d->fd, q, sizeof q, 0, (struct sockaddr *)&from, &len);
+        if (n > 0)
+            atomic_fetch_add(&d->queries, 1);
+        if (n > 0 && atomic_load(&d->answering))
+            dns_answer(d->fd, q, n, &from);
+    }
+    return NULL;
+}
+
+/* In a new network and mount namespace: loopback up, and /etc/resolv.conf
+ * naming 127.0.0.1 with one 4 s try. 0, or 77 without the privilege. */
+static int enter_dns_namespace(void)
+{
+    if (unshare(CLONE_NEWNET | CLONE_NEWNS) != 0) {
+        fprintf(stderr, "SKIP: unshare(CLONE_NEWNET|CLONE_NEWNS): %s\n", strerror(errno));
+        return 77;
+    }
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        return 1;
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) != 0)
+        return 1;
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0)
+        return 1;
+    close(fd);
+    char path[] = "/tmp/rlc-resolv-XXXXXX";
+    int tfd = mkstemp(path);
+    const char conf[] = "nameserver 127.0.0.1\noptions timeout:4 attempts:1\n";
+    if (tfd < 0 || write(tfd, conf, sizeof conf - 1) != (ssize_t)(sizeof conf - 1))
+        return 1;
+    close(tfd);
+    int rc = mount(path, "/etc/resolv.conf", NULL, MS_BIND, NULL);
+    unlink(path); /* the mount keeps it */
+    return rc == 0 ? 0 : 1;
+}
+
+#define HOSTNODE "redis-node.rlc-test"
+
+/* Runs in the namespace; its exit status is the verdict. */
+static int stalled_dns_scenario(void)
+{
+    int rc = enter_dns_namespace();
+    if (rc != 0)
+        return rc;
+    struct dns d = {.fd = socket(AF_INET, SOCK_DGRAM, 0)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (d.fd < 0 || bind(d.fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return 1;
+    atomic_store(&d.answering, 1);
+    pthread_t t;
+    if (pthread_create(&t, NULL, dns_main, &d) != 0)
+        return 1;
+    rlc_client *c = NULL, *c2 = NULL, *o = NULL;
+    rlc_lock *la = NULL, *l2 = NULL, *oa = NULL;
+    struct redis_server s;
+    if (rs_start(&s, NULL) != 0) {
+        fprintf(stderr, "redis-server did not start in the namespace\n");
+        atomic_store(&d.stop, 1);
+        pthread_join(t, NULL);
+        return 1;
+    }
+    char uri[96];
+    snprintf(uri, sizeof uri, "redis://" HOSTNODE ":%d", s.port);
+    const char *opts = "watchdog_timeout_ms=600;io_timeout_ms=300;connect_timeout_ms=300";
+    c = client(uri, opts);
+    o = client(s.uri, NULL);
+    la = lock(c, "dns_a", 0);
+    oa = lock(o, "dns_a", 0);
+    CHECK_RC(rlc_lock_acquire(la, 0, -1), RLC_OK); /* resolved while the server answers */
+    CHECK(atomic_load(&d.queries) > 0, "the name was not looked up in our DNS server");
+
+    /* The DNS server goes silent; the holder's connection is cut, so its
+     * next renewal reconnects: with the last good address, at once. */
+    atomic_store(&d.answering, 0);
+    freeReplyObject(rs_cmd(&s, "CLIENT KILL TYPE normal"));
+    for (int64_t until = check_now_ms() + 1500; check_now_ms() < until;) {
+        CHECK_RC(rlc_lock_acquire(oa, 0, 5000), RLC_NOT_ACQUIRED);
+        check_sleep_ms(50);
+    }
+
+    /* A client that never resolved the name: a call is bounded by io +
+     * connect (600 ms), not by the resolver's 4 s. */
+    c2 = client(uri, opts);
+    l2 = lock(c2, "dns_b", 0);
+    int64_t t0 = check_now_ms();
+    int got = rlc_lock_acquire(l2, 0, -1);
+    int64_t took = check_now_ms() - t0;
+    CHECK(got == RLC_E_CONNECT || got == RLC_E_TIMEOUT, "acquire returned %d (%s)", got,
+          rlc_errmsg());
+    CHECK(took < 600 + 400, "acquire took %lld ms with a silent DNS server, bound 600 ms",
+          (long long)took);
+    /* Renewals of the first client went on meanwhile. */
+    CHECK(is_held(la) == 1, "the first client's lock is still held");
+    CHECK_RC(rlc_lock_acquire(oa, 0, 5000), RLC_NOT_ACQUIRED);
+    CHECK_RC(rlc_lock_release(la), RLC_OK);
+done:
+    rlc_lock_free(la);
+    rlc_lock_free(l2);
+    rlc_lock_free(oa);
+    rlc_client_free(c);
+    rlc_client_free(c2);
+    rlc_client_free(o);
+    rs_stop(&s);
+    atomic_store(&d.stop, 1);
+    pthread_join(t, NULL);
+    close(d.fd);
+    return check_failed;
+}
+
+/* A node named by a host name whose DNS server stops answering: renewals
+ * go on with the last good address, and a client that has none is bounded
+ * by io_timeout_ms + connect_timeout_ms. Runs in a network namespace of its
+ * own (needs CAP_SYS_ADMIN; skipped with status 77 without it). */
+TEST(silent_dns_server_bounds_calls_and_never_stalls_renewals)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(stalled_dns_scenario());
+    int status = 0;
+    CHECK(pid > 0, "fork");
+    int64_t until = check_now_ms() + 60000;
+    pid_t w;
+    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && check_now_ms() < until)
+        check_sleep_ms(10);
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    CHECK(w == pid, "the namespace scenario did not end within 60 s");
+    CHECK(WIFEXITED(status), "the namespace scenario died (status %d)", status);
+    if (WEXITSTATUS(status) == 77)
+        exit(77); /* ctest: skipped */
+    CHECK(WEXITSTATUS(status) == 0, "the namespace scenario failed (see above)");
+done:;
+}
+
 RUN_TESTS(CASE(fifty_waiters_make_no_more_script_calls_than_one),
           CASE(waiters_try_again_at_once_after_the_subscriber_reconnects),
           CASE(refused_subscribe_fails_the_wait_with_the_missing_permission),
           CASE(slow_on_lost_callback_does_not_delay_renewals),
           CASE(lost_owner_callback_is_told_the_owner),
-          CASE(freeing_waits_for_a_running_callback))
+          CASE(freeing_waits_for_a_running_callback),
+          CASE(silent_dns_server_bounds_calls_and_never_stalls_renewals))
