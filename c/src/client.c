@@ -207,8 +207,11 @@ static void destroy(rlc_client *c)
         pthread_cond_destroy(&c->callback_done);
         pthread_cond_destroy(&c->lost_ready);
     }
-    for (int i = 0; !child && c->nodes && i < c->n_nodes; i++)
-        resolver_unref(c->nodes[i].resolver); /* a lookup in flight keeps its own */
+    /* No mutex here, so a forked child may do it too. A lookup in flight
+     * keeps its own reference (in a child, whose copy of that thread does
+     * not exist, the resolver is then left behind). */
+    for (int i = 0; c->nodes && i < c->n_nodes; i++)
+        resolver_unref(c->nodes[i].resolver);
     uri_free_list(c->nodes, c->n_nodes);
     options_free(&c->opts);
     free(c);

@@ -512,7 +512,7 @@ static int enter_dns_namespace(void)
         fprintf(stderr, "SKIP: unshare(CLONE_NEWNET|CLONE_NEWNS): %s\n", strerror(errno));
         return 77;
     }
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+    if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0)
         return 1;
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     struct ifreq ifr;
@@ -530,7 +530,7 @@ static int enter_dns_namespace(void)
     if (tfd < 0 || write(tfd, conf, sizeof conf - 1) != (ssize_t)(sizeof conf - 1))
         return 1;
     close(tfd);
-    int rc = mount(path, "/etc/resolv.conf", NULL, MS_BIND, NULL);
+    int rc = mount(path, "/etc/resolv.conf", "none", MS_BIND, NULL);
     unlink(path); /* the mount keeps it */
     return rc == 0 ? 0 : 1;
 }
