@@ -55,7 +55,8 @@ enum {
     RLC_E_AUTH = -11        /* AUTH was refused, or the server wants a password */
 };
 
-/* "1.0.0": the library's version (not the ABI's, which is REDLOCKC_1.0). */
+/* "1.0.0": the library's version (not the ABI's: symbol versions REDLOCKC_1.0,
+ * and REDLOCKC_1.1 for rlc_lock_on_lost_owner). */
 RLC_API const char *rlc_version(void);
 
 /* A static English phrase for a status ("lock lost"); never NULL. */
@@ -77,11 +78,16 @@ typedef struct rlc_client rlc_client;
  *     unix://[[user]:password@]/path/to.sock[?db=N]
  *   One node gives single-instance locks; N >= 2 independent masters give
  *   Redlock (quorum N/2+1). At most 64 nodes, each at most once.
+ *   A host name is looked up on a thread of its own, never on the caller's
+ *   or the renewal thread: a DNS server that does not answer costs a call at
+ *   most connect_timeout_ms more, and reconnects use the node's last good
+ *   address (looked up again in the background each time).
  * options: NULL, "" or "name=value;name=value", names:
  *     watchdog_timeout_ms  lease of watchdog locks, renewed every third (30000)
  *     io_timeout_ms        per-call deadline, one node (1000)
  *     node_timeout_ms      per-node deadline of a Redlock call (50)
- *     connect_timeout_ms   added to a call that must (re)connect (1000)
+ *     connect_timeout_ms   added to a call that must (re)connect, name lookup
+ *                          included (1000)
  *     retry_jitter_ms      random delay before a Redlock retry after a split vote (50)
  *     drift_factor         clock drift allowance as a fraction of the lease (0.01)
  *     pool_size            pipelined connections per node shared by all threads (1)
@@ -128,11 +134,25 @@ RLC_API void rlc_lock_free(rlc_lock *l);
 /* Acquires the lock for the owner (reentrant: an owner that holds it gets one
  * more level).
  *   wait_ms:  0 try once; > 0 wait at most that long; < 0 wait forever.
- *             A waiter sleeps until the holder's unlock message (pub/sub) or
- *             the holder's lease ends, never on a fixed poll.
  *   lease_ms: <= 0 the watchdog renews the lease (watchdog_timeout_ms) until
  *             release; > 0 a fixed lease, no watchdog. A nested acquire keeps
  *             the mode and lease of the first and refreshes that lease.
+ * How a waiter wakes. It subscribes to "redisson_lock__channel:{name}" on
+ * every node and tries again only when
+ *   - an unlock message arrives: each message wakes one waiter of the client;
+ *   - the subscriber connection was re-established: every waiter tries at
+ *     once, as a message may have been missed meanwhile;
+ *   - the holder's lease, as the last try saw it, ends;
+ *   - a safety poll falls due, once a second, for a holder with no expiry or
+ *     an unlock message that never came (the holder's PUBLISH was refused).
+ * The last two are one timer per client and lock: one waiter takes each
+ * turn, so a lock's waiters in one client make at most one timed try a
+ * second between messages, however many they are.
+ * A wait needs the channel: if a node refuses the SUBSCRIBE (a Redis 6+ ACL
+ * user without the permission "&redisson_lock__channel:*"; Redis 7 users
+ * get no channels by default), an acquire that would wait returns
+ * RLC_E_SERVER at once, with the server's refusal and the missing permission
+ * in rlc_errmsg(), as Redisson's lock() throws. wait_ms 0 needs no channel.
  * Returns RLC_OK (held), RLC_NOT_ACQUIRED (busy until the wait ran out),
  * RLC_E_LOST (a nested acquire found that the hold it nests in had expired
  * or was taken on a quorum: nothing was kept, and the owner's remaining
@@ -184,13 +204,49 @@ RLC_API int rlc_lock_validity_ms(rlc_lock *l, int64_t *out);
  * tokens"). RLC_E_NOT_OWNER if this handle does not hold it. No network I/O. */
 RLC_API int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
 
-/* Called once per lost hold, from the client's watchdog thread, when a
- * watchdog-renewed hold can no longer be renewed: reason is RLC_E_LOST (the
- * key or field was gone) or the I/O status that kept renewals from a quorum
- * until the hold's validity ran out. Keep it short; it may call any function
- * of this API. fn NULL removes the callback. */
+/* ---- Lost holds ----------------------------------------------------------
+ *
+ * A handle's lost callback is called once per lost hold, when a watchdog-
+ * renewed hold can no longer be renewed: reason is RLC_E_LOST (the key or
+ * field was gone) or the I/O status that kept renewals from a quorum until
+ * the hold's validity ran out.
+ *
+ * Where it runs: on the client's callback thread (started with the client's
+ * first callback), never on the thread that renews leases and reads unlock
+ * messages, so a slow callback delays no renewal. A client's callbacks run
+ * one at a time, in the order the holds were found lost: a slow one delays
+ * only the callbacks after it.
+ *
+ * What a callback may call:
+ *   - anything on a handle with an explicit owner, a waiting acquire
+ *     included (rlc_client_free ends such a wait with RLC_E_CLOSED);
+ *   - anything on the handle it was given, whose owner-0 calls act for the
+ *     lost hold's owner (the thread that held it), not for the callback
+ *     thread: rlc_lock_release returns RLC_E_LOST and gives up one lost
+ *     level, touching nothing on the server; an acquire takes the lock
+ *     again for that owner, who must then release it;
+ *   - rlc_lock_free of any handle, its own included, and rlc_client_free;
+ *   - rlc_version, rlc_strerror, rlc_errmsg, rlc_client_uuid.
+ * Any call on another handle with owner 0 returns RLC_E_INVAL with a message:
+ * it would act for the library's callback thread, and no application thread
+ * could release what it took.
+ *
+ * rlc_lock_free never returns while the handle's callback runs (unless called
+ * from it), and drops its callbacks not yet run. rlc_client_free waits for a
+ * running callback to return and drops the rest.
+ *
+ * Each handle has at most one callback: setting either kind replaces the
+ * other; fn NULL removes it. Returns RLC_OK, RLC_E_INVAL, RLC_E_CLOSED, or
+ * RLC_E_NOMEM (the callback thread could not be started). */
 typedef void (*rlc_lost_fn)(rlc_lock *l, int reason, void *user);
 RLC_API int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user);
+
+/* The same, and the callback is told the owner id of the lost hold: the
+ * handle's explicit owner, or the thread's (rlc_thread_owner() of the thread
+ * that acquired it) for an owner-0 handle. Since 1.1 (symbol version
+ * REDLOCKC_1.1). */
+typedef void (*rlc_lost_owner_fn)(rlc_lock *l, uint64_t owner, int reason, void *user);
+RLC_API int rlc_lock_on_lost_owner(rlc_lock *l, rlc_lost_owner_fn fn, void *user);
 
 /* ---- Fenced writes (since REDLOCKC_1.1) -------------------------------- */
 

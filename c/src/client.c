@@ -10,6 +10,14 @@
  * watchdog locks (watchdog.c) and read unlock messages (pubsub.c). It sleeps
  * in one poll() over the subscriber sockets and an eventfd that wakes it
  * when its schedule changes.
+ *
+ * on_lost callbacks run on a second thread, started with the first callback
+ * set, from a queue the watchdog fills: a callback may block (wait for a
+ * lock, write to a slow pipe) without ever delaying a renewal or a message.
+ * They run one at a time, in the order the holds were found lost. On that
+ * thread an owner-0 handle cannot act for "the calling thread" (it is ours,
+ * not the application's): the handle whose callback runs acts for the lost
+ * hold's owner, and every other owner-0 handle is refused (see redlockc.h).
  */
 #include <errno.h>
 #include <poll.h>
@@ -24,9 +32,22 @@
 #include "hold.h"
 #include "pubsub.h"
 #include "quorum.h"
+#include "resolve.h"
 #include "scripts.h"
 #include "watchdog.h"
 #include "family/family.h"
+
+struct lost_event {
+    struct lost_event *next;
+    rlc_lock *lock;
+    uint64_t owner;
+    int reason;
+};
+
+/* Set on a callback thread while its callback runs. */
+static __thread bool on_callback_thread;
+static __thread const rlc_lock *callback_lock;
+static __thread uint64_t callback_owner;
 
 const char *rlc_version(void)
 {
@@ -68,6 +89,105 @@ void client_wake_thread(rlc_client *c)
         ;
 }
 
+static void *callback_main(void *arg)
+{
+    rlc_client *c = arg;
+    on_callback_thread = true;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->lost_head && !atomic_load(&c->stopping))
+            pthread_cond_wait(&c->lost_ready, &c->mu);
+        if (atomic_load(&c->stopping))
+            break;
+        struct lost_event *e = c->lost_head;
+        if (!(c->lost_head = e->next))
+            c->lost_tail = NULL;
+        rlc_lock *l = e->lock;
+        rlc_lost_fn fn = l->on_lost;
+        rlc_lost_owner_fn fn2 = l->on_lost_owner;
+        void *user = l->on_lost_user;
+        if (fn || fn2) {
+            c->in_callback = l;
+            callback_lock = l;
+            callback_owner = e->owner;
+            pthread_mutex_unlock(&c->mu);
+            if (fn2)
+                fn2(l, e->owner, e->reason, user);
+            else
+                fn(l, e->reason, user);
+            pthread_mutex_lock(&c->mu);
+            callback_lock = NULL; /* l may be freed by now: never touched again */
+            c->in_callback = NULL;
+            pthread_cond_broadcast(&c->callback_done);
+        }
+        free(e);
+    }
+    pthread_mutex_unlock(&c->mu);
+    client_unref(c);
+    return NULL;
+}
+
+int client_set_on_lost(rlc_client *c, rlc_lock *l, rlc_lost_fn fn, rlc_lost_owner_fn fn2,
+                       void *user)
+{
+    if ((fn || fn2) && !c->cb_started && !atomic_load(&c->stopping)) {
+        client_ref(c); /* the callback thread's */
+        if (pthread_create(&c->cb_thread, NULL, callback_main, c) != 0) {
+            client_unref(c); /* never the last: the caller's call holds one */
+            return RLC_E_NOMEM;
+        }
+        c->cb_started = true;
+    }
+    l->on_lost = fn;
+    l->on_lost_owner = fn2;
+    l->on_lost_user = user;
+    return RLC_OK;
+}
+
+void client_queue_lost(rlc_client *c, rlc_lock *l, uint64_t owner, int reason)
+{
+    if ((!l->on_lost && !l->on_lost_owner) || !c->cb_started)
+        return;
+    struct lost_event *e = malloc(sizeof *e);
+    if (!e) /* no memory: the loss still shows in is_held and every release */
+        return;
+    *e = (struct lost_event){NULL, l, owner, reason};
+    if (c->lost_tail)
+        c->lost_tail->next = e;
+    else
+        c->lost_head = e;
+    c->lost_tail = e;
+    pthread_cond_signal(&c->lost_ready);
+}
+
+void client_forget_lost(rlc_client *c, rlc_lock *l)
+{
+    c->lost_tail = NULL;
+    for (struct lost_event **p = &c->lost_head; *p;) {
+        struct lost_event *e = *p;
+        if (e->lock == l) {
+            *p = e->next;
+            free(e);
+        } else {
+            c->lost_tail = e;
+            p = &e->next;
+        }
+    }
+    bool on_thread = c->cb_started && pthread_equal(pthread_self(), c->cb_thread);
+    while (c->in_callback == l && !on_thread)
+        pthread_cond_wait(&c->callback_done, &c->mu);
+}
+
+int client_callback_owner(const rlc_lock *l, uint64_t *owner)
+{
+    if (!on_callback_thread)
+        return 0;
+    if (l != callback_lock)
+        return -1;
+    *owner = callback_owner;
+    return 1;
+}
+
 static bool in_forked_child(const rlc_client *c)
 {
     return c->fork_generation != owner_fork_generation();
@@ -85,13 +205,24 @@ static void destroy(rlc_client *c)
     }
     free(c->muxes);
     pubsub_free(c->pubsub);
+    while (c->lost_head) {
+        struct lost_event *e = c->lost_head;
+        c->lost_head = e->next;
+        free(e);
+    }
     if (c->wake_fd >= 0)
         close(c->wake_fd);
     if (!child) {
         hold_free_graveyard(c);
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->callback_done);
+        pthread_cond_destroy(&c->lost_ready);
     }
+    /* No mutex here, so a forked child may do it too. A lookup in flight
+     * keeps its own reference (in a child, whose copy of that thread does
+     * not exist, the resolver is then left behind). */
+    for (int i = 0; c->nodes && i < c->n_nodes; i++)
+        resolver_unref(c->nodes[i].resolver);
     uri_free_list(c->nodes, c->n_nodes);
     options_free(&c->opts);
     free(c);
@@ -162,6 +293,10 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
         return rc;
     if ((rc = options_parse(options, &c->opts)) != RLC_OK)
         return rc;
+    for (int i = 0; i < c->n_nodes; i++)
+        if (!c->nodes[i].is_unix && !(c->nodes[i].resolver = resolver_new(c->nodes[i].host,
+                                                                        c->nodes[i].port)))
+            return rlc_fail(RLC_E_NOMEM, "out of memory");
     c->quorum = quorum_of(c->n_nodes);
     c->call_timeout_ms = c->n_nodes == 1 ? c->opts.io_timeout_ms : c->opts.node_timeout_ms;
     int total = c->n_nodes * (int)c->opts.pool_size;
@@ -194,6 +329,7 @@ int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
     c->watchdog_wake_ns = RLC_FOREVER_NS;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->callback_done, NULL);
+    pthread_cond_init(&c->lost_ready, NULL);
 
     int rc = init_nodes(c, nodes, options);
     if (rc != RLC_OK)
@@ -235,20 +371,28 @@ void rlc_client_free(rlc_client *c)
             return;
         if (c->thread_started)
             client_unref(c);
+        if (c->cb_started)
+            client_unref(c);
         client_unref(c);
         return;
     }
     if (atomic_exchange(&c->closed, true)) /* freed twice: only the first counts */
         return;
+    pthread_mutex_lock(&c->mu);
     atomic_store(&c->stopping, true);
+    pthread_cond_broadcast(&c->lost_ready);
+    bool cb_started = c->cb_started;
+    pthread_mutex_unlock(&c->mu);
     client_wake_thread(c);
-    if (pthread_equal(pthread_self(), c->thread))
-        pthread_detach(c->thread); /* freed from an on_lost callback */
-    else
-        pthread_join(c->thread, NULL);
+    pthread_join(c->thread, NULL);
+    /* A callback that waits for a lock wakes with RLC_E_CLOSED. */
     pubsub_stop(c->pubsub);
     int total = c->n_nodes * (int)c->opts.pool_size;
     for (int i = 0; i < total; i++)
         mux_shutdown(&c->muxes[i]);
+    if (cb_started && pthread_equal(pthread_self(), c->cb_thread))
+        pthread_detach(c->cb_thread); /* freed from an on_lost callback */
+    else if (cb_started)
+        pthread_join(c->cb_thread, NULL);
     client_unref(c);
 }

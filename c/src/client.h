@@ -19,6 +19,7 @@
 
 struct hold;
 struct pubsub;
+struct lost_event;
 
 #define RLC_HOLD_BUCKETS 1024
 
@@ -44,12 +45,16 @@ struct rlc_client {
     struct hold *hold_index[RLC_HOLD_BUCKETS]; /* holds by (key, owner), see hold.h */
     rlc_lock *in_callback;      /* the lock whose on_lost runs now, or NULL */
     pthread_cond_t callback_done;
+    struct lost_event *lost_head, *lost_tail; /* lost holds whose callback is due */
+    pthread_cond_t lost_ready;  /* signalled when lost_head is set, and on stop */
+    pthread_t cb_thread;        /* runs the on_lost callbacks, started with the first */
+    bool cb_started;
     int64_t watchdog_wake_ns;   /* when the watchdog thread plans to wake */
     struct node_life life[RLC_MAX_NODES]; /* restart_guard.c */
     int64_t max_lease_ms;       /* the longest lease this client used */
 
     struct pubsub *pubsub;
-    pthread_t thread;           /* watchdog + pub/sub */
+    pthread_t thread;           /* watchdog + pub/sub; never runs a callback */
     bool thread_started;
     int wake_fd;                /* eventfd that wakes the thread */
     atomic_bool stopping;
@@ -67,8 +72,9 @@ struct rlc_lock {
     size_t attempts_key_len;
     uint64_t owner;             /* 0: the calling thread */
 
-    /* Guarded by client->mu. */
+    /* Guarded by client->mu. At most one of on_lost, on_lost_owner is set. */
     rlc_lost_fn on_lost;
+    rlc_lost_owner_fn on_lost_owner;
     void *on_lost_user;
     struct hold *holds;         /* one per owner holding it through this handle */
 };
@@ -89,6 +95,24 @@ struct mux *client_mux(rlc_client *c, int node, uint64_t owner);
 
 /* Wakes the watchdog thread to recompute its schedule. */
 void client_wake_thread(rlc_client *c);
+
+/* Under mu: sets l's callback (both NULL: none), starting the client's
+ * callback thread with the first one. RLC_OK or RLC_E_NOMEM. */
+int client_set_on_lost(rlc_client *c, rlc_lock *l, rlc_lost_fn fn, rlc_lost_owner_fn fn2,
+                       void *user);
+
+/* Under mu: queues l's callback for a lost hold of owner; the callback
+ * thread runs it (never the watchdog thread, which must go on renewing). */
+void client_queue_lost(rlc_client *c, rlc_lock *l, uint64_t owner, int reason);
+
+/* Under mu: drops l's queued callbacks and waits until its running one
+ * returns, unless the caller is that callback (rlc_lock_free). */
+void client_forget_lost(rlc_client *c, rlc_lock *l);
+
+/* For an owner-0 handle on a callback thread: 1 and *owner when l is the
+ * handle whose callback runs (it acts for the lost hold's owner); -1 for any
+ * other owner-0 handle (refused); 0 on any other thread. */
+int client_callback_owner(const rlc_lock *l, uint64_t *owner);
 
 /* The hash field "<uuid>:<owner>" for owner (0: the calling thread). */
 int client_field(const rlc_client *c, uint64_t owner, char *buf, size_t size);

@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "cmd.h"
 #include "conn.h"
+#include "resolve.h"
 #include "scripts.h"
 
 void conn_init(struct conn *c, const struct node_addr *node, bool load_scripts)
@@ -143,6 +144,20 @@ static int connect_addr(struct conn *c, const struct sockaddr *sa, socklen_t len
     return 0;
 }
 
+/* Starts a connect to the first address that takes one. */
+static int connect_any(struct conn *c, const struct resolved *a, int n, char err[RLC_ERRLEN])
+{
+    int e = -EADDRNOTAVAIL;
+    for (int i = 0; i < n && e != 0; i++)
+        e = connect_addr(c, (const struct sockaddr *)&a[i].sa, a[i].len, a[i].family);
+    if (e != 0) {
+        snprintf(err, RLC_ERRLEN, "cannot connect to %s: %s", c->node->label, strerror(-e));
+        conn_close(c);
+        return RLC_E_CONNECT;
+    }
+    return RLC_OK;
+}
+
 int conn_start(struct conn *c, char err[RLC_ERRLEN])
 {
     const struct node_addr *n = c->node;
@@ -154,40 +169,57 @@ int conn_start(struct conn *c, char err[RLC_ERRLEN])
     }
     c->connect_started_ns = rlc_now_ns();
 
-    int e;
     if (n->is_unix) {
         struct sockaddr_un sun;
         memset(&sun, 0, sizeof sun);
         sun.sun_family = AF_UNIX;
         memcpy(sun.sun_path, n->path, strlen(n->path) + 1);
-        e = connect_addr(c, (struct sockaddr *)&sun, sizeof sun, AF_UNIX);
-    } else {
-        struct addrinfo hints, *res = NULL;
-        memset(&hints, 0, sizeof hints);
-        hints.ai_socktype = SOCK_STREAM;
-        char port[8];
-        snprintf(port, sizeof port, "%d", n->port);
-        int g = getaddrinfo(n->host, port, &hints, &res);
-        if (g != 0) {
-            snprintf(err, RLC_ERRLEN, "cannot resolve %s: %s", n->label, gai_strerror(g));
+        int e = connect_addr(c, (struct sockaddr *)&sun, sizeof sun, AF_UNIX);
+        if (e != 0) {
+            snprintf(err, RLC_ERRLEN, "cannot connect to %s: %s", n->label, strerror(-e));
             conn_close(c);
             return RLC_E_CONNECT;
         }
-        e = -EADDRNOTAVAIL;
-        for (struct addrinfo *ai = res; ai && e != 0; ai = ai->ai_next)
-            e = connect_addr(c, ai->ai_addr, ai->ai_addrlen, ai->ai_family);
-        freeaddrinfo(res);
+        return RLC_OK;
     }
-    if (e != 0) {
-        snprintf(err, RLC_ERRLEN, "cannot connect to %s: %s", n->label, strerror(-e));
+    struct resolved a[RLC_RESOLVED_MAX];
+    int na = resolver_cached(n->resolver, a);
+    if (na > 0)
+        return connect_any(c, a, na, err);
+    if (resolver_wait(n->resolver, &c->fd, &c->resolve_gen) != RLC_OK) {
+        snprintf(err, RLC_ERRLEN, "cannot start a name lookup for %s", n->label);
+        conn_close(c);
+        return RLC_E_NOMEM;
+    }
+    c->resolving = true;
+    c->state = CONN_CONNECTING;
+    return RLC_OK;
+}
+
+/* The lookup a CONNECTING connection waits for: still running (RLC_OK, no
+ * change), or over: the connect to its answer begins. */
+static int finish_lookup(struct conn *c, char err[RLC_ERRLEN])
+{
+    struct resolved a[RLC_RESOLVED_MAX];
+    int na = 0, g = 0;
+    if (!resolver_done(c->node->resolver, c->resolve_gen, a, &na, &g))
+        return RLC_OK;
+    resolver_forget(c->node->resolver, c->fd);
+    c->fd = -1;
+    c->resolving = false;
+    if (na == 0) {
+        snprintf(err, RLC_ERRLEN, "cannot resolve %s: %s", c->node->label,
+                 g ? gai_strerror(g) : "no address");
         conn_close(c);
         return RLC_E_CONNECT;
     }
-    return RLC_OK;
+    return connect_any(c, a, na, err);
 }
 
 int conn_finish_connect(struct conn *c, char err[RLC_ERRLEN])
 {
+    if (c->resolving)
+        return finish_lookup(c, err);
     int soerr = 0;
     socklen_t len = sizeof soerr;
     if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
@@ -293,8 +325,11 @@ int conn_peer_closed(struct conn *c)
 
 void conn_close(struct conn *c)
 {
-    if (c->fd >= 0)
+    if (c->resolving)
+        resolver_forget(c->node->resolver, c->fd);
+    else if (c->fd >= 0)
         close(c->fd);
+    c->resolving = false;
     c->fd = -1;
     c->state = CONN_CLOSED;
     if (c->reader)

@@ -29,17 +29,24 @@ struct conn {
     bool load_scripts;  /* command connections cache every script on connect */
     unsigned char handshake[16]; /* what each pending handshake reply answers */
     int handshake_left, handshake_next;
-    int64_t connect_started_ns;
+    int64_t connect_started_ns; /* the name lookup, if any, counts as connecting */
+    bool resolving;     /* CONNECTING: fd is a resolver pipe, not yet a socket */
+    unsigned resolve_gen;
 };
 
 void conn_init(struct conn *c, const struct node_addr *node, bool load_scripts);
 
 /* CLOSED -> CONNECTING (or READY at once). Queues the handshake (AUTH,
  * SELECT, and SCRIPT LOAD of every script for a command connection) ahead of
- * anything already queued. Returns RLC_OK or RLC_E_CONNECT/NOMEM + err. */
+ * anything already queued. Never blocks: a host name without a cached
+ * address is looked up on another thread (resolve.h) while the connection
+ * is CONNECTING, and its fd reports POLLHUP when the answer is in. Returns
+ * RLC_OK or RLC_E_CONNECT/NOMEM + err. */
 int conn_start(struct conn *c, char err[RLC_ERRLEN]);
 
-/* For CONNECTING after poll() said writable: READY, or RLC_E_CONNECT. */
+/* For CONNECTING after poll() reported on fd: READY, still CONNECTING (the
+ * lookup ended and the connect began, or neither is done), or
+ * RLC_E_CONNECT. */
 int conn_finish_connect(struct conn *c, char err[RLC_ERRLEN]);
 
 /* Appends bytes to the queue. */

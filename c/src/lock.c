@@ -29,24 +29,38 @@
 
 #define MAX_NAME_LEN 65536
 #define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
-/* A waiter whose holder has no expiry (-1) still looks again this often. */
-#define MAX_SLEEP_MS 1000
 /* No waiter tries again sooner than this unless a message woke it: it bounds
  * the retry rate of one waiter to 200/s whatever the options. */
 #define MIN_RETRY_MS 5
 
 static void mark_lost(rlc_client *c, struct hold *h);
 
+/* Enters a call on l. On an on_lost callback's thread an owner-0 handle
+ * other than the callback's own is refused: it would act for the library's
+ * callback thread, a hold no application thread could release. */
 static int enter(rlc_lock *l)
 {
+    uint64_t owner;
     if (!l)
         return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    if (l->owner == 0 && client_callback_owner(l, &owner) < 0)
+        return rlc_fail(RLC_E_INVAL,
+                        "a handle with owner 0 acts for the calling thread, and this is the "
+                        "client's on_lost callback thread: use a handle with an explicit "
+                        "owner here (or the handle the callback was given)");
     return client_enter(l->client);
 }
 
+/* The owner a call acts for: the handle's, else the calling thread; in an
+ * on_lost callback, its own owner-0 handle acts for the lost hold's owner. */
 static uint64_t owner_of(const rlc_lock *l)
 {
-    return l->owner ? l->owner : owner_thread_number();
+    uint64_t owner;
+    if (l->owner)
+        return l->owner;
+    if (client_callback_owner(l, &owner) > 0)
+        return owner;
+    return owner_thread_number();
 }
 
 static const char *shown(const rlc_lock *l, char *buf, size_t size)
@@ -414,6 +428,13 @@ static void jitter(const rlc_client *c, int64_t deadline_ns)
     nanosleep(&ts, NULL);
 }
 
+/* Waits on the lock's channel and tries again when woken: by an unlock
+ * message (one waiter per message), by a resubscription (everyone: a message
+ * may have been missed), or by the channel's timer, which wakes one waiter of
+ * this client when the holder's lease ends or, failing that, once a second
+ * (pubsub.c). Never by a timer of its own: the tries of a client's waiters on
+ * one lock do not grow with their number. A refused SUBSCRIBE is an error:
+ * waiting without messages would be polling in silence. */
 static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease,
                             int64_t deadline_ns, struct attempt *a)
 {
@@ -426,6 +447,16 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
     pubsub_wait_ready(c->pubsub, ch, ready_by < deadline_ns ? ready_by : deadline_ns);
 
     int rc;
+    char why[RLC_ERRLEN], name[80];
+    int refused = pubsub_refused(c->pubsub, ch, why, sizeof why);
+    if (refused > 0) {
+        rc = rlc_fail(RLC_E_SERVER,
+                      "cannot wait for lock '%s': %s (%d of %d nodes); the ACL user needs "
+                      "the channel permission '&redisson_lock__channel:*' to wait for unlock "
+                      "messages (a try without waiting needs none)",
+                      shown(l, name, sizeof name), why, refused, c->n_nodes);
+        goto out;
+    }
     for (;;) {
         /* Read the count before trying: a message that arrives during the
          * try then ends the sleep below at once. */
@@ -445,12 +476,14 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
             jitter(c, deadline_ns);
             continue;
         }
-        int64_t sleep_ms = a->sleep_ms < 0 || a->sleep_ms > MAX_SLEEP_MS ? MAX_SLEEP_MS
-                           : a->sleep_ms < MIN_RETRY_MS                    ? MIN_RETRY_MS
-                                                                           : a->sleep_ms;
-        int64_t until = rlc_deadline_after_ms(now, sleep_ms);
-        pubsub_wait(c->pubsub, ch, seq, until < deadline_ns ? until : deadline_ns);
+        /* sleep_ms: when the holder's lease ends, -1 no expiry. */
+        pubsub_holder_expires(c->pubsub, ch,
+                              a->sleep_ms < 0 ? RLC_FOREVER_NS
+                                              : rlc_deadline_after_ms(
+                                                    now, a->sleep_ms < MIN_RETRY_MS ? MIN_RETRY_MS : a->sleep_ms));
+        pubsub_wait(c->pubsub, ch, seq, deadline_ns);
     }
+out:
     pubsub_leave(c->pubsub, ch);
     return rc;
 }
@@ -938,18 +971,31 @@ int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out)
     return rc;
 }
 
-int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user)
+static int set_on_lost(rlc_lock *l, rlc_lost_fn fn, rlc_lost_owner_fn fn2, void *user)
 {
-    int rc = enter(l);
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    int rc = client_enter(l->client);
     if (rc != RLC_OK)
         return rc;
     rlc_client *c = l->client;
     pthread_mutex_lock(&c->mu);
-    l->on_lost = fn;
-    l->on_lost_user = user;
+    rc = client_set_on_lost(c, l, fn, fn2, user);
     pthread_mutex_unlock(&c->mu);
+    if (rc != RLC_OK)
+        rlc_fail(rc, "cannot start the client's callback thread");
     client_leave(c);
-    return RLC_OK;
+    return rc;
+}
+
+int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user)
+{
+    return set_on_lost(l, fn, NULL, user);
+}
+
+int rlc_lock_on_lost_owner(rlc_lock *l, rlc_lost_owner_fn fn, void *user)
+{
+    return set_on_lost(l, NULL, fn, user);
 }
 
 /* ---- handles ------------------------------------------------------------------- */
@@ -1056,11 +1102,10 @@ void rlc_lock_free(rlc_lock *l)
     } else {
         pthread_mutex_lock(&c->mu);
         hold_drop_all(c, l);
-        /* Never return while this lock's on_lost runs on the watchdog thread
-         * (unless this is that callback, freeing its own lock). */
-        bool on_thread = c->thread_started && pthread_equal(pthread_self(), c->thread);
-        while (c->in_callback == l && !on_thread)
-            pthread_cond_wait(&c->callback_done, &c->mu);
+        /* No callback of this lock runs after this returns: queued ones are
+         * dropped, a running one is waited for (unless this is that
+         * callback, freeing its own lock). */
+        client_forget_lost(c, l);
         pthread_mutex_unlock(&c->mu);
     }
     lock_free_names(l);

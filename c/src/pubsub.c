@@ -15,8 +15,22 @@
  * Every message, and every (re)confirmed subscription, bumps the channel's
  * sequence number and wakes its waiters: after a reconnect, messages may
  * have been missed, so everyone looks again.
+ *
+ * Besides messages, a channel has one timer for all its waiters: the end
+ * of the holder's lease as the last try saw it, or else a safety poll every
+ * SAFETY_POLL (a holder with no expiry, a message that never came because
+ * the holder's PUBLISH was refused). The first waiter to find it due claims
+ * it and tries; the others sleep on. So a lock's waiters in one client make
+ * one timed try per due time, not one each: 1,000 waiters cost what one does.
+ *
+ * A SUBSCRIBE the server refuses (an ACL user without channel rights) is
+ * remembered per channel and node, with the server's words, so that the
+ * waiter can say why it cannot wait instead of polling in silence. Each
+ * (UN)SUBSCRIBE gets exactly one reply, a confirmation or an error, in the
+ * order sent; a per-node FIFO tells which command an error answers.
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,9 +42,11 @@
 
 #define LINGER_NS (2000 * RLC_NS_PER_MS)
 #define MAX_BACKOFF_MS 1000
+#define SAFETY_POLL_NS (1000 * RLC_NS_PER_MS)
 
 struct node_sub {
     bool sent;    /* SUBSCRIBE is the last command sent for this channel */
+    bool refused; /* the server answered that SUBSCRIBE with an error */
     int inflight; /* (UN)SUBSCRIBEs not yet confirmed */
 };
 
@@ -42,9 +58,18 @@ struct channel {
     uint64_t seq;        /* bumped when a subscription is (re)confirmed */
     int permits;         /* unlock messages no waiter has taken yet */
     int64_t idle_since_ns;
+    int64_t poll_at_ns;  /* the next safety poll, claimed by one waiter */
+    int64_t expires_ns;  /* when the holder's lease ends, as last seen */
     pthread_cond_t cond; /* readiness and seq changes: wakes everyone */
     pthread_cond_t msg;  /* an unlock message: wakes one waiter */
     struct node_sub node[];
+};
+
+/* A (UN)SUBSCRIBE sent and not yet answered, oldest first. */
+struct sent_cmd {
+    struct sent_cmd *next;
+    struct channel *ch; /* kept alive: its node's inflight is > 0 */
+    bool subscribe;
 };
 
 struct subconn {
@@ -52,6 +77,8 @@ struct subconn {
     bool failed;        /* the last connect failed: do not wait for this node */
     int64_t retry_at_ns;
     int64_t backoff_ms;
+    struct sent_cmd *head, *tail;
+    char refusal[RLC_ERRLEN]; /* the last refused SUBSCRIBE, with the node's words */
 };
 
 struct pubsub {
@@ -90,12 +117,24 @@ static void channel_free(struct channel *ch)
     free(ch);
 }
 
+static void forget_sent(struct subconn *s)
+{
+    while (s->head) {
+        struct sent_cmd *sc = s->head;
+        s->head = sc->next;
+        free(sc);
+    }
+    s->tail = NULL;
+}
+
 void pubsub_free(struct pubsub *ps)
 {
     if (!ps)
         return;
-    for (int i = 0; i < ps->n; i++)
+    for (int i = 0; i < ps->n; i++) {
         conn_close(&ps->subs[i].conn);
+        forget_sent(&ps->subs[i]);
+    }
     while (ps->channels) {
         struct channel *ch = ps->channels;
         ps->channels = ch->next;
@@ -116,7 +155,7 @@ static struct channel *find(struct pubsub *ps, const char *name, size_t len)
 
 static bool confirmed(const struct channel *ch, int i)
 {
-    return ch->node[i].sent && ch->node[i].inflight == 0;
+    return ch->node[i].sent && ch->node[i].inflight == 0 && !ch->node[i].refused;
 }
 
 static bool wanted(const struct channel *ch, int64_t now)
@@ -124,11 +163,11 @@ static bool wanted(const struct channel *ch, int64_t now)
     return ch->refs > 0 || now - ch->idle_since_ns < LINGER_NS;
 }
 
-/* Confirmed on every node that is not known to be down. */
+/* Confirmed on every node that is not known to be down or to refuse it. */
 static bool ready(const struct pubsub *ps, const struct channel *ch)
 {
     for (int i = 0; i < ps->n; i++)
-        if (!confirmed(ch, i) && !ps->subs[i].failed)
+        if (!confirmed(ch, i) && !ps->subs[i].failed && !ch->node[i].refused)
             return false;
     return true;
 }
@@ -160,9 +199,17 @@ struct channel *pubsub_join(struct pubsub *ps, const char *name, size_t len)
     }
     bool need_thread = false;
     if (ch) {
-        ch->refs++;
-        for (int i = 0; i < ps->n; i++)
+        if (ch->refs++ == 0) {
+            ch->poll_at_ns = rlc_now_ns() + SAFETY_POLL_NS;
+            ch->expires_ns = RLC_FOREVER_NS;
+        }
+        for (int i = 0; i < ps->n; i++) {
+            /* A refusal is asked again by each new waiter: the ACL may have
+             * been fixed since. */
+            if (ch->node[i].refused && ch->node[i].inflight == 0)
+                ch->node[i] = (struct node_sub){false, false, 0};
             need_thread = need_thread || !ch->node[i].sent;
+        }
     }
     pthread_mutex_unlock(&ps->mu);
     if (need_thread)
@@ -192,19 +239,49 @@ uint64_t pubsub_seq(struct pubsub *ps, struct channel *ch)
     return seq;
 }
 
+int pubsub_refused(struct pubsub *ps, struct channel *ch, char *why, size_t size)
+{
+    int n = 0;
+    pthread_mutex_lock(&ps->mu);
+    for (int i = 0; i < ps->n; i++)
+        if (ch->node[i].refused && n++ == 0)
+            snprintf(why, size, "%s", ps->subs[i].refusal);
+    pthread_mutex_unlock(&ps->mu);
+    return n;
+}
+
+void pubsub_holder_expires(struct pubsub *ps, struct channel *ch, int64_t at_ns)
+{
+    pthread_mutex_lock(&ps->mu);
+    ch->expires_ns = at_ns;
+    pthread_mutex_unlock(&ps->mu);
+}
+
 /* One unlock message wakes one waiter, as Redisson's unlock latch does: only
  * one can win the lock, and waking them all makes every waiter send a try and
  * every loser wake up for its reply, which on a few cores delays the winner
- * by several context switches. A resubscription wakes everyone (seq). */
+ * by several context switches. A resubscription wakes everyone (seq). The
+ * channel's timer (the holder's lease end, else the safety poll) wakes the
+ * one waiter that claims it first. */
 void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t deadline_ns)
 {
-    struct timespec ts = {deadline_ns / 1000000000LL, deadline_ns % 1000000000LL};
     pthread_mutex_lock(&ps->mu);
-    while (!ps->stopped && ch->seq == seq && rlc_now_ns() < deadline_ns) {
+    for (;;) {
+        int64_t now = rlc_now_ns();
+        if (ps->stopped || ch->seq != seq || now >= deadline_ns)
+            break;
         if (ch->permits > 0) {
             ch->permits--;
             break;
         }
+        int64_t due = ch->expires_ns < ch->poll_at_ns ? ch->expires_ns : ch->poll_at_ns;
+        if (now >= due) { /* this waiter's turn to look */
+            ch->poll_at_ns = now + SAFETY_POLL_NS;
+            ch->expires_ns = RLC_FOREVER_NS;
+            break;
+        }
+        int64_t until = due < deadline_ns ? due : deadline_ns;
+        struct timespec ts = {until / 1000000000LL, until % 1000000000LL};
         pthread_cond_timedwait(&ch->msg, &ps->mu, &ts);
     }
     /* Leaving without the permit it was woken for (deadline, resubscription):
@@ -262,8 +339,9 @@ static void node_down(struct pubsub *ps, int i, int64_t now)
 {
     struct subconn *s = &ps->subs[i];
     conn_close(&s->conn);
+    forget_sent(s);
     for (struct channel *ch = ps->channels; ch; ch = ch->next)
-        ch->node[i] = (struct node_sub){false, 0};
+        ch->node[i] = (struct node_sub){false, false, 0};
     s->failed = true;
     s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : 10;
     if (s->backoff_ms > MAX_BACKOFF_MS)
@@ -272,29 +350,70 @@ static void node_down(struct pubsub *ps, int i, int64_t now)
     wake_all(ps); /* waiters stop waiting for this node's confirmation */
 }
 
-static int queue_cmd(struct conn *conn, const char *verb, const struct channel *ch)
+static int queue_cmd(struct subconn *s, bool subscribe, struct channel *ch)
 {
+    const char *verb = subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE";
     const char *argv[2] = {verb, ch->name};
     size_t lens[2] = {strlen(verb), ch->len};
+    struct sent_cmd *sc = malloc(sizeof *sc);
     struct rlc_cmd *cmd = cmd_format(2, argv, lens);
-    int rc = cmd ? conn_queue(conn, cmd->data, cmd->len) : RLC_E_NOMEM;
+    int rc = cmd && sc ? conn_queue(&s->conn, cmd->data, cmd->len) : RLC_E_NOMEM;
     cmd_unref(cmd);
-    return rc;
+    if (rc != RLC_OK) {
+        free(sc);
+        return rc;
+    }
+    *sc = (struct sent_cmd){NULL, ch, subscribe};
+    if (s->tail)
+        s->tail->next = sc;
+    else
+        s->head = sc;
+    s->tail = sc;
+    return RLC_OK;
 }
 
 /* Sends the (UN)SUBSCRIBEs that bring node i in line with what is wanted. */
 static void sync_node(struct pubsub *ps, int i, int64_t now)
 {
-    struct conn *conn = &ps->subs[i].conn;
     for (struct channel *ch = ps->channels; ch; ch = ch->next) {
         struct node_sub *ns = &ch->node[i];
         bool want = wanted(ch, now);
-        if (want != ns->sent &&
-            queue_cmd(conn, want ? "SUBSCRIBE" : "UNSUBSCRIBE", ch) == RLC_OK) {
+        if (want != ns->sent && queue_cmd(&ps->subs[i], want, ch) == RLC_OK) {
             ns->sent = want;
             ns->inflight++;
         }
     }
+}
+
+/* The oldest unanswered (UN)SUBSCRIBE of node i, taken off its FIFO. */
+static struct sent_cmd *take_sent(struct subconn *s)
+{
+    struct sent_cmd *sc = s->head;
+    if (sc && !(s->head = sc->next))
+        s->tail = NULL;
+    return sc;
+}
+
+/* An error reply answers the oldest command: a refused SUBSCRIBE (NOPERM
+ * for an ACL user without the channel) is kept, not retried in a loop;
+ * the next waiter to join asks again. */
+static void on_error(struct pubsub *ps, int i, const redisReply *r)
+{
+    struct subconn *s = &ps->subs[i];
+    struct sent_cmd *sc = take_sent(s);
+    if (!sc)
+        return;
+    struct channel *ch = sc->ch;
+    if (ch->node[i].inflight > 0)
+        ch->node[i].inflight--;
+    if (sc->subscribe && ch->node[i].sent) {
+        ch->node[i].refused = true;
+        snprintf(s->refusal, sizeof s->refusal, "SUBSCRIBE %.*s refused by %s: %.*s",
+                 (int)(ch->len > 80 ? 80 : ch->len), ch->name, s->conn.node->label,
+                 (int)(r->len > 120 ? 120 : r->len), r->str);
+        wake_everyone(ch);
+    }
+    free(sc);
 }
 
 /* Frees channels nobody wants that no node is subscribed to any more. */
@@ -373,9 +492,13 @@ static bool is(const redisReply *r, const char *s)
     return r->type == REDIS_REPLY_STRING && r->len == strlen(s) && memcmp(r->str, s, r->len) == 0;
 }
 
-/* ["subscribe"|"unsubscribe"|"message", channel, x] */
+/* ["subscribe"|"unsubscribe"|"message", channel, x], or an error reply */
 static void on_push(struct pubsub *ps, int i, const redisReply *r)
 {
+    if (r->type == REDIS_REPLY_ERROR) {
+        on_error(ps, i, r);
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[1]->type != REDIS_REPLY_STRING)
         return;
@@ -399,6 +522,7 @@ static void on_push(struct pubsub *ps, int i, const redisReply *r)
         else
             pthread_cond_signal(&ch->msg);
     } else if (is(kind, "subscribe") || is(kind, "unsubscribe")) {
+        free(take_sent(&ps->subs[i]));
         if (ch->node[i].inflight > 0)
             ch->node[i].inflight--;
         if (confirmed(ch, i)) {

@@ -6,7 +6,8 @@
  * needs. A waiter joins a channel, waits until the subscription is confirmed
  * (so that no unlock message can slip between its last try and its sleep),
  * then sleeps until an unlock message lets it try again: one message wakes one
- * waiter (a permit, kept if nobody sleeps yet), a resubscription wakes all.
+ * waiter (a permit, kept if nobody sleeps yet), a resubscription wakes all,
+ * and the end of the holder's lease (or a safety poll) wakes one per channel.
  */
 #ifndef RLC_PUBSUB_H
 #define RLC_PUBSUB_H
@@ -34,8 +35,17 @@ void pubsub_wait_ready(struct pubsub *ps, struct channel *ch, int64_t deadline_n
 /* The channel's subscription count; read it BEFORE trying the lock. */
 uint64_t pubsub_seq(struct pubsub *ps, struct channel *ch);
 
+/* How many nodes refused the SUBSCRIBE (an ACL user without the channel);
+ * if any, why[] gets the first one's words. */
+int pubsub_refused(struct pubsub *ps, struct channel *ch, char *why, size_t size);
+
+/* A try saw the holder's lease end at at_ns (RLC_FOREVER_NS: no expiry):
+ * the channel's timer wakes one waiter then. */
+void pubsub_holder_expires(struct pubsub *ps, struct channel *ch, int64_t at_ns);
+
 /* Sleeps until an unlock message's permit (taken here), a resubscription
- * (seq differs), the deadline, or stop. */
+ * (seq differs), the channel's timer (the holder's lease end, else the
+ * safety poll; claimed by one waiter), the deadline, or stop. */
 void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t deadline_ns);
 
 void pubsub_leave(struct pubsub *ps, struct channel *ch);

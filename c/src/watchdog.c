@@ -11,6 +11,8 @@
  * A hold is lost when enough nodes say its field is gone that no quorum can
  * still have it, or when no quorum could be reached before its validity ran
  * out. Its owner learns it from on_lost, is_held and the next release.
+ * on_lost is only queued here: the client's callback thread runs it, so a
+ * slow callback never delays the next round (client.c).
  *
  * A round has two locked phases with network I/O between them. Holds dropped
  * in between (released, their handle freed) are kept in a graveyard until
@@ -241,7 +243,7 @@ static void apply(rlc_client *c, struct round *r, int64_t now)
     }
 }
 
-/* Under mu, released around each call: runs on_lost once per newly lost hold. */
+/* Under mu: queues on_lost once per newly lost hold. */
 static void notify(rlc_client *c, struct round *r)
 {
     for (int d = 0; d < r->ndue; d++) {
@@ -249,17 +251,7 @@ static void notify(rlc_client *c, struct round *r)
         if (h->dead || h->id != r->due[d].id || !h->lost || h->notified)
             continue;
         h->notified = true;
-        rlc_lock *l = h->lock;
-        rlc_lost_fn fn = l->on_lost;
-        void *user = l->on_lost_user;
-        if (!fn)
-            continue;
-        c->in_callback = l;
-        pthread_mutex_unlock(&c->mu);
-        fn(l, h->lost, user);
-        pthread_mutex_lock(&c->mu);
-        c->in_callback = NULL;
-        pthread_cond_broadcast(&c->callback_done);
+        client_queue_lost(c, h->lock, h->owner, h->lost);
     }
 }
 

@@ -5,7 +5,7 @@
  *   - a signalfd with the signals main() blocked (SIGCHLD, and the ones to
  *     forward to CMD), so no signal handler runs anywhere;
  *   - a pipe that the lock's on_lost callback writes the reason into. The
- *     callback runs on the library's watchdog thread, so it only write()s:
+ *     callback runs on the library's callback thread, so it only write()s:
  *     no locks, no stdio, nothing that could block that thread.
  * Deadlines (the SIGKILL after --kill-after, the end of a fixed --lease)
  * are the poll timeout.
@@ -52,7 +52,7 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* On the watchdog thread: hand the reason to the main loop, nothing more. */
+/* On the library's callback thread: hand the reason to the main loop, nothing more. */
 static void on_lost(rlc_lock *l, int reason, void *user)
 {
     (void)l;
@@ -285,7 +285,7 @@ int cli_run(rlc_lock *l, const struct cli_args *a, const sigset_t *orig_mask)
     rlc_lock_on_lost(l, NULL, NULL);
     close(r.sigfd);
     /* The lost pipe stays open until exit: a callback already running on
-     * the watchdog thread may still write to it (rlc_lock_free() in main
+     * the callback thread may still write to it (rlc_lock_free() in main
      * waits for that), and a closed or reused descriptor must not get it. */
     return status;
 }

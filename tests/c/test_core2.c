@@ -1,0 +1,645 @@
+/*
+ * test_core2.c - how waiters wake, what a lost-lock callback may do, and
+ * time bounds that hold while name resolution stalls (issue 14, points 6,
+ * 7, 8 and 10), against real redis-servers.
+ *
+ * Counts of script calls are read from the server (INFO commandstats), so
+ * they are what any operator of the Redis would see.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "redis_server.h"
+
+#define START(s, ...)                                                         \
+    struct redis_server s;                                                    \
+    if (rs_start(&s, (const char *const[]){__VA_ARGS__ NULL}) != 0) {         \
+        fprintf(stderr, "redis-server did not start\n");                     \
+        check_failed = 1;                                                     \
+        return;                                                               \
+    }
+
+static rlc_client *client(const char *uri, const char *opts)
+{
+    rlc_client *c = NULL;
+    if (rlc_client_new(&c, uri, opts) != RLC_OK)
+        fprintf(stderr, "rlc_client_new(%s): %s\n", uri, rlc_errmsg());
+    return c;
+}
+
+static rlc_lock *lock(rlc_client *c, const char *name, uint64_t owner)
+{
+    rlc_lock *l = NULL;
+    if (rlc_lock_new(c, name, owner, &l) != RLC_OK)
+        fprintf(stderr, "rlc_lock_new(%s): %s\n", name, rlc_errmsg());
+    return l;
+}
+
+static int is_held(rlc_lock *l)
+{
+    int v = -1;
+    return rlc_lock_is_held(l, &v) == RLC_OK ? v : -1;
+}
+
+/* calls=N of one command in INFO commandstats (0 if never called). */
+static long long calls_of(const char *info, const char *cmd)
+{
+    char key[64];
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(info, key);
+    return p ? atoll(p + strlen(key)) : 0;
+}
+
+/* EVAL + EVALSHA calls the server counted since its last RESETSTAT. */
+static long long script_calls(const struct redis_server *s)
+{
+    redisReply *r = rs_cmd(s, "INFO commandstats");
+    long long n = -1;
+    if (r && r->type == REDIS_REPLY_STRING)
+        n = calls_of(r->str, "eval") + calls_of(r->str, "evalsha");
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Subscribers of a channel, as the server counts them. */
+static long long numsub(const struct redis_server *s, const char *channel)
+{
+    redisReply *r = rs_cmd(s, "PUBSUB NUMSUB %s", channel);
+    long long n = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER)
+        n = r->element[1]->integer;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* ---- point 10: waiters wake on messages and the holder's lease, not a poll -- */
+
+#define CROWD 50
+
+struct crowd {
+    rlc_lock *l;
+    atomic_int ok;
+    atomic_llong first_ms; /* when the first waiter got the lock */
+};
+
+static void *crowd_waiter(void *arg)
+{
+    struct crowd *cw = arg;
+    if (rlc_lock_acquire(cw->l, 30000, 5000) == RLC_OK) {
+        long long none = 0, now = check_now_ms();
+        atomic_compare_exchange_strong(&cw->first_ms, &none, now);
+        atomic_fetch_add(&cw->ok, 1);
+        rlc_lock_release(cw->l);
+    } else {
+        fprintf(stderr, "waiter: %s\n", rlc_errmsg());
+    }
+    return NULL;
+}
+
+/* 50 threads wait for a lock held with a 60 s fixed lease. Before, each
+ * waiter looked again every second (50 script calls a second); now they
+ * sleep on the unlock message and the holder's lease end, with one safety
+ * poll a second for the whole lock. */
+TEST(fifty_waiters_make_no_more_script_calls_than_one)
+{
+    START(s);
+    rlc_client *h = client(s.uri, NULL), *w = client(s.uri, NULL);
+    rlc_lock *lh = lock(h, "crowd", 0);
+    struct crowd cw = {lock(w, "crowd", 0), 0, 0};
+    pthread_t t[CROWD];
+    int started = 0;
+    CHECK_RC(rlc_lock_acquire(lh, 0, 60000), RLC_OK);
+    for (; started < CROWD; started++)
+        CHECK(pthread_create(&t[started], NULL, crowd_waiter, &cw) == 0, "pthread_create");
+    /* Each waiter tries once, subscribes, and tries again before it sleeps. */
+    CHECK(WAIT_UNTIL(script_calls(&s) >= 1 + 2 * CROWD, 20000), "waiters did not start: %lld",
+          script_calls(&s));
+    CHECK(WAIT_UNTIL(numsub(&s, "redisson_lock__channel:{crowd}") == 1, 5000), "subscribed");
+    check_sleep_ms(200); /* the last waiters' second tries land */
+    freeReplyObject(rs_cmd(&s, "CONFIG RESETSTAT"));
+    check_sleep_ms(3000); /* measuring: nothing should happen */
+    long long n = script_calls(&s);
+    CHECK(n >= 0 && n < 10, "%d waiters made %lld script calls in 3 s (expected < 10: one "
+          "safety poll a second for the lock, not one per waiter)", CROWD, n);
+
+    int64_t t0 = check_now_ms();
+    CHECK_RC(rlc_lock_release(lh), RLC_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&cw.first_ms) != 0, 2000), "no waiter woke on release");
+    CHECK(atomic_load(&cw.first_ms) - t0 < 300, "first waiter got it %lld ms after release",
+          (long long)(atomic_load(&cw.first_ms) - t0));
+    CHECK(WAIT_UNTIL(atomic_load(&cw.ok) == CROWD, 30000), "%d of %d waiters got the lock",
+          atomic_load(&cw.ok), CROWD);
+done:
+    rlc_lock_free(lh);
+    lh = NULL;
+    if (h && started == CROWD && atomic_load(&cw.ok) < CROWD)
+        freeReplyObject(rs_cmd(&s, "DEL crowd")); /* let the waiters finish */
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    rlc_lock_free(cw.l);
+    rlc_client_free(h);
+    rlc_client_free(w);
+    rs_stop(&s);
+}
+
+struct one_waiter {
+    rlc_lock *l;
+    atomic_int rc;
+    atomic_llong at_ms;
+};
+
+static void *one_waiter_main(void *arg)
+{
+    struct one_waiter *ow = arg;
+    int rc = rlc_lock_acquire(ow->l, 10000, 5000);
+    atomic_store(&ow->at_ms, check_now_ms());
+    atomic_store(&ow->rc, rc);
+    if (rc == RLC_OK)
+        rlc_lock_release(ow->l);
+    return NULL;
+}
+
+/* The unlock message can be missed while the subscriber reconnects: after
+ * the resubscription every waiter tries again at once. */
+TEST(waiters_try_again_at_once_after_the_subscriber_reconnects)
+{
+    START(s);
+    rlc_client *h = client(s.uri, NULL), *w = client(s.uri, NULL);
+    rlc_lock *lh = lock(h, "missed", 0);
+    struct one_waiter ow = {lock(w, "missed", 0), 99, 0};
+    pthread_t t;
+    bool running = false;
+    CHECK_RC(rlc_lock_acquire(lh, 0, 60000), RLC_OK);
+    CHECK(pthread_create(&t, NULL, one_waiter_main, &ow) == 0, "pthread_create");
+    running = true;
+    CHECK(WAIT_UNTIL(numsub(&s, "redisson_lock__channel:{missed}") == 1, 5000), "subscribed");
+    CHECK(WAIT_UNTIL(script_calls(&s) >= 3, 5000), "the waiter tried twice");
+    int64_t t0 = check_now_ms();
+    freeReplyObject(rs_cmd(&s, "CLIENT KILL TYPE pubsub"));
+    freeReplyObject(rs_cmd(&s, "DEL missed")); /* freed with no message */
+    CHECK(WAIT_UNTIL(atomic_load(&ow.rc) != 99, 3000), "the waiter did not wake");
+    CHECK_RC(atomic_load(&ow.rc), RLC_OK);
+    CHECK(atomic_load(&ow.at_ms) - t0 < 500, "took %lld ms after the reconnect",
+          (long long)(atomic_load(&ow.at_ms) - t0));
+done:
+    if (running)
+        pthread_join(t, NULL);
+    rlc_lock_free(lh);
+    rlc_lock_free(ow.l);
+    rlc_client_free(h);
+    rlc_client_free(w);
+    rs_stop(&s);
+}
+
+/* ---- point 8: a refused SUBSCRIBE is an error, not a silent poll ------------ */
+
+/* Redis 7's ACL users get no channels by default (resetchannels): SUBSCRIBE
+ * answers NOPERM. A wait needs the unlock messages, so it fails at once with
+ * RLC_E_SERVER naming the missing permission, as Redisson's lock() throws;
+ * a try without waiting still works. */
+TEST(refused_subscribe_fails_the_wait_with_the_missing_permission)
+{
+    START(s);
+    rlc_client *h = client(s.uri, NULL), *w = NULL;
+    rlc_lock *lh = lock(h, "acl", 0), *lw = NULL;
+    redisReply *r = rs_cmd(&s, "ACL SETUSER u on >pw ~* resetchannels +@all");
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER: %s", r ? r->str : "no reply");
+    freeReplyObject(r);
+    char uri[96];
+    snprintf(uri, sizeof uri, "redis://u:pw@127.0.0.1:%d", s.port);
+    w = client(uri, "io_timeout_ms=300;connect_timeout_ms=300");
+    lw = lock(w, "acl", 0);
+    CHECK_RC(rlc_lock_acquire(lh, 0, 60000), RLC_OK);
+
+    int64_t t0 = check_now_ms();
+    CHECK_RC(rlc_lock_acquire(lw, 3000, 5000), RLC_E_SERVER);
+    int64_t took = check_now_ms() - t0;
+    const char *msg = rlc_errmsg();
+    CHECK(strstr(msg, "&redisson_lock__channel:*") && strstr(msg, "NOPERM"),
+          "message should name the permission and the refusal: %s", msg);
+    CHECK(took < 1000, "refused after %lld ms, expected at once", (long long)took);
+    CHECK_RC(rlc_lock_acquire(lw, 0, 5000), RLC_NOT_ACQUIRED);
+
+    /* Once the channel is granted, the next wait subscribes and waits. */
+    freeReplyObject(rs_cmd(&s, "ACL SETUSER u &redisson_lock__channel:*"));
+    CHECK_RC(rlc_lock_acquire(lw, 300, 5000), RLC_NOT_ACQUIRED);
+    CHECK_RC(rlc_lock_release(lh), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(lw, 1000, 5000), RLC_OK);
+    CHECK_RC(rlc_lock_release(lw), RLC_OK);
+done:
+    rlc_lock_free(lh);
+    rlc_lock_free(lw);
+    rlc_client_free(h);
+    rlc_client_free(w);
+    rs_stop(&s);
+}
+
+/* ---- point 6: on_lost runs on a thread of its own ---------------------------- */
+
+struct slow_cb {
+    rlc_lock *busy;   /* explicit owner, held by another client */
+    rlc_lock *zero;   /* another owner-0 handle of the same client */
+    atomic_int started, finished, rel_rc, zero_rc, wait_rc;
+    atomic_llong waited_ms;
+    char zero_msg[512];
+};
+
+/* Does what the issue saw stall every renewal: releases its lost lock, tries
+ * an owner-0 handle, then waits 2 s for a busy lock. */
+static void slow_lost(rlc_lock *l, int reason, void *user)
+{
+    struct slow_cb *sc = user;
+    (void)reason;
+    atomic_store(&sc->started, 1);
+    atomic_store(&sc->rel_rc, rlc_lock_release(l));
+    int rc = rlc_lock_acquire(sc->zero, 0, -1);
+    snprintf(sc->zero_msg, sizeof sc->zero_msg, "%s", rlc_errmsg());
+    atomic_store(&sc->zero_rc, rc);
+    int64_t t0 = check_now_ms();
+    atomic_store(&sc->wait_rc, rlc_lock_acquire(sc->busy, 2000, 5000));
+    atomic_store(&sc->waited_ms, check_now_ms() - t0);
+    atomic_store(&sc->finished, 1);
+}
+
+/* A callback that waits 2 s must not stop the renewal of another lock of the
+ * same client whose lease is 600 ms: another client never gets it. */
+TEST(slow_on_lost_callback_does_not_delay_renewals)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "watchdog_timeout_ms=600"), *o = client(s.uri, NULL);
+    rlc_lock *la = lock(c, "cb_a", 0), *lb = lock(c, "cb_b", 0), *ob = lock(o, "cb_b", 0),
+             *obusy = lock(o, "cb_busy", 0);
+    struct slow_cb sc = {.busy = lock(c, "cb_busy", 7), .zero = lock(c, "cb_z", 0)};
+    CHECK_RC(rlc_lock_acquire(obusy, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_lock_on_lost(la, slow_lost, &sc), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(la, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(lb, 0, -1), RLC_OK);
+    CHECK(rs_int(&s, "DEL cb_a") == 1, "raw DEL");
+    CHECK(WAIT_UNTIL(atomic_load(&sc.started), 3000), "on_lost did not run");
+    int64_t until = check_now_ms() + 5000;
+    while (!atomic_load(&sc.finished) && check_now_ms() < until) {
+        CHECK_RC(rlc_lock_acquire(ob, 0, 5000), RLC_NOT_ACQUIRED);
+        check_sleep_ms(50);
+    }
+    CHECK(atomic_load(&sc.finished), "the callback did not finish");
+    CHECK(is_held(lb) == 1, "the other lock is still held");
+    CHECK(atomic_load(&sc.rel_rc) == RLC_E_LOST, "release in the callback returned %d, "
+          "expected RLC_E_LOST", atomic_load(&sc.rel_rc));
+    CHECK(atomic_load(&sc.zero_rc) == RLC_E_INVAL && strstr(sc.zero_msg, "explicit owner"),
+          "owner-0 acquire in the callback returned %d (%s), expected RLC_E_INVAL",
+          atomic_load(&sc.zero_rc), sc.zero_msg);
+    CHECK(rs_int(&s, "EXISTS cb_z") == 0, "nothing was taken for the callback thread");
+    CHECK(atomic_load(&sc.wait_rc) == RLC_NOT_ACQUIRED && atomic_load(&sc.waited_ms) >= 1900,
+          "waiting acquire in the callback: %d after %lld ms", atomic_load(&sc.wait_rc),
+          (long long)atomic_load(&sc.waited_ms));
+    CHECK_RC(rlc_lock_release(lb), RLC_OK);
+done:
+    rlc_lock_free(la);
+    rlc_lock_free(lb);
+    rlc_lock_free(sc.busy);
+    rlc_lock_free(sc.zero);
+    rlc_lock_free(ob);
+    rlc_lock_free(obusy);
+    rlc_client_free(c);
+    rlc_client_free(o);
+    rs_stop(&s);
+}
+
+struct owner_cb {
+    atomic_int calls;
+    atomic_ullong owner[2];
+    atomic_int reason[2], rel_rc[2];
+};
+
+static void record_owner(rlc_lock *l, uint64_t owner, int reason, void *user)
+{
+    struct owner_cb *oc = user;
+    int i = atomic_fetch_add(&oc->calls, 1);
+    if (i < 2) {
+        atomic_store(&oc->owner[i], owner);
+        atomic_store(&oc->reason[i], reason);
+        atomic_store(&oc->rel_rc[i], rlc_lock_release(l));
+    }
+}
+
+/* rlc_lock_on_lost_owner (REDLOCKC_1.1) tells whose hold was lost: the
+ * explicit owner, or the thread that acquired through an owner-0 handle. */
+TEST(lost_owner_callback_is_told_the_owner)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "watchdog_timeout_ms=600");
+    rlc_lock *l0 = lock(c, "own_a", 0), *l7 = lock(c, "own_b", 7);
+    struct owner_cb oc = {0};
+    CHECK_RC(rlc_lock_on_lost_owner(l0, record_owner, &oc), RLC_OK);
+    CHECK_RC(rlc_lock_on_lost_owner(l7, record_owner, &oc), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l0, 0, -1), RLC_OK);
+    CHECK(WAIT_UNTIL(rs_int(&s, "DEL own_a") == 1, 1000), "raw DEL own_a");
+    CHECK(WAIT_UNTIL(atomic_load(&oc.calls) == 1, 3000), "first callback");
+    CHECK_RC(rlc_lock_acquire(l7, 0, -1), RLC_OK);
+    CHECK(rs_int(&s, "DEL own_b") == 1, "raw DEL own_b");
+    CHECK(WAIT_UNTIL(atomic_load(&oc.calls) == 2, 3000), "second callback");
+    CHECK(atomic_load(&oc.owner[0]) == rlc_thread_owner(), "owner %llu, expected this "
+          "thread's %llu", (unsigned long long)atomic_load(&oc.owner[0]),
+          (unsigned long long)rlc_thread_owner());
+    CHECK(atomic_load(&oc.owner[1]) == 7, "owner %llu, expected 7",
+          (unsigned long long)atomic_load(&oc.owner[1]));
+    for (int i = 0; i < 2; i++) {
+        CHECK(atomic_load(&oc.reason[i]) == RLC_E_LOST, "reason %d", atomic_load(&oc.reason[i]));
+        CHECK(atomic_load(&oc.rel_rc[i]) == RLC_E_LOST, "release in callback %d: %d", i,
+              atomic_load(&oc.rel_rc[i]));
+    }
+    /* The callback gave up the lost level: the owner's release finds none. */
+    CHECK_RC(rlc_lock_release(l0), RLC_E_NOT_OWNER);
+    CHECK(is_held(l0) == 0 && is_held(l7) == 0, "neither is held");
+done:
+    rlc_lock_free(l0);
+    rlc_lock_free(l7);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
+struct gate_cb {
+    atomic_int in, go, freed, wait_rc;
+    rlc_lock *busy;
+};
+
+static void gated_lost(rlc_lock *l, int reason, void *user)
+{
+    struct gate_cb *g = user;
+    (void)l;
+    (void)reason;
+    atomic_store(&g->in, 1);
+    if (g->busy) { /* waits forever: rlc_client_free must end it */
+        atomic_store(&g->wait_rc, rlc_lock_acquire(g->busy, -1, 5000));
+        return;
+    }
+    int64_t until = check_now_ms() + 5000;
+    while (!atomic_load(&g->go) && check_now_ms() < until)
+        check_sleep_ms(2);
+}
+
+static void *free_lock(void *arg)
+{
+    struct gate_cb *g = ((void **)arg)[1];
+    rlc_lock_free(((void **)arg)[0]);
+    atomic_store(&g->freed, 1);
+    return NULL;
+}
+
+/* rlc_lock_free from another thread waits for the handle's running callback;
+ * rlc_client_free ends a callback's endless wait with RLC_E_CLOSED. */
+TEST(freeing_waits_for_a_running_callback)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "watchdog_timeout_ms=600"), *o = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "gate", 0), *l2 = lock(c, "gate2", 0), *ob = lock(o, "gate_busy", 0);
+    struct gate_cb g = {0}, g2 = {.busy = lock(c, "gate_busy", 9), .wait_rc = 99};
+    pthread_t t;
+    bool running = false;
+    CHECK_RC(rlc_lock_on_lost(l, gated_lost, &g), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK(rs_int(&s, "DEL gate") == 1, "raw DEL");
+    CHECK(WAIT_UNTIL(atomic_load(&g.in), 3000), "callback runs");
+    void *args[2] = {l, &g};
+    CHECK(pthread_create(&t, NULL, free_lock, args) == 0, "pthread_create");
+    running = true;
+    l = NULL;
+    CHECK(!WAIT_UNTIL(atomic_load(&g.freed), 300), "rlc_lock_free returned while its "
+          "callback ran");
+    atomic_store(&g.go, 1);
+    CHECK(WAIT_UNTIL(atomic_load(&g.freed), 3000), "rlc_lock_free did not return");
+
+    CHECK_RC(rlc_lock_acquire(ob, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_lock_on_lost(l2, gated_lost, &g2), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l2, 0, -1), RLC_OK);
+    CHECK(rs_int(&s, "DEL gate2") == 1, "raw DEL");
+    CHECK(WAIT_UNTIL(atomic_load(&g2.in), 3000), "second callback runs");
+    check_sleep_ms(100); /* it is in its wait */
+    rlc_client_free(c);
+    c = NULL;
+    CHECK(atomic_load(&g2.wait_rc) == RLC_E_CLOSED, "the callback's wait ended with %d",
+          atomic_load(&g2.wait_rc));
+done:
+    if (running)
+        pthread_join(t, NULL);
+    rlc_lock_free(l);
+    rlc_lock_free(l2);
+    rlc_lock_free(g2.busy);
+    rlc_lock_free(ob);
+    rlc_client_free(c);
+    rlc_client_free(o);
+    rs_stop(&s);
+}
+
+/* ---- point 7: name lookups never block a call past its bounds ---------------- */
+
+/* A DNS server on 127.0.0.1:53 of the test's network namespace: while
+ * `answering`, every A query gets 127.0.0.1 (AAAA: no records); otherwise
+ * queries are dropped, as by a resolver that does not answer. */
+struct dns {
+    int fd;
+    atomic_int answering, stop, queries;
+};
+
+static void dns_answer(int fd, const unsigned char *q, ssize_t n, struct sockaddr_in *from)
+{
+    if (n < 12 + 5)
+        return;
+    ssize_t at = 12;
+    while (at < n && q[at] != 0)
+        at += q[at] + 1;
+    if (at + 5 > n)
+        return;
+    int qtype = q[at + 1] << 8 | q[at + 2];
+    at += 5;
+    unsigned char r[600];
+    if (at + 16 > (ssize_t)sizeof r)
+        return;
+    memcpy(r, q, (size_t)at);
+    r[2] = 0x81; /* QR, RD */
+    r[3] = 0x80; /* RA, NOERROR */
+    r[4] = 0, r[5] = 1, r[6] = 0, r[7] = qtype == 1, r[8] = r[9] = r[10] = r[11] = 0;
+    if (qtype == 1) {
+        static const unsigned char a[16] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4,
+                                            127, 0, 0, 1};
+        memcpy(r + at, a, sizeof a);
+        at += sizeof a;
+    }
+    sendto(fd, r, (size_t)at, 0, (struct sockaddr *)from, sizeof *from);
+}
+
+static void *dns_main(void *arg)
+{
+    struct dns *d = arg;
+    while (!atomic_load(&d->stop)) {
+        struct pollfd p = {d->fd, POLLIN, 0};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        unsigned char q[512];
+        struct sockaddr_in from;
+        socklen_t len = sizeof from;
+        ssize_t n = recvfrom(d->fd, q, sizeof q, 0, (struct sockaddr *)&from, &len);
+        if (n > 0)
+            atomic_fetch_add(&d->queries, 1);
+        if (n > 0 && atomic_load(&d->answering))
+            dns_answer(d->fd, q, n, &from);
+    }
+    return NULL;
+}
+
+/* In a new network and mount namespace: loopback up, and /etc/resolv.conf
+ * naming 127.0.0.1 with one 4 s try. 0, or 77 without the privilege. */
+static int enter_dns_namespace(void)
+{
+    if (unshare(CLONE_NEWNET | CLONE_NEWNS) != 0) {
+        fprintf(stderr, "SKIP: unshare(CLONE_NEWNET|CLONE_NEWNS): %s\n", strerror(errno));
+        return 77;
+    }
+    if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0)
+        return 1;
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) != 0)
+        return 1;
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0)
+        return 1;
+    close(fd);
+    char path[] = "/tmp/rlc-resolv-XXXXXX";
+    int tfd = mkstemp(path);
+    const char conf[] = "nameserver 127.0.0.1\noptions timeout:4 attempts:1\n";
+    if (tfd < 0 || write(tfd, conf, sizeof conf - 1) != (ssize_t)(sizeof conf - 1))
+        return 1;
+    close(tfd);
+    int rc = mount(path, "/etc/resolv.conf", "none", MS_BIND, NULL);
+    unlink(path); /* the mount keeps it */
+    return rc == 0 ? 0 : 1;
+}
+
+#define HOSTNODE "redis-node.rlc-test"
+
+/* Runs in the namespace; its exit status is the verdict. */
+static int stalled_dns_scenario(void)
+{
+    int rc = enter_dns_namespace();
+    if (rc != 0)
+        return rc;
+    struct dns d = {.fd = socket(AF_INET, SOCK_DGRAM, 0)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (d.fd < 0 || bind(d.fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return 1;
+    atomic_store(&d.answering, 1);
+    pthread_t t;
+    if (pthread_create(&t, NULL, dns_main, &d) != 0)
+        return 1;
+    rlc_client *c = NULL, *c2 = NULL, *o = NULL;
+    rlc_lock *la = NULL, *l2 = NULL, *oa = NULL;
+    struct redis_server s;
+    if (rs_start(&s, NULL) != 0) {
+        fprintf(stderr, "redis-server did not start in the namespace\n");
+        atomic_store(&d.stop, 1);
+        pthread_join(t, NULL);
+        return 1;
+    }
+    char uri[96];
+    snprintf(uri, sizeof uri, "redis://" HOSTNODE ":%d", s.port);
+    const char *opts = "watchdog_timeout_ms=600;io_timeout_ms=300;connect_timeout_ms=300";
+    c = client(uri, opts);
+    o = client(s.uri, NULL);
+    la = lock(c, "dns_a", 0);
+    oa = lock(o, "dns_a", 0);
+    CHECK_RC(rlc_lock_acquire(la, 0, -1), RLC_OK); /* resolved while the server answers */
+    CHECK(atomic_load(&d.queries) > 0, "the name was not looked up in our DNS server");
+
+    /* The DNS server goes silent; the holder's connection is cut, so its
+     * next renewal reconnects: with the last good address, at once. */
+    atomic_store(&d.answering, 0);
+    freeReplyObject(rs_cmd(&s, "CLIENT KILL TYPE normal"));
+    for (int64_t until = check_now_ms() + 1500; check_now_ms() < until;) {
+        CHECK_RC(rlc_lock_acquire(oa, 0, 5000), RLC_NOT_ACQUIRED);
+        check_sleep_ms(50);
+    }
+
+    /* A client that never resolved the name: a call is bounded by io +
+     * connect (600 ms), not by the resolver's 4 s. */
+    c2 = client(uri, opts);
+    l2 = lock(c2, "dns_b", 0);
+    int64_t t0 = check_now_ms();
+    int got = rlc_lock_acquire(l2, 0, -1);
+    int64_t took = check_now_ms() - t0;
+    CHECK(got == RLC_E_CONNECT || got == RLC_E_TIMEOUT, "acquire returned %d (%s)", got,
+          rlc_errmsg());
+    CHECK(took < 600 + 400, "acquire took %lld ms with a silent DNS server, bound 600 ms",
+          (long long)took);
+    /* Renewals of the first client went on meanwhile. */
+    CHECK(is_held(la) == 1, "the first client's lock is still held");
+    CHECK_RC(rlc_lock_acquire(oa, 0, 5000), RLC_NOT_ACQUIRED);
+    CHECK_RC(rlc_lock_release(la), RLC_OK);
+done:
+    rlc_lock_free(la);
+    rlc_lock_free(l2);
+    rlc_lock_free(oa);
+    rlc_client_free(c);
+    rlc_client_free(c2);
+    rlc_client_free(o);
+    rs_stop(&s);
+    atomic_store(&d.stop, 1);
+    pthread_join(t, NULL);
+    close(d.fd);
+    return check_failed;
+}
+
+/* A node named by a host name whose DNS server stops answering: renewals
+ * go on with the last good address, and a client that has none is bounded
+ * by io_timeout_ms + connect_timeout_ms. Runs in a network namespace of its
+ * own (needs CAP_SYS_ADMIN; skipped with status 77 without it). */
+TEST(silent_dns_server_bounds_calls_and_never_stalls_renewals)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(stalled_dns_scenario());
+    int status = 0;
+    CHECK(pid > 0, "fork");
+    int64_t until = check_now_ms() + 60000;
+    pid_t w;
+    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && check_now_ms() < until)
+        check_sleep_ms(10);
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    CHECK(w == pid, "the namespace scenario did not end within 60 s");
+    CHECK(WIFEXITED(status), "the namespace scenario died (status %d)", status);
+    if (WEXITSTATUS(status) == 77)
+        exit(77); /* ctest: skipped */
+    CHECK(WEXITSTATUS(status) == 0, "the namespace scenario failed (see above)");
+done:;
+}
+
+RUN_TESTS(CASE(fifty_waiters_make_no_more_script_calls_than_one),
+          CASE(waiters_try_again_at_once_after_the_subscriber_reconnects),
+          CASE(refused_subscribe_fails_the_wait_with_the_missing_permission),
+          CASE(slow_on_lost_callback_does_not_delay_renewals),
+          CASE(lost_owner_callback_is_told_the_owner),
+          CASE(freeing_waits_for_a_running_callback),
+          CASE(silent_dns_server_bounds_calls_and_never_stalls_renewals))
