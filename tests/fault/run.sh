@@ -21,8 +21,7 @@
 #
 #   regress   the regression tests of issue 14 (regress.c), one per
 #             observation, on real TCP faults (proxy, nftables in a network
-#             namespace): most FAIL on the library before the issue's fixes,
-#             so they are not part of `short` yet.
+#             namespace); short and long run them too, then the schedule.
 #   schedule  the randomized fault schedule (schedule.c): short about 2.5 min,
 #             long about 60 min; prints its seed; replay a whole run with
 #             the same SEED, one schedule with `schedule one SEED`.
@@ -88,13 +87,21 @@ if (($#)); then scenarios=("$@"); repro=0; else mapfile -t scenarios < <("$exe" 
 failed=()
 start=$SECONDS
 if ((repro)); then
-  # The fault layer's own checks (net/: proxy, nftables in a namespace); they
-  # pass today, unlike the rest of regress.c.
-  echo "=== fault layer (tests/fault/net)"
-  for c in fault_layer_proxy_stalls_one_connection_and_delivers_late \
-           fault_layer_nft_drop_delivers_late_and_reset_cuts; do
-    "$build/tests/fault/fault_regress" "$c" 2>&1 | tee -a "$logs/layer.log" || failed+=("$c")
+  # The fault layer's own checks and one regression test per observation of
+  # the safety issue (regress.c), on real TCP faults; then the randomized
+  # schedule (schedule.c) of the profile.
+  echo "=== regression tests on real network faults (tests/fault/regress.c)"
+  cmake --build "$build" --target fault_schedule -j"$(nproc)" >/dev/null
+  mapfile -t cases < <(grep -o 'CASE([a-z0-9_]*)' "$root/tests/fault/regress.c" | sed 's/CASE(\(.*\))/\1/')
+  for c in "${cases[@]}"; do
+    timeout 120 "$build/tests/fault/fault_regress" "$c" 2>&1 | tee -a "$logs/regress.log" || failed+=("$c")
   done
+  echo "=== randomized fault schedule ($profile)"
+  set +e
+  timeout 4000 "$build/tests/fault/fault_schedule" "$profile" 2>&1 | tee "$logs/schedule.$profile.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  ((rc == 0)) || failed+=("schedule")
 fi
 for s in "${scenarios[@]}"; do
   t=$SECONDS
