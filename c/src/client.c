@@ -268,6 +268,15 @@ static void *thread_main(void *arg)
         int64_t family_next = family_watchdog_run(c); /* family/family.h */
         if (family_next < next)
             next = family_next;
+        /* Detached work nobody else will move (a redo, an undo's reply). */
+        bool pushing = false;
+        for (int i = 0; i < c->n_nodes * (int)c->opts.pool_size; i++)
+            pushing = mux_push_detached(&c->muxes[i]) || pushing;
+        if (pushing) {
+            int64_t soon = rlc_deadline_after_ms(rlc_now_ns(), 10);
+            if (soon < next)
+                next = soon;
+        }
         struct pollfd pfd[1 + RLC_MAX_NODES];
         pfd[0] = (struct pollfd){c->wake_fd, POLLIN, 0};
         int np = pubsub_prepare(c->pubsub, pfd + 1, RLC_MAX_NODES, &next);
@@ -309,7 +318,7 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
                                                                    : c->call_timeout_ms;
     for (int i = 0; i < total; i++)
         mux_init(&c->muxes[i], &c->nodes[i / c->opts.pool_size], c->opts.connect_timeout_ms,
-                 stale_ms, c->n_nodes == 1);
+                 stale_ms, c->n_nodes == 1, c->wake_fd);
     return RLC_OK;
 }
 
@@ -331,14 +340,20 @@ int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
     pthread_cond_init(&c->callback_done, NULL);
     pthread_cond_init(&c->lost_ready, NULL);
 
-    int rc = init_nodes(c, nodes, options);
+    int rc;
+    /* Before the nodes: every connection can wake the client's thread. */
+    c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->wake_fd < 0) {
+        rc = rlc_fail(RLC_E_NOMEM, "cannot create the client's eventfd");
+        goto fail;
+    }
+    rc = init_nodes(c, nodes, options);
     if (rc != RLC_OK)
         goto fail;
     if (owner_new_uuid(c->uuid) != 0) {
         rc = rlc_fail(RLC_E_NOMEM, "getrandom() failed: %s", strerror(errno));
         goto fail;
     }
-    c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     c->pubsub = pubsub_new(c);
     if (c->wake_fd < 0 || !c->pubsub) {
         rc = rlc_fail(RLC_E_NOMEM, "cannot create the client's eventfd or channel table");

@@ -20,7 +20,9 @@
  *   - a torn-down connection fails every queued request and drops the reader,
  *     and the next send reconnects.
  */
+#include <errno.h>
 #include <poll.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +52,10 @@ struct mux_req {
 
 
 void mux_init(struct mux *m, const struct node_addr *node, int64_t connect_timeout_ms,
-              int64_t stale_ms, bool connect_adds_budget)
+              int64_t stale_ms, bool connect_adds_budget, int wake_fd)
 {
     memset(m, 0, sizeof *m);
+    m->wake_fd = wake_fd;
     /* Many threads take mu for a few microseconds each: spinning a little
      * before sleeping saves a futex sleep and wake-up per contended send. */
     pthread_mutexattr_t attr;
@@ -121,6 +124,15 @@ static void complete(struct mux *m, struct mux_req *r, int status, const char *e
         wake_later(m, r->waiter);
 }
 
+/* Wakes the client's thread, which pushes out detached work (mux_push_detached). */
+static void wake_pusher(struct mux *m)
+{
+    uint64_t one = 1;
+    if (m->wake_fd >= 0)
+        while (write(m->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+}
+
 /* Closes the connection and fails everything queued on it. Detached
  * requests that may run twice wait, in order, for the next connection;
  * everything else on it is gone: an abandoned request is never sent again. */
@@ -139,6 +151,7 @@ static void teardown(struct mux *m, int status, const char *err, struct waiter *
             r->next = NULL;
             *redo_tail = r;
             redo_tail = &r->next;
+            wake_pusher(m);
         } else {
             req_free(r);
         }
@@ -439,6 +452,10 @@ void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *
         *tail = r;
         queued = true;
     }
+    /* Nobody may come to write or read this connection: the client's
+     * thread sees to it. */
+    if (queued && !m->reader)
+        wake_pusher(m);
     unlock_and_wake(m);
     if (!queued)
         req_free(r);
@@ -593,4 +610,54 @@ static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
             if (pfd[j].revents)
                 service(polled[j], me, pfd[j].revents);
     }
+}
+
+bool mux_push_detached(struct mux *m)
+{
+    char err[RLC_ERRLEN] = "";
+    pthread_mutex_lock(&m->mu);
+    struct conn *c = &m->conn;
+    bool left = false;
+    if (m->closed || m->reader) {
+        /* closed: nothing to do; a reader: it does the work */
+    } else {
+        int64_t now = rlc_now_ns();
+        int rc = RLC_OK;
+        if (c->state == CONN_CLOSED && m->redo) {
+            rc = conn_start(c, err);
+            if (rc == RLC_OK) {
+                m->last_io_ns = now;
+                requeue_redo(m, now);
+            }
+        }
+        if (rc == RLC_OK && c->state == CONN_CONNECTING) {
+            struct pollfd p = {c->fd, POLLOUT, 0};
+            if (now - c->connect_started_ns > m->connect_timeout_ns)
+                rc = RLC_E_CONNECT, snprintf(err, sizeof err, "connect timed out");
+            else if (c->fd >= 0 && poll(&p, 1, 0) > 0)
+                rc = conn_finish_connect(c, err);
+        }
+        if (rc == RLC_OK && c->state == CONN_READY) {
+            struct pollfd p = {c->fd, POLLIN, 0};
+            if (poll(&p, 1, 0) > 0) {
+                rc = conn_read(c, err);
+                redisReply *reply;
+                int k;
+                while (rc == RLC_OK && (k = conn_next_reply(c, &reply, err)) != 0)
+                    rc = k < 0 ? k : dispatch(m, reply, NULL, err);
+                m->last_io_ns = now;
+            }
+            if (rc == RLC_OK && c->out_len > 0)
+                rc = conn_flush(c, err);
+        }
+        if (rc != RLC_OK)
+            teardown(m, rc, err, NULL);
+        /* Still something for this thread: a redo waiting for a connection,
+         * a connect in progress, bytes to write, or detached replies to read
+         * with nobody else waiting on this connection. */
+        left = m->redo || (c->state == CONN_CONNECTING && m->head) ||
+               (c->state == CONN_READY && (c->out_len > 0 || (m->head && m->waiting == 0)));
+    }
+    unlock_and_wake(m);
+    return left;
 }

@@ -40,6 +40,7 @@ struct mux {
     int64_t connect_timeout_ns;
     int64_t stale_ns;            /* an unanswered request this old: reconnect */
     bool connect_adds_budget;    /* one node: a call that must connect gets more time */
+    int wake_fd;                 /* the client's thread: wakes it to push a redo out */
     bool closed;
 };
 
@@ -51,7 +52,14 @@ struct mux_result {
 };
 
 void mux_init(struct mux *m, const struct node_addr *node, int64_t connect_timeout_ms,
-              int64_t stale_ms, bool connect_adds_budget);
+              int64_t stale_ms, bool connect_adds_budget, int wake_fd);
+
+/* Called by the client's own thread: moves detached work that nobody else
+ * will (a redo after a broken connection, bytes queued with no reader): a
+ * connect is started or finished, queued bytes are written, replies that
+ * arrived are read and handed out. Never blocks. Returns whether work is
+ * left (call again soon). */
+bool mux_push_detached(struct mux *m);
 void mux_destroy(struct mux *m);
 
 /* Fails everything queued with RLC_E_CLOSED and refuses new work. */

@@ -145,7 +145,10 @@ TEST(release_cut_by_a_killed_connection_leaves_no_level_behind)
     freeReplyObject(r);
     CHECK(call.rc == RLC_E_CONNECT, "release returned %d (%s), expected RLC_E_CONNECT", call.rc,
           call.msg);
-    CHECK(rs_int(s, "EXISTS cut") == 1, "the release did not run, so the key is still there");
+    /* The release did not run on the killed connection. Since the attempt
+     * protocol it goes out again on a new one (it names its level, so
+     * running it twice is safe) and the key may already be gone; either
+     * way nothing may persist once the owner goes on. */
 
     /* The owner goes on: acquire, release, as an application would. */
     for (int i = 0; i < 3; i++) {
