@@ -410,4 +410,327 @@ function _M.client(nodes, opts)
   return setmetatable({ _h = h }, Client)
 end
 
+-- ---- the lock family (REDLOCKC_1.1; docs/FAMILY.md) ------------------------
+--
+--   local rw <close> = assert(client:rwlock("cfg"))
+--   assert(rw:read():acquire{ wait_ms = 1000 }) ... rw:read():release()
+--   local fair <close> = assert(client:fair_lock("jobs"))
+--   local sem <close> = assert(client:semaphore("pool", 3))   -- sets 3 if unset
+--   local ps <close> = assert(client:permit_semaphore("slots", 2))
+--   local id = assert(ps:acquire{ lease_ms = 10000 }) ... ps:release(id)
+--   local m <close> = assert(client:multi_lock{ "a", "b" })
+--
+-- Same conventions as lock: nil, err, code for expected failures ("busy" and
+-- NOT_ACQUIRED when the wait ran out), errors only for programming errors.
+-- Levels are counted per handle: close() gives back what this handle took
+-- (a permit id is the caller's to release), then frees it.
+
+local FamilyOps = {}  -- per metatable: free, acquire, release (C functions)
+
+local function fam_self(self, mt)
+  if getmetatable(self) ~= mt then
+    error("redlockc: call " .. mt.__name .. " methods as x:method()", 3)
+  end
+  return self._h
+end
+
+-- acquire options -> wait_ms, lease_ms, permits (defaults -1, -1, 1).
+local function acquire_opts(opts, allowed)
+  local o = { wait_ms = -1, lease_ms = -1, permits = 1 }
+  if opts ~= nil then
+    if type(opts) ~= "table" then
+      error("redlockc: acquire takes a table of options, got " .. type(opts), 3)
+    end
+    for k, v in pairs(opts) do
+      if not allowed[k] then error("redlockc: unknown acquire option " .. tostring(k), 3) end
+      o[k] = integer_arg(v, k, 4)
+    end
+  end
+  return o
+end
+local LOCK_OPTS = { wait_ms = true, lease_ms = true }
+
+local function fam_free(self)
+  local h = self._h
+  if h then
+    self._h = nil
+    FamilyOps[getmetatable(self)].free(h)
+  end
+end
+
+local function fam_class(name)
+  local mt = { __name = name }
+  mt.__index = mt
+  mt.__gc = fam_free
+  mt.__close = function(self) self:close() end
+  mt.__tostring = function(self)
+    return format("%s(%q)%s", name, self._name, self._h and "" or " closed")
+  end
+  return mt
+end
+
+-- An owner-bound lock (fair, multi, one side of a read-write lock):
+-- acquire{wait_ms, lease_ms}, release(), with its levels counted in
+-- holder._levels[key] so that close() can give them back.
+local function owner_lock_methods(mt, get_h, acq, rel, key)
+  function mt:acquire(opts)
+    local h, holder = get_h(self)
+    local o = acquire_opts(opts, LOCK_OPTS)
+    if not h then return nil, "closed", E_CLOSED end
+    local rc, detail = acq(h, o.wait_ms, o.lease_ms)
+    if rc ~= OK then return failed(rc, detail) end
+    holder._levels[key] = holder._levels[key] + 1
+    return true
+  end
+  function mt:release()
+    local h, holder = get_h(self)
+    if not h then return nil, "closed", E_CLOSED end
+    local rc, detail = rel(h)
+    if rc == E_NOT_OWNER or rc == E_LOST or rc == E_CLOSED then
+      holder._levels[key] = 0
+    elseif holder._levels[key] > 0 then
+      holder._levels[key] = holder._levels[key] - 1
+    end
+    if rc ~= OK then return failed(rc, detail) end
+    return true
+  end
+end
+
+-- Gives back every level the handle took (a failure ends it: the lease
+-- does the rest), then frees it.
+local function close_levels(self, rels)
+  local h = self._h
+  for key, rel in pairs(rels) do
+    while h and self._levels[key] > 0 do
+      self._levels[key] = self._levels[key] - 1
+      if rel(h) ~= OK then break end
+    end
+  end
+  fam_free(self)
+end
+
+local function fam_query(h, fn, ...)
+  if not h then return nil, "closed", E_CLOSED end
+  local rc, detail, value = fn(h, ...)
+  if rc ~= OK then return failed(rc, detail) end
+  return value
+end
+
+-- Makes a handle: new(client_h, ...) -> status, detail, handle.
+local function fam_new(client, mt, fields, new, ...)
+  local h = client_self(client)
+  if not h then return nil, "closed", E_CLOSED end
+  local rc, detail, fh = new(h, ...)
+  if rc ~= OK then return failed(rc, detail) end
+  fields._h, fields._client = fh, client
+  return setmetatable(fields, mt)
+end
+
+local function name_arg(name, what)
+  string_arg(name, what)
+  if has_nul(name) then return nil, what .. " contains a NUL byte", E_INVAL end
+  return name
+end
+
+local function owner_arg(owner)
+  return owner == nil and 0 or integer_arg(owner, "owner", 4)
+end
+
+-- Read-write lock. rw:read() and rw:write() are its two sides, each with
+-- acquire{ wait_ms =, lease_ms = }, release(), hold_count(), validity().
+local RWLock = fam_class("redlockc.rwlock")
+local RWSide = { __name = "redlockc.rwlock side" }
+RWSide.__index = RWSide
+FamilyOps[RWLock] = { free = core.rlc_rwlock_free }
+
+local function side_h(self)
+  if getmetatable(self) ~= RWSide then
+    error("redlockc: call rwlock side methods as side:method()", 3)
+  end
+  return self._rw._h, self._rw
+end
+
+local ReadSide = setmetatable({}, { __index = RWSide })
+local WriteSide = setmetatable({}, { __index = RWSide })
+owner_lock_methods(ReadSide, side_h, core.rlc_rwlock_read_acquire, core.rlc_rwlock_read_release, "read")
+owner_lock_methods(WriteSide, side_h, core.rlc_rwlock_write_acquire, core.rlc_rwlock_write_release, "write")
+function RWSide:acquire(opts) return (self._write and WriteSide or ReadSide).acquire(self, opts) end
+function RWSide:release() return (self._write and WriteSide or ReadSide).release(self) end
+-- side:hold_count() -> integer levels held through this handle (no I/O).
+function RWSide:hold_count() return fam_query(side_h(self), core.rlc_rwlock_hold_count, self._write and 1 or 0) end
+-- side:validity() -> integer ms the hold is certainly valid (no I/O).
+function RWSide:validity() return fam_query(side_h(self), core.rlc_rwlock_validity_ms, self._write and 1 or 0) end
+function RWSide:__tostring() return (self._write and "write" or "read") .. " side of " .. tostring(self._rw) end
+
+function RWLock:read() fam_self(self, RWLock); return self._sides[1] end
+function RWLock:write() fam_self(self, RWLock); return self._sides[2] end
+-- rw:mode() -> "free" | "read" | "write" (the server's mode field).
+local MODES = { [0] = "free", [1] = "read", [2] = "write" }
+function RWLock:mode()
+  local m, err, code = fam_query(fam_self(self, RWLock), core.rlcswig_rwlock_mode)
+  if m == nil then return nil, err, code end
+  return MODES[m]
+end
+-- rw:close(): gives back the read levels, then the write levels, taken
+-- through this handle (a writer's own read levels go first), then frees it.
+function RWLock:close()
+  local h = fam_self(self, RWLock)
+  for _, side in ipairs{ { "read", core.rlc_rwlock_read_release }, { "write", core.rlc_rwlock_write_release } } do
+    while h and self._levels[side[1]] > 0 do
+      self._levels[side[1]] = self._levels[side[1]] - 1
+      if side[2](h) ~= OK then break end
+    end
+  end
+  fam_free(self)
+end
+
+-- client:rwlock(name [, owner]) -> rwlock | nil, err, code (no network I/O).
+function Client:rwlock(name, owner)
+  local n, err, code = name_arg(name, "lock name")
+  if not n then return nil, err, code end
+  local rw, e2, c2 = fam_new(self, RWLock, { _name = name, _levels = { read = 0, write = 0 } },
+                             core.rlc_rwlock_new, name, owner_arg(owner))
+  if not rw then return nil, e2, c2 end
+  rw._sides = { setmetatable({ _rw = rw, _write = false }, RWSide),
+                setmetatable({ _rw = rw, _write = true }, RWSide) }
+  return rw
+end
+
+-- Fair lock: acquire{ wait_ms =, lease_ms = }, release(), hold_count(),
+-- validity(), close(). One node only.
+local FairLock = fam_class("redlockc.fair_lock")
+FamilyOps[FairLock] = { free = core.rlc_fairlock_free }
+local function fair_h(self) return fam_self(self, FairLock), self end
+owner_lock_methods(FairLock, fair_h, core.rlc_fairlock_acquire, core.rlc_fairlock_release, "lock")
+function FairLock:hold_count() return fam_query(fam_self(self, FairLock), core.rlc_fairlock_hold_count) end
+function FairLock:validity() return fam_query(fam_self(self, FairLock), core.rlc_fairlock_validity_ms) end
+function FairLock:close()
+  fam_self(self, FairLock)
+  close_levels(self, { lock = core.rlc_fairlock_release })
+end
+
+-- client:fair_lock(name [, owner [, thread_wait_ms]]) -> fair_lock | nil, err, code
+function Client:fair_lock(name, owner, thread_wait_ms)
+  local n, err, code = name_arg(name, "lock name")
+  if not n then return nil, err, code end
+  local tw = thread_wait_ms == nil and 0 or integer_arg(thread_wait_ms, "thread_wait_ms")
+  return fam_new(self, FairLock, { _name = name, _levels = { lock = 0 } },
+                 core.rlc_fairlock_new, name, owner_arg(owner), tw)
+end
+
+-- Multi-name lock: all names or none. acquire{ wait_ms =, lease_ms = },
+-- release() (one level of every name), size(), close().
+local MultiLock = fam_class("redlockc.multi_lock")
+FamilyOps[MultiLock] = { free = core.rlc_multilock_free }
+local function multi_h(self) return fam_self(self, MultiLock), self end
+owner_lock_methods(MultiLock, multi_h, core.rlc_multilock_acquire, core.rlc_multilock_release, "lock")
+function MultiLock:size() return fam_query(fam_self(self, MultiLock), core.rlcswig_multilock_size) end
+function MultiLock:close()
+  fam_self(self, MultiLock)
+  close_levels(self, { lock = core.rlc_multilock_release })
+end
+
+-- client:multi_lock(names [, owner]) -> multi_lock | nil, err, code
+--   names: a list of strings (sorted and de-duplicated by the library).
+function Client:multi_lock(names, owner)
+  if type(names) ~= "table" then
+    error("redlockc: multi_lock names must be a list of strings, got " .. type(names), 2)
+  end
+  for i = 1, #names do
+    string_arg(names[i], "name " .. i)
+    if has_nul(names[i]) then return nil, "name " .. i .. " contains a NUL byte", E_INVAL end
+  end
+  return fam_new(self, MultiLock, { _name = concat(names, ","), _levels = { lock = 0 } },
+                 core.rlc_multilock_new, names, owner_arg(owner))
+end
+
+-- Semaphore: a count of free permits, not bound to an owner.
+--   sem:acquire{ permits = 1, wait_ms = -1 } -> true | nil, "busy", NOT_ACQUIRED
+--   sem:release([n]), sem:available(), sem:try_set_permits(n) -> boolean
+local Semaphore = fam_class("redlockc.semaphore")
+FamilyOps[Semaphore] = { free = core.rlc_semaphore_free }
+local SEM_OPTS = { wait_ms = true, permits = true }
+function Semaphore:acquire(opts)
+  local h = fam_self(self, Semaphore)
+  local o = acquire_opts(opts, SEM_OPTS)
+  if not h then return nil, "closed", E_CLOSED end
+  local rc, detail = core.rlc_semaphore_acquire(h, o.permits, o.wait_ms)
+  if rc ~= OK then return failed(rc, detail) end
+  return true
+end
+function Semaphore:release(n)
+  local h = fam_self(self, Semaphore)
+  n = n == nil and 1 or integer_arg(n, "permits")
+  if not h then return nil, "closed", E_CLOSED end
+  local rc, detail = core.rlc_semaphore_release(h, n)
+  if rc ~= OK then return failed(rc, detail) end
+  return true
+end
+function Semaphore:available() return fam_query(fam_self(self, Semaphore), core.rlc_semaphore_available) end
+function Semaphore:try_set_permits(n)
+  return fam_query(fam_self(self, Semaphore), core.rlc_semaphore_try_set_permits,
+                   integer_arg(n, "permits"))
+end
+function Semaphore:close() fam_self(self, Semaphore); fam_free(self) end
+
+-- Permit-expirable semaphore: permits with a lease, under one id.
+--   ps:acquire{ permits = 1, wait_ms = -1, lease_ms = (required) } -> id | nil, err, code
+--   ps:release(id) -> true | nil, err, code (E_LOST: the lease had run out)
+local PSemaphore = fam_class("redlockc.permit_semaphore")
+FamilyOps[PSemaphore] = { free = core.rlc_psemaphore_free }
+local PSEM_OPTS = { wait_ms = true, permits = true, lease_ms = true }
+function PSemaphore:acquire(opts)
+  local h = fam_self(self, PSemaphore)
+  local o = acquire_opts(opts, PSEM_OPTS)
+  if o.lease_ms <= 0 then
+    error("redlockc: a permit needs lease_ms > 0 (expirable permits have no watchdog)", 2)
+  end
+  if not h then return nil, "closed", E_CLOSED end
+  local rc, detail, id = core.rlc_psemaphore_acquire(h, o.permits, o.wait_ms, o.lease_ms)
+  if rc ~= OK then return failed(rc, detail) end
+  return id
+end
+function PSemaphore:release(id)
+  local h = fam_self(self, PSemaphore)
+  string_arg(id, "permit id")
+  if has_nul(id) then return nil, "permit id contains a NUL byte", E_INVAL end
+  if not h then return nil, "closed", E_CLOSED end
+  local rc, detail = core.rlc_psemaphore_release(h, id)
+  if rc ~= OK then return failed(rc, detail) end
+  return true
+end
+function PSemaphore:available() return fam_query(fam_self(self, PSemaphore), core.rlc_psemaphore_available) end
+function PSemaphore:try_set_permits(n)
+  return fam_query(fam_self(self, PSemaphore), core.rlc_psemaphore_try_set_permits,
+                   integer_arg(n, "permits"))
+end
+function PSemaphore:close() fam_self(self, PSemaphore); fam_free(self) end
+
+-- client:semaphore(name [, permits]) and client:permit_semaphore(name [, permits])
+-- -> handle | nil, err, code. With permits, the count is set if the
+-- semaphore has none (one round trip); without, no network I/O.
+local function semaphore_of(client, mt, new, set, name, permits)
+  local n, err, code = name_arg(name, "semaphore name")
+  if not n then return nil, err, code end
+  if permits ~= nil then permits = integer_arg(permits, "permits", 4) end
+  local s, e2, c2 = fam_new(client, mt, { _name = name }, new, name)
+  if not s then return nil, e2, c2 end
+  if permits ~= nil then
+    local rc, detail = set(s._h, permits)
+    if rc ~= OK then
+      s:close()
+      return failed(rc, detail)
+    end
+  end
+  return s
+end
+function Client:semaphore(name, permits)
+  return semaphore_of(self, Semaphore, core.rlc_semaphore_new,
+                      core.rlc_semaphore_try_set_permits, name, permits)
+end
+function Client:permit_semaphore(name, permits)
+  return semaphore_of(self, PSemaphore, core.rlc_psemaphore_new,
+                      core.rlc_psemaphore_try_set_permits, name, permits)
+end
+
 return _M

@@ -301,9 +301,18 @@ class Lock extends EventEmitter {
   }
 }
 
+const family = require('./lib/family.js');
+
+family.install(Client);
+
 module.exports = {
   Client,
   Lock,
+  ReadWriteLock: family.ReadWriteLock,
+  FairLock: family.FairLock,
+  Semaphore: family.Semaphore,
+  PermitExpirableSemaphore: family.PermitExpirableSemaphore,
+  MultiLock: family.MultiLock,
   version: fn.version(),
   strerror,
   ...errors,

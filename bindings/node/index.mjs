@@ -2,7 +2,8 @@
 import redlockc from './index.js';
 
 export const {
-  Client, Lock, version, strerror, STATUS, RedlockcError, NotAcquiredError,
+  Client, Lock, ReadWriteLock, FairLock, Semaphore, PermitExpirableSemaphore, MultiLock,
+  version, strerror, STATUS, RedlockcError, NotAcquiredError,
   InvalidArgumentError, OutOfMemoryError, ConnectionError, TimeoutError, NotOwnerError,
   LockLostError, NoQuorumError, ServerError, ProtocolError, ClosedError, AuthError,
 } = redlockc;

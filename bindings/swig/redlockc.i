@@ -327,4 +327,148 @@ RLCLUA_INTEGER_IN(uint64_t, 1)
 %ignore rlc_lock_on_lost;
 #endif
 
+/* ---- The lock family (REDLOCKC_1.1): typemaps of its new signatures ----
+ * Same conventions as above for each language: the new handle types and
+ * `int *set` become return values (third value in Lua); the permit id buffer
+ * `char *id_out` becomes a str (None/nil unless RLC_OK); the multilock's
+ * `(names, n)` is a Python sequence of str or a Lua array of strings. */
+#ifdef SWIGPYTHON
+%define RLCPY_HANDLE_OUT(T)
+%typemap(in, numinputs=0) T **out (T *tmp = NULL) "$1 = &tmp;"
+%typemap(argout) T **out {
+  Py_DECREF($result);
+  $result = SWIG_NewPointerObj(*$1, $*1_descriptor, 0);
+}
+%enddef
+RLCPY_HANDLE_OUT(rlc_rwlock)
+RLCPY_HANDLE_OUT(rlc_fairlock)
+RLCPY_HANDLE_OUT(rlc_semaphore)
+RLCPY_HANDLE_OUT(rlc_psemaphore)
+RLCPY_HANDLE_OUT(rlc_multilock)
+%apply int *out { int *set };
+%typemap(in, numinputs=0) char *id_out (char tmp[RLC_PERMIT_ID_LEN + 1]) "tmp[0] = 0; $1 = tmp;"
+%typemap(argout) char *id_out {
+  Py_DECREF($result);
+  if (result == RLC_OK) {
+    $result = PyUnicode_FromString($1);
+  } else {
+    Py_INCREF(Py_None);
+    $result = Py_None;
+  }
+}
+/* The sequence is held (PySequence_Fast) until freearg, so the UTF-8 of its
+ * items stays valid through the C call, which runs without the GIL. */
+%typemap(in) (const char *const *names, int n) (PyObject *rlcpy_seq = NULL) {
+  rlcpy_seq = PySequence_Fast($input, "names must be a sequence of str");
+  if (!rlcpy_seq)
+    SWIG_fail;
+  Py_ssize_t rlcpy_len = PySequence_Fast_GET_SIZE(rlcpy_seq);
+  if (rlcpy_len > INT_MAX) {
+    PyErr_SetString(PyExc_ValueError, "too many names");
+    SWIG_fail;
+  }
+  $1 = ($1_ltype)calloc((size_t)rlcpy_len + 1, sizeof(char *));
+  if (!$1) {
+    PyErr_NoMemory();
+    SWIG_fail;
+  }
+  for (Py_ssize_t i = 0; i < rlcpy_len; i++) {
+    PyObject *item = PySequence_Fast_GET_ITEM(rlcpy_seq, i);
+    $1[i] = PyUnicode_Check(item) ? (char *)PyUnicode_AsUTF8(item) : NULL;
+    if (!$1[i]) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "names must be str");
+      SWIG_fail;
+    }
+  }
+  $2 = (int)rlcpy_len;
+}
+%typemap(freearg) (const char *const *names, int n) {
+  free((void *)$1);
+  Py_XDECREF(rlcpy_seq$argnum);
+}
+%{
+#include <limits.h>
+%}
+#endif
+
+#ifdef SWIGLUA
+%typemap(in, numinputs=0) rlc_rwlock **out ($*1_ltype rlclua_tmp = 0),
+                          rlc_fairlock **out ($*1_ltype rlclua_tmp = 0),
+                          rlc_semaphore **out ($*1_ltype rlclua_tmp = 0),
+                          rlc_psemaphore **out ($*1_ltype rlclua_tmp = 0),
+                          rlc_multilock **out ($*1_ltype rlclua_tmp = 0)
+  "$1 = &rlclua_tmp;"
+%typemap(argout) rlc_rwlock **out, rlc_fairlock **out, rlc_semaphore **out,
+                 rlc_psemaphore **out, rlc_multilock **out %{
+  if (result == RLC_OK)
+    SWIG_NewPointerObj(L, *$1, $*1_descriptor, 0);
+  else
+    lua_pushnil(L);
+  SWIG_arg++;
+%}
+%apply int *out { int *set };
+%typemap(in, numinputs=0) char *id_out (char rlclua_id[RLC_PERMIT_ID_LEN + 1])
+  "rlclua_id[0] = 0; $1 = rlclua_id;"
+%typemap(argout) char *id_out %{
+  if (result == RLC_OK)
+    lua_pushstring(L, $1);
+  else
+    lua_pushnil(L);
+  SWIG_arg++;
+%}
+/* The strings stay referenced by the table (an argument on the stack). */
+%typemap(in) (const char *const *names, int n) %{
+  {
+    if (!lua_istable(L, $input))
+      SWIG_fail_arg("$symname", $argnum, "table of strings");
+    lua_Integer rlclua_len = (lua_Integer)lua_rawlen(L, $input);
+    if (rlclua_len > 65536)
+      SWIG_fail_arg("$symname", $argnum, "at most 65536 names");
+    $1 = ($1_ltype)calloc((size_t)rlclua_len + 1, sizeof(char *));
+    if (!$1)
+      SWIG_fail_arg("$symname", $argnum, "memory");
+    for (lua_Integer i = 1; i <= rlclua_len; i++) {
+      lua_rawgeti(L, $input, i);
+      $1[i - 1] = lua_type(L, -1) == LUA_TSTRING ? (char *)lua_tostring(L, -1) : NULL;
+      lua_pop(L, 1);
+      if (!$1[i - 1]) {
+        free((void *)$1);
+        $1 = NULL;
+        SWIG_fail_arg("$symname", $argnum, "table of strings");
+      }
+    }
+    $2 = (int)rlclua_len;
+  }
+%}
+%typemap(freearg) (const char *const *names, int n) %{
+  free((void *)$1);
+%}
+#endif
+
+/* Counts, not flags: both languages' `int *out` make a boolean, so these two
+ * come as rlcswig_* with an int64_t out-parameter (below). */
+%ignore rlc_rwlock_mode;
+%ignore rlc_multilock_size;
+
 %include "redlockc.h"
+
+%inline %{
+/* rlc_rwlock_mode: 0 free, 1 read, 2 write. */
+int rlcswig_rwlock_mode(rlc_rwlock *l, int64_t *out)
+{
+    int v = 0, st = rlc_rwlock_mode(l, &v);
+    if (st == RLC_OK)
+        *out = v;
+    return st;
+}
+
+/* rlc_multilock_size: the number of distinct names. */
+int rlcswig_multilock_size(rlc_multilock *m, int64_t *out)
+{
+    int v = 0, st = rlc_multilock_size(m, &v);
+    if (st == RLC_OK)
+        *out = v;
+    return st;
+}
+%}

@@ -56,6 +56,10 @@ int cli_parse(int argc, char **argv, struct cli_args *a);
 int cli_is_fenced_set(int argc, char **argv);
 int cli_fenced_set(int argc, char **argv);
 
+/* family.c: --read/--write/--fair/--permits/--name, parsed and run on its own. */
+int cli_is_family(int argc, char **argv);
+int cli_family(int argc, char **argv);
+
 /* Prints "redlockc: " + the formatted message + newline to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

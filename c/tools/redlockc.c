@@ -37,6 +37,8 @@ int main(int argc, char **argv)
 {
     if (cli_is_fenced_set(argc, argv))
         return cli_fenced_set(argc, argv);
+    if (cli_is_family(argc, argv))
+        return cli_family(argc, argv);
     struct cli_args a;
     int rc = cli_parse(argc, argv, &a);
     if (rc >= 0)

@@ -60,3 +60,10 @@ py_args=()
 "$build/tests/bench/rlc_bench" "${args[@]}" "${node_args[@]}" "${py_args[@]}" \
   --out "$out/rows.jsonl" --log "$out/bench.log"
 /usr/bin/python3 "$root/tests/bench/table.py" "$out/rows.jsonl" | tee "$out/table.txt"
+
+# The lock family (tests/bench/family.c): fair and write hand-off beside
+# RLock's, read cycles/s with 16 readers. --quick: 1 repeat x 1 s.
+fam_args=(--seconds 3 --repeats 3)
+[[ " ${args[*]:-} " == *" --quick "* ]] && fam_args=(--seconds 1 --repeats 1)
+cmake --build "$build" -j2 --target rlc_bench_family >/dev/null
+"$build/tests/bench/rlc_bench_family" "${fam_args[@]}" 2>>"$out/bench.log" | tee "$out/family.txt"

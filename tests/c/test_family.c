@@ -331,17 +331,22 @@ out:
     return NULL;
 }
 
+/* The children are forked before this process has a client (so before it
+ * has any thread: under TSan, threads made in the child of a multi-threaded
+ * parent collide with the parent's in its registry, "dup thread with used
+ * id", and never run), and start their contenders once the lock is held. */
 TEST(fair_lock_hands_off_in_fifo_order_across_processes)
 {
     START(s);
-    rlc_client *c = client(s.uri, NULL);
+    rlc_client *c = NULL;
     rlc_fairlock *l = NULL;
     pid_t kids[4] = {0};
-    CHECK_RC(rlc_fairlock_new(c, "fifo", 1, 60000, &l), RLC_OK);
-    CHECK_RC(rlc_fairlock_acquire(l, 0, 30000), RLC_OK);
     for (int p = 0; p < 4; p++) {
         kids[p] = fork();
         if (kids[p] == 0) {
+            int64_t until = check_now_ms() + 20000;
+            while (rs_int(&s, "EXISTS fifo") != 1 && check_now_ms() < until)
+                check_sleep_ms(3);
             pthread_t th[4];
             struct contender ct[4];
             for (int j = 0; j < 4; j++) {
@@ -356,6 +361,9 @@ TEST(fair_lock_hands_off_in_fifo_order_across_processes)
             _exit(ok ? 0 : 1);
         }
     }
+    c = client(s.uri, NULL);
+    CHECK_RC(rlc_fairlock_new(c, "fifo", 1, 60000, &l), RLC_OK);
+    CHECK_RC(rlc_fairlock_acquire(l, 0, 30000), RLC_OK);
     CHECK(WAIT_UNTIL(rs_int(&s, "LLEN redisson_lock_queue:{fifo}") == 16, 20000),
           "16 waiters queued, saw %lld", rs_int(&s, "LLEN redisson_lock_queue:{fifo}"));
     CHECK(rs_int(&s, "ZCARD redisson_lock_timeout:{fifo}") == 16, "each has a timeout");

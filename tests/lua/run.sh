@@ -4,6 +4,7 @@
 # redis-servers on free loopback ports:
 #   test_api.lua        results, integers, reentrancy, leases, errors, <close>, GC
 #   test_exclusion.lua  two lua5.4 processes, one lock, a racy counter file
+#   test_family.lua     read-write lock, fair lock, semaphores, multi-name lock
 #   gc_loop.lua         10,000 dropped lock handles under valgrind: no leak
 # Fails (never skips) when lua5.4, valgrind or the built module is missing.
 set -uo pipefail
@@ -62,6 +63,7 @@ run() { # NAME CMD...: a part of the suite, timed
 
 run "api" lua5.4 "$HERE/test_api.lua"
 run "two processes" lua5.4 "$HERE/test_exclusion.lua"
+run "lock family" lua5.4 "$HERE/test_family.lua"
 
 # valgrind: definite or indirect leaks, or any memory error, fail the run.
 # (Still-reachable blocks are the Lua interpreter's and libc's own.)

@@ -12,7 +12,10 @@
 #     distinct owners and never two requests inside the critical section;
 #   - while one request waits for a lock held elsewhere, the worker answers
 #     other requests; the waiter gets the lock once it is free, and a wait
-#     that runs out answers "busy".
+#     that runs out answers "busy";
+#   - the lock family (tests/openresty/family_app.lua): each type's results
+#     in a request; concurrent readers overlap and writers are alone; a
+#     semaphore of 3 never has more than 3 holders.
 # Fails (never skips) when nginx, its Lua module, curl or the library is missing.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -170,6 +173,31 @@ redis-cli -p "$REDIS_PORT" pexpire or:held 30000 >/dev/null
 body=$(curl -s --max-time 10 -w ' %{http_code}' "$URL/wait?lock=or:held&wait_ms=300")
 expect_eq "a wait that runs out" "not acquired: busy (NOT_ACQUIRED) 503" "$(echo $body)"
 redis-cli -p "$REDIS_PORT" del or:held >/dev/null
+
+echo "--- the lock family"
+expect_eq "/family/selftest (rwlock, fair_lock, semaphores, multi_lock)" "family selftest done" \
+  "$(curl -s --max-time 20 "$URL/family/selftest")"
+mkdir -p "$work/rw"
+# 60 requests on one read-write lock: every 6th writes.
+urls=()
+for i in $(seq 60); do
+  side=read
+  ((i % 6 == 0)) && side=write
+  urls+=(-o /dev/null "$URL/family/rw?side=$side&n=$i")
+done
+codes=$(curl -s --no-progress-meter -Z --parallel-immediate --parallel-max 60 --max-time 60 \
+  -w '%{http_code}\n' "${urls[@]}" | sort | uniq -c | xargs)
+expect_eq "HTTP statuses of the 60 read-write requests" "60 200" "$codes"
+codes=$(curl -s --no-progress-meter -Z --parallel-immediate --parallel-max 30 --max-time 60 \
+  -o /dev/null -w '%{http_code}\n' "$URL/family/sem?n=[1-30]" | sort | uniq -c | xargs)
+expect_eq "HTTP statuses of the 30 semaphore requests" "30 200" "$codes"
+fstats=$(curl -s --max-time 5 "$URL/family/stats")
+expect_match "readers overlapped, no writer ever shared the lock" \
+  "max_readers=([2-9]|[1-9][0-9]+) max_writers=1 violations=0 " "$fstats"
+expect_match "never more than 3 of the semaphore's permits out, and all 3 used" \
+  "max_permits=3$" "$fstats"
+expect_eq "the read-write lock is free afterwards" "0" "$(redis-cli -p "$REDIS_PORT" exists or:rw)"
+expect_eq "the semaphore's 3 permits are back" "3" "$(redis-cli -p "$REDIS_PORT" get or:sem)"
 
 echo "--- nginx's error log"
 stop_nginx

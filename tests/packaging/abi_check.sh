@@ -3,7 +3,7 @@
 # baseline (packaging/abi/, see abi.sh there) and fails on an incompatible
 # change: a removed function, a changed signature, a changed status code,
 # a symbol outside rlc_* or without a version, a new symbol put into a
-# version node that already shipped.
+# version node that already shipped, a function of redlockc.h not exported.
 # Additions are compatible: they pass with a note.
 #
 #   bash tests/packaging/abi_check.sh [LIB]
@@ -114,6 +114,21 @@ while read -r name value; do
   fi
 done <"$ABI_CONSTANTS"
 echo "$(wc -l <"$ABI_CONSTANTS") constants checked"
+
+# 5. Every function the header declares is exported (a function left out of
+#    packaging/redlockc.map would be a link error for callers), and nothing
+#    else: the header and the library name the same rlc_* functions.
+echo "--- the header's functions against the library's"
+grep -oE 'RLC_API [^(]*[ *](rlc_[a-z0-9_]+)\(' "$ABI_HEADERS/redlockc.h" |
+  sed -E 's/.*(rlc_[a-z0-9_]+)\($/\1/' | sort -u >"$tmp/header.fn"
+awk '{print $1}' "$tmp/new.sym" | sort -u >"$tmp/lib.fn"
+if ! diff "$tmp/header.fn" "$tmp/lib.fn" >"$tmp/fn.diff"; then
+  sed 's/^/    /' "$tmp/fn.diff"
+  fail "the header's functions (<) and the library's (>) differ"
+fi
+echo "$(wc -l <"$tmp/header.fn") functions in redlockc.h, all exported;" \
+  "REDLOCKC_1.0: $(awk '$2 == "REDLOCKC_1.0"' "$tmp/new.sym" | wc -l)," \
+  "REDLOCKC_1.1: $(awk '$2 == "REDLOCKC_1.1"' "$tmp/new.sym" | wc -l)"
 
 if ((failures)); then
   echo "ABI check FAILED ($failures problems). If the change is deliberate (a new"

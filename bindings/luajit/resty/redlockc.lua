@@ -583,4 +583,411 @@ end
 -- The owner id the current request would get (for logs and tests).
 _M.request_owner = request_owner
 
+-- ---- the lock family (REDLOCKC_1.1; docs/FAMILY.md) ------------------------
+--
+-- The same methods as the Lua 5.4 module's family (client:rwlock, fair_lock,
+-- semaphore, permit_semaphore, multi_lock); owners as for client:lock (the
+-- current request unless given). Waiting is as for lock:acquire: one try
+-- per round trip, ngx.sleep with backoff in between (plain LuaJIT: the
+-- library waits, blocking).
+-- LIMIT: the C library joins the fair queue, and registers a waiting writer
+-- (writer preference), only inside a call with wait_ms != 0, and leaves when
+-- that call gives up. The tries here have wait_ms = 0, so in OpenResty a
+-- waiting fair lock keeps no place in the queue (hand-off is first-come
+-- among C-side waiters only, and a resty waiter gets it when it finds it
+-- free and the queue empty), and a waiting writer does not hold back new
+-- readers. Fixing it needs a C call that tries and keeps the place.
+
+pcall(ffi.cdef, [[
+  typedef struct rlc_rwlock rlc_rwlock;
+  int rlc_rwlock_new(rlc_client *c, const char *name, uint64_t owner, rlc_rwlock **out);
+  void rlc_rwlock_free(rlc_rwlock *l);
+  int rlc_rwlock_read_acquire(rlc_rwlock *l, int64_t wait_ms, int64_t lease_ms);
+  int rlc_rwlock_read_release(rlc_rwlock *l);
+  int rlc_rwlock_write_acquire(rlc_rwlock *l, int64_t wait_ms, int64_t lease_ms);
+  int rlc_rwlock_write_release(rlc_rwlock *l);
+  int rlc_rwlock_mode(rlc_rwlock *l, int *out);
+  int rlc_rwlock_hold_count(rlc_rwlock *l, int write, int64_t *out);
+  int rlc_rwlock_validity_ms(rlc_rwlock *l, int write, int64_t *out);
+  typedef struct rlc_fairlock rlc_fairlock;
+  int rlc_fairlock_new(rlc_client *c, const char *name, uint64_t owner,
+                       int64_t thread_wait_ms, rlc_fairlock **out);
+  void rlc_fairlock_free(rlc_fairlock *l);
+  int rlc_fairlock_acquire(rlc_fairlock *l, int64_t wait_ms, int64_t lease_ms);
+  int rlc_fairlock_release(rlc_fairlock *l);
+  int rlc_fairlock_hold_count(rlc_fairlock *l, int64_t *out);
+  int rlc_fairlock_validity_ms(rlc_fairlock *l, int64_t *out);
+  typedef struct rlc_semaphore rlc_semaphore;
+  int rlc_semaphore_new(rlc_client *c, const char *name, rlc_semaphore **out);
+  void rlc_semaphore_free(rlc_semaphore *s);
+  int rlc_semaphore_try_set_permits(rlc_semaphore *s, int64_t permits, int *set);
+  int rlc_semaphore_available(rlc_semaphore *s, int64_t *out);
+  int rlc_semaphore_acquire(rlc_semaphore *s, int64_t n, int64_t wait_ms);
+  int rlc_semaphore_release(rlc_semaphore *s, int64_t n);
+  typedef struct rlc_psemaphore rlc_psemaphore;
+  int rlc_psemaphore_new(rlc_client *c, const char *name, rlc_psemaphore **out);
+  void rlc_psemaphore_free(rlc_psemaphore *s);
+  int rlc_psemaphore_try_set_permits(rlc_psemaphore *s, int64_t permits, int *set);
+  int rlc_psemaphore_available(rlc_psemaphore *s, int64_t *out);
+  int rlc_psemaphore_acquire(rlc_psemaphore *s, int64_t n, int64_t wait_ms,
+                             int64_t lease_ms, char *id_out);
+  int rlc_psemaphore_release(rlc_psemaphore *s, const char *id);
+  typedef struct rlc_multilock rlc_multilock;
+  int rlc_multilock_new(rlc_client *c, const char *const *names, int n, uint64_t owner,
+                        rlc_multilock **out);
+  void rlc_multilock_free(rlc_multilock *m);
+  int rlc_multilock_acquire(rlc_multilock *m, int64_t wait_ms, int64_t lease_ms);
+  int rlc_multilock_release(rlc_multilock *m);
+  int rlc_multilock_size(rlc_multilock *m, int *out);
+]])
+
+local unpack, select = unpack, select
+local handle_out = ffi_new("void *[1]")
+local id_buf = ffi_new("char[33]")
+
+-- Each family class: its free function and a metatable.
+local function fam_class(name, free_name)
+  local mt = { __name = name, free_name = free_name }
+  mt.__index = mt
+  mt.__tostring = function(self)
+    return format("%s(%q)%s", name, self.name, self.h and "" or " closed")
+  end
+  return mt
+end
+
+local function fam_self(self, mt)
+  if getmetatable(self) ~= mt then
+    error("resty.redlockc: call " .. mt.__name .. " methods as x:method()", 3)
+  end
+  return self.h
+end
+
+-- Options of an acquire -> o.wait_ms, o.lease_ms, o.permits, o.step, o.max_step.
+local function fam_opts(opts, allowed)
+  local o = { wait_ms = -1, lease_ms = -1, permits = 1, step_ms = STEP_MS,
+              max_step_ms = MAX_STEP_MS }
+  if opts ~= nil then
+    if type(opts) ~= "table" then
+      error("resty.redlockc: acquire takes a table of options, got " .. type(opts), 3)
+    end
+    for k, v in pairs(opts) do
+      if not allowed[k] and k ~= "step_ms" and k ~= "max_step_ms" then
+        error("resty.redlockc: unknown acquire option " .. tostring(k), 3)
+      end
+      o[k] = integer_arg(v, k, 4)
+    end
+    if o.step_ms < 1 or o.max_step_ms < o.step_ms then
+      error("resty.redlockc: need 1 <= step_ms <= max_step_ms", 3)
+    end
+  end
+  local phase = ngx and ngx.get_phase()
+  if o.wait_ms ~= 0 and ngx and not CAN_SLEEP[phase] then
+    error("resty.redlockc: cannot wait in the " .. tostring(phase) .. " phase (ngx.sleep is"
+          .. " not allowed there): use wait_ms = 0", 3)
+  end
+  return o
+end
+
+-- try(wait_ms) -> status, tried until OK, a failure or the wait's end;
+-- alive() false stops it (the handle was closed by another coroutine).
+local function fam_wait(o, try, alive)
+  if not ngx then return try(o.wait_ms) end
+  local rc = try(0)
+  if rc ~= NOT_ACQUIRED or o.wait_ms == 0 then return rc end
+  local deadline = o.wait_ms > 0 and now_ms() + o.wait_ms
+  local step = o.step_ms
+  while true do
+    local delay = step * (0.5 + random())
+    if deadline then
+      local left = deadline - now_ms()
+      if left <= 0 then return NOT_ACQUIRED end
+      delay = min(delay, left)
+    end
+    ngx.sleep(delay / 1000)
+    if not alive() then return E_CLOSED end
+    rc = try(0)
+    if rc ~= NOT_ACQUIRED then return rc end
+    step = min(step * 2, o.max_step_ms)
+  end
+end
+
+local function fam_failed(rc)
+  if rc == E_CLOSED then return closed() end
+  return failed(rc)
+end
+
+local LOCK_OPTS = { wait_ms = true, lease_ms = true }
+
+-- Owner-bound acquire/release with levels counted in holder.levels[key].
+local function owner_methods(mt, get, acq, rel, key)
+  function mt:acquire(opts)
+    local h, holder, extra = get(self)
+    local o = fam_opts(opts, LOCK_OPTS)
+    if not h then return closed() end
+    local rc = fam_wait(o, function(w) return lib[acq](h, w, o.lease_ms) end,
+                        function() return holder.h ~= nil end)
+    if rc ~= OK then return fam_failed(rc) end
+    holder.levels[key] = holder.levels[key] + 1
+    return true
+  end
+  function mt:release()
+    local h, holder = get(self)
+    if not h then return closed() end
+    local rc = lib[rel](h)
+    if rc == E_NOT_OWNER or rc == E_LOST or rc == E_CLOSED then
+      holder.levels[key] = 0
+    elseif holder.levels[key] > 0 then
+      holder.levels[key] = holder.levels[key] - 1
+    end
+    if rc ~= OK then return failed(rc) end
+    return true
+  end
+end
+
+local function fam_close(self, mt, order)
+  local h = fam_self(self, mt)
+  if not h then return end
+  for _, kr in ipairs(order) do
+    while self.levels[kr[1]] > 0 do
+      self.levels[kr[1]] = self.levels[kr[1]] - 1
+      if lib[kr[2]](h) ~= OK then break end
+    end
+  end
+  self.h = nil
+  lib[mt.free_name](ffi_gc(h, nil))
+end
+
+local function fam_i64(h, fn, ...)
+  if not h then return closed() end
+  local rc
+  if select("#", ...) > 0 then rc = lib[fn](h, ..., i64_out) else rc = lib[fn](h, i64_out) end
+  if rc ~= OK then return failed(rc) end
+  return tonumber(i64_out[0])
+end
+
+-- Makes a handle of class mt with lib[new](client_h, ...args, out).
+local function fam_new(client, mt, fields, new, ctype, ...)
+  local h = client_self(client)
+  if not h then return closed() end
+  local out = ffi_cast(ctype .. " **", handle_out)
+  local args = { ... }
+  args[#args + 1] = out
+  local rc = lib[new](h, unpack(args))
+  if rc ~= OK then return failed(rc) end
+  fields.h = ffi_gc(out[0], lib[mt.free_name])
+  fields.client = client
+  fields.levels = fields.levels or {}
+  return setmetatable(fields, mt)
+end
+
+local function fam_name(name, what)
+  if type(name) ~= "string" then
+    error("resty.redlockc: " .. what .. " must be a string, got " .. type(name), 3)
+  end
+  return not has_nul(name)
+end
+
+local function fam_owner(owner)
+  if owner == nil then return request_owner() end
+  if not owner_in_range(owner) then return nil end
+  return owner
+end
+
+-- Read-write lock: rw:read() and rw:write() are its sides, each with
+-- acquire{ wait_ms, lease_ms }, release(), hold_count(), validity().
+local RWLock = fam_class("resty.redlockc.rwlock", "rlc_rwlock_free")
+local RWSide = { __name = "resty.redlockc.rwlock side" }
+RWSide.__index = RWSide
+local function side_get(self)
+  if getmetatable(self) ~= RWSide then
+    error("resty.redlockc: call side methods as side:method()", 3)
+  end
+  return self.rw.h, self.rw
+end
+local ReadOps, WriteOps = {}, {}
+owner_methods(ReadOps, side_get, "rlc_rwlock_read_acquire", "rlc_rwlock_read_release", "read")
+owner_methods(WriteOps, side_get, "rlc_rwlock_write_acquire", "rlc_rwlock_write_release", "write")
+function RWSide:acquire(opts) return (self.write and WriteOps or ReadOps).acquire(self, opts) end
+function RWSide:release() return (self.write and WriteOps or ReadOps).release(self) end
+function RWSide:hold_count()
+  return fam_i64(side_get(self), "rlc_rwlock_hold_count", self.write and 1 or 0)
+end
+function RWSide:validity()
+  return fam_i64(side_get(self), "rlc_rwlock_validity_ms", self.write and 1 or 0)
+end
+function RWLock:read() fam_self(self, RWLock); return self.sides[1] end
+function RWLock:write() fam_self(self, RWLock); return self.sides[2] end
+local MODES = { [0] = "free", [1] = "read", [2] = "write" }
+-- rw:mode() -> "free" | "read" | "write" (the server's mode field).
+function RWLock:mode()
+  local h = fam_self(self, RWLock)
+  if not h then return closed() end
+  local rc = lib.rlc_rwlock_mode(h, int_out)
+  if rc ~= OK then return failed(rc) end
+  return MODES[int_out[0]]
+end
+-- rw:close(): gives back this object's read, then write levels; frees it.
+function RWLock:close()
+  fam_close(self, RWLock, { { "read", "rlc_rwlock_read_release" },
+                            { "write", "rlc_rwlock_write_release" } })
+end
+
+function Client:rwlock(name, owner)
+  if not fam_name(name, "lock name") then return nil, "lock name contains a NUL byte", E_INVAL end
+  local o = fam_owner(owner)
+  if not o then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
+  local rw, err, code = fam_new(self, RWLock, { name = name, owner = o,
+                                                levels = { read = 0, write = 0 } },
+                                "rlc_rwlock_new", "rlc_rwlock", name, o)
+  if not rw then return nil, err, code end
+  rw.sides = { setmetatable({ rw = rw, write = false }, RWSide),
+               setmetatable({ rw = rw, write = true }, RWSide) }
+  return rw
+end
+
+-- Fair lock: acquire{ wait_ms, lease_ms }, release(), hold_count(), validity().
+local FairLock = fam_class("resty.redlockc.fair_lock", "rlc_fairlock_free")
+owner_methods(FairLock, function(self) return fam_self(self, FairLock), self end,
+              "rlc_fairlock_acquire", "rlc_fairlock_release", "lock")
+function FairLock:hold_count() return fam_i64(fam_self(self, FairLock), "rlc_fairlock_hold_count") end
+function FairLock:validity() return fam_i64(fam_self(self, FairLock), "rlc_fairlock_validity_ms") end
+function FairLock:close() fam_close(self, FairLock, { { "lock", "rlc_fairlock_release" } }) end
+
+function Client:fair_lock(name, owner, thread_wait_ms)
+  if not fam_name(name, "lock name") then return nil, "lock name contains a NUL byte", E_INVAL end
+  local o = fam_owner(owner)
+  if not o then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
+  local tw = thread_wait_ms == nil and 0 or integer_arg(thread_wait_ms, "thread_wait_ms")
+  return fam_new(self, FairLock, { name = name, owner = o, levels = { lock = 0 } },
+                 "rlc_fairlock_new", "rlc_fairlock", name, o, tw)
+end
+
+-- Multi-name lock: acquire{ wait_ms, lease_ms }, release(), size().
+local MultiLock = fam_class("resty.redlockc.multi_lock", "rlc_multilock_free")
+owner_methods(MultiLock, function(self) return fam_self(self, MultiLock), self end,
+              "rlc_multilock_acquire", "rlc_multilock_release", "lock")
+function MultiLock:size()
+  local h = fam_self(self, MultiLock)
+  if not h then return closed() end
+  local rc = lib.rlc_multilock_size(h, int_out)
+  if rc ~= OK then return failed(rc) end
+  return tonumber(int_out[0])
+end
+function MultiLock:close() fam_close(self, MultiLock, { { "lock", "rlc_multilock_release" } }) end
+
+function Client:multi_lock(names, owner)
+  if type(names) ~= "table" then
+    error("resty.redlockc: multi_lock names must be a list of strings, got " .. type(names), 2)
+  end
+  local n = #names
+  local arr = ffi_new("const char *[?]", n + 1)
+  for i = 1, n do
+    if not fam_name(names[i], "name " .. i) then
+      return nil, "name " .. i .. " contains a NUL byte", E_INVAL
+    end
+    arr[i - 1] = names[i] -- the strings stay alive in `names` during the call
+  end
+  local o = fam_owner(owner)
+  if not o then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
+  return fam_new(self, MultiLock, { name = concat(names, ","), owner = o, levels = { lock = 0 },
+                                    names = names },
+                 "rlc_multilock_new", "rlc_multilock", arr, n, o)
+end
+
+-- Semaphore: acquire{ permits = 1, wait_ms = -1 }, release([n]),
+-- available(), try_set_permits(n).
+local Semaphore = fam_class("resty.redlockc.semaphore", "rlc_semaphore_free")
+local SEM_OPTS = { wait_ms = true, permits = true }
+function Semaphore:acquire(opts)
+  local h = fam_self(self, Semaphore)
+  local o = fam_opts(opts, SEM_OPTS)
+  if not h then return closed() end
+  local rc = fam_wait(o, function(w) return lib.rlc_semaphore_acquire(h, o.permits, w) end,
+                      function() return self.h ~= nil end)
+  if rc ~= OK then return fam_failed(rc) end
+  return true
+end
+function Semaphore:release(n)
+  local h = fam_self(self, Semaphore)
+  n = n == nil and 1 or integer_arg(n, "permits")
+  if not h then return closed() end
+  local rc = lib.rlc_semaphore_release(h, n)
+  if rc ~= OK then return failed(rc) end
+  return true
+end
+function Semaphore:available() return fam_i64(fam_self(self, Semaphore), "rlc_semaphore_available") end
+
+-- Permit-expirable semaphore: acquire{ permits = 1, wait_ms = -1, lease_ms
+-- (required) } -> id | nil, err, code; release(id) (E_LOST: it had expired).
+local PSemaphore = fam_class("resty.redlockc.permit_semaphore", "rlc_psemaphore_free")
+local PSEM_OPTS = { wait_ms = true, permits = true, lease_ms = true }
+function PSemaphore:acquire(opts)
+  local h = fam_self(self, PSemaphore)
+  local o = fam_opts(opts, PSEM_OPTS)
+  if o.lease_ms <= 0 then
+    error("resty.redlockc: a permit needs lease_ms > 0 (expirable permits have no watchdog)", 2)
+  end
+  if not h then return closed() end
+  local rc = fam_wait(o, function(w)
+    return lib.rlc_psemaphore_acquire(h, o.permits, w, o.lease_ms, id_buf)
+  end, function() return self.h ~= nil end)
+  if rc ~= OK then return fam_failed(rc) end
+  return ffi_string(id_buf)
+end
+function PSemaphore:release(id)
+  local h = fam_self(self, PSemaphore)
+  if type(id) ~= "string" then
+    error("resty.redlockc: permit id must be a string, got " .. type(id), 2)
+  end
+  if has_nul(id) then return nil, "permit id contains a NUL byte", E_INVAL end
+  if not h then return closed() end
+  local rc = lib.rlc_psemaphore_release(h, id)
+  if rc ~= OK then return failed(rc) end
+  return true
+end
+function PSemaphore:available() return fam_i64(fam_self(self, PSemaphore), "rlc_psemaphore_available") end
+
+for _, pair in ipairs{ { Semaphore, "rlc_semaphore" }, { PSemaphore, "rlc_psemaphore" } } do
+  local mt, prefix = pair[1], pair[2]
+  mt.try_set_permits = function(self, n)
+    local h = fam_self(self, mt)
+    integer_arg(n, "permits")
+    if not h then return closed() end
+    local rc = lib[prefix .. "_try_set_permits"](h, n, int_out)
+    if rc ~= OK then return failed(rc) end
+    return int_out[0] ~= 0
+  end
+  mt.close = function(self)
+    local h = fam_self(self, mt)
+    if not h then return end
+    self.h = nil
+    lib[mt.free_name](ffi_gc(h, nil))
+  end
+end
+
+local function semaphore_of(client, mt, prefix, name, permits)
+  if not fam_name(name, "semaphore name") then
+    return nil, "semaphore name contains a NUL byte", E_INVAL
+  end
+  if permits ~= nil then integer_arg(permits, "permits", 4) end
+  local s, err, code = fam_new(client, mt, { name = name }, prefix .. "_new", prefix, name)
+  if not s then return nil, err, code end
+  if permits ~= nil then
+    local ok, e2, c2 = s:try_set_permits(permits)
+    if ok == nil then
+      s:close()
+      return nil, e2, c2
+    end
+  end
+  return s
+end
+-- client:semaphore(name [, permits]), client:permit_semaphore(name [, permits]):
+-- with permits, the count is set if the semaphore has none.
+function Client:semaphore(name, permits)
+  return semaphore_of(self, Semaphore, "rlc_semaphore", name, permits)
+end
+function Client:permit_semaphore(name, permits)
+  return semaphore_of(self, PSemaphore, "rlc_psemaphore", name, permits)
+end
+
 return _M

@@ -163,11 +163,18 @@ static void pool_init(void)
     pthread_condattr_destroy(&a);
 }
 
+#include "rlcnode_family.c" /* the lock family's jobs and handles */
+
 static void run(struct job *j)
 {
     struct rlcn_record r = {.tag = j->tag, .kind = RLCN_DONE};
     struct rlcn_lock *s = j->target;
     int v = 0;
+    if (j->op >= OP_FAMILY) {
+        family_run(j->op, j->target, &r);
+        put(j->ch, &r);
+        return;
+    }
     switch (j->op) {
     case OP_ACQUIRE: r.rc = rlc_lock_acquire(s->l, j->a, j->b); break;
     case OP_RELEASE: r.rc = rlc_lock_release(s->l); break;

@@ -24,11 +24,14 @@ from ._errors import (AuthenticationError, ClosedError, ConnectionError, Error, 
                       LockLostError, NoQuorumError, NotOwnerError, OutOfMemoryError, ProtocolError,
                       ServerError, TimeoutError)
 from ._lock import Lock
+from ._family import (FairLock, MultiLock, PermitExpirableSemaphore, ReadWriteLock,  # noqa: E402
+                      Semaphore)
 
 # Shown as redlockc.X in help(), tracebacks and pickles (where users name them).
 for _cls in (Client, Lock, Error, InvalidArgument, OutOfMemoryError, ConnectionError,
              TimeoutError, NotOwnerError, LockLostError, NoQuorumError, ServerError,
-             ProtocolError, ClosedError, AuthenticationError):
+             ProtocolError, ClosedError, AuthenticationError, ReadWriteLock, FairLock,
+             Semaphore, PermitExpirableSemaphore, MultiLock):
     _cls.__module__ = __name__
 del _cls
 
@@ -50,4 +53,5 @@ __all__ = [
     "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError", "TimeoutError",
     "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError", "ProtocolError",
     "ClosedError", "AuthenticationError",
+    "ReadWriteLock", "FairLock", "Semaphore", "PermitExpirableSemaphore", "MultiLock",
 ]

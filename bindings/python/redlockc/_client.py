@@ -7,6 +7,7 @@ import weakref
 from . import redlockc_core as _core
 from . import _units
 from ._errors import ClosedError, InvalidArgument, invalid
+from ._family import FamilyClientMixin
 from ._lock import Lock
 
 # Keyword options of Client(), and what the C option string calls them.
@@ -121,7 +122,7 @@ def _shown(uri):
     return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}"
 
 
-class Client:
+class Client(FamilyClientMixin):
     """A client of one Redis node, or of N independent masters (Redlock).
 
     ``Client(nodes, **options)``

@@ -16,6 +16,7 @@ require_relative "redlockc/errors"
 require_relative "redlockc/native"
 require_relative "redlockc/client"
 require_relative "redlockc/lock"
+require_relative "redlockc/family"
 
 module Redlockc
   VERSION = Native.plain(:rlc_version).to_s

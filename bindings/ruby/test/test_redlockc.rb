@@ -204,3 +204,4 @@ class RedlockcTest < Minitest::Test
     assert_raises(Redlockc::InvalidArgumentError) { c.fenced_set(key, "x", 0) }
   end
 end
+require_relative "test_family" # the lock family

@@ -1,0 +1,289 @@
+'use strict';
+// The lock family (REDLOCKC_1.1, docs/FAMILY.md) for Node: ReadWriteLock,
+// FairLock, Semaphore, PermitExpirableSemaphore, MultiLock, made by the
+// client (client.rwlock(name), client.fairLock(name), client.semaphore(name,
+// permits), client.permitSemaphore(name, permits), client.multiLock(names)).
+//
+// As Lock: every call that may touch the network returns a Promise and runs
+// on the helper's thread pool (src/rlcnode_family.c); times are ms; each
+// owner-bound object is an explicit owner of its own (acquiring the same
+// object again is reentrant, two objects of one name exclude each other);
+// failures reject with the error class of their status; a wait that runs
+// out resolves false (null for a permit). close() frees the native handle
+// once no call is in flight (holds are not released: they expire).
+const koffi = require('koffi');
+const { ensureBuilt } = require('../build.js');
+const { getChannel, scratch, syncResult } = require('./native.js');
+const errors = require('./errors.js');
+
+const { STATUS, errorFor, ClosedError, InvalidArgumentError } = errors;
+const lib = koffi.load(ensureBuilt());
+const ffn = {
+  call: lib.func('void *rlcn_fcall_new(void *h, int64_t a, int64_t b, int64_t c, const char *s)'),
+  rwNew: lib.func('void *rlcn_rwlock_new(void *c, const char *name, uint64_t owner, void *res)'),
+  fairNew: lib.func('void *rlcn_fairlock_new(void *c, const char *name, uint64_t owner, int64_t tw, void *res)'),
+  semNew: lib.func('void *rlcn_semaphore_new(void *c, const char *name, void *res)'),
+  psemNew: lib.func('void *rlcn_psemaphore_new(void *c, const char *name, void *res)'),
+  multiNew: lib.func('void *rlcn_multilock_new(void *c, const uint8_t *names, int n, uint64_t owner, void *res)'),
+  free: lib.func('void rlcn_family_free(int kind, void *h)'),
+  local: lib.func('int rlcn_family_local(int what, void *h, int write, void *res)'),
+  strerror: lib.func('const char *rlcn_strerror(int rc)'),
+};
+
+// Job kinds, as enum fop in rlcnode_family.c.
+const F = {
+  RW_READ_ACQUIRE: 100, RW_READ_RELEASE: 101, RW_WRITE_ACQUIRE: 102, RW_WRITE_RELEASE: 103,
+  RW_MODE: 104, FAIR_ACQUIRE: 105, FAIR_RELEASE: 106,
+  SEM_SET: 107, SEM_AVAILABLE: 108, SEM_ACQUIRE: 109, SEM_RELEASE: 110,
+  PSEM_SET: 111, PSEM_AVAILABLE: 112, PSEM_ACQUIRE: 113, PSEM_RELEASE: 114,
+  MULTI_ACQUIRE: 115, MULTI_RELEASE: 116,
+};
+const KIND = { RW: 0, FAIR: 1, SEM: 2, PSEM: 3, MULTI: 4 };
+const MODES = ['free', 'read', 'write'];
+
+const fail = (rec) => errorFor(rec.rc, rec.msg, (rc) => ffn.strerror(rc));
+
+// Owner ids of family objects: from 2^52 up, apart from Lock's (1 up), so a
+// MultiLock never shares a hold with a Lock object of this process.
+let nextOwner = 2 ** 52;
+
+function waitMs(wait) {
+  if (wait === undefined || wait === null || wait === Infinity || wait < 0) return -1;
+  if (!Number.isFinite(wait)) throw new InvalidArgumentError(STATUS.E_INVAL, `wait must be a number of ms, got ${wait}`);
+  return Math.floor(wait);
+}
+
+function leaseMs(lease) {
+  if (lease === undefined || lease === null || lease <= 0) return 0;
+  if (!Number.isFinite(lease)) throw new InvalidArgumentError(STATUS.E_INVAL, `lease must be a number of ms, got ${lease}`);
+  return Math.ceil(lease);
+}
+
+function permitCount(n, what = 'permits') {
+  if (!Number.isSafeInteger(n) || n < 1) {
+    throw new InvalidArgumentError(STATUS.E_INVAL, `${what} must be a positive integer, got ${n}`);
+  }
+  return n;
+}
+
+function checkName(name, what) {
+  if (typeof name !== 'string' || name === '' || name.includes('\0')) {
+    throw new InvalidArgumentError(STATUS.E_INVAL, `${what} must be a non-empty string without NUL`);
+  }
+  return name;
+}
+
+const registry = new FinalizationRegistry(({ kind, handle }) => ffn.free(kind, handle));
+
+// A native family handle: jobs in flight keep it; close() frees it after them.
+class Handle {
+  constructor(client, kind, name, make) {
+    if (!client._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    this.client = client; // keeps the client alive as long as its handles
+    this.name = name;
+    this._kind = kind;
+    this._handle = make(client._handle);
+    if (!this._handle) throw fail(syncResult());
+    this._jobs = 0;
+    this._closing = false;
+    registry.register(this, { kind, handle: this._handle }, this);
+  }
+
+  async _run(op, a = 0, b = 0, c = 0, s = null) {
+    if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this.name}' is closed`);
+    const call = ffn.call(this._handle, a, b, c, s);
+    if (!call) throw new errors.OutOfMemoryError(STATUS.E_NOMEM, 'out of memory');
+    this._jobs++;
+    try {
+      return await getChannel().run(op, call, 0, 0, this);
+    } finally {
+      if (--this._jobs === 0 && this._closing) this._free();
+    }
+  }
+
+  async _ok(op, a, b, c, s) {
+    const rec = await this._run(op, a, b, c, s);
+    if (rec.rc !== STATUS.OK) throw fail(rec);
+    return rec;
+  }
+
+  // true | false (the wait ran out) | throws.
+  async _acquire(op, a, b, c) {
+    const rec = await this._run(op, a, b, c);
+    if (rec.rc === STATUS.NOT_ACQUIRED) return false;
+    if (rec.rc !== STATUS.OK) throw fail(rec);
+    return true;
+  }
+
+  _local(what, write = 0) {
+    if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this.name}' is closed`);
+    if (ffn.local(what, this._handle, write, scratch) !== STATUS.OK) throw fail(syncResult());
+    return Number(syncResult().value);
+  }
+
+  close() {
+    if (this._closing) return;
+    this._closing = true;
+    registry.unregister(this);
+    if (this._jobs === 0) this._free();
+  }
+
+  _free() {
+    const h = this._handle;
+    this._handle = null;
+    if (h) ffn.free(this._kind, h);
+  }
+}
+
+// One side of a ReadWriteLock: acquire({wait, lease}), release(),
+// holdCount(), validity() (no I/O).
+class RWSide {
+  constructor(rw, write) {
+    this.rw = rw;
+    this.write = write;
+  }
+
+  acquire({ wait = -1, lease = 0 } = {}) {
+    return this.rw._acquire(this.write ? F.RW_WRITE_ACQUIRE : F.RW_READ_ACQUIRE, waitMs(wait), leaseMs(lease));
+  }
+
+  tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
+
+  async release() { await this.rw._ok(this.write ? F.RW_WRITE_RELEASE : F.RW_READ_RELEASE); }
+
+  holdCount() { return this.rw._local(0, this.write ? 1 : 0); }
+
+  validity() { return this.rw._local(1, this.write ? 1 : 0); }
+}
+
+// Many readers or one writer (Redisson's RReadWriteLock). rw.readLock() and
+// rw.writeLock() are its sides; await rw.mode() is 'free', 'read' or 'write'.
+class ReadWriteLock extends Handle {
+  constructor(client, name) {
+    const owner = nextOwner++;
+    super(client, KIND.RW, checkName(name, 'lock name'),
+      (c) => ffn.rwNew(c, name, owner, scratch));
+    this.owner = owner;
+    this._read = new RWSide(this, false);
+    this._write = new RWSide(this, true);
+  }
+
+  readLock() { return this._read; }
+
+  writeLock() { return this._write; }
+
+  async mode() { return MODES[Number((await this._ok(F.RW_MODE)).value)]; }
+}
+
+// First come, first served (Redisson's RFairLock). One node only.
+// threadWait (ms, default 5000): a dead waiter leaves the queue within 2x.
+class FairLock extends Handle {
+  constructor(client, name, { threadWait = 0 } = {}) {
+    const owner = nextOwner++;
+    super(client, KIND.FAIR, checkName(name, 'lock name'),
+      (c) => ffn.fairNew(c, name, owner, leaseMs(threadWait), scratch));
+    this.owner = owner;
+  }
+
+  acquire({ wait = -1, lease = 0 } = {}) { return this._acquire(F.FAIR_ACQUIRE, waitMs(wait), leaseMs(lease)); }
+
+  tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
+
+  async release() { await this._ok(F.FAIR_RELEASE); }
+
+  holdCount() { return this._local(2); }
+
+  validity() { return this._local(3); }
+}
+
+// A count of free permits (Redisson's RSemaphore), not bound to an owner.
+class Semaphore extends Handle {
+  constructor(client, name) {
+    super(client, KIND.SEM, checkName(name, 'semaphore name'), (c) => ffn.semNew(c, name, scratch));
+  }
+
+  // Sets the count only if the semaphore has none; resolves true if it did.
+  async trySetPermits(permits) { return (await this._ok(F.SEM_SET, permitCount(permits))).value !== 0n; }
+
+  async available() { return Number((await this._ok(F.SEM_AVAILABLE)).value); }
+
+  acquire({ permits = 1, wait = -1 } = {}) { return this._acquire(F.SEM_ACQUIRE, permitCount(permits), waitMs(wait)); }
+
+  tryAcquire({ permits = 1 } = {}) { return this.acquire({ permits, wait: 0 }); }
+
+  async release(permits = 1) { await this._ok(F.SEM_RELEASE, permitCount(permits)); }
+}
+
+// Permits with a lease (Redisson's RPermitExpirableSemaphore): acquire
+// resolves a permit id (32 hex digits) or null; release(id) rejects
+// LockLostError if the lease ran out first (they were back in the pool).
+class PermitExpirableSemaphore extends Handle {
+  constructor(client, name) {
+    super(client, KIND.PSEM, checkName(name, 'semaphore name'), (c) => ffn.psemNew(c, name, scratch));
+  }
+
+  async trySetPermits(permits) { return (await this._ok(F.PSEM_SET, permitCount(permits))).value !== 0n; }
+
+  async available() { return Number((await this._ok(F.PSEM_AVAILABLE)).value); }
+
+  async acquire({ permits = 1, wait = -1, lease } = {}) {
+    const l = leaseMs(lease);
+    if (l <= 0) throw new InvalidArgumentError(STATUS.E_INVAL, 'a permit needs a lease > 0 ms (expirable permits have no watchdog)');
+    const rec = await this._run(F.PSEM_ACQUIRE, permitCount(permits), waitMs(wait), l);
+    if (rec.rc === STATUS.NOT_ACQUIRED) return null;
+    if (rec.rc !== STATUS.OK) throw fail(rec);
+    return rec.msg;
+  }
+
+  async release(id) { await this._ok(F.PSEM_RELEASE, 0, 0, 0, checkName(id, 'permit id')); }
+}
+
+// RLock names held together, all or none. Names are sorted and de-duplicated.
+class MultiLock extends Handle {
+  constructor(client, names) {
+    if (!Array.isArray(names) || names.length === 0) {
+      throw new InvalidArgumentError(STATUS.E_INVAL, 'names must be a non-empty array of strings');
+    }
+    names.forEach((n, i) => checkName(n, `name ${i}`));
+    const packed = Buffer.concat(names.map((n) => Buffer.from(`${n}\0`, 'utf8')));
+    const owner = nextOwner++;
+    super(client, KIND.MULTI, names.join(','),
+      (c) => ffn.multiNew(c, packed, names.length, owner, scratch));
+    this.owner = owner;
+    this.names = [...new Set(names)].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  }
+
+  get size() { return this._local(4); }
+
+  acquire({ wait = -1, lease = 0 } = {}) { return this._acquire(F.MULTI_ACQUIRE, waitMs(wait), leaseMs(lease)); }
+
+  tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
+
+  async release() { await this._ok(F.MULTI_RELEASE); }
+}
+
+// The constructors on Client.prototype (a hook in index.js).
+function install(Client) {
+  Object.assign(Client.prototype, {
+    rwlock(name) { return new ReadWriteLock(this, name); },
+    fairLock(name, options) { return new FairLock(this, name, options); },
+    // With permits, the count is set if the semaphore has none (one round trip).
+    async semaphore(name, permits) {
+      const s = new Semaphore(this, name);
+      if (permits !== undefined) {
+        try { await s.trySetPermits(permits); } catch (e) { s.close(); throw e; }
+      }
+      return s;
+    },
+    async permitSemaphore(name, permits) {
+      const s = new PermitExpirableSemaphore(this, name);
+      if (permits !== undefined) {
+        try { await s.trySetPermits(permits); } catch (e) { s.close(); throw e; }
+      }
+      return s;
+    },
+    multiLock(names) { return new MultiLock(this, names); },
+  });
+}
+
+module.exports = { install, ReadWriteLock, FairLock, Semaphore, PermitExpirableSemaphore, MultiLock };
