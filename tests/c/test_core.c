@@ -12,45 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "redis_server.h"
-
-/* A server for this case; without one the case fails at once. */
-#define START(s, ...)                                                         \
-    struct redis_server s;                                                    \
-    if (rs_start(&s, (const char *const[]){__VA_ARGS__ NULL}) != 0) {         \
-        fprintf(stderr, "redis-server did not start\n");                     \
-        check_failed = 1;                                                     \
-        return;                                                               \
-    }
-
-static rlc_client *client(const char *uri, const char *opts)
-{
-    rlc_client *c = NULL;
-    if (rlc_client_new(&c, uri, opts) != RLC_OK)
-        fprintf(stderr, "rlc_client_new(%s): %s\n", uri, rlc_errmsg());
-    return c;
-}
-
-static rlc_lock *lock(rlc_client *c, const char *name, uint64_t owner)
-{
-    rlc_lock *l = NULL;
-    if (rlc_lock_new(c, name, owner, &l) != RLC_OK)
-        fprintf(stderr, "rlc_lock_new(%s): %s\n", name, rlc_errmsg());
-    return l;
-}
-
-static int is_held(rlc_lock *l)
-{
-    int v = -1;
-    return rlc_lock_is_held(l, &v) == RLC_OK ? v : -1;
-}
-
-static int is_locked(rlc_lock *l)
-{
-    int v = -1;
-    return rlc_lock_is_locked(l, &v) == RLC_OK ? v : -1;
-}
+#include "fixture.h"
 
 /* The field this thread writes: "<uuid>:<thread owner>". */
 static void my_field(rlc_client *c, uint64_t owner, char *buf, size_t n)

@@ -13,24 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "redis_server.h"
-
-#define START(s, ...)                                                         \
-    struct redis_server s;                                                    \
-    if (rs_start(&s, (const char *const[]){__VA_ARGS__ NULL}) != 0) {         \
-        fprintf(stderr, "redis-server did not start\n");                     \
-        check_failed = 1;                                                     \
-        return;                                                               \
-    }
-
-static rlc_client *client(const char *uri, const char *opts)
-{
-    rlc_client *c = NULL;
-    if (rlc_client_new(&c, uri, opts) != RLC_OK)
-        fprintf(stderr, "rlc_client_new(%s): %s\n", uri, rlc_errmsg());
-    return c;
-}
+#include "fixture.h"
 
 /* An integer reply or a number in a string reply (HGET, GET); LLONG_MIN else. */
 static long long rs_num(const struct redis_server *s, const char *cmd, const char *arg)

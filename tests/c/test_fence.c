@@ -7,61 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "redis_server.h"
-
-#define MAXN 3
-
-struct cluster {
-    int n;
-    struct redis_server node[MAXN];
-    char uris[MAXN * 64];
-};
-
-static int cluster_start(struct cluster *cl, int n)
-{
-    cl->n = 0;
-    cl->uris[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        if (rs_start(&cl->node[i], NULL) != 0)
-            return -1;
-        cl->n++;
-        strcat(cl->uris, i ? "," : "");
-        strcat(cl->uris, cl->node[i].uri);
-    }
-    return 0;
-}
-
-static void cluster_stop(struct cluster *cl)
-{
-    for (int i = 0; i < cl->n; i++)
-        rs_stop(&cl->node[i]);
-}
-
-#define START_CLUSTER(cl, n)                                                  \
-    struct cluster cl;                                                        \
-    if (cluster_start(&cl, n) != 0) {                                         \
-        fprintf(stderr, "could not start %d redis-servers\n", n);             \
-        cluster_stop(&cl);                                                    \
-        check_failed = 1;                                                     \
-        return;                                                               \
-    }
-
-static rlc_client *client(const char *uris, const char *opts)
-{
-    rlc_client *c = NULL;
-    if (rlc_client_new(&c, uris, opts) != RLC_OK)
-        fprintf(stderr, "rlc_client_new: %s\n", rlc_errmsg());
-    return c;
-}
-
-static rlc_lock *lock(rlc_client *c, const char *name, uint64_t owner)
-{
-    rlc_lock *l = NULL;
-    if (rlc_lock_new(c, name, owner, &l) != RLC_OK)
-        fprintf(stderr, "rlc_lock_new: %s\n", rlc_errmsg());
-    return l;
-}
+#include "fixture.h"
 
 /* A node's token counter, or -1. */
 static long long counter(const struct redis_server *s, const char *name)

@@ -8,49 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "check.h"
-#include "redis_server.h"
-
-#define START(s, ...)                                                         \
-    struct redis_server s;                                                    \
-    if (rs_start(&s, (const char *const[]){__VA_ARGS__ NULL}) != 0) {         \
-        fprintf(stderr, "redis-server did not start\n");                     \
-        check_failed = 1;                                                     \
-        return;                                                               \
-    }
-
-static rlc_client *client(const char *uri, const char *opts)
-{
-    rlc_client *c = NULL;
-    if (rlc_client_new(&c, uri, opts) != RLC_OK)
-        fprintf(stderr, "rlc_client_new(%s): %s\n", uri, rlc_errmsg());
-    return c;
-}
-
-static rlc_lock *lock(rlc_client *c, const char *name, uint64_t owner)
-{
-    rlc_lock *l = NULL;
-    if (rlc_lock_new(c, name, owner, &l) != RLC_OK)
-        fprintf(stderr, "rlc_lock_new(%s): %s\n", name, rlc_errmsg());
-    return l;
-}
-
-/* "calls=N" of one command in INFO commandstats. */
-static long long command_calls(const struct redis_server *s, const char *cmd)
-{
-    redisReply *r = rs_cmd(s, "INFO commandstats");
-    long long n = 0;
-    char tag[64];
-    snprintf(tag, sizeof tag, "cmdstat_%s:calls=", cmd);
-    if (r && r->type == REDIS_REPLY_STRING) {
-        const char *p = strstr(r->str, tag);
-        if (p)
-            n = atoll(p + strlen(tag));
-    }
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
+#include "fixture.h"
 
 /* Connections of type normal the server has, less the test's own one. */
 static long long library_connections(const struct redis_server *s)
