@@ -95,6 +95,11 @@ typedef struct rlc_client rlc_client;
  *     restart_guard        1: a node whose run_id changed does not count toward a
  *                          quorum until the longest lease has passed since its
  *                          restart; 0: off (default: 1 for N >= 3, else 0)
+ *     loss_push            1: Redis' invalidation messages (CLIENT TRACKING) make
+ *                          a watchdog hold's on_lost fire within a round trip of
+ *                          its key being deleted, overwritten or expired; 0: at
+ *                          the next renewal only (default 1; a node that refuses
+ *                          CLIENT TRACKING falls back, with one line on stderr)
  *   Unknown, duplicate or out-of-range names are RLC_E_INVAL.
  *
  * Returns RLC_OK and *out, or RLC_E_INVAL / RLC_E_NOMEM. */

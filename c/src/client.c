@@ -34,6 +34,7 @@
 #include "quorum.h"
 #include "resolve.h"
 #include "scripts.h"
+#include "tracking.h"
 #include "watchdog.h"
 #include "family/family.h"
 
@@ -205,6 +206,7 @@ static void destroy(rlc_client *c)
     }
     free(c->muxes);
     pubsub_free(c->pubsub);
+    tracking_free(c->tracking);
     while (c->lost_head) {
         struct lost_event *e = c->lost_head;
         c->lost_head = e->next;
@@ -277,19 +279,21 @@ static void *thread_main(void *arg)
             if (soon < next)
                 next = soon;
         }
-        struct pollfd pfd[1 + RLC_MAX_NODES];
+        struct pollfd pfd[1 + 3 * RLC_MAX_NODES];
         pfd[0] = (struct pollfd){c->wake_fd, POLLIN, 0};
         int np = pubsub_prepare(c->pubsub, pfd + 1, RLC_MAX_NODES, &next);
+        int nt = tracking_prepare(c->tracking, pfd + 1 + np, 2 * RLC_MAX_NODES, &next);
         if (atomic_load(&c->stopping))
             break;
         int64_t now = rlc_now_ns();
-        poll(pfd, (nfds_t)np + 1, next >= RLC_FOREVER_NS ? -1 : rlc_poll_ms_until(next, now));
+        poll(pfd, (nfds_t)(np + nt) + 1, next >= RLC_FOREVER_NS ? -1 : rlc_poll_ms_until(next, now));
         if (pfd[0].revents) {
             uint64_t v;
             while (read(c->wake_fd, &v, sizeof v) < 0 && errno == EINTR)
                 ;
         }
         pubsub_service(c->pubsub, pfd + 1, np);
+        tracking_service(c->tracking, pfd + 1 + np, nt);
     }
     client_unref(c);
     return NULL;
@@ -355,7 +359,8 @@ int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
         goto fail;
     }
     c->pubsub = pubsub_new(c);
-    if (c->wake_fd < 0 || !c->pubsub) {
+    c->tracking = tracking_new(c);
+    if (c->wake_fd < 0 || !c->pubsub || !c->tracking) {
         rc = rlc_fail(RLC_E_NOMEM, "cannot create the client's eventfd or channel table");
         goto fail;
     }

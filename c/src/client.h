@@ -19,6 +19,7 @@
 
 struct hold;
 struct pubsub;
+struct tracking;
 struct lost_event;
 
 #define RLC_HOLD_BUCKETS 1024
@@ -54,6 +55,7 @@ struct rlc_client {
     int64_t max_lease_ms;       /* the longest lease this client used */
 
     struct pubsub *pubsub;
+    struct tracking *tracking;  /* loss pushed at once (tracking.c) */
     pthread_t thread;           /* watchdog + pub/sub; never runs a callback */
     bool thread_started;
     int wake_fd;                /* eventfd that wakes the thread */

@@ -98,6 +98,8 @@ void hold_set_watchdog(rlc_client *c, struct hold *h, bool on)
     if (h->watchdog == on)
         return;
     h->watchdog = on;
+    if (on && c->opts.loss_push) /* tracking.c registers the key at once */
+        client_wake_thread(c);
     if (on) {
         h->wd_prev = NULL;
         h->wd_next = c->renewing;

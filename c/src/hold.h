@@ -39,6 +39,8 @@ struct hold {
     int pending;                     /* acquires of this owner in flight through this handle */
     int releasing;                   /* releases in flight: the watchdog leaves it alone */
     struct hold *index_next;         /* in client->hold_index, by (key, owner) */
+    bool track_dirty;                /* its key changed: verify it (tracking.c) */
+    uint64_t track_level;            /* attempts[0] when last verified (tracking.c) */
 };
 
 /* What the whole client knows of one owner's hold on one key, over all its

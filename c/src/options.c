@@ -37,6 +37,7 @@ static const struct option_spec specs[] = {
     {"pool_size", INT, FIELD(pool_size), 1, 64},
     {"key_prefix", TEXT, FIELD(key_prefix), 0, 1024},
     {"restart_guard", INT, FIELD(restart_guard), 0, 1},
+    {"loss_push", INT, FIELD(loss_push), 0, 1},
 };
 
 #define NSPECS (sizeof specs / sizeof specs[0])
@@ -52,6 +53,7 @@ static void set_defaults(struct rlc_options *o)
     o->pool_size = 1;
     o->key_prefix = NULL;
     o->restart_guard = -1;
+    o->loss_push = 1;
 }
 
 static int is_space(char c)

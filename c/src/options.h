@@ -16,6 +16,7 @@ struct rlc_options {
     int64_t pool_size;
     char *key_prefix; /* never NULL after options_parse */
     int64_t restart_guard; /* 1 on, 0 off, -1 (default) on for N >= 3 */
+    int64_t loss_push;     /* 1 (default): CLIENT TRACKING pushes loss (tracking.c) */
 };
 
 /* Fills *o with the defaults, then applies "name=value;..." (NULL or "" for

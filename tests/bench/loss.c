@@ -1,0 +1,217 @@
+/*
+ * loss.c - rlc_bench_loss: how long after its lock key is lost a holder's
+ * on_lost runs, with loss pushed at once (loss_push=1, CLIENT TRACKING) and
+ * with today's renewal-time detection (loss_push=0), in the same run against
+ * the same redis-server. Never a ctest; prints one JSON row per case and a
+ * small table. docs/DESIGN.md, "Loss pushed at once", quotes its figures.
+ *
+ *   rlc_bench_loss [--samples N] [--lease MS]
+ *
+ * Cases, each N times per mode, the event placed at a random point of the
+ * renewal period (lease/3):
+ *   del        DEL of the lock key from another connection;
+ *   overwrite  another owner's hash in its place, in one atomic script;
+ *   expiry     the key's TTL shortened to 50 ms behind the holder's back:
+ *              measured from the moment the TTL ends (Redis deletes it on
+ *              its active expiry cycle, hz 10, so this includes that);
+ *   paused     a holder process stopped (SIGSTOP) until its key expired,
+ *              then continued: measured from SIGCONT.
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "redis_server.h"
+#include "redlockc.h"
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static atomic_llong lost_at_ns;
+
+static void on_lost(rlc_lock *l, int reason, void *user)
+{
+    (void)l;
+    (void)reason;
+    (void)user;
+    atomic_store(&lost_at_ns, mono_ns());
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static double quantile_ms(int64_t *v, int n, double q)
+{
+    if (n == 0)
+        return -1;
+    qsort(v, (size_t)n, sizeof *v, cmp64);
+    int k = (int)(q * (n - 1) + 0.5);
+    return (double)v[k] / 1e6;
+}
+
+/* Waits, bounded, for on_lost; its time, or 0. */
+static int64_t await_lost(int64_t bound_ms)
+{
+    int64_t until = mono_ns() + bound_ms * 1000000LL;
+    while (atomic_load(&lost_at_ns) == 0 && mono_ns() < until)
+        sleep_ms(1);
+    return atomic_load(&lost_at_ns);
+}
+
+/* One sample of an in-process case: the latency in ns, or -1. */
+static int64_t one(const struct redis_server *s, const char *opts, const char *what, int lease,
+                   int k)
+{
+    rlc_client *c = NULL;
+    rlc_lock *l = NULL;
+    int64_t lat = -1;
+    char name[64];
+    snprintf(name, sizeof name, "loss-%s-%d-%d", what, k, (int)(mono_ns() % 100000));
+    if (rlc_client_new(&c, s->uri, opts) != RLC_OK || rlc_lock_new(c, name, 0, &l) != RLC_OK ||
+        rlc_lock_on_lost(l, on_lost, NULL) != RLC_OK || rlc_lock_acquire(l, 0, -1) != RLC_OK)
+        goto out;
+    atomic_store(&lost_at_ns, 0);
+    sleep_ms(100 + rand() % (lease / 3)); /* anywhere in the renewal period */
+    int64_t t0 = mono_ns();
+    redisReply *r = NULL;
+    if (strcmp(what, "del") == 0) {
+        r = rs_cmd(s, "DEL %s", name);
+    } else if (strcmp(what, "overwrite") == 0) {
+        r = rs_cmd(s, "EVAL %s 1 %s",
+                   "redis.call('del', KEYS[1]); redis.call('hset', KEYS[1], 'someone:1', 1); "
+                   "redis.call('pexpire', KEYS[1], 30000) return 1",
+                   name);
+    } else { /* expiry */
+        r = rs_cmd(s, "PEXPIRE %s 50", name);
+        t0 += 50 * 1000000LL;
+    }
+    if (r)
+        freeReplyObject(r);
+    int64_t at = await_lost(2 * lease + 1000);
+    if (at)
+        lat = at - t0;
+out:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    return lat;
+}
+
+/* The paused case: a child holds the lock, is stopped until its key has
+ * expired, and is continued; it writes the time of its on_lost to a pipe. */
+static int64_t one_paused(const struct redis_server *s, const char *opts, int lease, int k)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    char name[64];
+    snprintf(name, sizeof name, "loss-paused-%d-%d", k, (int)(mono_ns() % 100000));
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        rlc_client *c = NULL;
+        rlc_lock *l = NULL;
+        int64_t ready = 1, at = 0;
+        if (rlc_client_new(&c, s->uri, opts) != RLC_OK || rlc_lock_new(c, name, 0, &l) != RLC_OK ||
+            rlc_lock_on_lost(l, on_lost, NULL) != RLC_OK || rlc_lock_acquire(l, 0, -1) != RLC_OK)
+            ready = 0;
+        if (!ready)
+            fprintf(stderr, "paused holder: %s\n", rlc_errmsg());
+        if (write(fds[1], &ready, sizeof ready) != sizeof ready || !ready)
+            _exit(1);
+        at = await_lost(4 * lease + 5000);
+        if (!at)
+            fprintf(stderr, "paused holder: no on_lost; held=%d\n", rlc_lock_is_held(l, &(int){0}));
+        if (write(fds[1], &at, sizeof at) != sizeof at)
+            _exit(1);
+        rlc_lock_free(l);
+        rlc_client_free(c);
+        _exit(0);
+    }
+    close(fds[1]);
+    int64_t lat = -1, ready = 0, at = 0;
+    if (pid < 0 || read(fds[0], &ready, sizeof ready) != sizeof ready || !ready)
+        goto out;
+    sleep_ms(50 + rand() % (lease / 3));
+    kill(pid, SIGSTOP);
+    for (int i = 0; i < 4 * lease && rs_int(s, "EXISTS %s", name) == 1; i++)
+        sleep_ms(1);
+    sleep_ms(100);
+    int64_t t0 = mono_ns();
+    kill(pid, SIGCONT);
+    if (read(fds[0], &at, sizeof at) == sizeof at && at)
+        lat = at - t0;
+out:
+    if (pid > 0) {
+        kill(pid, SIGCONT);
+        waitpid(pid, NULL, 0);
+    }
+    close(fds[0]);
+    return lat;
+}
+
+int main(int argc, char **argv)
+{
+    int samples = 20, lease = 3000;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--samples") == 0)
+            samples = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--lease") == 0)
+            lease = atoi(argv[i + 1]);
+    }
+    if (samples < 1 || samples > 10000 || lease < 300) {
+        fprintf(stderr, "usage: rlc_bench_loss [--samples N (1..10000)] [--lease MS (>= 300)]\n");
+        return 2;
+    }
+    srand((unsigned)mono_ns());
+    struct redis_server s;
+    if (rs_start(&s, NULL) != 0) {
+        fprintf(stderr, "redis-server did not start\n");
+        return 1;
+    }
+    static const char *const cases[] = {"paused", "del", "overwrite", "expiry"};
+    int64_t *v = malloc(sizeof *v * (size_t)samples);
+    printf("# lease %d ms (renewal every %d ms), %d samples per row\n", lease, lease / 3, samples);
+    printf("# %-10s %-10s %9s %9s %9s %6s\n", "case", "loss_push", "p50_ms", "p99_ms", "max_ms",
+           "missed");
+    for (size_t ci = 0; v && ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int push = 1; push >= 0; push--) {
+            char opts[96];
+            snprintf(opts, sizeof opts, "watchdog_timeout_ms=%d;loss_push=%d", lease, push);
+            int n = 0, missed = 0;
+            for (int k = 0; k < samples; k++) {
+                int64_t lat = strcmp(cases[ci], "paused") == 0
+                                  ? one_paused(&s, opts, lease, k)
+                                  : one(&s, opts, cases[ci], lease, k);
+                if (lat < 0)
+                    missed++;
+                else
+                    v[n++] = lat;
+            }
+            double p50 = quantile_ms(v, n, 0.5), p99 = quantile_ms(v, n, 0.99),
+                   max = quantile_ms(v, n, 1.0);
+            printf("{\"row\":\"loss_%s\",\"loss_push\":%d,\"lease_ms\":%d,\"samples\":%d,"
+                   "\"p50_ms\":%.2f,\"p99_ms\":%.2f,\"max_ms\":%.2f,\"missed\":%d}\n",
+                   cases[ci], push, lease, n, p50, p99, max, missed);
+            fflush(stdout);
+        }
+    free(v);
+    rs_stop(&s);
+    return 0;
+}
