@@ -21,14 +21,14 @@ redlockc.Error, one per C status code; a busy lock is not an error
 from . import redlockc_core as _core
 from ._client import Client
 from ._errors import (AuthenticationError, ClosedError, ConnectionError, Error, InvalidArgument,
-                      LockLostError, NoQuorumError, NotOwnerError, OutOfMemoryError, ProtocolError,
-                      ServerError, TimeoutError)
+                      LockLostError, NoQuorumError, NotAcquiredError, NotOwnerError,
+                      OutOfMemoryError, ProtocolError, ServerError, TimeoutError)
 from ._lock import Lock
 
 # Shown as redlockc.X in help(), tracebacks and pickles (where users name them).
 for _cls in (Client, Lock, Error, InvalidArgument, OutOfMemoryError, ConnectionError,
              TimeoutError, NotOwnerError, LockLostError, NoQuorumError, ServerError,
-             ProtocolError, ClosedError, AuthenticationError):
+             ProtocolError, ClosedError, AuthenticationError, NotAcquiredError):
     _cls.__module__ = __name__
 del _cls
 
@@ -49,5 +49,5 @@ __all__ = [
     "Client", "Lock", "thread_owner",
     "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError", "TimeoutError",
     "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError", "ProtocolError",
-    "ClosedError", "AuthenticationError",
+    "ClosedError", "AuthenticationError", "NotAcquiredError",
 ]

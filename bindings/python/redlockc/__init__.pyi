@@ -1,7 +1,7 @@
 # Type stubs for redlockc. Times are seconds (int or float).
 import builtins
 from types import TracebackType
-from typing import Callable, Iterable, Optional, TypeVar, Union
+from typing import Callable, ContextManager, Iterable, Optional, TypeVar, Union
 
 __version__: str
 __all__: list[str]
@@ -29,6 +29,7 @@ class ServerError(Error): ...
 class ProtocolError(Error): ...
 class ClosedError(Error): ...
 class AuthenticationError(Error): ...
+class NotAcquiredError(Error): ...
 
 class Client:
     def __init__(
@@ -49,7 +50,15 @@ class Client:
         connect_timeout_ms: Optional[int] = ...,
         retry_jitter_ms: Optional[int] = ...,
     ) -> None: ...
-    def lock(self, name: str, owner: Optional[int] = ...) -> Lock: ...
+    def lock(
+        self,
+        name: str,
+        owner: Optional[int] = ...,
+        *,
+        timeout: Optional[_Seconds] = ...,
+        lease: Optional[_Seconds] = ...,
+    ) -> Lock: ...
+    def held(self) -> list[tuple[str, Optional[int]]]: ...
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...
@@ -68,7 +77,18 @@ class Client:
     ) -> None: ...
 
 class Lock:
-    def __init__(self, client: Client, name: str, owner: Optional[int] = ...) -> None: ...
+    def __init__(
+        self,
+        client: Client,
+        name: str,
+        owner: Optional[int] = ...,
+        *,
+        timeout: Optional[_Seconds] = ...,
+        lease: Optional[_Seconds] = ...,
+    ) -> None: ...
+    def __call__(
+        self, timeout: Optional[_Seconds] = ..., lease: Optional[_Seconds] = ...
+    ) -> ContextManager[Lock]: ...
     def acquire(
         self,
         blocking: bool = ...,

@@ -7,7 +7,7 @@ import weakref
 from . import redlockc_core as _core
 from . import _units
 from ._errors import ClosedError, InvalidArgument, invalid
-from ._lock import Lock
+from ._lock import Lock, _Handle, _LostDispatch
 
 # Keyword options of Client(), and what the C option string calls them.
 _TIME_OPTIONS = {
@@ -163,8 +163,9 @@ class Client:
         """See the class: nodes a URI or a list of URIs, options as keyword arguments."""
         uris = _node_list(nodes)
         opts = _options(options)
-        self._mu = threading.Lock()  # guards _ptr against close() during lock()
+        self._mu = threading.Lock()  # guards _ptr and _handles
         self._ptr = None
+        self._handles = {}  # (name, owner) -> _Handle: holds belong to the client
         try:
             self._ptr = _core.rlc_client_new(uris, opts)
         except InvalidArgument as e:
@@ -175,8 +176,12 @@ class Client:
         # (so that no watchdog thread calls into a finalizing interpreter).
         self._finalizer = weakref.finalize(self, _core.rlc_client_free, self._ptr)
 
-    def lock(self, name, owner=None):
+    def lock(self, name, owner=None, *, timeout=-1, lease=None):
         """A Lock handle for ``name`` (no network I/O).
+
+        ``with client.lock("x", timeout=5, lease=None):`` acquires it for the
+        block (NotAcquiredError after ``timeout`` seconds busy) and releases
+        it at the end; timeout and lease are only what ``with lock:`` uses.
 
         name: the lock's name, a non-empty str (the Redis key, after
         key_prefix). owner: None (default) makes every call act for the
@@ -185,16 +190,67 @@ class Client:
         task, a request). Thread owners get ids from 2**62 up, so the two
         never meet.
         """
-        return Lock(self, name, owner)
+        return Lock(self, name, owner, timeout=timeout, lease=lease)
 
     def _new_handle(self, name, owner):
-        """rlc_lock_new under _mu, so that close() cannot free the client meanwhile."""
+        """The shared handle of (name, owner), made by rlc_lock_new if there is none,
+        under _mu, so that close() cannot free the client meanwhile."""
         name = _units.text(name, "lock name")
         owner_id = _owner_id(owner)
+        key = (name, owner_id)
         with self._mu:
             if self._ptr is None:
                 raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
-            return _core.rlc_lock_new(self._ptr, name, owner_id)
+            handle = self._handles.get(key)
+            if handle is None:
+                handle = _Handle(_core.rlc_lock_new(self._ptr, name, owner_id), key)
+                # Every loss is at least logged, with or without callbacks.
+                handle.dispatch = _LostDispatch(name)
+                _core.rlcpy_on_lost(handle.ptr, handle.dispatch)
+                self._handles[key] = handle
+            handle.users += 1
+            return handle
+
+    def _count_level(self, handle, delta):
+        """Levels held through a handle: +1 acquired, -1 released, None: none left."""
+        with self._mu:
+            handle.levels = 0 if delta is None else max(0, handle.levels + delta)
+            drop = handle.users == 0 and handle.levels == 0
+            if drop:
+                self._forget(handle)
+        if drop:
+            handle.free()
+
+    def _release_handle(self, handle):
+        """A Lock object is gone: free its handle if nothing else needs it."""
+        with self._mu:
+            handle.users -= 1
+            drop = handle.users == 0 and (handle.levels == 0 or self._ptr is None)
+            if drop:
+                self._forget(handle)
+        if drop:
+            handle.free()
+
+    def _forget(self, handle):
+        if self._handles.get(handle.key) is handle:
+            del self._handles[handle.key]
+
+    def _set_on_lost(self, lock, handle, fn):
+        with self._mu:
+            dispatch = handle.dispatch
+            if dispatch is None:  # freed (the client was closed)
+                return
+            if fn is None:
+                dispatch.callbacks.pop(id(lock), None)
+            else:
+                dispatch.callbacks[id(lock)] = (weakref.ref(lock), fn)
+
+    def held(self):
+        """The (name, owner) pairs this client holds levels of, as far as it knows
+        (owner None: thread owners). No network I/O."""
+        with self._mu:
+            return sorted((name, None if owner == 0 else owner)
+                          for (name, owner), h in self._handles.items() if h.levels > 0)
 
     def close(self):
         """Closes the client (idempotent): stops its watchdog thread, closes its connections.
@@ -205,8 +261,15 @@ class Client:
         """
         with self._mu:
             ptr, self._ptr = self._ptr, None
+            # Handles no Lock object uses any more (kept for their holds): the
+            # holds expire with their lease now, as the class says.
+            orphans = [h for h in self._handles.values() if h.users == 0]
+            for h in orphans:
+                self._forget(h)
         if ptr is not None:
             self._finalizer()  # rlc_client_free, with the GIL released
+        for h in orphans:
+            h.free()
 
     @property
     def closed(self):
@@ -220,8 +283,8 @@ class Client:
 
     @property
     def nodes(self):
-        """The node URIs, as given (passwords included; repr() hides them)."""
-        return self._nodes
+        """The node URIs as given, passwords shown as ``***``."""
+        return tuple(_shown(u) for u in self._nodes)
 
     @property
     def quorum(self):
