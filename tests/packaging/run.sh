@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export RLC_BUILD_DIR=${RLC_BUILD_DIR:-$PWD/build}
-[ -f "$RLC_BUILD_DIR/CMakeCache.txt" ] || cmake -S . -B "$RLC_BUILD_DIR" >/dev/null || exit 1
+[ -f "$RLC_BUILD_DIR/CMakeCache.txt" ] || cmake -S . -B "$RLC_BUILD_DIR" -DRLC_WERROR=ON >/dev/null || exit 1
 cmake --build "$RLC_BUILD_DIR" -j"$(nproc)" >/dev/null || exit 1
 
 passed=0
