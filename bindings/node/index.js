@@ -24,23 +24,67 @@ const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
 // Explicit owner ids: unique in this process, never 0 (0 means "the thread").
 let nextOwner = 1;
 
+const invalid = (msg) => new errors.InvalidArgumentError(STATUS.E_INVAL, msg);
+
+// Option objects are checked by name: a misspelt or foreign name (`timeout`
+// for `wait`, `ttl` for `lease`) would otherwise be ignored, and a wait
+// meant to end after 500 ms would wait forever.
+function checkNames(where, options, known) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw new TypeError(`${where}: options must be an object like {${known.join(', ')}}, got ${typeof options}`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!known.includes(name)) {
+      const hint = { timeout: 'wait', ttl: 'lease', leaseTime: 'lease', waitTime: 'wait' }[name];
+      throw invalid(`${where}: unknown option '${name}'${hint ? ` (did you mean '${hint}'? times are in ms)` : ''}; options: ${known.join(', ')}`);
+    }
+  }
+  return options;
+}
+
+// A time option in ms: a number (not a string like '5s'); fractions of a ms
+// are not a unit anyone means here (0.5 is seconds written in the wrong unit).
+function msOption(where, name, value) {
+  if (typeof value !== 'number' || Number.isNaN(value)) {
+    throw invalid(`${where}: ${name} must be a number of milliseconds, got ${JSON.stringify(value)}`);
+  }
+  if (value > 0 && value < 1) {
+    throw invalid(`${where}: ${name} is ${value} ms; times are in milliseconds (${value} s is ${value * 1000})`);
+  }
+  return value;
+}
+
 // ms -> the C convention: negative (or Infinity) waits forever.
-function waitMs(wait) {
-  if (wait === undefined || wait === null || wait === Infinity || wait < 0) return -1;
-  if (!Number.isFinite(wait)) throw new errors.InvalidArgumentError(STATUS.E_INVAL, `wait must be a number of ms, got ${wait}`);
+function waitMs(wait, where = 'acquire') {
+  if (wait === undefined || wait === null || wait === Infinity) return -1;
+  msOption(where, 'wait', wait);
+  if (wait < 0) return -1;
   return Math.floor(wait);
 }
 
-function leaseMs(lease) {
-  if (lease === undefined || lease === null || lease <= 0) return 0;
-  if (!Number.isFinite(lease)) throw new errors.InvalidArgumentError(STATUS.E_INVAL, `lease must be a number of ms, got ${lease}`);
+function leaseMs(lease, where = 'acquire') {
+  if (lease === undefined || lease === null) return 0;
+  msOption(where, 'lease', lease);
+  if (lease <= 0) return 0;
+  if (!Number.isFinite(lease)) throw invalid(`${where}: lease must be a finite number of ms, got ${lease}`);
   return Math.ceil(lease);
 }
+
+const ACQUIRE_OPTIONS = ['wait', 'lease'];
+const CLIENT_OPTIONS = ['watchdog_timeout_ms', 'io_timeout_ms', 'node_timeout_ms', 'connect_timeout_ms',
+  'retry_jitter_ms', 'drift_factor', 'pool_size', 'key_prefix'];
 
 // {watchdog_timeout_ms: 600} -> "watchdog_timeout_ms=600"
 function optionString(options) {
   if (typeof options === 'string') return options;
-  return Object.entries(options || {}).map(([k, v]) => `${k}=${v}`).join(';');
+  checkNames('new Client', options, CLIENT_OPTIONS);
+  return Object.entries(options || {}).map(([k, v]) => {
+    if (k.endsWith('_ms') && (typeof v !== 'number' || !Number.isInteger(v))) {
+      throw invalid(`new Client: ${k} must be a whole number of milliseconds, got ${JSON.stringify(v)}`);
+    }
+    return `${k}=${v}`;
+  }).join(';');
 }
 
 // Native handles not closed by the program are freed when their object is
@@ -75,7 +119,9 @@ class Client {
   // Acquires `name` for a new owner and returns the held Lock, for
   // `await using lock = await client.acquire(name)`; throws NotAcquiredError
   // when the wait runs out. Release with lock.release(), then lock.close().
-  async acquire(name, { wait = -1, lease = 0 } = {}) {
+  async acquire(name, options = {}) {
+    const { wait = -1, lease = 0 } = checkNames('client.acquire', options, ACQUIRE_OPTIONS);
+    waitMs(wait, 'client.acquire'); leaseMs(lease, 'client.acquire');
     const lock = this.lock(name);
     try {
       if (!(await lock.acquire({ wait, lease }))) {
@@ -93,7 +139,8 @@ class Client {
   // NotAcquiredError when the wait runs out; when fn succeeded but the
   // release finds the lock lost, throws that LockLostError (the section was
   // not protected to the end). fn's own error wins over a release error.
-  async withLock(name, body, { wait = -1, lease = 0 } = {}) {
+  async withLock(name, body, options = {}) {
+    const { wait = -1, lease = 0 } = checkNames('client.withLock', options, ACQUIRE_OPTIONS);
     const lock = await this.acquire(name, { wait, lease });
     let result;
     try {
@@ -156,8 +203,9 @@ class Lock extends EventEmitter {
   // Resolves true when held, false when the wait (ms; default forever, 0 =
   // try once) ran out. lease (ms): 0 lets the watchdog renew it until
   // release; > 0 is a fixed lease.
-  async acquire({ wait = -1, lease = 0 } = {}) {
-    const rec = await this._run(OP.ACQUIRE, waitMs(wait), leaseMs(lease));
+  async acquire(options = {}) {
+    const { wait = -1, lease = 0 } = checkNames('lock.acquire', options, ACQUIRE_OPTIONS);
+    const rec = await this._run(OP.ACQUIRE, waitMs(wait, 'lock.acquire'), leaseMs(lease, 'lock.acquire'));
     if (rec.rc === STATUS.NOT_ACQUIRED) return false;
     if (rec.rc !== STATUS.OK) throw fail(rec);
     if (this._depth++ === 0) {
@@ -169,7 +217,8 @@ class Lock extends EventEmitter {
     return true;
   }
 
-  tryAcquire({ lease = 0 } = {}) {
+  async tryAcquire(options = {}) {
+    const { lease = 0 } = checkNames('lock.tryAcquire', options, ['lease']);
     return this.acquire({ wait: 0, lease });
   }
 
@@ -188,7 +237,7 @@ class Lock extends EventEmitter {
 
   // lease > 0: a fixed lease from now; 0: back to the watchdog.
   async extend(lease = 0) {
-    const rec = await this._run(OP.EXTEND, leaseMs(lease));
+    const rec = await this._run(OP.EXTEND, leaseMs(lease, 'lock.extend'));
     if (rec.rc !== STATUS.OK) throw fail(rec);
   }
 

@@ -6,9 +6,35 @@
 // (never blocks), a worker thread of the helper runs it, copies rlc_errmsg()
 // on that same thread, and writes a 256-byte record to the pipe. The pipe is
 // read here as a socket, so a result is an ordinary event on the JS thread.
-const koffi = require('koffi');
+const koffi = loadKoffi();
 const net = require('node:net');
 const { ensureBuilt } = require('../build.js');
+
+// koffi, the package's one dependency. Installed from a tarball or a
+// registry, npm puts it where require() finds it. `npm install <folder>`
+// links the folder instead and installs none of its dependencies (npm's rule
+// for folders outside the project), so the application's own node_modules is
+// asked too: `npm install <checkout>/bindings/node koffi` then works.
+function loadKoffi() {
+  try {
+    return require('koffi');
+  } catch (e) {
+    if (e.code !== 'MODULE_NOT_FOUND') throw e;
+  }
+  const { createRequire } = require('node:module');
+  const path = require('node:path');
+  const roots = [process.cwd()];
+  if (require.main && require.main.filename) roots.push(path.dirname(require.main.filename));
+  for (const root of roots) {
+    try {
+      return createRequire(path.join(root, 'noop.js'))('koffi');
+    } catch (e) {
+      if (e.code !== 'MODULE_NOT_FOUND') throw e;
+    }
+  }
+  throw new Error("redlockc needs koffi, which is not installed: npm installs it with a packed " +
+    "redlockc (npm pack, a registry); with a linked folder run `npm install koffi` too");
+}
 
 const lib = koffi.load(ensureBuilt());
 
