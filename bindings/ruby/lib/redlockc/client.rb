@@ -48,7 +48,7 @@ module Redlockc
     # the client while rlc_lock_new uses it (no network I/O: brief).
     def new_lock_handle(name, owner)
       @mu.synchronize do
-        raise ClosedError.new("client is closed", status: ClosedError::STATUS) if closed?
+        raise Redlockc.error_for(ClosedError::STATUS, "the client is closed") if closed?
 
         out = Native.out8
         Native.call(:rlc_lock_new, @box[0], name, owner, out)
@@ -60,7 +60,7 @@ module Redlockc
     # started on first use, reading each watched lock's validity (no I/O).
     def watch(lock, callback)
       @mu.synchronize do
-        raise ClosedError.new("client is closed", status: ClosedError::STATUS) if closed?
+        raise Redlockc.error_for(ClosedError::STATUS, "the client is closed") if closed?
 
         @watched[lock] = callback
         @watcher ||= Thread.new { poll_lost }
