@@ -97,6 +97,13 @@ class BuildExt(build_ext):
     wrapper in the build's temporary directory (not beside redlockc.i in the
     checkout) and redlockc_core.py inside the built package."""
 
+    def finalize_options(self):
+        super().finalize_options()
+        # pip builds a local folder in place: bindings/python/build/ may hold
+        # a module built by an earlier run with the other REDLOCKC_LINK, which
+        # setuptools would take as up to date.
+        self.force = True
+
     def swig_sources(self, sources, extension):
         out = []
         for source in sources:
