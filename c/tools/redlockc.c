@@ -50,6 +50,12 @@ int main(int argc, char **argv)
     sigaddset(&block, SIGTTOU);
     if (a.command != CLI_RUN)
         sigemptyset(&block); /* a quick query: Ctrl-C may just end it */
+    if (a.command == CLI_WATCH) {
+        /* Read from a signalfd by watch, so no thread may take them. */
+        sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGTERM);
+        sigaddset(&block, SIGHUP);
+    }
     pthread_sigmask(SIG_BLOCK, &block, &orig);
 
     rlc_client *c = NULL;
@@ -74,6 +80,9 @@ int main(int argc, char **argv)
         break;
     case CLI_STATUS:
         rc = cli_status(l, &a);
+        break;
+    case CLI_WATCH:
+        rc = cli_watch(&a); /* the client checked --nodes and --options */
         break;
     default:
         rc = cli_release(l, &a);
