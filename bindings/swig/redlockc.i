@@ -83,6 +83,26 @@ static void rlcpy_lost(rlc_lock *l, int reason, void *user)
     PyGILState_Release(gil);
 }
 
+/* The log trampoline: the library hands lines over where it holds no lock
+ * of its own (any thread); Python code runs with the GIL held, an exception
+ * goes to sys.unraisablehook. `user` is the package's dispatcher, kept alive
+ * by the Client until rlc_client_free has returned. */
+static void rlcpy_log(int level, const char *message, void *user)
+{
+    if (!Py_IsInitialized() || RLCPY_FINALIZING())
+        return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *dispatch = (PyObject *)user;
+    Py_INCREF(dispatch);
+    PyObject *r = PyObject_CallFunction(dispatch, "is", level, message);
+    if (r)
+        Py_DECREF(r);
+    else
+        PyErr_WriteUnraisable(dispatch);
+    Py_DECREF(dispatch);
+    PyGILState_Release(gil);
+}
+
 /* got: Lock.acquire()'s record of this call, a list of one bool. */
 static int rlcpy_is_record(PyObject *got)
 {
@@ -131,6 +151,9 @@ static int rlcpy_is_record(PyObject *got)
 
 /* A C function pointer cannot come from Python: rlcpy_on_lost replaces it. */
 %ignore rlc_lock_on_lost;
+/* An out-array and a callback: rlcpy_metrics and rlcpy_set_log replace them. */
+%ignore rlc_client_metrics;
+%ignore rlc_client_set_log;
 
 /* These never block: keep the GIL (cheaper). rlcpy_register_error must:
  * it touches Python objects. */
@@ -142,6 +165,7 @@ static int rlcpy_is_record(PyObject *got)
 /* These release the GIL themselves, around the C call only. */
 %nothread rlcpy_acquire;
 %nothread rlcpy_undo_acquire;
+%nothread rlcpy_metrics;
 
 %inline %{
 /* redlockc/_errors.py: the class raised for `status` (a negative code). */
@@ -191,6 +215,31 @@ PyObject *rlcpy_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms, PyObject
     return PyBool_FromLong(status == RLC_OK);
 }
 
+/* The client's counters, by index (rlc_client_metrics), as a list of ints. */
+PyObject *rlcpy_metrics(rlc_client *c)
+{
+    uint64_t v[64];
+    int n = rlc_client_metrics(c, v, 64);
+    if (n < 0) {
+        rlcpy_raise(n);
+        return NULL;
+    }
+    PyObject *list = PyList_New(n < 64 ? n : 64);
+    for (int i = 0; list && i < n && i < 64; i++)
+        PyList_SET_ITEM(list, i, PyLong_FromUnsignedLongLong(v[i]));
+    return list;
+}
+
+/* Routes the client's log lines at or below level to dispatch(level, text),
+ * or silences them (None). The caller keeps dispatch alive until
+ * rlc_client_free(c) has returned. */
+int rlcpy_set_log(rlc_client *c, int level, PyObject *dispatch)
+{
+    if (dispatch == Py_None)
+        return rlc_client_set_log(c, 0, NULL, NULL);
+    return rlc_client_set_log(c, level, rlcpy_log, dispatch);
+}
+
 /* Releases the level rlcpy_acquire recorded in got, once (got[0] becomes
  * False), for acquire() about to raise. Its failure is not reported: the
  * exception already on its way is what the caller must see, and the library
@@ -213,6 +262,9 @@ PyObject *rlcpy_undo_acquire(rlc_lock *l, PyObject *got)
 #endif
 
 #ifdef SWIGLUA
+/* Not in Lua (yet): an out-array and a callback from another thread. */
+%ignore rlc_client_metrics;
+%ignore rlc_client_set_log;
 /* ---- Lua 5.4 (owned by bindings/lua) ----
  * The generated module redlockc_core is private: bindings/lua/redlockc.lua
  * is what callers require. Every generated function returns a fixed shape:

@@ -19,6 +19,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "clock.h"
 #include "error.h"
 #include "hold.h"
@@ -74,6 +75,7 @@ static void destroy(rlc_client *c)
     }
     free(c->muxes);
     pubsub_free(c->pubsub);
+    metrics_free(c->metrics);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
     if (!child) {
@@ -123,6 +125,7 @@ static void *thread_main(void *arg)
     rlc_client *c = arg;
     while (!atomic_load(&c->stopping)) {
         int64_t next = watchdog_run(c);
+        metrics_flush_log(c);
         struct pollfd pfd[1 + RLC_MAX_NODES];
         pfd[0] = (struct pollfd){c->wake_fd, POLLIN, 0};
         int np = pubsub_prepare(c->pubsub, pfd + 1, RLC_MAX_NODES, &next);
@@ -190,6 +193,7 @@ int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
     }
     c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     c->pubsub = pubsub_new(c);
+    c->metrics = metrics_new(c);
     if (c->wake_fd < 0 || !c->pubsub) {
         rc = rlc_fail(RLC_E_NOMEM, "cannot create the client's eventfd or channel table");
         goto fail;

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "redlockc.h"
 #include "clock.h"
 #include "cmd.h"
@@ -190,6 +191,7 @@ static int dispatch(struct mux *m, redisReply *reply, struct waiter *me, char er
     if (r->script && !r->retried && is_noscript(reply)) {
         /* The node lost its script cache (restart, SCRIPT FLUSH). The script
          * did not run, so running it again as EVAL is safe. */
+        metrics_mux_event(m, RLC_M_SCRIPT_RELOADS);
         struct rlc_cmd *eval = cmd_evalsha_to_eval(r->cmd, r->script);
         if (eval && conn_queue(&m->conn, eval->data, eval->len) == RLC_OK) {
             freeReplyObject(reply);
@@ -289,6 +291,7 @@ static bool send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
             goto fail;
         }
         m->last_io_ns = now;
+        metrics_mux_event(m, RLC_M_RECONNECTS);
     }
     bool was_empty = c->out_len == 0;
     if (conn_queue(c, r->cmd->data, r->cmd->len) != RLC_OK) {

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "clock.h"
 #include "cmd.h"
 #include "hold.h"
@@ -190,6 +191,7 @@ static void apply(rlc_client *c, struct round *r, int64_t now)
             gone += v == 0;
         }
         if (yes >= q) {
+            metrics_count(c, RLC_M_RENEWALS);
             h->valid_until_ns = r->started_ns + valid_ms * RLC_NS_PER_MS;
             h->next_renew_ns = r->started_ns + lease * RLC_NS_PER_MS / 3;
         } else if (gone > n - q) {
@@ -212,6 +214,7 @@ static void notify(rlc_client *c, struct round *r)
         if (h->dead || h->id != r->due[d].id || !h->lost || h->notified)
             continue;
         h->notified = true;
+        metrics_lost(c, h->lock, h->lost);
         rlc_lock *l = h->lock;
         rlc_lost_fn fn = l->on_lost;
         void *user = l->on_lost_user;

@@ -24,9 +24,10 @@ from ._errors import (AuthenticationError, ClosedError, ConnectionError, Error, 
                       LockLostError, NoQuorumError, NotAcquiredError, NotOwnerError,
                       OutOfMemoryError, ProtocolError, ServerError, TimeoutError)
 from ._lock import Lock
+from ._metrics import Collector, prometheus_text
 
 # Shown as redlockc.X in help(), tracebacks and pickles (where users name them).
-for _cls in (Client, Lock, Error, InvalidArgument, OutOfMemoryError, ConnectionError,
+for _cls in (Client, Lock, Collector, Error, InvalidArgument, OutOfMemoryError, ConnectionError,
              TimeoutError, NotOwnerError, LockLostError, NoQuorumError, ServerError,
              ProtocolError, ClosedError, AuthenticationError, NotAcquiredError):
     _cls.__module__ = __name__
@@ -46,7 +47,7 @@ def thread_owner():
 
 
 __all__ = [
-    "Client", "Lock", "thread_owner",
+    "Client", "Lock", "thread_owner", "Collector", "prometheus_text",
     "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError", "TimeoutError",
     "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError", "ProtocolError",
     "ClosedError", "AuthenticationError", "NotAcquiredError",

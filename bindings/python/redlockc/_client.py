@@ -5,7 +5,7 @@ import threading
 import weakref
 
 from . import redlockc_core as _core
-from . import _units
+from . import _metrics, _units
 from ._errors import ClosedError, InvalidArgument, invalid
 from ._lock import Lock, _Handle, _LostDispatch
 
@@ -99,6 +99,13 @@ def _in_seconds(error, options):
     return error
 
 
+def _free_client(ptr, log_dispatch):
+    # rlc_client_free joins the watchdog thread, which may still hand over a
+    # log line: the dispatcher is an argument here so that it outlives that.
+    _core.rlc_client_free(ptr)
+    del log_dispatch
+
+
 def _owner_id(owner):
     """Lock owner: None -> 0 (the calling thread), else an explicit 64-bit id."""
     if owner is None:
@@ -172,9 +179,13 @@ class Client:
             raise _in_seconds(e, options) from None
         self._uuid = _core.rlc_client_uuid(self._ptr)
         self._nodes = tuple(uris.split(","))
+        # The library's log lines go to the "redlockc" logger (silent until
+        # logging is configured); the dispatcher lives until the client is freed.
+        log_dispatch = _metrics.LogDispatch(self._uuid)
+        _core.rlcpy_set_log(self._ptr, _core.RLC_LOG_DEBUG, log_dispatch)
         # Freed once: by close(), by garbage collection, or at interpreter exit
         # (so that no watchdog thread calls into a finalizing interpreter).
-        self._finalizer = weakref.finalize(self, _core.rlc_client_free, self._ptr)
+        self._finalizer = weakref.finalize(self, _free_client, self._ptr, log_dispatch)
 
     def lock(self, name, owner=None, *, timeout=-1, lease=None):
         """A Lock handle for ``name`` (no network I/O).
@@ -290,6 +301,25 @@ class Client:
     def quorum(self):
         """How many nodes must agree: 1 for one node, N/2+1 for Redlock."""
         return len(self._nodes) // 2 + 1
+
+    def metrics(self):
+        """The client's counters since it was made (no network I/O), a dict:
+
+        ``acquires`` (got the lock), ``busy`` (stayed busy), ``waits`` (found
+        it busy and waited), ``renewals`` (watchdog renewals), ``lost`` (holds
+        found lost), ``reconnects``, ``script_reloads`` (NOSCRIPT answers),
+        ``wait_seconds_sum`` and ``wait_buckets``: ``[(le_seconds, count)]``,
+        cumulative, the waits that took at most ``le`` (the last is inf).
+        """
+        with self._mu:
+            if self._ptr is None:
+                raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
+            return _metrics.read(self._ptr)
+
+    def prometheus(self):
+        """metrics() in Prometheus's text format (``prometheus_client`` renders
+        it when it is importable); label ``client`` is the client's uuid."""
+        return _metrics.prometheus_text(self)
 
     def __enter__(self):
         """``with Client(...) as client:`` closes it when the block ends."""
