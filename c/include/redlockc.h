@@ -222,7 +222,9 @@ enum { RLC_LOG_ERROR = 1, RLC_LOG_WARN = 2, RLC_LOG_INFO = 3, RLC_LOG_DEBUG = 4 
  * silences it again. Lines are handed over from the thread that made the
  * event happen, or from the watchdog thread, never while the library holds
  * a lock of its own: fn may call this API. `message` lives until fn
- * returns and never holds a password. */
+ * returns and never holds a password. Once this call with fn NULL, or
+ * rlc_client_free(c), has returned, fn is not running and is never called
+ * again (when made from inside fn itself: once fn returns). */
 typedef void (*rlc_log_fn)(int level, const char *message, void *user);
 RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user);
 

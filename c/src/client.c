@@ -230,6 +230,7 @@ void rlc_client_free(rlc_client *c)
     }
     if (atomic_exchange(&c->closed, true)) /* freed twice: only the first counts */
         return;
+    metrics_close(c);
     atomic_store(&c->stopping, true);
     client_wake_thread(c);
     if (pthread_equal(pthread_self(), c->thread))

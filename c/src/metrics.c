@@ -60,6 +60,8 @@ struct rlc_metrics {
     int head, count, dropped;
     atomic_int pending; /* lines queued: lets flush skip the mutex when 0 */
     pthread_mutex_t deliver_mu; /* one deliverer at a time keeps the lines in order */
+    pthread_t deliverer;        /* valid while delivering */
+    atomic_bool delivering;
 
     struct rlc_metrics *next; /* the live list */
 };
@@ -144,6 +146,8 @@ void metrics_flush_log(rlc_client *c)
     if (!m || atomic_load(&m->pending) == 0)
         return;
     pthread_mutex_lock(&m->deliver_mu);
+    m->deliverer = pthread_self();
+    atomic_store(&m->delivering, true);
     for (int guard = 0; guard < LOG_RING * 4; guard++) { /* bounded: lines keep coming */
         pthread_mutex_lock(&m->log_mu);
         if (m->count == 0) {
@@ -169,6 +173,7 @@ void metrics_flush_log(rlc_client *c)
         }
         fn(ln.level, ln.text, user);
     }
+    atomic_store(&m->delivering, false);
     pthread_mutex_unlock(&m->deliver_mu);
 }
 
@@ -295,5 +300,18 @@ int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user)
         atomic_store(&m->pending, 0);
     }
     pthread_mutex_unlock(&m->log_mu);
+    /* A line being handed over meanwhile still runs the old fn: wait for it,
+     * so that the caller may free what user points to once this returns
+     * (not from inside fn itself: that delivery is this very call). */
+    if (!(atomic_load(&m->delivering) && pthread_equal(m->deliverer, pthread_self()))) {
+        pthread_mutex_lock(&m->deliver_mu);
+        pthread_mutex_unlock(&m->deliver_mu);
+    }
     return RLC_OK;
+}
+
+void metrics_close(rlc_client *c)
+{
+    if (c && c->metrics)
+        rlc_client_set_log(c, 0, NULL, NULL);
 }
