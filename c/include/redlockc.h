@@ -215,7 +215,12 @@ RLC_API const char *rlc_metric_name(int i);
 RLC_API int64_t rlc_metric_bucket_ms(int i);
 
 /* Log levels: a callback gets the lines at or below its max_level. */
-enum { RLC_LOG_ERROR = 1, RLC_LOG_WARN = 2, RLC_LOG_INFO = 3, RLC_LOG_DEBUG = 4 };
+enum {
+    RLC_LOG_ERROR = 1,
+    RLC_LOG_WARN = 2,
+    RLC_LOG_INFO = 3,
+    RLC_LOG_DEBUG = 4
+};
 
 /* fn(level, message, user) receives the client's log lines: lost holds
  * (WARN), reconnects and script reloads (INFO). Silent by default; fn NULL

@@ -81,6 +81,18 @@ while read -r name ver; do
   fi
 done <"$tmp/new.sym"
 echo "$(wc -l <"$tmp/new.sym") versioned functions checked"
+# Per node: a node that shipped must be unchanged; the others are additions.
+for node in $(awk '{print $2}' "$tmp/old.sym" "$tmp/new.sym" | sort -uV); do
+  was=$(awk -v v="$node" '$2 == v' "$tmp/old.sym" | sort)
+  now=$(awk -v v="$node" '$2 == v' "$tmp/new.sym" | sort)
+  if [ -z "$was" ]; then
+    echo "$node: added ($(grep -c . <<<"$now") functions, not in the baseline: it has not shipped)"
+  elif [ "$was" = "$now" ]; then
+    echo "$node: unchanged ($(grep -c . <<<"$now") functions)"
+  else
+    echo "$node: CHANGED" # the checks above have said how
+  fi
+done
 
 # 4. Status codes and other constants of the header.
 echo "--- header constants against ${ABI_CONSTANTS#$PWD/}"
@@ -93,6 +105,9 @@ while read -r name value; do
     fail "constant $name changed: expected $value, seen $now"
   fi
 done <"$ABI_CONSTANTS"
+while read -r name value; do
+  grep -q "^$name " "$ABI_CONSTANTS" || echo "new constant: $name = $value"
+done <"$tmp/constants"
 echo "$(wc -l <"$ABI_CONSTANTS") constants checked"
 
 if ((failures)); then
