@@ -23,6 +23,9 @@ const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
 
 // Explicit owner ids: unique in this process, never 0 (0 means "the thread").
 let nextOwner = 1;
+let nextClientId = 1;
+const LOG_LEVELS = { 1: 'error', 2: 'warn', 3: 'info', 4: 'debug' };
+const METRICS_MAX = 64;
 
 const invalid = (msg) => new errors.InvalidArgumentError(STATUS.E_INVAL, msg);
 
@@ -97,14 +100,67 @@ const clientRegistry = new FinalizationRegistry((handle) => {
   getChannel().run(OP.CLIENT_FREE, handle); // it joins the watchdog: not on this thread
 });
 
-class Client {
+class Client extends EventEmitter {
   // nodes: "redis://host:port" or a comma-separated list (>= 2: Redlock).
   // options: {watchdog_timeout_ms, io_timeout_ms, ...} as in redlockc.h.
+  // Events: 'log' ({level, message}) with the library's log lines, from the
+  // first listener on (silent without one).
   constructor(nodes, options = {}) {
+    super();
     this._handle = fn.clientNew(nodes, optionString(options), scratch);
     if (!this._handle) throw fail(syncResult());
     this._closed = null;
+    this._id = nextClientId++;
+    this._sink = null;
     clientRegistry.register(this, this._handle, this);
+    this.on('newListener', (event) => { if (event === 'log') this._logging(true); });
+    this.on('removeListener', (event) => {
+      if (event === 'log' && this.listenerCount('log') === 0) this._logging(false);
+    });
+  }
+
+  _logging(on) {
+    if (!this._handle || on === (this._sink !== null)) return;
+    const channel = getChannel();
+    if (on) {
+      channel.clients.set(this._id, new WeakRef(this));
+      this._sink = fn.clientSetLog(this._handle, channel.ptr, this._id, 4, scratch);
+      if (!this._sink) throw fail(syncResult());
+    } else {
+      fn.clientSetLog(this._handle, channel.ptr, this._id, 0, scratch); // waits for a line in flight
+      fn.sinkFree(this._sink);
+      this._sink = null;
+      channel.clients.delete(this._id);
+    }
+  }
+
+  _log(level, message) {
+    this.emit('log', { level: LOG_LEVELS[level] || String(level), message });
+  }
+
+  // The client's counters (rlc_client_metrics), no I/O: {acquires, busy,
+  // waits, renewals, lost, reconnects, scriptReloads, waitMsSum, waitBuckets:
+  // [{le (ms, Infinity last), count (cumulative)}]}.
+  metrics() {
+    if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    const buf = Buffer.alloc(8 * METRICS_MAX);
+    const n = Math.min(fn.clientMetrics(this._handle, buf, METRICS_MAX), METRICS_MAX);
+    const out = { waitBuckets: [] };
+    const camel = (name) => name.replace(/_([a-z])/g, (_, ch) => ch.toUpperCase());
+    let bucket = 0;
+    let total = 0;
+    for (let i = 0; i < n; i++) {
+      const name = fn.metricName(i);
+      const value = Number(buf.readBigUInt64LE(8 * i));
+      if (name === 'wait_bucket') {
+        const le = fn.metricBucketMs(bucket++);
+        total += value;
+        out.waitBuckets.push({ le: le >= Number.MAX_SAFE_INTEGER ? Infinity : Number(le), count: total });
+      } else if (name) {
+        out[camel(name)] = value;
+      }
+    }
+    return out;
   }
 
   get uuid() {
@@ -165,7 +221,13 @@ class Client {
       const handle = this._handle;
       this._handle = null;
       clientRegistry.unregister(this);
-      this._closed = getChannel().run(OP.CLIENT_FREE, handle).then(() => undefined);
+      const sink = this._sink;
+      this._sink = null;
+      // rlc_client_free silences the log first: the sink may go after it.
+      this._closed = getChannel().run(OP.CLIENT_FREE, handle).then(() => {
+        if (sink) fn.sinkFree(sink);
+        getChannel().clients.delete(this._id);
+      });
     }
     return this._closed;
   }

@@ -224,9 +224,10 @@ enum {
 
 /* fn(level, message, user) receives the client's log lines: lost holds
  * (WARN), reconnects and script reloads (INFO). Silent by default; fn NULL
- * silences it again. Lines are handed over from the thread that made the
- * event happen, or from the watchdog thread, never while the library holds
- * a lock of its own: fn may call this API. `message` lives until fn
+ * silences it again. Lines are queued where they happen and handed over soon
+ * after, at the end of an acquire, by the watchdog thread, and by
+ * rlc_client_free (before it returns), never while the library holds a lock
+ * of its own: fn may call this API. `message` lives until fn
  * returns and never holds a password. Once this call with fn NULL, or
  * rlc_client_free(c), has returned, fn is not running and is never called
  * again (when made from inside fn itself: once fn returns). */

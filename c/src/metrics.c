@@ -312,6 +312,8 @@ int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user)
 
 void metrics_close(rlc_client *c)
 {
-    if (c && c->metrics)
-        rlc_client_set_log(c, 0, NULL, NULL);
+    if (!c || !c->metrics)
+        return;
+    metrics_flush_log(c); /* lines still queued (a reconnect by the last release) */
+    rlc_client_set_log(c, 0, NULL, NULL);
 }

@@ -37,8 +37,9 @@ void metrics_lost(rlc_client *c, const rlc_lock *l, int reason);
 void metrics_mux_event(struct mux *m, int which);
 /* Hands queued log lines to the callback; call with no library lock held. */
 void metrics_flush_log(rlc_client *c);
-/* rlc_client_free: silences the log; once it returns, the callback neither
- * runs (unless this is its own thread) nor will run. */
+/* rlc_client_free: hands over the lines still queued, then silences the
+ * log; once it returns, the callback neither runs (unless this is its own
+ * thread) nor will run. */
 void metrics_close(rlc_client *c);
 
 #endif

@@ -33,6 +33,15 @@ int cli_status_exit(int rc)
     }
 }
 
+/* -v: the library's own log lines (reconnects, lost holds...), from any
+ * thread: one fprintf each, which stdio keeps whole. */
+static void log_line(int level, const char *message, void *user)
+{
+    (void)user;
+    static const char *const names[] = {"", "error", "warning", "info", "debug"};
+    fprintf(stderr, "redlockc: %s: %s\n", level >= 1 && level <= 4 ? names[level] : "log", message);
+}
+
 int main(int argc, char **argv)
 {
     struct cli_args a;
@@ -67,6 +76,8 @@ int main(int argc, char **argv)
         cli_err("bad --nodes or --options: %s", rlc_errmsg());
         return cli_status_exit(rc);
     }
+    if (a.verbose)
+        rlc_client_set_log(c, RLC_LOG_INFO, log_line, NULL);
     rc = rlc_lock_new(c, a.name, 0, &l);
     if (rc != RLC_OK) {
         cli_err("%s", rlc_errmsg());

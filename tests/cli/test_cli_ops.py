@@ -137,3 +137,12 @@ def test_watch_follows_holders_and_hand_offs_until_sigterm(cli, redis, name):
     assert out.count("unlock message published") >= 2, out
     assert "free" in out.splitlines()[-2] or "free" in out, out
     assert "stopped by signal 15" in out, out
+
+
+def test_verbose_shows_the_librarys_log_a_reconnect(cli, redis, name):
+    # CMD kills every normal connection of the server (ours too); the
+    # release that follows reconnects, and -v shows the library's line.
+    r = run(cli, redis.uri, "-v", name, "--", "redis-cli", "-p", str(redis.port),
+            "CLIENT", "KILL", "TYPE", "normal")
+    assert r.returncode == 0, r.stderr
+    assert "redlockc: info: reconnecting to 127.0.0.1" in r.stderr, r.stderr

@@ -52,6 +52,12 @@ const fn = {
   version: lib.func('const char *rlcn_version(void)'),
   strerror: lib.func('const char *rlcn_strerror(int rc)'),
   recordSize: lib.func('int rlcn_record_size(void)'),
+  clientMetrics: lib.func('int rlcn_client_metrics(void *c, void *out, int n)'),
+  // From libredlockc itself (the helper's dependency: dlsym finds them).
+  metricName: lib.func('const char *rlc_metric_name(int i)'),
+  metricBucketMs: lib.func('int64_t rlc_metric_bucket_ms(int i)'),
+  clientSetLog: lib.func('void *rlcn_client_set_log(void *c, void *ch, uint64_t id, int level, void *res)'),
+  sinkFree: lib.func('void rlcn_sink_free(void *k)'),
 };
 
 const RECORD = 256;
@@ -59,6 +65,7 @@ if (fn.recordSize() !== RECORD) {
   throw new Error(`librlcnode.so record size ${fn.recordSize()}, expected ${RECORD}: rebuild it`);
 }
 const KIND_LOST = 1;
+const KIND_LOG = 2;
 
 // Job kinds, as enum op in rlcnode.c.
 const OP = {
@@ -92,6 +99,7 @@ class Channel {
     this.ptr = out[0];
     this.pending = new Map(); // job tag -> {resolve, owner}
     this.locks = new Map();   // lock id -> WeakRef(Lock), for lost notices
+    this.clients = new Map(); // client id -> WeakRef(Client), for log lines
     this.nextTag = 1;
     this.rest = Buffer.alloc(0);
     this.socket = new net.Socket({ fd, readable: true, writable: false });
@@ -120,6 +128,11 @@ class Channel {
       const rec = decode(buf, at);
       if (rec.kind === KIND_LOST) {
         lost = true;
+        continue;
+      }
+      if (rec.kind === KIND_LOG) {
+        const client = this.clients.get(rec.tag)?.deref();
+        if (client) client._log(rec.rc, rec.msg);
         continue;
       }
       const job = this.pending.get(rec.tag);
