@@ -133,6 +133,21 @@ class RedlockcTest < Minitest::Test
     holder.unlock
   end
 
+  def test_metrics_count_acquires_and_busy
+    a = client
+    b = client
+    n = unique("metrics")
+    mine = lock(a, n)
+    other = lock(b, n)
+    assert mine.try_lock
+    refute other.try_lock
+    mine.unlock
+    assert_equal 1, a.metrics[:acquires]
+    assert_equal 1, b.metrics[:busy]
+    assert_equal Float::INFINITY, b.metrics[:wait_buckets].last[0]
+    assert_equal 12, b.metrics[:wait_buckets].size
+  end
+
   # rlc_errmsg() is per OS thread: each error carries its own call's message.
   def test_concurrent_failures_carry_their_own_message
     c = client
