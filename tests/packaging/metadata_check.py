@@ -64,6 +64,30 @@ deb = read("packaging/deb.cmake")
 if "RENAME copyright" not in deb or "CPACK_RESOURCE_FILE_LICENSE" not in deb:
     problems.append("packaging/deb.cmake does not install LICENSE as each package's copyright")
 
+# The READMEs and docs link only to files in this tree (no ../shared, no
+# DESIGN.md that is not here), and every relative link resolves.
+docs = ["README.md", "docs/RUNTIMES.md", "docs/SECURITY.md", "docs/DESIGN.md"] + \
+    [f"bindings/{b}/README.md" for b in ("python", "node", "go", "ruby", "lua", "luajit")]
+for doc in docs:
+    if not os.path.exists(os.path.join(TOP, doc)):
+        problems.append(f"{doc} is missing")
+        continue
+    text = read(doc)
+    if "../shared" in text:
+        problems.append(f"{doc} refers to ../shared, outside the tree")
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path = os.path.normpath(os.path.join(TOP, os.path.dirname(doc), target))
+        if not path.startswith(TOP + os.sep) or not os.path.exists(path):
+            problems.append(f"{doc}: link to {target} does not resolve inside the tree")
+readme = read("README.md")
+for b in ("python", "node", "go", "ruby", "lua", "luajit"):
+    if f"bindings/{b}/README.md" not in readme:
+        problems.append(f"README.md does not link bindings/{b}/README.md")
+if "## Decisions (from version 1)" not in read("docs/DESIGN.md"):
+    problems.append("docs/DESIGN.md has no '## Decisions (from version 1)' section")
+
 for p in problems:
     print("metadata:", p, file=sys.stderr)
 print(f"metadata: version {version}, MIT: {'ok' if not problems else f'{len(problems)} problems'}")
