@@ -131,7 +131,7 @@ part_go() { # a new module, go mod edit -replace to the checkout, build, run
   local mod=$W/goapp
   mkdir -p "$mod" &&
     (cd "$mod" &&
-      export GOPATH=$W/gopath GOCACHE=$W/gocache GOFLAGS=-mod=mod GOPROXY=off GOFLAGS="-mod=mod -buildvcs=false" \
+      export GOPATH=$W/gopath GOCACHE=$W/gocache GOPROXY=off GOFLAGS="-mod=mod -buildvcs=false" \
         CGO_LDFLAGS="-Wl,-rpath,$LIBDIR" &&
       step "go mod init" go mod init example.com/app &&
       step "go mod edit" go mod edit \
