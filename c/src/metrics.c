@@ -60,13 +60,15 @@ struct rlc_metrics {
     int head, count, dropped;
     atomic_int pending; /* lines queued: lets flush skip the mutex when 0 */
     pthread_mutex_t deliver_mu; /* one deliverer at a time keeps the lines in order */
-    pthread_t deliverer;        /* valid while delivering */
-    atomic_bool delivering;
 
     struct rlc_metrics *next; /* the live list */
 };
 
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The metrics whose lines this thread is handing over now (set_log called
+ * from inside the callback must not wait for itself). */
+static _Thread_local struct rlc_metrics *delivering_here;
 static struct rlc_metrics *live;
 
 struct rlc_metrics *metrics_new(rlc_client *c)
@@ -143,11 +145,13 @@ static void logf_(struct rlc_metrics *m, int level, const char *fmt, ...)
 void metrics_flush_log(rlc_client *c)
 {
     struct rlc_metrics *m = c ? c->metrics : NULL;
-    if (!m || atomic_load(&m->pending) == 0)
+    /* Nothing queued; or called from inside the callback (it acquired a
+     * lock): the delivery under way hands the rest over. */
+    if (!m || atomic_load(&m->pending) == 0 || delivering_here == m)
         return;
     pthread_mutex_lock(&m->deliver_mu);
-    m->deliverer = pthread_self();
-    atomic_store(&m->delivering, true);
+    struct rlc_metrics *outer = delivering_here;
+    delivering_here = m;
     for (int guard = 0; guard < LOG_RING * 4; guard++) { /* bounded: lines keep coming */
         pthread_mutex_lock(&m->log_mu);
         if (m->count == 0) {
@@ -173,7 +177,7 @@ void metrics_flush_log(rlc_client *c)
         }
         fn(ln.level, ln.text, user);
     }
-    atomic_store(&m->delivering, false);
+    delivering_here = outer;
     pthread_mutex_unlock(&m->deliver_mu);
 }
 
@@ -303,7 +307,7 @@ int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user)
     /* A line being handed over meanwhile still runs the old fn: wait for it,
      * so that the caller may free what user points to once this returns
      * (not from inside fn itself: that delivery is this very call). */
-    if (!(atomic_load(&m->delivering) && pthread_equal(m->deliverer, pthread_self()))) {
+    if (delivering_here != m) {
         pthread_mutex_lock(&m->deliver_mu);
         pthread_mutex_unlock(&m->deliver_mu);
     }

@@ -99,3 +99,36 @@ def test_prometheus_text_with_and_without_prometheus_client(server, clients, mon
         assert 'le="+Inf"' in text and "redlockc_wait_seconds_count" in text, text
     assert redlockc.prometheus_text(c) == texts[1], "module function, same text"
 
+
+
+def test_a_log_handler_may_call_the_library(server, clients, raw):
+    """Lines are handed over outside the library's locks: a handler that takes
+    a lock itself (here on the reconnect line) does not deadlock."""
+    c = clients(server.uri)
+    seen = []
+
+    class Reentrant(logging.Handler):
+        def emit(self, record):
+            if "reconnecting" in record.getMessage() and not seen:
+                inner = c.lock("from-the-handler", owner=77)
+                seen.append(inner.acquire(timeout=1))
+                inner.release()
+
+    handler = Reentrant(level=logging.INFO)
+    logger = logging.getLogger("redlockc")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        lock = c.lock("outer", owner=78)
+        lock.acquire()
+        lock.release()
+        raw.execute_command("CLIENT", "KILL", "TYPE", "normal")
+        done = threading.Event()
+        threading.Thread(target=lambda: (lock.acquire(), lock.release(), done.set()),
+                         daemon=True).start()
+        assert done.wait(10), "an acquire whose log handler acquires did not finish"
+        assert seen == [True], f"the handler took its lock: {seen}"
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
