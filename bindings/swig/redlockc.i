@@ -262,9 +262,11 @@ PyObject *rlcpy_undo_acquire(rlc_lock *l, PyObject *got)
 #endif
 
 #ifdef SWIGLUA
-/* Not in Lua (yet): an out-array and a callback from another thread. */
+/* Metrics one counter at a time (rlclua_metric); no log callback: it would
+ * run on other threads, where no lua_State may be entered. */
 %ignore rlc_client_metrics;
 %ignore rlc_client_set_log;
+%ignore rlc_metric_bucket_ms;
 /* ---- Lua 5.4 (owned by bindings/lua) ----
  * The generated module redlockc_core is private: bindings/lua/redlockc.lua
  * is what callers require. Every generated function returns a fixed shape:
@@ -350,6 +352,32 @@ RLCLUA_INTEGER_IN(uint64_t, 1)
   else
     lua_pushnil(L);
   SWIG_arg++;
+%}
+
+%inline %{
+/* Counter i of c (rlc_client_metrics): status, detail, value; RLC_E_INVAL
+ * past the last counter. */
+int rlclua_metric(rlc_client *c, int i, uint64_t *out)
+{
+    uint64_t v[64];
+    int n = rlc_client_metrics(c, v, 64);
+    if (n < 0)
+        return n;
+    if (i < 0 || i >= n || i >= 64)
+        return RLC_E_INVAL;
+    *out = v[i];
+    return RLC_OK;
+}
+
+/* The bound of wait bucket i in ms (INT64_MAX: none): status, detail, value. */
+int rlclua_bucket_ms(int i, int64_t *out)
+{
+    int64_t ms = rlc_metric_bucket_ms(i);
+    if (ms < 0)
+        return (int)ms;
+    *out = ms;
+    return RLC_OK;
+}
 %}
 
 /* The lost callback runs on the client's watchdog thread, where no lua_State
