@@ -19,10 +19,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "metrics.h"
 #include "clock.h"
 #include "error.h"
 #include "hold.h"
+#include "metrics.h"
 #include "pubsub.h"
 #include "quorum.h"
 #include "scripts.h"

@@ -16,12 +16,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "metrics.h"
 #include "clock.h"
 #include "cmd.h"
 #include "error.h"
 #include "fanout.h"
 #include "hold.h"
+#include "metrics.h"
 #include "pubsub.h"
 #include "quorum.h"
 #include "scripts.h"

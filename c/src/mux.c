@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
 #include "redlockc.h"
 #include "clock.h"
 #include "cmd.h"
+#include "metrics.h"
 #include "mux.h"
 #include "scripts.h"
 #include "waiter.h"

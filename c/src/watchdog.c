@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
 #include "clock.h"
 #include "cmd.h"
 #include "hold.h"
+#include "metrics.h"
 #include "quorum.h"
 #include "scripts.h"
 #include "watchdog.h"

@@ -154,10 +154,19 @@ class Lock:
         with client.lock("orders"):
             ...                      # held; released on exit, also on error
 
+        with client.lock("orders", timeout=5):   # NotAcquiredError after 5 s
+            ...
+
         lock = client.lock("report")
         if lock.acquire(timeout=5, lease=60):
             try: ...
             finally: lock.release()
+        with lock(timeout=1):        # one level for the block
+            ...
+
+    A hold belongs to its (name, owner) in the client, not to this object:
+    another Lock of the same name and owner releases it, and collecting this
+    object leaves the hold (and its renewals) alone.
 
     Failures raise :class:`redlockc.Error` subclasses (``NotOwnerError``,
     ``LockLostError``, ``ConnectionError``, ...); a busy lock is not an
