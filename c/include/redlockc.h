@@ -192,7 +192,8 @@ enum {
     RLC_M_WAITS = 2,          /* acquires that found it busy and waited */
     RLC_M_RENEWALS = 3,       /* holds renewed by the watchdog (one per hold per round) */
     RLC_M_LOST = 4,           /* holds found lost (by the watchdog, or by a release) */
-    RLC_M_RECONNECTS = 5,     /* connections made again after a first one broke */
+    RLC_M_RECONNECTS = 5,     /* connects after a connection's first: reconnects, and
+                                 retries of a node that stays down */
     RLC_M_SCRIPT_RELOADS = 6, /* NOSCRIPT answers (a node lost the scripts: sent as EVAL) */
     RLC_M_WAIT_MS_SUM = 7,    /* total ms spent by the waits of RLC_M_WAITS */
     RLC_M_WAIT_BUCKET = 8     /* 8 + i: waits that took <= rlc_metric_bucket_ms(i) */
