@@ -61,7 +61,7 @@ set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-redlockc)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
 # The extension module is built for one CPython minor version.
 set(rlc_py_dep python3)
-if(RLC_PYTHON)
+if(RLC_BUILD_PYTHON)
   set(rlc_py_exe ${Python3_EXECUTABLE})
   if(NOT rlc_py_exe)
     set(rlc_py_exe /usr/bin/python3) # the bindings' own default
@@ -84,6 +84,15 @@ set(CPACK_DEBIAN_LUA_PACKAGE_SECTION interpreters)
 set(CPACK_DEBIAN_LUA_PACKAGE_DEPENDS "libredlockc1 (= ${rlc_deb_version}), lua5.4")
 set(CPACK_DEBIAN_LUA_DESCRIPTION "distributed locks on Redis - Lua 5.4 module
 require \"redlockc\": clients and locks over libredlockc.")
+
+# Each package's copyright file (Debian policy: /usr/share/doc/<package>/copyright).
+foreach(comp runtime dev tools python lua)
+  string(TOUPPER "${comp}" COMP)
+  install(FILES ${PROJECT_SOURCE_DIR}/LICENSE
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${CPACK_DEBIAN_${COMP}_PACKAGE_NAME}
+    RENAME copyright COMPONENT ${comp} EXCLUDE_FROM_ALL)
+endforeach()
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 
 # Package what this build installs, and nothing that has no package name above
 # (an install rule without COMPONENT lands in "Unspecified": say so).

@@ -11,7 +11,8 @@ export RLC_BUILD_DIR=${RLC_BUILD_DIR:-$PWD/build}
 SUITES=(c python lua openresty packaging runtimes fault fuzz)
 if (($#)); then SUITES=("$@"); fi
 
-cmake -S . -B "$RLC_BUILD_DIR" -DRLC_PYTHON=ON -DRLC_LUA=ON \
+# -Werror here (and in CI), not for users: see RLC_WERROR in CMakeLists.txt.
+cmake -S . -B "$RLC_BUILD_DIR" -DRLC_WERROR=ON -DRLC_PYTHON=ON -DRLC_LUA=ON \
   -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 cmake --build "$RLC_BUILD_DIR" -j"$(nproc)"
 

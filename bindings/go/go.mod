@@ -1,3 +1,3 @@
-module github.com/redlockc/redlockc-go
+module github.com/libredlockc/libredlockc/bindings/go
 
 go 1.19

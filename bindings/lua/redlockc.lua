@@ -316,6 +316,30 @@ function Client:fenced_set(key, value, token)
   local rc, detail, applied = core.rlc_fenced_set(h, key, value, token)
   if rc ~= OK then return failed(rc, detail) end
   return applied
+
+-- client:metrics() -> a table of the client's counters (no network I/O):
+-- acquires, busy, waits, renewals, lost, reconnects, script_reloads,
+-- wait_ms_sum, and wait_buckets = { {le = ms or math.huge, count = n}, ... }
+-- (cumulative). nil, "closed", E_CLOSED after close().
+function Client:metrics()
+  local h = client_self(self)
+  if not h then return nil, "closed", E_CLOSED end
+  local out, buckets, total = { wait_buckets = {} }, 0, 0
+  for i = 0, 63 do
+    local name = core.rlc_metric_name(i)
+    if name == nil then break end
+    local rc, detail, value = core.rlclua_metric(h, i)
+    if rc ~= OK then return failed(rc, detail) end
+    if name == "wait_bucket" then
+      local _, _, le = core.rlclua_bucket_ms(buckets)
+      buckets = buckets + 1
+      total = total + value
+      out.wait_buckets[buckets] = { le = le == math.maxinteger and math.huge or le, count = total }
+    else
+      out[name] = value
+    end
+  end
+  return out
 end
 
 -- client:close(): stops the watchdog and closes the connections now. Holds

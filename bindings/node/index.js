@@ -23,24 +23,71 @@ const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
 
 // Explicit owner ids: unique in this process, never 0 (0 means "the thread").
 let nextOwner = 1;
+let nextClientId = 1;
+const LOG_LEVELS = { 1: 'error', 2: 'warn', 3: 'info', 4: 'debug' };
+const METRICS_MAX = 64;
+
+const invalid = (msg) => new errors.InvalidArgumentError(STATUS.E_INVAL, msg);
+
+// Option objects are checked by name: a misspelt or foreign name (`timeout`
+// for `wait`, `ttl` for `lease`) would otherwise be ignored, and a wait
+// meant to end after 500 ms would wait forever.
+function checkNames(where, options, known) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw new TypeError(`${where}: options must be an object like {${known.join(', ')}}, got ${typeof options}`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!known.includes(name)) {
+      const hint = { timeout: 'wait', ttl: 'lease', leaseTime: 'lease', waitTime: 'wait' }[name];
+      throw invalid(`${where}: unknown option '${name}'${hint ? ` (did you mean '${hint}'? times are in ms)` : ''}; options: ${known.join(', ')}`);
+    }
+  }
+  return options;
+}
+
+// A time option in ms: a number (not a string like '5s'); fractions of a ms
+// are not a unit anyone means here (0.5 is seconds written in the wrong unit).
+function msOption(where, name, value) {
+  if (typeof value !== 'number' || Number.isNaN(value)) {
+    throw invalid(`${where}: ${name} must be a number of milliseconds, got ${JSON.stringify(value)}`);
+  }
+  if (value > 0 && value < 1) {
+    throw invalid(`${where}: ${name} is ${value} ms; times are in milliseconds (${value} s is ${value * 1000})`);
+  }
+  return value;
+}
 
 // ms -> the C convention: negative (or Infinity) waits forever.
-function waitMs(wait) {
-  if (wait === undefined || wait === null || wait === Infinity || wait < 0) return -1;
-  if (!Number.isFinite(wait)) throw new errors.InvalidArgumentError(STATUS.E_INVAL, `wait must be a number of ms, got ${wait}`);
+function waitMs(wait, where = 'acquire') {
+  if (wait === undefined || wait === null || wait === Infinity) return -1;
+  msOption(where, 'wait', wait);
+  if (wait < 0) return -1;
   return Math.floor(wait);
 }
 
-function leaseMs(lease) {
-  if (lease === undefined || lease === null || lease <= 0) return 0;
-  if (!Number.isFinite(lease)) throw new errors.InvalidArgumentError(STATUS.E_INVAL, `lease must be a number of ms, got ${lease}`);
+function leaseMs(lease, where = 'acquire') {
+  if (lease === undefined || lease === null) return 0;
+  msOption(where, 'lease', lease);
+  if (lease <= 0) return 0;
+  if (!Number.isFinite(lease)) throw invalid(`${where}: lease must be a finite number of ms, got ${lease}`);
   return Math.ceil(lease);
 }
+
+const ACQUIRE_OPTIONS = ['wait', 'lease'];
+const CLIENT_OPTIONS = ['watchdog_timeout_ms', 'io_timeout_ms', 'node_timeout_ms', 'connect_timeout_ms',
+  'retry_jitter_ms', 'drift_factor', 'pool_size', 'key_prefix'];
 
 // {watchdog_timeout_ms: 600} -> "watchdog_timeout_ms=600"
 function optionString(options) {
   if (typeof options === 'string') return options;
-  return Object.entries(options || {}).map(([k, v]) => `${k}=${v}`).join(';');
+  checkNames('new Client', options, CLIENT_OPTIONS);
+  return Object.entries(options || {}).map(([k, v]) => {
+    if (k.endsWith('_ms') && (typeof v !== 'number' || !Number.isInteger(v))) {
+      throw invalid(`new Client: ${k} must be a whole number of milliseconds, got ${JSON.stringify(v)}`);
+    }
+    return `${k}=${v}`;
+  }).join(';');
 }
 
 // Native handles not closed by the program are freed when their object is
@@ -53,14 +100,67 @@ const clientRegistry = new FinalizationRegistry((handle) => {
   getChannel().run(OP.CLIENT_FREE, handle); // it joins the watchdog: not on this thread
 });
 
-class Client {
+class Client extends EventEmitter {
   // nodes: "redis://host:port" or a comma-separated list (>= 2: Redlock).
   // options: {watchdog_timeout_ms, io_timeout_ms, ...} as in redlockc.h.
+  // Events: 'log' ({level, message}) with the library's log lines, from the
+  // first listener on (silent without one).
   constructor(nodes, options = {}) {
+    super();
     this._handle = fn.clientNew(nodes, optionString(options), scratch);
     if (!this._handle) throw fail(syncResult());
     this._closed = null;
+    this._id = nextClientId++;
+    this._sink = null;
     clientRegistry.register(this, this._handle, this);
+    this.on('newListener', (event) => { if (event === 'log') this._logging(true); });
+    this.on('removeListener', (event) => {
+      if (event === 'log' && this.listenerCount('log') === 0) this._logging(false);
+    });
+  }
+
+  _logging(on) {
+    if (!this._handle || on === (this._sink !== null)) return;
+    const channel = getChannel();
+    if (on) {
+      channel.clients.set(this._id, new WeakRef(this));
+      this._sink = fn.clientSetLog(this._handle, channel.ptr, this._id, 4, scratch);
+      if (!this._sink) throw fail(syncResult());
+    } else {
+      fn.clientSetLog(this._handle, channel.ptr, this._id, 0, scratch); // waits for a line in flight
+      fn.sinkFree(this._sink);
+      this._sink = null;
+      channel.clients.delete(this._id);
+    }
+  }
+
+  _log(level, message) {
+    this.emit('log', { level: LOG_LEVELS[level] || String(level), message });
+  }
+
+  // The client's counters (rlc_client_metrics), no I/O: {acquires, busy,
+  // waits, renewals, lost, reconnects, scriptReloads, waitMsSum, waitBuckets:
+  // [{le (ms, Infinity last), count (cumulative)}]}.
+  metrics() {
+    if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    const buf = Buffer.alloc(8 * METRICS_MAX);
+    const n = Math.min(fn.clientMetrics(this._handle, buf, METRICS_MAX), METRICS_MAX);
+    const out = { waitBuckets: [] };
+    const camel = (name) => name.replace(/_([a-z])/g, (_, ch) => ch.toUpperCase());
+    let bucket = 0;
+    let total = 0;
+    for (let i = 0; i < n; i++) {
+      const name = fn.metricName(i);
+      const value = Number(buf.readBigUInt64LE(8 * i));
+      if (name === 'wait_bucket') {
+        const le = fn.metricBucketMs(bucket++);
+        total += value;
+        out.waitBuckets.push({ le: le >= Number.MAX_SAFE_INTEGER ? Infinity : Number(le), count: total });
+      } else if (name) {
+        out[camel(name)] = value;
+      }
+    }
+    return out;
   }
 
   get uuid() {
@@ -75,7 +175,9 @@ class Client {
   // Acquires `name` for a new owner and returns the held Lock, for
   // `await using lock = await client.acquire(name)`; throws NotAcquiredError
   // when the wait runs out. Release with lock.release(), then lock.close().
-  async acquire(name, { wait = -1, lease = 0 } = {}) {
+  async acquire(name, options = {}) {
+    const { wait = -1, lease = 0 } = checkNames('client.acquire', options, ACQUIRE_OPTIONS);
+    waitMs(wait, 'client.acquire'); leaseMs(lease, 'client.acquire');
     const lock = this.lock(name);
     try {
       if (!(await lock.acquire({ wait, lease }))) {
@@ -93,7 +195,8 @@ class Client {
   // NotAcquiredError when the wait runs out; when fn succeeded but the
   // release finds the lock lost, throws that LockLostError (the section was
   // not protected to the end). fn's own error wins over a release error.
-  async withLock(name, body, { wait = -1, lease = 0 } = {}) {
+  async withLock(name, body, options = {}) {
+    const { wait = -1, lease = 0 } = checkNames('client.withLock', options, ACQUIRE_OPTIONS);
     const lock = await this.acquire(name, { wait, lease });
     let result;
     try {
@@ -145,8 +248,14 @@ class Client {
       const handle = this._handle;
       this._handle = null;
       clientRegistry.unregister(this);
+      const sink = this._sink;
+      this._sink = null;
       const before = Promise.allSettled([...(this._inflight || [])]);
-      this._closed = before.then(() => getChannel().run(OP.CLIENT_FREE, handle)).then(() => undefined);
+      // rlc_client_free silences the log first: the sink may go after it.
+      this._closed = before.then(() => getChannel().run(OP.CLIENT_FREE, handle)).then(() => {
+        if (sink) fn.sinkFree(sink);
+        getChannel().clients.delete(this._id);
+      });
     }
     return this._closed;
   }
@@ -184,8 +293,9 @@ class Lock extends EventEmitter {
   // Resolves true when held, false when the wait (ms; default forever, 0 =
   // try once) ran out. lease (ms): 0 lets the watchdog renew it until
   // release; > 0 is a fixed lease.
-  async acquire({ wait = -1, lease = 0 } = {}) {
-    const rec = await this._run(OP.ACQUIRE, waitMs(wait), leaseMs(lease));
+  async acquire(options = {}) {
+    const { wait = -1, lease = 0 } = checkNames('lock.acquire', options, ACQUIRE_OPTIONS);
+    const rec = await this._run(OP.ACQUIRE, waitMs(wait, 'lock.acquire'), leaseMs(lease, 'lock.acquire'));
     if (rec.rc === STATUS.NOT_ACQUIRED) return false;
     if (rec.rc !== STATUS.OK) throw fail(rec);
     if (this._depth++ === 0) {
@@ -197,7 +307,8 @@ class Lock extends EventEmitter {
     return true;
   }
 
-  tryAcquire({ lease = 0 } = {}) {
+  async tryAcquire(options = {}) {
+    const { lease = 0 } = checkNames('lock.tryAcquire', options, ['lease']);
     return this.acquire({ wait: 0, lease });
   }
 
@@ -216,7 +327,7 @@ class Lock extends EventEmitter {
 
   // lease > 0: a fixed lease from now; 0: back to the watchdog.
   async extend(lease = 0) {
-    const rec = await this._run(OP.EXTEND, leaseMs(lease));
+    const rec = await this._run(OP.EXTEND, leaseMs(lease, 'lock.extend'));
     if (rec.rc !== STATUS.OK) throw fail(rec);
   }
 

@@ -83,6 +83,26 @@ static void rlcpy_lost(rlc_lock *l, int reason, void *user)
     PyGILState_Release(gil);
 }
 
+/* The log trampoline: the library hands lines over where it holds no lock
+ * of its own (any thread); Python code runs with the GIL held, an exception
+ * goes to sys.unraisablehook. `user` is the package's dispatcher, kept alive
+ * by the Client until rlc_client_free has returned. */
+static void rlcpy_log(int level, const char *message, void *user)
+{
+    if (!Py_IsInitialized() || RLCPY_FINALIZING())
+        return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *dispatch = (PyObject *)user;
+    Py_INCREF(dispatch);
+    PyObject *r = PyObject_CallFunction(dispatch, "is", level, message);
+    if (r)
+        Py_DECREF(r);
+    else
+        PyErr_WriteUnraisable(dispatch);
+    Py_DECREF(dispatch);
+    PyGILState_Release(gil);
+}
+
 /* got: Lock.acquire()'s record of this call, a list of one bool. */
 static int rlcpy_is_record(PyObject *got)
 {
@@ -143,6 +163,9 @@ static int rlcpy_is_record(PyObject *got)
 
 /* A C function pointer cannot come from Python: rlcpy_on_lost replaces it. */
 %ignore rlc_lock_on_lost;
+/* An out-array and a callback: rlcpy_metrics and rlcpy_set_log replace them. */
+%ignore rlc_client_metrics;
+%ignore rlc_client_set_log;
 
 /* These never block: keep the GIL (cheaper). rlcpy_register_error must:
  * it touches Python objects. */
@@ -154,6 +177,7 @@ static int rlcpy_is_record(PyObject *got)
 /* These release the GIL themselves, around the C call only. */
 %nothread rlcpy_acquire;
 %nothread rlcpy_undo_acquire;
+%nothread rlcpy_metrics;
 
 %inline %{
 /* redlockc/_errors.py: the class raised for `status` (a negative code). */
@@ -203,6 +227,31 @@ PyObject *rlcpy_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms, PyObject
     return PyBool_FromLong(status == RLC_OK);
 }
 
+/* The client's counters, by index (rlc_client_metrics), as a list of ints. */
+PyObject *rlcpy_metrics(rlc_client *c)
+{
+    uint64_t v[64];
+    int n = rlc_client_metrics(c, v, 64);
+    if (n < 0) {
+        rlcpy_raise(n);
+        return NULL;
+    }
+    PyObject *list = PyList_New(n < 64 ? n : 64);
+    for (int i = 0; list && i < n && i < 64; i++)
+        PyList_SET_ITEM(list, i, PyLong_FromUnsignedLongLong(v[i]));
+    return list;
+}
+
+/* Routes the client's log lines at or below level to dispatch(level, text),
+ * or silences them (None). The caller keeps dispatch alive until
+ * rlc_client_free(c) has returned. */
+int rlcpy_set_log(rlc_client *c, int level, PyObject *dispatch)
+{
+    if (dispatch == Py_None)
+        return rlc_client_set_log(c, 0, NULL, NULL);
+    return rlc_client_set_log(c, level, rlcpy_log, dispatch);
+}
+
 /* Releases the level rlcpy_acquire recorded in got, once (got[0] becomes
  * False), for acquire() about to raise. Its failure is not reported: the
  * exception already on its way is what the caller must see, and the library
@@ -225,6 +274,11 @@ PyObject *rlcpy_undo_acquire(rlc_lock *l, PyObject *got)
 #endif
 
 #ifdef SWIGLUA
+/* Metrics one counter at a time (rlclua_metric); no log callback: it would
+ * run on other threads, where no lua_State may be entered. */
+%ignore rlc_client_metrics;
+%ignore rlc_client_set_log;
+%ignore rlc_metric_bucket_ms;
 /* ---- Lua 5.4 (owned by bindings/lua) ----
  * The generated module redlockc_core is private: bindings/lua/redlockc.lua
  * is what callers require. Every generated function returns a fixed shape:
@@ -320,6 +374,32 @@ RLCLUA_INTEGER_IN(uint64_t, 1)
   $1 = ($1_ltype)lua_tolstring(L, $input, &$2);
 %}
 %apply int *out { int *applied };
+
+%inline %{
+/* Counter i of c (rlc_client_metrics): status, detail, value; RLC_E_INVAL
+ * past the last counter. */
+int rlclua_metric(rlc_client *c, int i, uint64_t *out)
+{
+    uint64_t v[64];
+    int n = rlc_client_metrics(c, v, 64);
+    if (n < 0)
+        return n;
+    if (i < 0 || i >= n || i >= 64)
+        return RLC_E_INVAL;
+    *out = v[i];
+    return RLC_OK;
+}
+
+/* The bound of wait bucket i in ms (INT64_MAX: none): status, detail, value. */
+int rlclua_bucket_ms(int i, int64_t *out)
+{
+    int64_t ms = rlc_metric_bucket_ms(i);
+    if (ms < 0)
+        return (int)ms;
+    *out = ms;
+    return RLC_OK;
+}
+%}
 
 /* The lost callback runs on the client's watchdog thread, where no lua_State
  * may be entered. Lua does not get it: a lost hold shows as owned() == false,

@@ -347,6 +347,60 @@ RLC_API int rlc_multilock_release(rlc_multilock *m);
 RLC_API int rlc_multilock_size(rlc_multilock *m, int *out);
 RLC_API int rlc_multilock_lock_at(rlc_multilock *m, int i, rlc_lock **out);
 
+/* ---- Metrics and logs (version node REDLOCKC_1.1) --------------------------
+ * Per-client counters, read at any time from any thread (no network I/O),
+ * and a log callback. Counters only grow; each is read atomically (a set of
+ * them is not one snapshot). The indices are stable: new counters are added
+ * at the end, so an older caller reads a prefix. */
+enum {
+    RLC_M_ACQUIRES = 0,       /* acquires that got the lock (nested ones included) */
+    RLC_M_BUSY = 1,           /* acquires that ended RLC_NOT_ACQUIRED */
+    RLC_M_WAITS = 2,          /* acquires that found it busy and waited */
+    RLC_M_RENEWALS = 3,       /* holds renewed by the watchdog (one per hold per round) */
+    RLC_M_LOST = 4,           /* holds found lost (by the watchdog, or by a release) */
+    RLC_M_RECONNECTS = 5,     /* connects after a connection's first: reconnects, and
+                                 retries of a node that stays down */
+    RLC_M_SCRIPT_RELOADS = 6, /* NOSCRIPT answers (a node lost the scripts: sent as EVAL) */
+    RLC_M_WAIT_MS_SUM = 7,    /* total ms spent by the waits of RLC_M_WAITS */
+    RLC_M_WAIT_BUCKET = 8     /* 8 + i: waits that took <= rlc_metric_bucket_ms(i) */
+};
+#define RLC_M_WAIT_BUCKETS 12 /* the last bucket has no bound (+Inf) */
+
+/* Writes up to n counters of c, by index, into out[0..n-1]; returns how many
+ * this library has (n larger than that leaves the rest untouched), or
+ * RLC_E_INVAL for a NULL client or out. */
+RLC_API int rlc_client_metrics(rlc_client *c, uint64_t *out, int n);
+
+/* The name of counter i ("acquires", "busy", "waits", "renewals", "lost",
+ * "reconnects", "script_reloads", "wait_ms_sum", "wait_bucket"), NULL past
+ * the end. Static strings. */
+RLC_API const char *rlc_metric_name(int i);
+
+/* The upper bound in ms of wait bucket i (a wait is counted in the first
+ * bucket whose bound it does not exceed), INT64_MAX for the last (+Inf),
+ * RLC_E_INVAL outside 0..RLC_M_WAIT_BUCKETS-1. */
+RLC_API int64_t rlc_metric_bucket_ms(int i);
+
+/* Log levels: a callback gets the lines at or below its max_level. */
+enum {
+    RLC_LOG_ERROR = 1,
+    RLC_LOG_WARN = 2,
+    RLC_LOG_INFO = 3,
+    RLC_LOG_DEBUG = 4
+};
+
+/* fn(level, message, user) receives the client's log lines: lost holds
+ * (WARN), reconnects and script reloads (INFO). Silent by default; fn NULL
+ * silences it again. Lines are queued where they happen and handed over soon
+ * after, at the end of an acquire, by the watchdog thread, and by
+ * rlc_client_free (before it returns), never while the library holds a lock
+ * of its own: fn may call this API. `message` lives until fn
+ * returns and never holds a password. Once this call with fn NULL, or
+ * rlc_client_free(c), has returned, fn is not running and is never called
+ * again (when made from inside fn itself: once fn returns). */
+typedef void (*rlc_log_fn)(int level, const char *message, void *user);
+RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,6 +30,7 @@
 #include "clock.h"
 #include "error.h"
 #include "hold.h"
+#include "metrics.h"
 #include "pubsub.h"
 #include "quorum.h"
 #include "resolve.h"
@@ -147,6 +148,7 @@ int client_set_on_lost(rlc_client *c, rlc_lock *l, rlc_lost_fn fn, rlc_lost_owne
 
 void client_queue_lost(rlc_client *c, rlc_lock *l, uint64_t owner, int reason)
 {
+    metrics_lost(c, l, reason); /* counted and logged whether or not a callback waits */
     if ((!l->on_lost && !l->on_lost_owner) || !c->cb_started)
         return;
     struct lost_event *e = malloc(sizeof *e);
@@ -212,6 +214,7 @@ static void destroy(rlc_client *c)
         c->lost_head = e->next;
         free(e);
     }
+    metrics_free(c->metrics);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
     if (!child) {
@@ -279,6 +282,7 @@ static void *thread_main(void *arg)
             if (soon < next)
                 next = soon;
         }
+        metrics_flush_log(c);
         struct pollfd pfd[1 + 3 * RLC_MAX_NODES];
         pfd[0] = (struct pollfd){c->wake_fd, POLLIN, 0};
         int np = pubsub_prepare(c->pubsub, pfd + 1, RLC_MAX_NODES, &next);
@@ -360,7 +364,8 @@ int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
     }
     c->pubsub = pubsub_new(c);
     c->tracking = tracking_new(c);
-    if (c->wake_fd < 0 || !c->pubsub || !c->tracking) {
+    c->metrics = metrics_new(c);
+    if (c->wake_fd < 0 || !c->pubsub || !c->tracking || !c->metrics) {
         rc = rlc_fail(RLC_E_NOMEM, "cannot create the client's eventfd or channel table");
         goto fail;
     }
@@ -398,6 +403,7 @@ void rlc_client_free(rlc_client *c)
     }
     if (atomic_exchange(&c->closed, true)) /* freed twice: only the first counts */
         return;
+    metrics_close(c);
     pthread_mutex_lock(&c->mu);
     atomic_store(&c->stopping, true);
     pthread_cond_broadcast(&c->lost_ready);

@@ -60,6 +60,7 @@ struct rlc_client {
     bool thread_started;
     int wake_fd;                /* eventfd that wakes the thread */
     atomic_bool stopping;
+    struct rlc_metrics *metrics; /* metrics.c: counters and the log callback, or NULL */
 };
 
 struct rlc_lock {

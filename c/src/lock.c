@@ -22,6 +22,7 @@
 #include "fanout.h"
 #include "fence.h"
 #include "hold.h"
+#include "metrics.h"
 #include "pubsub.h"
 #include "quorum.h"
 #include "restart_guard.h"
@@ -439,6 +440,7 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
                             int64_t deadline_ns, struct attempt *a)
 {
     rlc_client *c = l->client;
+    metrics_wait_begin(c);
     struct channel *ch = pubsub_join(c->pubsub, l->channel, l->channel_len);
     if (!ch)
         return rlc_fail(RLC_E_NOMEM, "out of memory");
@@ -512,6 +514,7 @@ int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
         rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner; waited %lld ms",
                  shown(l, name, sizeof name), (long long)((rlc_now_ns() - start) / RLC_NS_PER_MS));
     }
+    metrics_acquire(c, rc, start);
 out:
     client_leave(c);
     return rc;
@@ -527,6 +530,7 @@ static void mark_lost(rlc_client *c, struct hold *h)
 {
     h->lost = RLC_E_LOST;
     h->notified = true;
+    metrics_lost(c, h->lock, RLC_E_LOST);
     hold_set_watchdog(c, h, false);
 }
 

@@ -30,6 +30,7 @@
 #include "redlockc.h"
 #include "clock.h"
 #include "cmd.h"
+#include "metrics.h"
 #include "mux.h"
 #include "scripts.h"
 #include "waiter.h"
@@ -229,6 +230,7 @@ static int dispatch(struct mux *m, redisReply *reply, struct waiter *me, char er
          * still waits. An abandoned request is not sent again: its caller was
          * told it failed and may have undone it already (the undo's tombstone
          * would stop it anyway, see scripts.c). */
+        metrics_mux_event(m, RLC_M_SCRIPT_RELOADS);
         struct rlc_cmd *eval = cmd_evalsha_to_eval(r->cmd, r->script);
         if (eval && conn_queue(&m->conn, eval->data, eval->len) == RLC_OK) {
             freeReplyObject(reply);
@@ -344,6 +346,7 @@ static bool send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
         }
         m->last_io_ns = now;
         requeue_redo(m, now);
+        metrics_mux_event(m, RLC_M_RECONNECTS);
     }
     bool was_empty = c->out_len == 0;
     if (conn_queue(c, r->cmd->data, r->cmd->len) != RLC_OK) {

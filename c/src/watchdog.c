@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "cmd.h"
 #include "hold.h"
+#include "metrics.h"
 #include "quorum.h"
 #include "scripts.h"
 #include "watchdog.h"
@@ -229,6 +230,7 @@ static void apply(rlc_client *c, struct round *r, int64_t now)
             gone += v == 0;
         }
         if (yes >= q) {
+            metrics_count(c, RLC_M_RENEWALS);
             h->valid_until_ns = r->started_ns + valid_ms * RLC_NS_PER_MS;
             h->next_renew_ns = r->started_ns + lease * RLC_NS_PER_MS / 3;
         } else if (gone > n - q) {

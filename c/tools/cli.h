@@ -6,7 +6,8 @@
  *   redlockc.c  main: client and lock handle, dispatch, exit status
  *   run.c     "NAME -- CMD": acquire, run CMD under the lock, release
  *   child.c   starting CMD in its own process group, signals, terminal
- *   query.c   "status NAME" and "release --force NAME"
+ *   query.c   "release --force NAME"
+ *   inspect.c "status NAME" and "watch NAME": the lock's keys read directly
  */
 #ifndef REDLOCKC_CLI_H
 #define REDLOCKC_CLI_H
@@ -32,7 +33,7 @@ enum {
     CLI_SIGNAL_BASE = 128 /* CMD killed by signal N -> 128+N (as a shell) */
 };
 
-enum cli_command { CLI_RUN, CLI_STATUS, CLI_RELEASE };
+enum cli_command { CLI_RUN, CLI_STATUS, CLI_RELEASE, CLI_WATCH };
 
 struct cli_args {
     enum cli_command command;
@@ -45,6 +46,8 @@ struct cli_args {
     int64_t kill_after_ms;
     int verbose;
     int force;
+    int json;            /* status --json */
+    int conflict_exit;   /* -E CODE: the exit status when busy (default CLI_BUSY) */
 };
 
 /* Parses argv into *a. Returns -1 to go on, else the exit status to end
@@ -70,6 +73,7 @@ int cli_status_exit(int rc);
 int cli_run(rlc_lock *l, const struct cli_args *a, const sigset_t *orig_mask);
 int cli_status(rlc_lock *l, const struct cli_args *a);
 int cli_release(rlc_lock *l, const struct cli_args *a);
+int cli_watch(const struct cli_args *a);
 
 /* ---- child.c: CMD in its own process group ------------------------------- */
 

@@ -33,6 +33,15 @@ int cli_status_exit(int rc)
     }
 }
 
+/* -v: the library's own log lines (reconnects, lost holds...), from any
+ * thread: one fprintf each, which stdio keeps whole. */
+static void log_line(int level, const char *message, void *user)
+{
+    (void)user;
+    static const char *const names[] = {"", "error", "warning", "info", "debug"};
+    fprintf(stderr, "redlockc: %s: %s\n", level >= 1 && level <= 4 ? names[level] : "log", message);
+}
+
 int main(int argc, char **argv)
 {
     if (cli_is_fenced_set(argc, argv))
@@ -54,6 +63,12 @@ int main(int argc, char **argv)
     sigaddset(&block, SIGTTOU);
     if (a.command != CLI_RUN)
         sigemptyset(&block); /* a quick query: Ctrl-C may just end it */
+    if (a.command == CLI_WATCH) {
+        /* Read from a signalfd by watch, so no thread may take them. */
+        sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGTERM);
+        sigaddset(&block, SIGHUP);
+    }
     pthread_sigmask(SIG_BLOCK, &block, &orig);
 
     rlc_client *c = NULL;
@@ -65,6 +80,8 @@ int main(int argc, char **argv)
         cli_err("bad --nodes or --options: %s", rlc_errmsg());
         return cli_status_exit(rc);
     }
+    if (a.verbose)
+        rlc_client_set_log(c, RLC_LOG_INFO, log_line, NULL);
     rc = rlc_lock_new(c, a.name, 0, &l);
     if (rc != RLC_OK) {
         cli_err("%s", rlc_errmsg());
@@ -78,6 +95,9 @@ int main(int argc, char **argv)
         break;
     case CLI_STATUS:
         rc = cli_status(l, &a);
+        break;
+    case CLI_WATCH:
+        rc = cli_watch(&a); /* the client checked --nodes and --options */
         break;
     default:
         rc = cli_release(l, &a);

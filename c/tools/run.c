@@ -90,13 +90,42 @@ static int drain_signals(struct run *r, int started)
     return terminating;
 }
 
+/* Failures worth another try while --wait lasts: Redis down or restarting,
+ * not a refused password or a bad option. */
+static int is_transient(int rc)
+{
+    return rc == RLC_E_CONNECT || rc == RLC_E_TIMEOUT || rc == RLC_E_NO_QUORUM;
+}
+
+/* Sleeps up to ms, or until a signal is pending on the signalfd. */
+static void nap(const struct run *r, int64_t ms)
+{
+    struct pollfd pf = {r->sigfd, POLLIN, 0};
+    if (ms > 0)
+        poll(&pf, 1, ms > 60000 ? 60000 : (int)ms);
+}
+
+static void since_text(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+    localtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
 /* Returns RLC_OK or a status; *sig is set if a terminating signal came
- * first (then nothing is held). */
+ * first (then nothing is held). While --wait lasts, a node that cannot be
+ * reached is tried again with backoff (100 ms doubling to 2 s), so a cron
+ * job that starts during a Redis restart waits instead of failing. */
 static int acquire(struct run *r, int *sig)
 {
     int64_t wait = r->a->wait_ms;
-    int64_t deadline = now_ms() + wait;
-    for (;;) {
+    int64_t started = now_ms(), deadline = started + wait;
+    int64_t backoff = 100, next_report = -1;
+    time_t since = time(NULL);
+    char since_s[32];
+    since_text(since, since_s, sizeof since_s);
+    /* Bounded by the deadline (or by "forever", which --wait asked for). */
+    for (uint64_t turn = 0;; turn++) {
         int64_t slice = SLICE_MS;
         if (wait >= 0) {
             int64_t left = deadline - now_ms();
@@ -108,8 +137,36 @@ static int acquire(struct run *r, int *sig)
                 rlc_lock_release(r->l);
             return rc;
         }
-        if (rc != RLC_NOT_ACQUIRED || (wait >= 0 && now_ms() >= deadline))
+        int out_of_time = wait >= 0 && now_ms() >= deadline;
+        if (is_transient(rc) && wait != 0 && !out_of_time) {
+            int64_t pause = backoff;
+            if (wait >= 0 && deadline - now_ms() < pause)
+                pause = deadline - now_ms();
+            if (r->a->verbose)
+                cli_err("cannot reach Redis for lock '%s' (%s); retrying in %" PRId64
+                        " ms (waiting since %s)", r->a->name, rlc_errmsg(), pause, since_s);
+            nap(r, pause);
+            backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+            continue;
+        }
+        if (rc == RLC_OK && r->a->verbose && turn > 0)
+            cli_err("got lock '%s' after waiting %.3f s (since %s)", r->a->name,
+                    (double)(now_ms() - started) / 1000.0, since_s);
+        if (rc != RLC_NOT_ACQUIRED || out_of_time)
             return rc;
+        backoff = 100; /* reachable again */
+        if (r->a->verbose && now_ms() >= next_report) {
+            int64_t ttl = -2;
+            rlc_lock_ttl_ms(r->l, &ttl);
+            if (next_report < 0)
+                cli_err("waiting for lock '%s' (held by another owner, lease left %" PRId64
+                        " ms) since %s%s", r->a->name, ttl, since_s,
+                        wait < 0 ? ", without limit" : "");
+            else
+                cli_err("still waiting for lock '%s' since %s (%.0f s)", r->a->name, since_s,
+                        (double)(now_ms() - started) / 1000.0);
+            next_report = now_ms() + 10000;
+        }
     }
 }
 
@@ -270,11 +327,13 @@ int cli_run(rlc_lock *l, const struct cli_args *a, const sigset_t *orig_mask)
     if (sig) {
         status = CLI_SIGNAL_BASE + sig; /* as if the signal had ended us */
     } else if (rc != RLC_OK) {
-        if (rc == RLC_NOT_ACQUIRED)
+        if (rc == RLC_NOT_ACQUIRED) {
             cli_err("lock '%s' is busy: another owner holds it", a->name);
-        else
+            status = a->conflict_exit;
+        } else {
             cli_err("cannot lock '%s': %s", a->name, rlc_errmsg());
-        status = cli_status_exit(rc);
+            status = cli_status_exit(rc);
+        }
     } else if ((status = start_cmd(&r, orig_mask)) == 0) {
         supervise(&r);
         child_done(&r.ch);

@@ -11,14 +11,14 @@ cmake --build "$BUILD" -j"$jobs" >/dev/null
 ctest --test-dir "$BUILD" -L '^c$' -j"$jobs" --output-on-failure
 
 echo "--- C build with clang (-Wall -Wextra -Werror)"
-CC=clang cmake -S . -B "$BUILD-clang" >/dev/null
+CC=clang cmake -S . -B "$BUILD-clang" -DRLC_WERROR=ON >/dev/null
 cmake --build "$BUILD-clang" -j"$jobs" >/dev/null
 ctest --test-dir "$BUILD-clang" -L '^c$' -j"$jobs" --output-on-failure
 
 for san in ASAN TSAN; do
   dir=$BUILD-${san,,}
   echo "--- C tests under ${san}"
-  cmake -S . -B "$dir" -DRLC_${san}=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  cmake -S . -B "$dir" -DRLC_${san}=ON -DRLC_WERROR=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
   cmake --build "$dir" -j"$jobs" >/dev/null
   ctest --test-dir "$dir" -L '^c$' -j"$jobs" --output-on-failure
 done

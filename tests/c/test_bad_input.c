@@ -624,7 +624,7 @@ struct cli_row {
     bool live;           /* against the running server, else a dead port */
     const char *nodes;   /* printf format: %d is the port; NULL: use REDLOCKC_NODES */
     const char *env_nodes;
-    const char *args[6]; /* after the options, NULL-terminated */
+    const char *args[8]; /* after the options, NULL-terminated */
     int exit;
 };
 
@@ -638,8 +638,9 @@ TEST(cli_never_prints_a_password)
     const struct cli_row rows[] = {
         {"dead port", false, "redis://:" PASSWORD "@127.0.0.1:%d", NULL,
          {"-w", "0", "n", "--", "true"}, 69},
+        /* An unreachable node is retried until the wait ends (with -v: said so). */
         {"dead port, verbose", false, "redis://u:" PASSWORD "@127.0.0.1:%d", NULL,
-         {"-v", "n", "--", "true"}, 69},
+         {"-v", "-w", "1s", "n", "--", "true"}, 69},
         {"bad port", false, "redis://:" PASSWORD "@127.0.0.1:0", NULL, {"n", "--", "true"}, 64},
         {"bad scheme", false, "rediss://:" PASSWORD "@127.0.0.1:%d", NULL, {"n", "--", "true"},
          64},
@@ -652,7 +653,7 @@ TEST(cli_never_prints_a_password)
         {"release, dead port", false, "redis://:" PASSWORD "@127.0.0.1:%d", NULL,
          {"release", "--force", "n"}, 69},
         {"from the environment", false, NULL, "redis://:" PASSWORD "@127.0.0.1:%d",
-         {"n", "--", "true"}, 69},
+         {"-w", "500ms", "n", "--", "true"}, 69},
         {"wrong password", true, "redis://:" PASSWORD "-bad@127.0.0.1:%d", NULL,
          {"-v", "n", "--", "true"}, 69},
         /* With the right password the command runs; its environment (printed

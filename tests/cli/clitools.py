@@ -33,12 +33,12 @@ def wait_until(cond, timeout=10.0, what="condition"):
 class Redis:
     """One redis-server; cli() runs a raw command through redis-cli."""
 
-    def __init__(self, *extra):
+    def __init__(self, *extra, port=None):
         self.extra = list(extra)
         self.dir = tempfile.mkdtemp(prefix="rlc-cli-redis-")
         self.proc = None
-        for _ in range(5):  # another process may take the port first
-            self.port = free_port()
+        for _ in range(1 if port else 5):  # another process may take the port first
+            self.port = port or free_port()
             if self._spawn():
                 self.uri = f"redis://127.0.0.1:{self.port}"
                 return

@@ -37,7 +37,7 @@ case $profile in
 esac
 command -v redis-server >/dev/null || { echo "run.sh: redis-server is not installed" >&2; exit 2; }
 
-[[ -f $build/CMakeCache.txt ]] || cmake -S "$root" -B "$build" >/dev/null
+[[ -f $build/CMakeCache.txt ]] || cmake -S "$root" -B "$build" -DRLC_WERROR=ON >/dev/null
 logs=$build/fault-logs
 mkdir -p "$logs"
 

@@ -34,8 +34,12 @@ end)
 
 T.case("errors has every C status of redlockc.h, under its name without RLC_", function()
   local want, n = {}, 0
+  -- The statuses: RLC_NOT_ACQUIRED and RLC_E_* (not the metric and log
+  -- level indices of the 1.1 block, RLC_M_* and RLC_LOG_*).
   for name, value in io.open(HEADER):read("a"):gmatch("RLC_([%u_]+)%s*=%s*(%-?%d+)") do
-    if name ~= "OK" then want[name] = math.tointeger(tonumber(value)); n = n + 1 end
+    if name == "NOT_ACQUIRED" or name:match("^E_") then
+      want[name] = math.tointeger(tonumber(value)); n = n + 1
+    end
   end
   T.eq("statuses in the header", 12, n)
   for name, value in pairs(want) do
@@ -77,6 +81,26 @@ T.case("the same owner reenters: the count goes up, the key stays until the last
   T.eq("owned after the last release", false, l:owned())
   T.eq("validity after the last release", 0, l:validity())
   T.fails("a third release", E.E_NOT_OWNER, l:release())
+end)
+
+T.case("metrics count what a fresh client did: acquires, busy, waits, buckets", function()
+  local c = assert(redlockc.client(URI))
+  local a = assert(c:lock("lua:metrics", 31))
+  local b = assert(c:lock("lua:metrics", 32))
+  T.eq("a acquires", true, a:acquire{ wait_ms = 0 })
+  T.eq("b refused once", nil, (b:acquire{ wait_ms = 0 }))
+  T.eq("b refused after a wait", nil, (b:acquire{ wait_ms = 50 }))
+  assert(a:release())
+  local m = assert(c:metrics())
+  T.eq("acquires", 1, m.acquires)
+  T.eq("busy", 2, m.busy)
+  T.eq("waits", 1, m.waits)
+  T.eq("12 wait buckets", 12, #m.wait_buckets)
+  T.eq("the last bucket has no bound", math.huge, m.wait_buckets[12].le)
+  T.eq("the last bucket counts every wait", 1, m.wait_buckets[12].count)
+  T.eq("counters are integers", "integer", math.type(m.acquires))
+  c:close()
+  T.fails("metrics after close", E.E_CLOSED, c:metrics())
 end)
 
 T.case("another owner is refused: nil, 'busy', NOT_ACQUIRED, with and without a wait", function()

@@ -113,6 +113,9 @@ while read -r name value; do
     fail "constant $name changed: expected $value, seen $now"
   fi
 done <"$ABI_CONSTANTS"
+while read -r name value; do
+  grep -q "^$name " "$ABI_CONSTANTS" || echo "new constant: $name = $value"
+done <"$tmp/constants"
 echo "$(wc -l <"$ABI_CONSTANTS") constants checked"
 
 # 5. Every function the header declares is exported (a function left out of

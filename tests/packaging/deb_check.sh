@@ -79,8 +79,9 @@ echo "--- contents and dependencies"
 files() { dpkg-deb -c "$1" | awk '{print $6}' | sed 's|^\./|/|' | grep -v '/$' | sort | xargs; }
 field() { dpkg-deb -f "$1" "$2"; }
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-expect_eq "libredlockc1 holds the runtime library only" \
-  "/usr/lib/$ma/libredlockc.so.1 /usr/lib/$ma/libredlockc.so.1.0.0" "$(files "$(deb libredlockc1)")"
+expect_eq "libredlockc1 holds the runtime library only (and its copyright file)" \
+  "/usr/lib/$ma/libredlockc.so.1 /usr/lib/$ma/libredlockc.so.1.0.0 /usr/share/doc/libredlockc1/copyright" \
+  "$(files "$(deb libredlockc1)")"
 expect_match "libredlockc1 depends on libhiredis0.14 (dpkg-shlibdeps)" "libhiredis0\.14" \
   "$(field "$(deb libredlockc1)" Depends)"
 expect_match "libredlockc1 has a shlibs file" "libredlockc 1 libredlockc1" \
@@ -93,8 +94,13 @@ done
 expect_no_match "libredlockc-dev does not hold the runtime library" "libredlockc\.so\.1" "$devfiles"
 expect_match "libredlockc-dev depends on this libredlockc1" "libredlockc1 \(= [0-9.]+-[0-9]+\)" \
   "$(field "$(deb libredlockc-dev)" Depends)"
-expect_eq "redlockc holds the CLI and its man page" \
-  "/usr/bin/redlockc /usr/share/man/man1/redlockc.1.gz" "$(files "$(deb redlockc)")"
+expect_eq "redlockc holds the CLI, its man page and its copyright file" \
+  "/usr/bin/redlockc /usr/share/doc/redlockc/copyright /usr/share/man/man1/redlockc.1.gz" \
+  "$(files "$(deb redlockc)")"
+for p in libredlockc1 libredlockc-dev redlockc; do
+  expect_match "$p's copyright file is the MIT LICENSE" "MIT License" \
+    "$(dpkg-deb --fsys-tarfile "$(deb $p)" | tar -xO ./usr/share/doc/$p/copyright 2>&1)"
+done
 expect_match "redlockc depends on libredlockc1" "libredlockc1" "$(field "$(deb redlockc)" Depends)"
 
 echo "--- dpkg -i, then consumers of the system copy"

@@ -125,5 +125,5 @@ def test_freeing_a_lock_waits_for_its_running_callback(wd_client, raw):
     lock.acquire()
     raw.delete("slow")
     assert entered.wait(3), "the callback started"
-    lock._finalizer()  # what garbage collection does: rlc_lock_free (GIL released)
+    lock._handle.free()  # what the client does when the handle's last user goes (GIL released)
     assert finished.is_set(), "the handle was freed while its callback still ran"

@@ -6,9 +6,35 @@
 // (never blocks), a worker thread of the helper runs it, copies rlc_errmsg()
 // on that same thread, and writes a 256-byte record to the pipe. The pipe is
 // read here as a socket, so a result is an ordinary event on the JS thread.
-const koffi = require('koffi');
+const koffi = loadKoffi();
 const net = require('node:net');
 const { ensureBuilt } = require('../build.js');
+
+// koffi, the package's one dependency. Installed from a tarball or a
+// registry, npm puts it where require() finds it. `npm install <folder>`
+// links the folder instead and installs none of its dependencies (npm's rule
+// for folders outside the project), so the application's own node_modules is
+// asked too: `npm install <checkout>/bindings/node koffi` then works.
+function loadKoffi() {
+  try {
+    return require('koffi');
+  } catch (e) {
+    if (e.code !== 'MODULE_NOT_FOUND') throw e;
+  }
+  const { createRequire } = require('node:module');
+  const path = require('node:path');
+  const roots = [process.cwd()];
+  if (require.main && require.main.filename) roots.push(path.dirname(require.main.filename));
+  for (const root of roots) {
+    try {
+      return createRequire(path.join(root, 'noop.js'))('koffi');
+    } catch (e) {
+      if (e.code !== 'MODULE_NOT_FOUND') throw e;
+    }
+  }
+  throw new Error("redlockc needs koffi, which is not installed: npm installs it with a packed " +
+    "redlockc (npm pack, a registry); with a linked folder run `npm install koffi` too");
+}
 
 const lib = koffi.load(ensureBuilt());
 
@@ -27,6 +53,12 @@ const fn = {
   strerror: lib.func('const char *rlcn_strerror(int rc)'),
   recordSize: lib.func('int rlcn_record_size(void)'),
   fencedNew: lib.func('void *rlcn_fenced_new(void *c, const char *key, const uint8_t *value, size_t len, uint64_t token)'),
+  clientMetrics: lib.func('int rlcn_client_metrics(void *c, void *out, int n)'),
+  // From libredlockc itself (the helper's dependency: dlsym finds them).
+  metricName: lib.func('const char *rlc_metric_name(int i)'),
+  metricBucketMs: lib.func('int64_t rlc_metric_bucket_ms(int i)'),
+  clientSetLog: lib.func('void *rlcn_client_set_log(void *c, void *ch, uint64_t id, int level, void *res)'),
+  sinkFree: lib.func('void rlcn_sink_free(void *k)'),
 };
 
 const RECORD = 256;
@@ -34,6 +66,7 @@ if (fn.recordSize() !== RECORD) {
   throw new Error(`librlcnode.so record size ${fn.recordSize()}, expected ${RECORD}: rebuild it`);
 }
 const KIND_LOST = 1;
+const KIND_LOG = 2;
 
 // Job kinds, as enum op in rlcnode.c.
 const OP = {
@@ -67,6 +100,7 @@ class Channel {
     this.ptr = out[0];
     this.pending = new Map(); // job tag -> {resolve, owner}
     this.locks = new Map();   // lock id -> WeakRef(Lock), for lost notices
+    this.clients = new Map(); // client id -> WeakRef(Client), for log lines
     this.nextTag = 1;
     this.rest = Buffer.alloc(0);
     this.socket = new net.Socket({ fd, readable: true, writable: false });
@@ -95,6 +129,11 @@ class Channel {
       const rec = decode(buf, at);
       if (rec.kind === KIND_LOST) {
         lost = true;
+        continue;
+      }
+      if (rec.kind === KIND_LOG) {
+        const client = this.clients.get(rec.tag)?.deref();
+        if (client) client._log(rec.rc, rec.msg);
         continue;
       }
       const job = this.pending.get(rec.tag);

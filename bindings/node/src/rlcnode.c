@@ -40,13 +40,13 @@
 
 #define API __attribute__((visibility("default")))
 
-enum { RLCN_DONE = 0, RLCN_LOST = 1 };
+enum { RLCN_DONE = 0, RLCN_LOST = 1, RLCN_LOG = 2 };
 
 /* One job's result or one lost notice; also the out-buffer of sync calls. */
 struct rlcn_record {
-    uint64_t tag;  /* job id; for RLCN_LOST the lock's id */
+    uint64_t tag;  /* job id; for RLCN_LOST the lock's id, for RLCN_LOG the client's */
     int64_t value; /* a query's answer */
-    int32_t rc;    /* status; for RLCN_LOST the reason */
+    int32_t rc;    /* status; for RLCN_LOST the reason, for RLCN_LOG the level */
     int32_t kind;  /* RLCN_DONE or RLCN_LOST */
     char msg[232]; /* rlc_errmsg() of the failing call, "" on success */
 };
@@ -294,6 +294,60 @@ API rlc_client *rlcn_client_new(const char *nodes, const char *options, struct r
     res->rc = rlc_client_new(&c, nodes, options);
     set_msg(res, res->rc);
     return c;
+}
+
+/* ---- metrics and log lines (REDLOCKC_1.1) -------------------------------- */
+
+API int rlcn_client_metrics(rlc_client *c, uint64_t *out, int n)
+{
+    return rlc_client_metrics(c, out, n);
+}
+
+/* Where a client's log lines go: its channel, as records for client id. */
+struct rlcn_sink {
+    struct rlcn_channel *ch;
+    uint64_t id;
+};
+
+/* Called by the library where it holds no lock (any thread): one record to
+ * the pipe, never blocking (a full pipe drops the line). */
+static void on_log(int level, const char *message, void *user)
+{
+    struct rlcn_sink *k = user;
+    struct rlcn_record r = {.tag = k->id, .rc = level, .kind = RLCN_LOG};
+    snprintf(r.msg, sizeof r.msg, "%s", message);
+    ssize_t n;
+    do
+        n = write(k->ch->wfd, &r, sizeof r);
+    while (n < 0 && errno == EINTR);
+}
+
+/* Routes c's log lines up to level to the channel (level 0: silences them).
+ * Returns the sink to free with rlcn_sink_free once the client is freed or
+ * silenced (the library then calls on_log no more), or NULL. */
+API struct rlcn_sink *rlcn_client_set_log(rlc_client *c, struct rlcn_channel *ch, uint64_t id,
+                                          int level, struct rlcn_record *res)
+{
+    struct rlcn_sink *k = level > 0 ? calloc(1, sizeof *k) : NULL;
+    if (level > 0 && !k) {
+        res->rc = RLC_E_NOMEM;
+        snprintf(res->msg, sizeof res->msg, "out of memory");
+        return NULL;
+    }
+    if (k)
+        *k = (struct rlcn_sink){ch, id};
+    res->rc = rlc_client_set_log(c, level, k ? on_log : NULL, k);
+    set_msg(res, res->rc);
+    if (res->rc != RLC_OK) {
+        free(k);
+        return NULL;
+    }
+    return k;
+}
+
+API void rlcn_sink_free(struct rlcn_sink *k)
+{
+    free(k);
 }
 
 static void on_lost(rlc_lock *l, int reason, void *user)

@@ -21,17 +21,18 @@ redlockc.Error, one per C status code; a busy lock is not an error
 from . import redlockc_core as _core
 from ._client import Client
 from ._errors import (AuthenticationError, ClosedError, ConnectionError, Error, InvalidArgument,
-                      LockLostError, NoQuorumError, NotOwnerError, OutOfMemoryError, ProtocolError,
-                      ServerError, TimeoutError)
+                      LockLostError, NoQuorumError, NotAcquiredError, NotOwnerError,
+                      OutOfMemoryError, ProtocolError, ServerError, TimeoutError)
 from ._lock import Lock
 from ._family import (FairLock, MultiLock, PermitExpirableSemaphore, ReadWriteLock,  # noqa: E402
                       Semaphore)
+from ._metrics import Collector, prometheus_text
 
 # Shown as redlockc.X in help(), tracebacks and pickles (where users name them).
-for _cls in (Client, Lock, Error, InvalidArgument, OutOfMemoryError, ConnectionError,
+for _cls in (Client, Lock, Collector, Error, InvalidArgument, OutOfMemoryError, ConnectionError,
              TimeoutError, NotOwnerError, LockLostError, NoQuorumError, ServerError,
-             ProtocolError, ClosedError, AuthenticationError, ReadWriteLock, FairLock,
-             Semaphore, PermitExpirableSemaphore, MultiLock):
+             ProtocolError, ClosedError, AuthenticationError, NotAcquiredError, ReadWriteLock,
+             FairLock, Semaphore, PermitExpirableSemaphore, MultiLock):
     _cls.__module__ = __name__
 del _cls
 
@@ -49,9 +50,9 @@ def thread_owner():
 
 
 __all__ = [
-    "Client", "Lock", "thread_owner",
+    "Client", "Lock", "thread_owner", "Collector", "prometheus_text",
     "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError", "TimeoutError",
     "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError", "ProtocolError",
-    "ClosedError", "AuthenticationError",
+    "ClosedError", "AuthenticationError", "NotAcquiredError",
     "ReadWriteLock", "FairLock", "Semaphore", "PermitExpirableSemaphore", "MultiLock",
 ]

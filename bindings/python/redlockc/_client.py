@@ -5,10 +5,10 @@ import threading
 import weakref
 
 from . import redlockc_core as _core
-from . import _units
+from . import _metrics, _units
 from ._errors import ClosedError, InvalidArgument, invalid
 from ._family import FamilyClientMixin
-from ._lock import Lock
+from ._lock import Lock, _Handle, _LostDispatch
 
 # Keyword options of Client(), and what the C option string calls them.
 _TIME_OPTIONS = {
@@ -100,6 +100,13 @@ def _in_seconds(error, options):
     return error
 
 
+def _free_client(ptr, log_dispatch):
+    # rlc_client_free joins the watchdog thread, which may still hand over a
+    # log line: the dispatcher is an argument here so that it outlives that.
+    _core.rlc_client_free(ptr)
+    del log_dispatch
+
+
 def _owner_id(owner):
     """Lock owner: None -> 0 (the calling thread), else an explicit 64-bit id."""
     if owner is None:
@@ -164,20 +171,29 @@ class Client(FamilyClientMixin):
         """See the class: nodes a URI or a list of URIs, options as keyword arguments."""
         uris = _node_list(nodes)
         opts = _options(options)
-        self._mu = threading.Lock()  # guards _ptr against close() during lock()
+        self._mu = threading.Lock()  # guards _ptr and _handles
         self._ptr = None
+        self._handles = {}  # (name, owner) -> _Handle: holds belong to the client
         try:
             self._ptr = _core.rlc_client_new(uris, opts)
         except InvalidArgument as e:
             raise _in_seconds(e, options) from None
         self._uuid = _core.rlc_client_uuid(self._ptr)
         self._nodes = tuple(uris.split(","))
+        # The library's log lines go to the "redlockc" logger (silent until
+        # logging is configured); the dispatcher lives until the client is freed.
+        log_dispatch = _metrics.LogDispatch(self._uuid)
+        _core.rlcpy_set_log(self._ptr, _core.RLC_LOG_DEBUG, log_dispatch)
         # Freed once: by close(), by garbage collection, or at interpreter exit
         # (so that no watchdog thread calls into a finalizing interpreter).
-        self._finalizer = weakref.finalize(self, _core.rlc_client_free, self._ptr)
+        self._finalizer = weakref.finalize(self, _free_client, self._ptr, log_dispatch)
 
-    def lock(self, name, owner=None):
+    def lock(self, name, owner=None, *, timeout=-1, lease=None):
         """A Lock handle for ``name`` (no network I/O).
+
+        ``with client.lock("x", timeout=5, lease=None):`` acquires it for the
+        block (NotAcquiredError after ``timeout`` seconds busy) and releases
+        it at the end; timeout and lease are only what ``with lock:`` uses.
 
         name: the lock's name, a non-empty str (the Redis key, after
         key_prefix). owner: None (default) makes every call act for the
@@ -186,16 +202,67 @@ class Client(FamilyClientMixin):
         task, a request). Thread owners get ids from 2**62 up, so the two
         never meet.
         """
-        return Lock(self, name, owner)
+        return Lock(self, name, owner, timeout=timeout, lease=lease)
 
     def _new_handle(self, name, owner):
-        """rlc_lock_new under _mu, so that close() cannot free the client meanwhile."""
+        """The shared handle of (name, owner), made by rlc_lock_new if there is none,
+        under _mu, so that close() cannot free the client meanwhile."""
         name = _units.text(name, "lock name")
         owner_id = _owner_id(owner)
+        key = (name, owner_id)
         with self._mu:
             if self._ptr is None:
                 raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
-            return _core.rlc_lock_new(self._ptr, name, owner_id)
+            handle = self._handles.get(key)
+            if handle is None:
+                handle = _Handle(_core.rlc_lock_new(self._ptr, name, owner_id), key)
+                # Every loss is at least logged, with or without callbacks.
+                handle.dispatch = _LostDispatch(name)
+                _core.rlcpy_on_lost(handle.ptr, handle.dispatch)
+                self._handles[key] = handle
+            handle.users += 1
+            return handle
+
+    def _count_level(self, handle, delta):
+        """Levels held through a handle: +1 acquired, -1 released, None: none left."""
+        with self._mu:
+            handle.levels = 0 if delta is None else max(0, handle.levels + delta)
+            drop = handle.users == 0 and handle.levels == 0
+            if drop:
+                self._forget(handle)
+        if drop:
+            handle.free()
+
+    def _release_handle(self, handle):
+        """A Lock object is gone: free its handle if nothing else needs it."""
+        with self._mu:
+            handle.users -= 1
+            drop = handle.users == 0 and (handle.levels == 0 or self._ptr is None)
+            if drop:
+                self._forget(handle)
+        if drop:
+            handle.free()
+
+    def _forget(self, handle):
+        if self._handles.get(handle.key) is handle:
+            del self._handles[handle.key]
+
+    def _set_on_lost(self, lock, handle, fn):
+        with self._mu:
+            dispatch = handle.dispatch
+            if dispatch is None:  # freed (the client was closed)
+                return
+            if fn is None:
+                dispatch.callbacks.pop(id(lock), None)
+            else:
+                dispatch.callbacks[id(lock)] = (weakref.ref(lock), fn)
+
+    def held(self):
+        """The (name, owner) pairs this client holds levels of, as far as it knows
+        (owner None: thread owners). No network I/O."""
+        with self._mu:
+            return sorted((name, None if owner == 0 else owner)
+                          for (name, owner), h in self._handles.items() if h.levels > 0)
 
     def fenced_set(self, key, value, token):
         """Writes ``value`` at ``key`` only if ``token`` is at least the fence stored with it.
@@ -238,8 +305,15 @@ class Client(FamilyClientMixin):
         """
         with self._mu:
             ptr, self._ptr = self._ptr, None
+            # Handles no Lock object uses any more (kept for their holds): the
+            # holds expire with their lease now, as the class says.
+            orphans = [h for h in self._handles.values() if h.users == 0]
+            for h in orphans:
+                self._forget(h)
         if ptr is not None:
             self._finalizer()  # rlc_client_free, with the GIL released
+        for h in orphans:
+            h.free()
 
     @property
     def closed(self):
@@ -253,13 +327,32 @@ class Client(FamilyClientMixin):
 
     @property
     def nodes(self):
-        """The node URIs, as given (passwords included; repr() hides them)."""
-        return self._nodes
+        """The node URIs as given, passwords shown as ``***``."""
+        return tuple(_shown(u) for u in self._nodes)
 
     @property
     def quorum(self):
         """How many nodes must agree: 1 for one node, N/2+1 for Redlock."""
         return len(self._nodes) // 2 + 1
+
+    def metrics(self):
+        """The client's counters since it was made (no network I/O), a dict:
+
+        ``acquires`` (got the lock), ``busy`` (stayed busy), ``waits`` (found
+        it busy and waited), ``renewals`` (watchdog renewals), ``lost`` (holds
+        found lost), ``reconnects``, ``script_reloads`` (NOSCRIPT answers),
+        ``wait_seconds_sum`` and ``wait_buckets``: ``[(le_seconds, count)]``,
+        cumulative, the waits that took at most ``le`` (the last is inf).
+        """
+        with self._mu:
+            if self._ptr is None:
+                raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
+            return _metrics.read(self._ptr)
+
+    def prometheus(self):
+        """metrics() in Prometheus's text format (``prometheus_client`` renders
+        it when it is importable); label ``client`` is the client's uuid."""
+        return _metrics.prometheus_text(self)
 
     def __enter__(self):
         """``with Client(...) as client:`` closes it when the block ends."""

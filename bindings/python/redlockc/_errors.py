@@ -113,6 +113,15 @@ class AuthenticationError(Error):
     status = _core.RLC_E_AUTH
 
 
+class NotAcquiredError(Error):
+    """The lock stayed busy until the wait ran out (raised only by ``with``).
+
+    ``acquire()`` returns False for this; ``with client.lock(name, timeout=5):``
+    and ``with lock(timeout=5):`` have no value to return, so they raise it.
+    """
+    status = _core.RLC_NOT_ACQUIRED
+
+
 #: Every status code's class, by code.
 BY_STATUS = {cls.status: cls for cls in (
     InvalidArgument, OutOfMemoryError, ConnectionError, TimeoutError, NotOwnerError,
@@ -121,6 +130,7 @@ BY_STATUS = {cls.status: cls for cls in (
 
 for _status, _cls in BY_STATUS.items():
     _core.rlcpy_register_error(_status, _cls)
+BY_STATUS[NotAcquiredError.status] = NotAcquiredError  # never raised by C calls
 
 
 def error_for(code, detail=None):

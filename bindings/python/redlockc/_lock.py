@@ -1,11 +1,14 @@
 """Lock: one distributed lock name, held per owner (a thread, or an explicit id)."""
+import dis
+import logging
 import math
+import sys
 import threading
 import time
 import weakref
 
 from . import redlockc_core as _core
-from ._errors import InvalidArgument, error_for
+from ._errors import InvalidArgument, LockLostError, NotAcquiredError, NotOwnerError, error_for
 from ._units import lease_ms as _lease_ms
 from ._units import lease_refused as _lease_refused
 from ._units import wait_ms as _wait_ms
@@ -23,40 +26,105 @@ _release = _core.rlc_lock_release
 # threads wait in one call.
 _SLICE_MS = 500
 
+_log = logging.getLogger("redlockc")
 
-def _free(ptr, keep):
-    # rlc_lock_free waits for a running on_lost callback of this lock (the
-    # GIL is released meanwhile), so only then may its dispatcher go.
-    _core.rlc_lock_free(ptr)
-    keep.clear()
+# The opcodes that start a `with` block on the value just computed.
+_WITH_OPS = frozenset(op for op in ("BEFORE_WITH", "SETUP_WITH", "BEFORE_ASYNC_WITH",
+                                    "SETUP_ASYNC_WITH") if op in dis.opmap)
+_with_sites = {}  # (code, offset) -> True if the call there is a `with` subject
+
+
+def _called_as_with_subject(frame):
+    """True if the caller wrote ``with lock.acquire(...):``.
+
+    acquire() returns a bool, which is no context manager: Python would take
+    the lock, then raise TypeError with nobody left to release it. Looking at
+    the caller's next instruction lets acquire() refuse before taking anything.
+    (CPython's bytecode; cached per call site, so the hot path pays a lookup.)
+    """
+    if frame is None or not _WITH_OPS:
+        return False
+    site = (frame.f_code, frame.f_lasti)
+    found = _with_sites.get(site)
+    if found is None:
+        found = False
+        for ins in dis.get_instructions(frame.f_code):
+            if ins.offset > frame.f_lasti and ins.opname not in ("CACHE", "PRECALL", "EXTENDED_ARG"):
+                found = ins.opname in _WITH_OPS
+                break
+        if len(_with_sites) < 4096:
+            _with_sites[site] = found
+    return found
+
+
+class _Handle:
+    """One C lock handle, shared by every Lock object of one (name, owner).
+
+    A hold belongs to its owner in the client, not to a Python object: the
+    client keeps a registry of these by (name, owner), so that a lock taken
+    through one Lock object can be released through another, and a Lock
+    object that is garbage-collected while its owner still holds the lock
+    never frees the handle (which would stop the watchdog renewing it). The
+    handle is freed once no Lock object uses it and no level is held through
+    it (``levels``: acquires minus releases, over every thread for owner=None).
+    """
+    __slots__ = ("ptr", "key", "users", "levels", "dispatch", "__weakref__")
+
+    def __init__(self, ptr, key):
+        self.ptr = ptr
+        self.key = key
+        self.users = 0
+        self.levels = 0
+        self.dispatch = None  # the on_lost dispatcher, alive as long as the handle
+
+    def free(self):
+        # rlc_lock_free waits for a running on_lost callback of this handle
+        # (the GIL is released meanwhile), so only then may its dispatcher go.
+        ptr, self.ptr = self.ptr, None
+        if ptr is not None:
+            _core.rlc_lock_free(ptr)
+        self.dispatch = None
 
 
 class _LostDispatch:
-    """What the C trampoline calls on the watchdog thread: fn(lock, error).
+    """What the C trampoline calls on the watchdog thread: each fn(lock, error).
 
-    It refers to the Lock weakly: the Lock's finalizer keeps this object
-    alive until the C handle is freed, and a strong reference back would keep
-    the Lock alive forever.
+    One per handle. It refers to the Lock objects weakly (a strong reference
+    would keep them alive forever); a loss is also logged on the ``redlockc``
+    logger, so that a hold lost after its Lock objects went away is not silent.
     """
-    __slots__ = ("lock_ref", "name", "fn")
+    __slots__ = ("name", "callbacks")
 
-    def __init__(self, lock):
-        self.lock_ref = weakref.ref(lock)
-        self.name = lock.name
-        self.fn = None
+    def __init__(self, name):
+        self.name = name
+        self.callbacks = {}  # id(lock) -> (weakref to the Lock, fn)
 
     def __call__(self, reason):
-        fn, lock = self.fn, self.lock_ref()
-        if fn is None or lock is None:
-            return
         if reason == _core.RLC_E_LOST:
             detail = f"lock {self.name!r}: a renewal found its key or this owner's field gone"
         else:
             detail = f"lock {self.name!r} was lost: renewals failed until its validity ran out"
-        fn(lock, error_for(reason, detail))
+        _log.warning("%s", detail)
+        first = None
+        for ref, fn in list(self.callbacks.values()):
+            lock = ref()
+            if lock is None:
+                continue
+            try:
+                fn(lock, error_for(reason, detail))
+            except BaseException as e:  # reported by the trampoline, after the others ran
+                first = first or e
+        if first is not None:
+            raise first
 
     def __repr__(self):
-        return f"<on_lost callback {self.fn!r} of lock {self.name!r}>"
+        fns = [fn for _, fn in self.callbacks.values()]
+        return f"<on_lost callbacks {fns!r} of lock {self.name!r}>"
+
+
+def _drop_user(client, handle):
+    """A Lock object of this handle is gone (collected, or the client closed)."""
+    client._release_handle(handle)
 
 
 class Lock:
@@ -86,30 +154,43 @@ class Lock:
         with client.lock("orders"):
             ...                      # held; released on exit, also on error
 
+        with client.lock("orders", timeout=5):   # NotAcquiredError after 5 s
+            ...
+
         lock = client.lock("report")
         if lock.acquire(timeout=5, lease=60):
             try: ...
             finally: lock.release()
+        with lock(timeout=1):        # one level for the block
+            ...
+
+    A hold belongs to its (name, owner) in the client, not to this object:
+    another Lock of the same name and owner releases it, and collecting this
+    object leaves the hold (and its renewals) alone.
 
     Failures raise :class:`redlockc.Error` subclasses (``NotOwnerError``,
     ``LockLostError``, ``ConnectionError``, ...); a busy lock is not an
     error: ``acquire()`` returns False.
     """
 
-    __slots__ = ("_client", "_name", "_owner", "_ptr", "_keep", "_dispatch", "_finalizer",
-                 "__weakref__")
+    __slots__ = ("_client", "_name", "_owner", "_handle", "_ptr", "_timeout", "_lease",
+                 "_finalizer", "__weakref__")
 
-    def __init__(self, client, name, owner=None):
-        """See ``Client.lock()``: name a non-empty str, owner None or an int id."""
+    def __init__(self, client, name, owner=None, *, timeout=-1, lease=None):
+        """See ``Client.lock()``: name a non-empty str, owner None or an int id;
+        timeout and lease are what ``with lock:`` waits and leases (seconds)."""
         if not hasattr(client, "_new_handle"):
             raise TypeError(f"Lock needs a redlockc.Client, not {type(client).__name__}")
+        _wait_ms(True, timeout), _lease_ms(lease)  # checked now, not at the first `with`
         self._client = client  # the client outlives its locks' handles
         self._name = name
         self._owner = owner
-        self._ptr = client._new_handle(name, owner)
-        self._keep = []  # the on_lost dispatcher, alive until the handle is freed
-        self._dispatch = None
-        self._finalizer = weakref.finalize(self, _free, self._ptr, self._keep)
+        self._timeout = timeout
+        self._lease = lease
+        # Shared by every Lock object of this (name, owner) in the client.
+        self._handle = client._new_handle(name, owner)
+        self._ptr = self._handle.ptr
+        self._finalizer = weakref.finalize(self, _drop_user, client, self._handle)
         # Not at interpreter exit: another thread (a daemon) may still be inside
         # a call on this handle then; the process ends anyway.
         self._finalizer.atexit = False
@@ -132,6 +213,9 @@ class Lock:
         AuthenticationError, ClosedError; InvalidArgument (a ValueError) or
         TypeError for bad arguments.
         """
+        if _called_as_with_subject(sys._getframe(1)):
+            raise TypeError("acquire() returns a bool, not a context manager: write "
+                            f"`with lock(timeout={timeout!r}):` (nothing was acquired)")
         wait, lease_ms = _wait_ms(blocking, timeout), _lease_ms(lease)
         try:
             return self._take(wait, lease_ms)
@@ -145,10 +229,13 @@ class Lock:
         # the caller never got True, so nobody else would release it.
         got = [False]
         try:
-            return self._acquire(wait, lease, got)
+            taken = self._acquire(wait, lease, got)
         except BaseException:
             _undo_acquire(self._ptr, got)
             raise
+        if taken:
+            self._client._count_level(self._handle, 1)
+        return taken
 
     def _acquire(self, wait, lease, got):
         # main_thread() asked each time: after a fork from another thread,
@@ -178,7 +265,16 @@ class Lock:
         it held it but the lock expired or was taken meanwhile (in both
         cases nothing on the server is touched), or an I/O error.
         """
-        _release(self._ptr)
+        try:
+            _release(self._ptr)
+        except LockLostError:
+            self._client._count_level(self._handle, -1)  # a lost level is used up
+            raise
+        except NotOwnerError:
+            if self._owner is not None:  # this owner holds nothing here any more
+                self._client._count_level(self._handle, None)
+            raise
+        self._client._count_level(self._handle, -1)
 
     def extend(self, seconds):
         """Sets this owner's lease to ``seconds`` from now (a fixed lease; the
@@ -200,10 +296,31 @@ class Lock:
         _core.rlc_lock_force_release(self._ptr)
 
     def __enter__(self):
-        """``with lock:`` acquires (waiting as long as it takes, watchdog lease)."""
-        # An exception raised here skips __exit__: _take gives back what it took.
-        self._take(-1, 0)
+        """``with lock:`` acquires with the lock's timeout and lease (by default
+        waiting as long as it takes, watchdog lease); NotAcquiredError if the
+        timeout ran out."""
+        self._enter(self._timeout, self._lease)
         return self
+
+    def _enter(self, timeout, lease):
+        # An exception raised here skips __exit__: _take gives back what it took.
+        wait, lease_ms = _wait_ms(True, timeout), _lease_ms(lease)
+        try:
+            taken = self._take(wait, lease_ms)
+        except InvalidArgument as e:
+            raise _lease_refused(e, lease) from None
+        if not taken:
+            raise NotAcquiredError(_core.RLC_NOT_ACQUIRED,
+                                   f"lock {self._name!r} is busy: the wait of {timeout} s ran out")
+
+    def __call__(self, timeout=-1, lease=None):
+        """``with lock(timeout=5, lease=None):`` acquires for the block, then releases.
+
+        timeout and lease as in acquire(); raises NotAcquiredError if the
+        lock stayed busy for ``timeout`` seconds.
+        """
+        _wait_ms(True, timeout), _lease_ms(lease)
+        return _Scoped(self, timeout, lease)
 
     def __exit__(self, *exc):
         """Releases one level when the block ends, also when it raised."""
@@ -266,16 +383,7 @@ class Lock:
         """
         if fn is not None and not callable(fn):
             raise TypeError(f"on_lost needs a callable or None, not {type(fn).__name__}")
-        dispatch = self._dispatch
-        if dispatch is None:
-            if fn is None:
-                return None
-            dispatch = _LostDispatch(self)
-            dispatch.fn = fn
-            self._keep.append(dispatch)  # before C can call it
-            _core.rlcpy_on_lost(self._ptr, dispatch)
-            self._dispatch = dispatch
-        dispatch.fn = fn
+        self._client._set_on_lost(self, self._handle, fn)
         return fn
 
     # ---- identity --------------------------------------------------------------
@@ -303,3 +411,18 @@ class Lock:
     def __repr__(self):
         owner = "thread" if self._owner is None else self._owner
         return f"<redlockc.Lock {self._name!r} owner={owner}>"
+
+
+class _Scoped:
+    """``with lock(timeout=..., lease=...):``: one level for the block."""
+    __slots__ = ("_lock", "_timeout", "_lease")
+
+    def __init__(self, lock, timeout, lease):
+        self._lock, self._timeout, self._lease = lock, timeout, lease
+
+    def __enter__(self):
+        self._lock._enter(self._timeout, self._lease)
+        return self._lock
+
+    def __exit__(self, *exc):
+        self._lock.release()

@@ -109,6 +109,45 @@ class RedlockcTest < Minitest::Test
     assert_includes err.message, "no_such_option"
   end
 
+  # docs/RUNTIMES.md: every error reads rlc_strerror(status) + ": " + detail,
+  # the ones the binding raises itself (before any C call) included.
+  def test_every_error_has_the_strerror_prefix
+    strerror = ->(status) { Redlockc::Native.plain(:rlc_strerror, status).to_s }
+    c = client
+    l = lock(c, unique("form"))
+    err = assert_raises(Redlockc::NotOwnerError) { l.unlock }
+    assert err.message.start_with?("#{strerror.call(-5)}: "), "NotOwnerError: #{err.message}"
+    c2 = Redlockc::Client.new(@uri)
+    c2.close
+    err = assert_raises(Redlockc::ClosedError) { c2.lock("x") }
+    assert_equal "#{strerror.call(-10)}: the client is closed", err.message
+    l2 = lock(c, unique("closed"))
+    l2.close
+    err = assert_raises(Redlockc::ClosedError) { l2.try_lock }
+    assert err.message.start_with?("#{strerror.call(-10)}: "), "ClosedError: #{err.message}"
+    holder = lock(c, unique("busy"))
+    other = lock(client, holder.name)
+    assert holder.try_lock
+    err = assert_raises(Redlockc::NotAcquiredError) { other.synchronize(timeout: 0.05) { flunk } }
+    assert err.message.start_with?("#{strerror.call(1)}: "), "NotAcquiredError: #{err.message}"
+    holder.unlock
+  end
+
+  def test_metrics_count_acquires_and_busy
+    a = client
+    b = client
+    n = unique("metrics")
+    mine = lock(a, n)
+    other = lock(b, n)
+    assert mine.try_lock
+    refute other.try_lock
+    mine.unlock
+    assert_equal 1, a.metrics[:acquires]
+    assert_equal 1, b.metrics[:busy]
+    assert_equal Float::INFINITY, b.metrics[:wait_buckets].last[0]
+    assert_equal 12, b.metrics[:wait_buckets].size
+  end
+
   # rlc_errmsg() is per OS thread: each error carries its own call's message.
   def test_concurrent_failures_carry_their_own_message
     c = client

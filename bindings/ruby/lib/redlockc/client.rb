@@ -32,6 +32,35 @@ module Redlockc
 
     def closed? = @box[0].nil?
 
+    # The client's counters (libredlockc 1.1), no network I/O: a Hash with
+    # :acquires, :busy, :waits, :renewals, :lost, :reconnects,
+    # :script_reloads, :wait_seconds_sum and :wait_buckets, [[le_seconds,
+    # count], ...] cumulative (the last le is Float::INFINITY).
+    def metrics
+      @mu.synchronize do
+        raise Redlockc.error_for(ClosedError::STATUS, "the client is closed") if closed?
+
+        buf = Fiddle::Pointer.malloc(8 * 64, Fiddle::RUBY_FREE)
+        n = [Native.call(:rlc_client_metrics, @box[0], buf, 64), 64].min
+        values = buf[0, 8 * n].unpack("Q#{n}")
+        out = { wait_buckets: [] }
+        total = 0
+        values.each_with_index do |value, i|
+          name = Native.plain(:rlc_metric_name, i).to_s
+          if name == "wait_bucket"
+            le = Native.plain(:rlc_metric_bucket_ms, out[:wait_buckets].size)
+            total += value
+            out[:wait_buckets] << [le == (2**63) - 1 ? Float::INFINITY : le / 1000.0, total]
+          elsif name == "wait_ms_sum"
+            out[:wait_seconds_sum] = value / 1000.0
+          else
+            out[name.to_sym] = value
+          end
+        end
+        out
+      end
+    end
+
     # Stops the watchdog and closes connections. Held locks are not released
     # on the server (they expire); their Lock objects then raise ClosedError.
     def close
@@ -66,7 +95,7 @@ module Redlockc
     # the client while rlc_lock_new uses it (no network I/O: brief).
     def new_lock_handle(name, owner)
       @mu.synchronize do
-        raise ClosedError.new("client is closed", status: ClosedError::STATUS) if closed?
+        raise Redlockc.error_for(ClosedError::STATUS, "the client is closed") if closed?
 
         out = Native.out8
         Native.call(:rlc_lock_new, @box[0], name, owner, out)
@@ -78,7 +107,7 @@ module Redlockc
     # started on first use, reading each watched lock's validity (no I/O).
     def watch(lock, callback)
       @mu.synchronize do
-        raise ClosedError.new("client is closed", status: ClosedError::STATUS) if closed?
+        raise Redlockc.error_for(ClosedError::STATUS, "the client is closed") if closed?
 
         @watched[lock] = callback
         @watcher ||= Thread.new { poll_lost }

@@ -34,7 +34,9 @@ module Redlockc
                            .select { |c| c.is_a?(Class) && c < Error }
                            .to_h { |c| [c::STATUS, c] }.freeze
 
-  # "lock lost: lock 'orders' was lost ..." from rlc_strerror + rlc_errmsg.
+  # "lock lost: lock 'orders' was lost ..." from rlc_strerror + rlc_errmsg:
+  # every error of this binding, the ones it raises itself included, has the
+  # form docs/RUNTIMES.md promises: rlc_strerror(status) + ": " + detail.
   def self.error_for(status, detail)
     phrase = Native.plain(:rlc_strerror, status).to_s
     message = detail.nil? || detail.empty? ? phrase : "#{phrase}: #{detail}"

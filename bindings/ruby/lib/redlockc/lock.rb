@@ -70,7 +70,7 @@ module Redlockc
     def unlock
       @mu.synchronize do
         unless @holder == Fiber.current
-          raise NotOwnerError.new("lock '#{@name}' is not held by this fiber", status: NotOwnerError::STATUS)
+          raise Redlockc.error_for(NotOwnerError::STATUS, "lock '#{@name}' is not held by this fiber")
         end
       end
       begin
@@ -89,8 +89,7 @@ module Redlockc
     # block was not protected to its end.
     def synchronize(timeout: nil, lease: nil)
       unless try_lock(timeout: timeout, lease: lease)
-        raise NotAcquiredError.new("lock '#{@name}' is busy: the #{timeout} s timeout ran out",
-                                   status: NotAcquiredError::STATUS)
+        raise Redlockc.error_for(NotAcquiredError::STATUS, "lock '#{@name}' is busy: the #{timeout} s timeout ran out")
       end
       begin
         result = yield self
@@ -166,7 +165,7 @@ module Redlockc
       return nil unless serial && validity.zero?
 
       @mu.synchronize { @lost_serial = serial }
-      LockLostError.new("lock '#{@name}' was lost: its validity ran out", status: LockLostError::STATUS)
+      Redlockc.error_for(LockLostError::STATUS, "lock '#{@name}' was lost: its validity ran out")
     rescue ClosedError
       nil
     end
@@ -202,7 +201,7 @@ module Redlockc
 
           @cv.wait(@mu, left)
         end
-        raise ClosedError.new("lock '#{@name}' is closed", status: ClosedError::STATUS) if @closed
+        raise Redlockc.error_for(ClosedError::STATUS, "lock '#{@name}' is closed") if @closed
 
         @holder = Fiber.current
         @depth = 1
@@ -224,7 +223,7 @@ module Redlockc
     # Calls rlc_<name>(handle, ...) with the handle kept alive meanwhile.
     def native(name, *args)
       handle = @mu.synchronize do
-        raise ClosedError.new("lock '#{@name}' is closed", status: ClosedError::STATUS) if @closed
+        raise Redlockc.error_for(ClosedError::STATUS, "lock '#{@name}' is closed") if @closed
 
         @calls += 1
         @box[0]

@@ -40,6 +40,9 @@ module Redlockc
       rlc_lock_ttl_ms: [[P, P], I],
       rlc_lock_validity_ms: [[P, P], I],
       rlc_lock_fencing_token: [[P, P], I],
+      rlc_client_metrics: [[P, P, I], I],
+      rlc_metric_name: [[I], S],
+      rlc_metric_bucket_ms: [[I], I64],
     }.freeze
 
     # Since REDLOCKC_1.1; looked up on first use, so an older library still loads.

@@ -2,6 +2,6 @@ module redlockc-counter
 
 go 1.19
 
-require github.com/redlockc/redlockc-go v0.0.0
+require github.com/libredlockc/libredlockc/bindings/go v0.0.0
 
-replace github.com/redlockc/redlockc-go => ../../../../bindings/go
+replace github.com/libredlockc/libredlockc/bindings/go => ../../../../bindings/go

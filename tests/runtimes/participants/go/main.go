@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	redlockc "github.com/redlockc/redlockc-go"
+	redlockc "github.com/libredlockc/libredlockc/bindings/go"
 )
 
 // critical reports whether someone else was inside.

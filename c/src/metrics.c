@@ -1,0 +1,323 @@
+/*
+ * metrics.c - per-client counters and the log callback (REDLOCKC_1.1).
+ *
+ * Counters are relaxed atomics in a block the client points to: the hot
+ * path (an acquire) pays one or two atomic adds and nothing else. Rare
+ * events that happen where only a connection is known (a reconnect, a
+ * NOSCRIPT) find their client in a short global list of live metrics
+ * blocks; nothing frequent takes that list's mutex.
+ *
+ * Log lines are never handed to the callback where they happen: that may be
+ * under client->mu (the watchdog's verdicts), and a callback entering a VM
+ * (Python's GIL) there could deadlock against a thread of that VM waiting
+ * for client->mu. They are queued (a small ring; the oldest line is dropped
+ * when it is full, and the drop is counted in the next line) and handed
+ * over by metrics_flush_log(), which the core calls where it holds nothing.
+ */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "clock.h"
+#include "error.h"
+#include "mux.h"
+
+#define N_COUNTERS (RLC_M_WAIT_BUCKET + RLC_M_WAIT_BUCKETS)
+#define LOG_RING 64
+#define LOG_LINE 256
+
+static const int64_t bucket_ms[RLC_M_WAIT_BUCKETS] = {1,   5,   10,   25,   50,    100,
+                                                       250, 500, 1000, 5000, 30000, INT64_MAX};
+
+static const char *const names[] = {"acquires",   "busy",           "waits",
+                                    "renewals",   "lost",           "reconnects",
+                                    "script_reloads", "wait_ms_sum", "wait_bucket"};
+
+struct log_line {
+    int level;
+    char text[LOG_LINE];
+};
+
+struct rlc_metrics {
+    rlc_client *client;
+    struct mux *muxes; /* the client's, to tell which client a mux belongs to */
+    int n_muxes;
+    atomic_uchar *connected; /* per mux: connected once already */
+    _Atomic uint64_t counters[N_COUNTERS];
+
+    pthread_mutex_t log_mu; /* guards what follows; never held while calling fn */
+    rlc_log_fn fn;
+    void *user;
+    int max_level;
+    struct log_line ring[LOG_RING];
+    int head, count, dropped;
+    atomic_int pending; /* lines queued: lets flush skip the mutex when 0 */
+    pthread_mutex_t deliver_mu; /* one deliverer at a time keeps the lines in order */
+
+    struct rlc_metrics *next; /* the live list */
+};
+
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The metrics whose lines this thread is handing over now (set_log called
+ * from inside the callback must not wait for itself). */
+static _Thread_local struct rlc_metrics *delivering_here;
+static struct rlc_metrics *live;
+
+struct rlc_metrics *metrics_new(rlc_client *c)
+{
+    struct rlc_metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->client = c;
+    m->muxes = c->muxes;
+    m->n_muxes = c->n_nodes * (int)c->opts.pool_size;
+    m->connected = calloc((size_t)(m->n_muxes > 0 ? m->n_muxes : 1), sizeof *m->connected);
+    if (!m->connected) {
+        free(m);
+        return NULL;
+    }
+    pthread_mutex_init(&m->log_mu, NULL);
+    pthread_mutex_init(&m->deliver_mu, NULL);
+    pthread_mutex_lock(&live_mu);
+    m->next = live;
+    live = m;
+    pthread_mutex_unlock(&live_mu);
+    return m;
+}
+
+void metrics_free(struct rlc_metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&live_mu);
+    for (struct rlc_metrics **p = &live; *p; p = &(*p)->next)
+        if (*p == m) {
+            *p = m->next;
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
+    pthread_mutex_destroy(&m->log_mu);
+    pthread_mutex_destroy(&m->deliver_mu);
+    free(m->connected);
+    free(m);
+}
+
+static void add(struct rlc_metrics *m, int which, uint64_t n)
+{
+    if (m && which >= 0 && which < N_COUNTERS)
+        atomic_fetch_add_explicit(&m->counters[which], n, memory_order_relaxed);
+}
+
+/* Queues a line if a callback wants this level. */
+static void logf_(struct rlc_metrics *m, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void logf_(struct rlc_metrics *m, int level, const char *fmt, ...)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->log_mu);
+    if (m->fn && level <= m->max_level) {
+        if (m->count == LOG_RING) { /* full: the oldest goes */
+            m->head = (m->head + 1) % LOG_RING;
+            m->count--;
+            m->dropped++;
+        }
+        struct log_line *ln = &m->ring[(m->head + m->count) % LOG_RING];
+        ln->level = level;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ln->text, sizeof ln->text, fmt, ap);
+        va_end(ap);
+        m->count++;
+        atomic_store(&m->pending, m->count);
+    }
+    pthread_mutex_unlock(&m->log_mu);
+}
+
+void metrics_flush_log(rlc_client *c)
+{
+    struct rlc_metrics *m = c ? c->metrics : NULL;
+    /* Nothing queued; or called from inside the callback (it acquired a
+     * lock): the delivery under way hands the rest over. */
+    if (!m || atomic_load(&m->pending) == 0 || delivering_here == m)
+        return;
+    pthread_mutex_lock(&m->deliver_mu);
+    struct rlc_metrics *outer = delivering_here;
+    delivering_here = m;
+    for (int guard = 0; guard < LOG_RING * 4; guard++) { /* bounded: lines keep coming */
+        pthread_mutex_lock(&m->log_mu);
+        if (m->count == 0) {
+            atomic_store(&m->pending, 0);
+            pthread_mutex_unlock(&m->log_mu);
+            break;
+        }
+        struct log_line ln = m->ring[m->head];
+        m->head = (m->head + 1) % LOG_RING;
+        m->count--;
+        atomic_store(&m->pending, m->count);
+        int dropped = m->dropped;
+        m->dropped = 0;
+        rlc_log_fn fn = m->fn;
+        void *user = m->user;
+        pthread_mutex_unlock(&m->log_mu);
+        if (!fn)
+            continue;
+        if (dropped) {
+            char note[64];
+            snprintf(note, sizeof note, "%d log lines dropped (the queue was full)", dropped);
+            fn(RLC_LOG_WARN, note, user);
+        }
+        fn(ln.level, ln.text, user);
+    }
+    delivering_here = outer;
+    pthread_mutex_unlock(&m->deliver_mu);
+}
+
+void metrics_count(rlc_client *c, int which)
+{
+    add(c ? c->metrics : NULL, which, 1);
+}
+
+/* Whether this thread's acquire in progress waited (set by wait_begin). */
+static _Thread_local bool waited;
+
+void metrics_wait_begin(rlc_client *c)
+{
+    waited = true;
+    add(c ? c->metrics : NULL, RLC_M_WAITS, 1);
+}
+
+void metrics_acquire(rlc_client *c, int rc, int64_t start_ns)
+{
+    struct rlc_metrics *m = c ? c->metrics : NULL;
+    bool w = waited;
+    waited = false;
+    if (!m)
+        return;
+    if (rc == RLC_OK)
+        add(m, RLC_M_ACQUIRES, 1);
+    else if (rc == RLC_NOT_ACQUIRED)
+        add(m, RLC_M_BUSY, 1);
+    if (w) {
+        int64_t ms = (rlc_now_ns() - start_ns) / RLC_NS_PER_MS;
+        if (ms < 0)
+            ms = 0;
+        add(m, RLC_M_WAIT_MS_SUM, (uint64_t)ms);
+        int i = 0;
+        while (i < RLC_M_WAIT_BUCKETS - 1 && ms > bucket_ms[i])
+            i++;
+        add(m, RLC_M_WAIT_BUCKET + i, 1);
+    }
+    metrics_flush_log(c);
+}
+
+void metrics_lost(rlc_client *c, const rlc_lock *l, int reason)
+{
+    struct rlc_metrics *m = c ? c->metrics : NULL;
+    add(m, RLC_M_LOST, 1);
+    char name[80];
+    snprintf(name, sizeof name, "%.*s%s", 64, l ? l->key : "?",
+             l && l->key_len > 64 ? "..." : "");
+    logf_(m, RLC_LOG_WARN, "lock '%s' was lost: %s", name,
+          reason == RLC_E_LOST ? "its key or this owner's field is gone"
+                               : rlc_strerror(reason));
+}
+
+void metrics_mux_event(struct mux *mx, int which)
+{
+    pthread_mutex_lock(&live_mu);
+    struct rlc_metrics *m = live;
+    while (m && !(mx >= m->muxes && mx < m->muxes + m->n_muxes))
+        m = m->next;
+    if (!m) {
+        pthread_mutex_unlock(&live_mu);
+        return;
+    }
+    int i = (int)(mx - m->muxes);
+    int node = m->client->opts.pool_size ? i / (int)m->client->opts.pool_size : i;
+    const char *label = m->client->nodes[node].label;
+    if (which == RLC_M_RECONNECTS) {
+        if (atomic_exchange(&m->connected[i], 1)) {
+            add(m, RLC_M_RECONNECTS, 1);
+            logf_(m, RLC_LOG_INFO, "reconnecting to %s", label);
+        }
+    } else {
+        add(m, which, 1);
+        if (which == RLC_M_SCRIPT_RELOADS)
+            logf_(m, RLC_LOG_INFO, "%s had lost the scripts (NOSCRIPT): sent as EVAL", label);
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+/* ---- the public API ------------------------------------------------------ */
+
+int rlc_client_metrics(rlc_client *c, uint64_t *out, int n)
+{
+    if (!c || !out || n < 0)
+        return rlc_fail(RLC_E_INVAL, "rlc_client_metrics: %s",
+                        !c ? "client is NULL" : !out ? "out is NULL" : "n is negative");
+    for (int i = 0; i < n && i < N_COUNTERS; i++)
+        out[i] = c->metrics ? atomic_load_explicit(&c->metrics->counters[i], memory_order_relaxed)
+                            : 0;
+    return N_COUNTERS;
+}
+
+const char *rlc_metric_name(int i)
+{
+    if (i < 0 || i >= N_COUNTERS)
+        return NULL;
+    return i >= RLC_M_WAIT_BUCKET ? names[RLC_M_WAIT_BUCKET] : names[i];
+}
+
+int64_t rlc_metric_bucket_ms(int i)
+{
+    if (i < 0 || i >= RLC_M_WAIT_BUCKETS)
+        return rlc_fail(RLC_E_INVAL, "wait bucket %d is outside 0..%d", i, RLC_M_WAIT_BUCKETS - 1);
+    return bucket_ms[i];
+}
+
+int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user)
+{
+    if (!c)
+        return rlc_fail(RLC_E_INVAL, "rlc_client_set_log: client is NULL");
+    if (fn && (max_level < RLC_LOG_ERROR || max_level > RLC_LOG_DEBUG))
+        return rlc_fail(RLC_E_INVAL, "log level %d is outside %d..%d", max_level, RLC_LOG_ERROR,
+                        RLC_LOG_DEBUG);
+    struct rlc_metrics *m = c->metrics;
+    if (!m)
+        return rlc_fail(RLC_E_NOMEM, "this client has no metrics block (out of memory)");
+    pthread_mutex_lock(&m->log_mu);
+    m->fn = fn;
+    m->user = user;
+    m->max_level = fn ? max_level : 0;
+    if (!fn) {
+        m->count = 0;
+        m->dropped = 0;
+        atomic_store(&m->pending, 0);
+    }
+    pthread_mutex_unlock(&m->log_mu);
+    /* A line being handed over meanwhile still runs the old fn: wait for it,
+     * so that the caller may free what user points to once this returns
+     * (not from inside fn itself: that delivery is this very call). */
+    if (delivering_here != m) {
+        pthread_mutex_lock(&m->deliver_mu);
+        pthread_mutex_unlock(&m->deliver_mu);
+    }
+    return RLC_OK;
+}
+
+void metrics_close(rlc_client *c)
+{
+    if (!c || !c->metrics)
+        return;
+    metrics_flush_log(c); /* lines still queued (a reconnect by the last release) */
+    rlc_client_set_log(c, 0, NULL, NULL);
+}
