@@ -106,8 +106,10 @@ typedef struct rlc_client rlc_client;
 RLC_API int rlc_client_new(rlc_client **out, const char *nodes, const char *options);
 
 /* Closes the client: stops its watchdog thread and closes its connections.
- * Locks still held are NOT released on the server; they expire with their
- * lease. Lock handles of this client stay valid to free, and every other call
+ * Undos of failed acquires and re-sent releases still queued are sent (and
+ * answered) first, for at most connect_timeout_ms + io_timeout_ms (Redlock:
+ * node_timeout_ms). Locks still held are NOT released on the server; they
+ * expire with their lease. Lock handles of this client stay valid to free, and every other call
  * on them returns RLC_E_CLOSED. Accepts NULL. */
 RLC_API void rlc_client_free(rlc_client *c);
 

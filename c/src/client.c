@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -414,6 +415,20 @@ void rlc_client_free(rlc_client *c)
     /* A callback that waits for a lock wakes with RLC_E_CLOSED. */
     pubsub_stop(c->pubsub);
     int total = c->n_nodes * (int)c->opts.pool_size;
+    /* Undos and re-sent releases still queued go out (and are answered)
+     * first, for a bounded time: an acquire that failed and lands late must
+     * find its tombstone, even when the process exits right after. */
+    int64_t until = rlc_deadline_after_ms(rlc_now_ns(),
+                                          c->opts.connect_timeout_ms + c->call_timeout_ms);
+    for (;;) {
+        bool left = false;
+        for (int i = 0; i < total; i++)
+            left = mux_push_detached(&c->muxes[i]) || left;
+        if (!left || rlc_now_ns() >= until)
+            break;
+        struct timespec pause = {0, 2 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
     for (int i = 0; i < total; i++)
         mux_shutdown(&c->muxes[i]);
     if (cb_started && pthread_equal(pthread_self(), c->cb_thread))
