@@ -36,3 +36,12 @@ for svc in redis-server nginx; do
     service "$svc" stop >/dev/null 2>&1 || true
   fi
 done
+# The Node binding's own dependency (koffi) is installed in its folder: npm
+# links a folder outside the application (`npm install <checkout>/bindings/node`)
+# without installing its dependencies, and Node then finds them here, beside
+# the real files. Its install script (the native helper) runs at first use.
+node_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../bindings/node" && pwd)
+if command -v npm >/dev/null && [ ! -d "$node_dir/node_modules/koffi" ]; then
+  (cd "$node_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||
+    echo "install-deps: npm ci in bindings/node failed; install koffi with the binding" >&2
+fi
