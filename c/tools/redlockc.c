@@ -16,23 +16,6 @@
 
 #include "cli.h"
 
-int cli_status_exit(int rc)
-{
-    switch (rc) {
-    case RLC_NOT_ACQUIRED:
-        return CLI_BUSY;
-    case RLC_E_INVAL:
-        return CLI_USAGE;
-    case RLC_E_NOMEM:
-        return CLI_INTERNAL;
-    case RLC_E_LOST:
-    case RLC_E_NOT_OWNER:
-        return CLI_LOST;
-    default: /* connect, timeout, no quorum, server, protocol, auth, closed */
-        return CLI_UNAVAILABLE;
-    }
-}
-
 /* -v: the library's own log lines (reconnects, lost holds...), from any
  * thread: one fprintf each, which stdio keeps whole. */
 static void log_line(int level, const char *message, void *user)

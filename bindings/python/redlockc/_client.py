@@ -9,6 +9,7 @@ from . import _metrics, _units
 from ._errors import ClosedError, InvalidArgument, invalid
 from ._family import FamilyClientMixin
 from ._lock import Lock, _Handle, _LostDispatch
+from ._units import owner_id as _owner_id
 
 # Keyword options of Client(), and what the C option string calls them.
 _TIME_OPTIONS = {
@@ -105,19 +106,6 @@ def _free_client(ptr, log_dispatch):
     # log line: the dispatcher is an argument here so that it outlives that.
     _core.rlc_client_free(ptr)
     del log_dispatch
-
-
-def _owner_id(owner):
-    """Lock owner: None -> 0 (the calling thread), else an explicit 64-bit id."""
-    if owner is None:
-        return 0
-    if isinstance(owner, bool) or not isinstance(owner, int):
-        raise TypeError(f"owner must be an int or None, not {type(owner).__name__}")
-    if owner <= 0:
-        raise invalid(f"owner must be a positive int (None: the calling thread), got {owner}")
-    if owner >= 2**62:  # the library's rule: thread owners are numbered from 2**62
-        raise invalid(f"owner {owner} is too large: explicit owners are 1 to 2**62-1")
-    return owner
 
 
 def _shown(uri):

@@ -17,14 +17,10 @@ from ._errors import ClosedError, InvalidArgument, invalid
 from ._errors import TimeoutError as _TimeoutError
 from ._units import lease_ms as _lease_ms
 from ._units import lease_refused as _lease_refused
+from ._units import owner_id as _owner_id  # one rule for every owner-bound handle
 from ._units import wait_ms as _wait_ms
 
 _MODES = {0: None, 1: "read", 2: "write"}
-
-
-def _owner_id(owner):
-    from ._client import _owner_id as check  # one rule for every owner-bound handle
-    return check(owner)
 
 
 def _count(value, what):

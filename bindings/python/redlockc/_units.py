@@ -98,3 +98,16 @@ def text(value, what):
         raise invalid(f"{what} cannot be encoded as UTF-8 ({e.reason} at index {e.start})") \
             from None
     return value
+
+
+def owner_id(owner):
+    """Lock owner: None -> 0 (the calling thread), else an explicit 64-bit id."""
+    if owner is None:
+        return 0
+    if isinstance(owner, bool) or not isinstance(owner, int):
+        raise TypeError(f"owner must be an int or None, not {type(owner).__name__}")
+    if owner <= 0:
+        raise invalid(f"owner must be a positive int (None: the calling thread), got {owner}")
+    if owner >= 2**62:  # the library's rule: thread owners are numbered from 2**62
+        raise invalid(f"owner {owner} is too large: explicit owners are 1 to 2**62-1")
+    return owner
