@@ -201,6 +201,25 @@ function _M.selftest()
   end
   check("io_timeout_ms a fraction raises", "^false .*io_timeout_ms must be an integer",
         pcall(redlockc.client, uri, { io_timeout_ms = 1.5 }))
+
+  -- Metrics: a client of its own, so that the counts are this test's.
+  local mc = assert(redlockc.client(uri))
+  local m0 = assert(mc:metrics())
+  check("metrics start at 0", "^0 0 nil$", m0.acquires, m0.busy)
+  local ml = assert(mc:lock(name .. ":metrics", 5))
+  ml:acquire{ wait_ms = 0 }
+  ml:acquire{ wait_ms = 0 }
+  local busy = assert(mc:lock(name .. ":metrics", 6))
+  busy:acquire{ wait_ms = 0 }
+  ml:release()
+  ml:release()
+  local m = assert(mc:metrics())
+  check("two acquires counted", "^2 ", m.acquires)
+  check("one busy counted", "^1 ", m.busy)
+  check("wait buckets", "^12 ", #m.wait_buckets)
+  check("the last bucket is +inf", "^inf", m.wait_buckets[#m.wait_buckets].le)
+  mc:close()
+  check("metrics of a closed client", "^nil closed " .. E.E_CLOSED .. "$", mc:metrics())
   ngx.say("selftest done")
 end
 

@@ -464,6 +464,39 @@ function Client:uuid()
   return ffi_string(lib.rlc_client_uuid(h))
 end
 
+-- client:metrics() -> a table of the client's counters (no network I/O), as
+-- the Lua 5.4 module gives them: acquires, busy, waits, renewals, lost,
+-- reconnects, script_reloads, wait_ms_sum (numbers), and wait_buckets =
+-- { {le = ms or math.huge, count = n}, ... } (cumulative counts).
+pcall(ffi.cdef, [[
+  int rlc_client_metrics(rlc_client *c, uint64_t *out, int n);
+  const char *rlc_metric_name(int i);
+  int64_t rlc_metric_bucket_ms(int i);
+]])
+local metrics_out = ffi_new("uint64_t[64]")
+function Client:metrics()
+  local h = client_self(self)
+  if not h then return closed() end
+  local n = lib.rlc_client_metrics(h, metrics_out, 64)
+  if n < 0 then return failed(n) end
+  local out, bucket, total = { wait_buckets = {} }, 0, 0
+  for i = 0, math.min(n, 64) - 1 do
+    local name = lib.rlc_metric_name(i)
+    if name == nil then break end
+    name = ffi_string(name)
+    local value = tonumber(metrics_out[i])
+    if name == "wait_bucket" then
+      local le = lib.rlc_metric_bucket_ms(bucket)
+      bucket = bucket + 1
+      total = total + value
+      out.wait_buckets[bucket] = { le = le >= 2^62 and math.huge or tonumber(le), count = total }
+    else
+      out[name] = value
+    end
+  end
+  return out
+end
+
 -- client:fenced_set(key, value, token) -> true (written) | false (refused:
 -- a larger token is stored; nothing written) | nil, err, code.
 --   Writes value at key only if token (lock:fencing_token(), a number
