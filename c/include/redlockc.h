@@ -99,7 +99,8 @@ typedef struct rlc_client rlc_client;
  *                          a watchdog hold's on_lost fire within a round trip of
  *                          its key being deleted, overwritten or expired; 0: at
  *                          the next renewal only (default 1; a node that refuses
- *                          CLIENT TRACKING falls back, with one line on stderr)
+ *                          CLIENT TRACKING falls back, with one warning through
+ *                          rlc_client_set_log)
  *   Unknown, duplicate or out-of-range names are RLC_E_INVAL.
  *
  * Returns RLC_OK and *out, or RLC_E_INVAL / RLC_E_NOMEM. */

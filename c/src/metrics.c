@@ -142,6 +142,11 @@ static void logf_(struct rlc_metrics *m, int level, const char *fmt, ...)
     pthread_mutex_unlock(&m->log_mu);
 }
 
+void metrics_warn(rlc_client *c, const char *text)
+{
+    logf_(c ? c->metrics : NULL, RLC_LOG_WARN, "%s", text);
+}
+
 void metrics_flush_log(rlc_client *c)
 {
     struct rlc_metrics *m = c ? c->metrics : NULL;

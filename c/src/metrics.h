@@ -35,6 +35,9 @@ void metrics_acquire(rlc_client *c, int rc, int64_t start_ns);
 void metrics_lost(rlc_client *c, const rlc_lock *l, int reason);
 /* A connection of mux m was (re)made, or its node lost the scripts. */
 void metrics_mux_event(struct mux *m, int which);
+/* Queues a warning line for the log callback (a refusal that the library
+ * works around: nothing fails, so no rlc_errmsg carries it). */
+void metrics_warn(rlc_client *c, const char *text);
 /* Hands queued log lines to the callback; call with no library lock held. */
 void metrics_flush_log(rlc_client *c);
 /* rlc_client_free: hands over the lines still queued, then silences the

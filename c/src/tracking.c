@@ -43,6 +43,7 @@
 #include "cmd.h"
 #include "conn.h"
 #include "hold.h"
+#include "metrics.h"
 #include "tracking.h"
 
 #define CHUNK 256
@@ -192,11 +193,13 @@ static void node_down(struct tracking *t, int i, int64_t now, const char *refusa
     tn->have_id = tn->subscribed = false;
     tn->left = 0;
     if (refusal) {
-        if (!tn->logged)
-            fprintf(stderr,
-                    "redlockc: loss_push: %s refused %s; a lost lock is found at its "
-                    "next renewal on this node\n",
-                    tn->sub.node->label, refusal);
+        if (!tn->logged) {
+            char line[RLC_ERRLEN];
+            snprintf(line, sizeof line,
+                     "loss_push: %s refused %s; a lost lock is found at its next renewal "
+                     "on this node", tn->sub.node->label, refusal);
+            metrics_warn(t->c, line);
+        }
         tn->logged = true;
         tn->retry_at_ns = now + REFUSED_RETRY_NS;
         return;
