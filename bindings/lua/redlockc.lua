@@ -316,6 +316,7 @@ function Client:fenced_set(key, value, token)
   local rc, detail, applied = core.rlc_fenced_set(h, key, value, token)
   if rc ~= OK then return failed(rc, detail) end
   return applied
+end
 
 -- client:metrics() -> a table of the client's counters (no network I/O):
 -- acquires, busy, waits, renewals, lost, reconnects, script_reloads,

@@ -11,9 +11,9 @@
 // failures reject with the error class of their status; a wait that runs
 // out resolves false (null for a permit). close() frees the native handle
 // once no call is in flight (holds are not released: they expire).
-const koffi = require('koffi');
 const { ensureBuilt } = require('../build.js');
-const { getChannel, scratch, syncResult } = require('./native.js');
+// koffi as native.js found it (in this package, or in the application).
+const { getChannel, scratch, syncResult, koffi } = require('./native.js');
 const errors = require('./errors.js');
 
 const { STATUS, errorFor, ClosedError, InvalidArgumentError } = errors;

@@ -165,4 +165,4 @@ function getChannel() {
   return channel;
 }
 
-module.exports = { fn, OP, scratch, syncResult, getChannel };
+module.exports = { fn, OP, scratch, syncResult, getChannel, koffi };
