@@ -30,7 +30,7 @@
 
 #define ACQ_KEYSPACE "1000000000"
 #define REL_FACTOR 16
-#define POPULATE_CHUNK 100000
+#define POPULATE_CHUNK 20000
 
 struct bm_result {
     double rps, p50_ms, p99_ms;
@@ -147,6 +147,9 @@ static int populate(struct bench *b, long m, const struct cycle_cmds *cc, const 
     redisContext *ctx = rs_connect(&b->srv[0]);
     if (!ctx)
         return -1;
+    /* A chunk's script can outlast rs_connect's 2 s on a busy VM while the
+     * keyspace grows (it did at 100,000 names a chunk): small chunks, 30 s. */
+    redisSetTimeout(ctx, (struct timeval){30, 0});
     int rc = 0;
     for (long from = 0; from < m && rc == 0; from += POPULATE_CHUNK) {
         long to = from + POPULATE_CHUNK < m ? from + POPULATE_CHUNK - 1 : m - 1;
@@ -184,6 +187,7 @@ static long long epochs_gone(struct bench *b, long m, const struct cycle_cmds *c
     redisContext *ctx = rs_connect(&b->srv[0]);
     if (!ctx)
         return -1;
+    redisSetTimeout(ctx, (struct timeval){30, 0});
     long long total = 0;
     for (long from = 0; from < m && total >= 0; from += POPULATE_CHUNK) {
         long to = from + POPULATE_CHUNK < m ? from + POPULATE_CHUNK - 1 : m - 1;
