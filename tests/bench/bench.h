@@ -84,13 +84,42 @@ void cpu_end(struct bench *b, struct cpu_window *w);
 
 /* ---- the workloads ----------------------------------------------------- */
 
-/* The commands a lock cycle sends, read off the wire (capture.c). */
-struct cycle_cmds {
-    char acquire_sha[41], release_sha[41];
-    char token_key[128], channel[128]; /* KEYS[2] of acquire and release */
-    char lease[24], field[96];         /* ARGV of both */
-    char acquire_extra[24];            /* acquire's further ARGV (its "fresh" flag), or "" */
+/* The commands a lock cycle sends, read off the wire (capture.c): for each
+ * script, the SHA, the key count and every argument after it, as the library
+ * sent them, except that the captured lock name is replaced by CMD_NAME
+ * wherever it appears (also inside the other keys' braces), the attempt id by
+ * CMD_ATTEMPT, and the release's `upto` by "" (a plain level release). */
+#define CMD_NAME '\x01'
+#define CMD_ATTEMPT '\x02'
+#define CMD_MAX_ARGS 16
+#define CMD_ARG_LEN 256
+
+struct script_cmd {
+    char sha[41];
+    int numkeys;
+    int nargs; /* keys + ARGV */
+    char args[CMD_MAX_ARGS][CMD_ARG_LEN];
 };
+
+struct cycle_cmds {
+    struct script_cmd acquire, release;
+    char uuid[96]; /* the capturing client's uuid: its attempt ids are "<uuid>:<hex>" */
+};
+
+/* The argument vector of one call: EVALSHA sha numkeys args..., for lock
+ * `name` and attempt id `attempt`. The strings live in cv. */
+struct cmd_vec {
+    int argc;
+    const char *argv[CMD_MAX_ARGS + 3];
+    size_t lens[CMD_MAX_ARGS + 3];
+    char buf[CMD_MAX_ARGS + 3][2 * CMD_ARG_LEN];
+};
+/* Returns 0, or -1 when an argument does not fit. */
+int cmd_build(const struct script_cmd *sc, const char *name, const char *attempt,
+              struct cmd_vec *cv);
+/* One argument (i: 0 = KEYS[1]) of sc for lock `name`, into buf. */
+int cmd_arg(const struct script_cmd *sc, int i, const char *name, const char *attempt, char *buf,
+            size_t size);
 
 int capture_cycle(struct bench *b, struct cycle_cmds *cc);
 void run_ping(struct bench *b);

@@ -147,8 +147,8 @@ static void meta_row(struct bench *b, const struct cycle_cmds *cc, int captured)
         freeReplyObject(r);
     row_str(b, "redis", ver);
     if (captured) {
-        row_str(b, "acquire_sha", cc->acquire_sha);
-        row_str(b, "release_sha", cc->release_sha);
+        row_str(b, "acquire_sha", cc->acquire.sha);
+        row_str(b, "release_sha", cc->release.sha);
     }
     row_end(b);
 }

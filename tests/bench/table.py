@@ -160,7 +160,7 @@ def build(meta, rows):
               "(client = redis-benchmark)",
               [("cycles", "cycles/s"), ("p50_us", "p50 us (acq+rel)"),
                ("acquire_rps", "acquire/s"), ("release_rps", "release/s"),
-               ("release_full_pct", "% full releases")])
+               ("release_full_pct", "% full rel"), ("release_legacy_pct", "% legacy rel")])
     t.line("limit, 1 conn", "limit.c1")
     t.line("limit, 16 conns", "limit.c16")
 
@@ -261,12 +261,16 @@ NOTES = """
 Notes
   * Limit: redis-benchmark runs one command per test, so each script is measured alone
     doing the work it does in a real cycle, and cycles/s = 1/(1/acq + 1/rel) on the same
-    number of connections. Acquire runs on random fresh names (the new-hold path);
-    release runs on names held beforehand, 8x more names than calls ("% full rel" = the
-    share of calls that found a hold and did the full release; the rest return early,
-    which flatters the limit, never us). Script SHAs, token key, channel, lease and
-    owner field are captured from the library with MONITOR. p50* = acquire p50 +
-    release p50 (approximate).
+    number of connections. The commands (SHAs, keys, lease, field) are captured from the
+    library with MONITOR. Each __rand_int__ gets its own value, so lock, attempts hash
+    and attempt id are independent draws. Acquire: all new (the new-hold path), one
+    token key. Release: on holds made beforehand (lock hash + attempts hash with epoch
+    and the record of the attempt the release names), 16x more than calls. "% full rel"
+    = freed on the attempts path as in a real cycle; "% legacy rel" = freed on the path
+    for a missing attempts hash (about as much work); the rest return early, which
+    flatters the limit, never us. Release upto is "" (one level): a real last-level
+    release also reads the attempts hash once more, so the limit is a little high.
+    p50* = acquire p50 + release p50 (approximate).
   * Hand-off: time from release() to another thread's acquire() returning. Each holder
     holds 1 ms and a releaser waits until someone else took the lock, so every
     hand-off goes to a thread that was waiting. "round trips" = hand-off p50 / PING p50.
