@@ -81,7 +81,7 @@ def extension():
         if hiredis is None:
             raise SystemExit("REDLOCKC_LINK=bundle needs hiredis (Debian: libhiredis-dev)")
         kw["sources"] += sorted(glob.glob(os.path.join(TOP, "c", "src", "**", "*.c"), recursive=True))
-        kw["include_dirs"] += [INCLUDE, os.path.join(TOP, "c", "src")]
+        kw["include_dirs"] += [INCLUDE] + [os.path.join(TOP, "c", "src", d) for d in ("engine", "blocking", "family")]
         kw["include_dirs"] += [f[2:] for f in hiredis if f.startswith("-I")]
         kw["library_dirs"] += [f[2:] for f in hiredis if f.startswith("-L")]
         kw["libraries"] += [f[2:] for f in hiredis if f.startswith("-l")] + ["m"]

@@ -24,8 +24,8 @@ mkdir -p "$OUT"
 echo "--- building fuzz targets with $CC"
 for t in "${TARGETS[@]}"; do
   "$CC" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -Wall -Wextra -Werror -D_GNU_SOURCE -Ic/include -Ic/src \
-    "tests/fuzz/fuzz_$t.c" c/src/uri.c c/src/options.c c/src/error.c -lm \
+    -Wall -Wextra -Werror -D_GNU_SOURCE -Ic/include -Ic/src/engine \
+    "tests/fuzz/fuzz_$t.c" c/src/engine/uri.c c/src/engine/options.c c/src/engine/error.c -lm \
     -o "$OUT/fuzz_$t"
 done
 

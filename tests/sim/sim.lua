@@ -2,7 +2,7 @@
 -- way): simulated Redis nodes running the library's real scripts
 -- (SCRIPTS, from c/src/scripts.c), a simulated network that delays,
 -- stalls, cuts and reorders across connections, SCRIPT FLUSH, paused
--- holders, and clients that follow the protocol of c/src/lock.c and mux.c
+-- holders, and clients that follow the protocol of c/src/blocking/lock.c and mux.c
 -- (attempt ids, undo on any connection, redo after a cut, no resend of an
 -- abandoned request, release by level with the last one's `upto`).
 -- Everything runs on one simulated clock from one seed: a failing seed

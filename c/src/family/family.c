@@ -14,11 +14,11 @@
 #include <time.h>
 
 #include "family.h"
-#include "../clock.h"
-#include "../error.h"
-#include "../owner.h"
-#include "../pubsub.h"
-#include "../quorum.h"
+#include "clock.h"
+#include "error.h"
+#include "owner.h"
+#include "pubsub.h"
+#include "quorum.h"
 
 #define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
 #define MAX_SLEEP_MS 1000

@@ -15,8 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../client.h"
-#include "../fanout.h"
+#include "client.h"
+#include "fanout.h"
 
 #define FAM_MAX_NAME 65536
 

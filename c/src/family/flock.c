@@ -15,10 +15,10 @@
 
 #include "family.h"
 #include "fscripts.h"
-#include "../clock.h"
-#include "../cmd.h"
-#include "../error.h"
-#include "../pubsub.h"
+#include "clock.h"
+#include "cmd.h"
+#include "error.h"
+#include "pubsub.h"
 
 enum { K_RW, K_FAIR };
 enum { OP_ACQUIRE, OP_RELEASE, OP_UNDO, OP_RENEW, OP_WITHDRAW };

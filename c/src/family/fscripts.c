@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "fscripts.h"
-#include "../sha1.h"
+#include "sha1.h"
 
 /* now_ms: the server's clock (Redis 7 replicates scripts by effects, so
  * TIME is allowed). level_of: the pttl before of attempt id if it ran in

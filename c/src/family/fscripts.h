@@ -16,7 +16,7 @@
 #ifndef RLC_FSCRIPTS_H
 #define RLC_FSCRIPTS_H
 
-#include "../scripts.h"
+#include "scripts.h"
 
 /* KEYS: hash, timeout prefix "{name}:<field>:rwlock_timeout", attempts,
  * writers zset. ARGV: lease, field, write field, attempt id. */

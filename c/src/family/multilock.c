@@ -22,11 +22,11 @@
 
 #include "family.h"
 #include "fscripts.h"
-#include "../clock.h"
-#include "../cmd.h"
-#include "../error.h"
-#include "../hold.h"
-#include "../quorum.h"
+#include "clock.h"
+#include "cmd.h"
+#include "error.h"
+#include "hold.h"
+#include "quorum.h"
 
 #define MAX_NAMES 1024
 

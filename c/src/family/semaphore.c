@@ -19,11 +19,11 @@
 
 #include "family.h"
 #include "fscripts.h"
-#include "../clock.h"
-#include "../cmd.h"
-#include "../error.h"
-#include "../owner.h"
-#include "../quorum.h"
+#include "clock.h"
+#include "cmd.h"
+#include "error.h"
+#include "owner.h"
+#include "quorum.h"
 
 #define MAX_PERMITS 65535
 #define ID_HEX 32

@@ -38,7 +38,7 @@
 #include "scripts.h"
 #include "tracking.h"
 #include "watchdog.h"
-#include "family/family.h"
+#include "family.h"
 
 struct lost_event {
     struct lost_event *next;

@@ -5,8 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "clock.h"
 #include "quorum.h"
+
+#define NS_PER_MS 1000000LL
 
 int quorum_of(int n)
 {
@@ -20,7 +21,7 @@ int64_t quorum_drift_ms(int64_t lease_ms, double drift_factor)
 
 int64_t quorum_validity_ms(int64_t lease_ms, int64_t elapsed_ns, double drift_factor)
 {
-    int64_t elapsed_ms = (elapsed_ns + RLC_NS_PER_MS - 1) / RLC_NS_PER_MS;
+    int64_t elapsed_ms = (elapsed_ns + NS_PER_MS - 1) / NS_PER_MS;
     return lease_ms - elapsed_ms - quorum_drift_ms(lease_ms, drift_factor);
 }
 
