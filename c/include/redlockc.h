@@ -52,7 +52,8 @@ enum {
     RLC_E_SERVER = -8,      /* Redis replied an error (WRONGTYPE, READONLY, OOM...) */
     RLC_E_PROTOCOL = -9,    /* the server's reply made no sense */
     RLC_E_CLOSED = -10,     /* the client was freed, or used in a forked child */
-    RLC_E_AUTH = -11        /* AUTH was refused, or the server wants a password */
+    RLC_E_AUTH = -11,       /* AUTH was refused, or the server wants a password */
+    RLC_E_CANCELED = -12    /* the wait was cancelled (rlc_lock_cancel, rlc_engine_cancel); since 1.1 */
 };
 
 /* "1.0.0": the library's version (not the ABI's: symbol versions REDLOCKC_1.0,
@@ -403,6 +404,131 @@ enum {
  * again (when made from inside fn itself: once fn returns). */
 typedef void (*rlc_log_fn)(int level, const char *message, void *user);
 RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user);
+
+
+/* ---- Engine (1.1): the lock protocol without I/O ------------------------
+ *
+ * The engine is the lock logic alone: it writes commands as RESP bytes per
+ * connection, reads replies from the bytes handed to it, counts quorums,
+ * runs Redlock rounds, undoes failed attempts, waits for unlock messages,
+ * schedules renewals and finds lost holds. It does no I/O, starts no thread
+ * and reads no clock: a driver (an event loop, the blocking API, a
+ * simulation) moves the bytes and passes the time in, the way nghttp2's
+ * session_mem_send / mem_recv work. Same scripts, same wire format, same
+ * safety rules as rlc_lock_*: the two exclude each other on one name.
+ *
+ * Connections: node i (0 .. rlc_engine_nodes()-1) has two, numbered
+ *     2*i     its command connection (pipelined, replies in order)
+ *     2*i + 1 its subscriber (unlock messages), wanted only while someone waits
+ * The driver loop, after every call into the engine:
+ *   - opens connection k while rlc_engine_want_open(e, k) is 1 and it is not
+ *     open, and says rlc_engine_connected() once the socket is up (or
+ *     rlc_engine_closed() if it could not connect); the engine then writes
+ *     the handshake (AUTH, SELECT from the node's URI) itself;
+ *   - writes what rlc_engine_pending() holds and says how much went out with
+ *     rlc_engine_sent();
+ *   - hands every byte it reads to rlc_engine_received(), and a connection
+ *     that ends (EOF, error, the driver's own timeout) to rlc_engine_closed();
+ *     the engine then wants it again if it still has work for it;
+ *   - calls rlc_engine_tick() at rlc_engine_deadline() (or later: never
+ *     earlier is needed, a later call only makes a timeout late);
+ *   - reads the events with rlc_engine_next_event() until it returns 0.
+ *   A connection the engine no longer wants (want_open 0) may be closed or
+ *   kept; a driver closes it by calling rlc_engine_closed().
+ *
+ * Time: now_ms comes from one monotonic millisecond clock, never going back.
+ *
+ * Operations (acquire, release, extend) return an id at once and end with
+ * one RLC_EV_DONE event carrying it. Operations of one owner on one lock run
+ * one after another in the order they were started; others run at once.
+ * An owner is any id the driver picks (1 .. 2^62-1): one per task, per
+ * request, per lock object; holds are reentrant per (name, owner).
+ *
+ * Not thread-safe: one engine is used by one thread at a time. */
+typedef struct rlc_engine rlc_engine;
+
+/* nodes and options: as rlc_client_new (the engine uses watchdog_timeout_ms,
+ * io_timeout_ms, node_timeout_ms, connect_timeout_ms, retry_jitter_ms,
+ * drift_factor and key_prefix; the other names are accepted and are the
+ * driver's business). client_uuid: the 36-character UUID that starts every
+ * hash field this engine writes, made by the driver from a good random
+ * source (it also seeds the retry jitter); never shared by two engines. */
+RLC_API int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
+                           const char *options);
+/* Frees everything. Whatever is still held is not released (it expires);
+ * ops in flight end without events. Accepts NULL. */
+RLC_API void rlc_engine_free(rlc_engine *e);
+RLC_API int rlc_engine_nodes(const rlc_engine *e);
+/* Where node i is: *host a host name or address (or a unix socket's path,
+ * with *port 0), valid while e lives. RLC_OK or RLC_E_INVAL. */
+RLC_API int rlc_engine_node_address(const rlc_engine *e, int node, const char **host, int *port);
+RLC_API const char *rlc_engine_uuid(const rlc_engine *e);
+
+RLC_API int rlc_engine_want_open(const rlc_engine *e, int conn);
+RLC_API void rlc_engine_connected(rlc_engine *e, int conn, int64_t now_ms);
+RLC_API void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms);
+/* The bytes waiting to be written on conn: *data (valid until the next call
+ * on e) and their length; 0 when there are none or conn is not connected. */
+RLC_API size_t rlc_engine_pending(rlc_engine *e, int conn, const char **data);
+RLC_API void rlc_engine_sent(rlc_engine *e, int conn, size_t n);
+/* RLC_OK, or RLC_E_PROTOCOL when the bytes are not RESP (the engine then
+ * treats conn as closed: the driver closes the socket). */
+RLC_API int rlc_engine_received(rlc_engine *e, int conn, const char *data, size_t len,
+                                int64_t now_ms);
+/* When rlc_engine_tick is due, or -1 when nothing is timed. */
+RLC_API int64_t rlc_engine_deadline(const rlc_engine *e);
+RLC_API void rlc_engine_tick(rlc_engine *e, int64_t now_ms);
+/* 1 when no operation, renewal, undo or re-sent release is in flight or
+ * queued: a driver that shuts down waits for this (bounded by its own
+ * timeout) before it closes the sockets. */
+RLC_API int rlc_engine_idle(const rlc_engine *e);
+
+/* wait_ms: 0 one try, < 0 no limit; lease_ms <= 0 a watchdog hold renewed by
+ * the engine every watchdog_timeout_ms/3 (through tick), > 0 a fixed lease.
+ * RLC_OK and *op, or RLC_E_INVAL (bad name, owner, lease) with rlc_errmsg(). */
+RLC_API int rlc_engine_acquire(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                               int64_t wait_ms, int64_t lease_ms, int64_t now_ms, uint64_t *op);
+RLC_API int rlc_engine_release(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                               int64_t now_ms, uint64_t *op);
+/* As rlc_lock_extend: lease_ms <= 0 hands the hold to the watchdog. */
+RLC_API int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                              int64_t lease_ms, int64_t now_ms, uint64_t *op);
+/* Ends an acquire that is still running with RLC_E_CANCELED; whatever it
+ * may have taken is undone. An op that already ended, or a release or
+ * extend, is left alone: RLC_NOT_ACQUIRED says so (nothing to cancel). */
+RLC_API int rlc_engine_cancel(rlc_engine *e, uint64_t op, int64_t now_ms);
+/* The owner's hold count of name (0 when not held; a lost hold counts its
+ * levels until they are released). */
+RLC_API int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name_len,
+                                      uint64_t owner);
+
+enum { RLC_EV_DONE = 1, RLC_EV_LOST = 2 };
+
+typedef struct rlc_engine_event {
+    int type;            /* RLC_EV_DONE: an operation ended; RLC_EV_LOST: a hold was lost */
+    int status;          /* DONE: as rlc_lock_acquire/release/extend; LOST: RLC_E_LOST or
+                            the status that made renewals fail until the validity ended */
+    uint64_t op;         /* DONE: the operation's id; LOST: 0 */
+    uint64_t owner;
+    const char *name;    /* the lock's name as given (no key_prefix) */
+    size_t name_len;
+    uint64_t token;      /* acquire RLC_OK: the hold's fencing token */
+    int64_t validity_ms; /* acquire/extend RLC_OK: how long the hold is certainly held,
+                            counted from the now_ms of the call that ended it */
+    int64_t count;       /* the owner's hold count after this */
+    const char *message; /* why, for a failing status; "" otherwise */
+    int64_t reserved[4];
+} rlc_engine_event;
+
+/* 1 and *ev, or 0 when there is none. ev's strings are valid until the next
+ * call on e. */
+RLC_API int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev);
+
+/* Ends a blocking rlc_lock_acquire waiting on l in another thread (any owner)
+ * with RLC_E_CANCELED, undoing whatever it may have taken. An acquire that
+ * starts after this call is not affected. RLC_OK (with or without a waiter to
+ * cancel), RLC_E_INVAL. */
+RLC_API int rlc_lock_cancel(rlc_lock *l);
 
 #ifdef __cplusplus
 }

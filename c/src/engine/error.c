@@ -26,6 +26,7 @@ const char *rlc_strerror(int status)
     case RLC_E_PROTOCOL: return "unexpected reply from Redis";
     case RLC_E_CLOSED: return "client closed";
     case RLC_E_AUTH: return "Redis authentication failed";
+    case RLC_E_CANCELED: return "cancelled";
     default: return "unknown status";
     }
 }
