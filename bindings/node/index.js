@@ -16,6 +16,7 @@
 // of its own: acquiring the same Lock again is reentrant, two Lock objects of
 // one name exclude each other. Give each task its own Lock (withLock does).
 const { EventEmitter } = require('node:events');
+const { randomUUID } = require('node:crypto');
 const { fn, OP, scratch, syncResult, getChannel } = require('./lib/native.js');
 const { EngineDriver, StartError, nowMs } = require('./lib/engine_driver.js');
 const errors = require('./lib/errors.js');
@@ -130,18 +131,28 @@ function makeState(client) {
     client: new WeakRef(client),
     locks: new Map(), // owner -> WeakRef(Lock): lost notices
     bucketLe: buckets,
+    fastest: Infinity, // ms, the quickest acquire that got the lock
     counts: { acquires: 0, busy: 0, waits: 0, lost: 0, waitMsSum: 0, buckets: buckets.map(() => 0) },
   };
 }
 
 // The metrics of an acquire that ran on the engine, counted as the blocking
-// API counts its own (rlc_client_metrics): acquires, busy, and the waits of
-// those that did not end at their first try.
+// API counts its own (rlc_client_metrics): acquires, busy, and waits. The
+// engine does not say whether an acquire that got the lock had found it busy
+// first, so a wait is: an acquire with a wait that ended busy or cancelled,
+// or that got the lock later than 5 ms + twice the fastest acquire seen
+// (one round trip) after it began.
 function countAcquire(state, ev, wait) {
   const c = state.counts;
-  if (ev.status === STATUS.OK) c.acquires++;
-  else if (ev.status === STATUS.NOT_ACQUIRED) c.busy++;
-  if (wait === 0 || !ev.waited) return;
+  if (ev.status === STATUS.OK) {
+    c.acquires++;
+    state.fastest = Math.min(state.fastest, ev.tookMs);
+  } else if (ev.status === STATUS.NOT_ACQUIRED) {
+    c.busy++;
+  }
+  const waited = ev.status === STATUS.NOT_ACQUIRED || ev.status === STATUS.E_CANCELED ||
+    (ev.status === STATUS.OK && ev.tookMs > 5 + 2 * state.fastest);
+  if (wait === 0 || !waited) return;
   c.waits++;
   c.waitMsSum += ev.tookMs;
   const i = state.bucketLe.findIndex((le) => ev.tookMs <= le);
@@ -184,12 +195,11 @@ class Client extends EventEmitter {
     this._watchdogMs = Number(given.watchdog_timeout_ms) || 30000;
     const state = makeState(this);
     this._state = state;
-    // The engine writes the blocking client's UUID, so the queries that
-    // still go through it (isHeld, holdCount) see the engine's holds as
-    // this client's. The two never hold one name for one owner: Lock owners
-    // (1 up) and family owners (2^52 up) are apart.
+    // The engine has a UUID of its own: two writers of one UUID would give
+    // their attempts the same ids ("<uuid>:<n>", counted by each) and could
+    // take each other's attempt records for their own.
     try {
-      this._driver = new EngineDriver(nodes, fn.clientUuid(this._handle), text, {
+      this._driver = new EngineDriver(nodes, randomUUID(), text, {
         connectTimeoutMs: Number(given.connect_timeout_ms) || 1000,
         lost: (owner, status, message) => {
           state.counts.lost++;
@@ -273,8 +283,10 @@ class Client extends EventEmitter {
     return out;
   }
 
+  // The UUID in the hash fields of this client's Lock holds
+  // ("<uuid>:<lock.owner>"). The lock family writes another one's.
   get uuid() {
-    return this._handle ? fn.clientUuid(this._handle) : null;
+    return this._handle ? this._driver.uuid : null;
   }
 
   // A new Lock object (a new owner) for `name`. No network I/O.
@@ -539,13 +551,19 @@ class Lock extends EventEmitter {
   }
 
   async isLocked() { return (await this._ask(OP.IS_LOCKED)) !== 0n; }
-  // A hold this object knows lost is not held, whatever the server says.
+
+  // Whether this owner holds it, as the engine that renews it knows (no I/O:
+  // a hold taken away is known at its next renewal, within lease/3).
   async isHeld() {
-    const held = (await this._ask(OP.IS_HELD)) !== 0n;
-    return held && !this._lostKnown;
+    this._usable();
+    return !this._lostKnown && this._driver.holdCount(this._key, this.owner) > 0;
   }
 
-  async holdCount() { return Number(await this._ask(OP.HOLD_COUNT)); }
+  // Levels held by this owner, as the engine counts them (no I/O).
+  async holdCount() {
+    this._usable();
+    return this._lostKnown ? 0 : this._driver.holdCount(this._key, this.owner);
+  }
   // The key's PTTL in ms: -2 no lock, -1 no expiry.
   async ttl() { return Number(await this._ask(OP.TTL)); }
 

@@ -10,8 +10,10 @@
 // After every call into the engine the driver "pumps" (see pump()): opens
 // the connections the engine wants, writes what it has pending, reads its
 // events, and re-arms the timer. Calls made by the program (acquire,
-// release...) pump in a microtask, so the operations started in one turn of
-// the loop leave in one write.
+// release...) pump from setImmediate: the operations started in one turn of
+// the loop leave in one write, and after the I/O of that turn was read - a
+// connection the server closed a moment ago is known closed then, and its
+// requests go on a new one instead of into the dead socket.
 const net = require('node:net');
 const { koffi } = require('./native.js');
 const { ensureBuilt } = require('../build.js');
@@ -87,6 +89,7 @@ class EngineDriver {
     this.e = efn.engineNew(nodes, uuid, options, res);
     if (!this.e) throw new StartError(res.readInt32LE(16), resMsg());
     this.hooks = hooks;
+    this.uuid = uuid;
     const n = efn.nodes(this.e);
     this.addresses = [];
     for (let i = 0; i < n; i++) {
@@ -142,7 +145,7 @@ class EngineDriver {
   schedule() {
     if (this.scheduled) return;
     this.scheduled = true;
-    queueMicrotask(() => {
+    setImmediate(() => {
       this.scheduled = false;
       this.pump();
     });
@@ -273,16 +276,21 @@ class EngineDriver {
       this.pump();
     });
     socket.on('error', (err) => { this.lastError[k] = err; });
-    socket.on('close', () => {
+    // EOF ends the connection at once ('close' comes later, after our own
+    // side is shut): nothing more may be written into it meanwhile.
+    const ended = () => {
       clearTimeout(timer);
       if (c.gone) return;
       c.gone = true;
       if (this.conns[k] === c) this.conns[k] = null;
+      socket.destroy();
       if (!this.e) return;
       if (c.up && !this.lastError[k]) this.lastError[k] = new Error('the server closed the connection');
       efn.closed(this.e, k, nowMs());
       this.pump();
-    });
+    };
+    socket.on('end', ended);
+    socket.on('close', ended);
   }
 
   where(k) {
