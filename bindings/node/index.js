@@ -407,6 +407,7 @@ class Lock extends EventEmitter {
     this._token = 0n;
     this._validUntil = 0;  // driver clock (nowMs)
     this._lostKnown = false;
+    this._watchdog = false; // the hold is renewed by the engine (lease 0)
     this._state.locks.set(this.owner, new WeakRef(this));
     lockRegistry.register(this, {
       driver: this._driver, key, owner: this.owner, query: this._query,
@@ -486,7 +487,7 @@ class Lock extends EventEmitter {
     }
     countAcquire(this._state, ev, w);
     if (ev.status === STATUS.OK) {
-      this._held(ev);
+      this._held(ev, l);
       if (this._closing) abandon(this._driver, this._key, this.owner, this.client._watchdogMs);
       return true;
     }
@@ -498,11 +499,12 @@ class Lock extends EventEmitter {
     throw this._fail(ev);
   }
 
-  _held(ev) {
+  _held(ev, lease) {
     const fresh = this._depth === 0 || this._lostKnown || !this._controller;
     this._depth = ev.count;
     this._token = ev.token;
     this._validUntil = nowMs() + ev.validity;
+    this._watchdog = lease === 0;
     if (fresh) {
       this._lostKnown = false;
       this._controller = new AbortController();
@@ -536,6 +538,7 @@ class Lock extends EventEmitter {
       throw this._fail(ev);
     }
     this._validUntil = nowMs() + ev.validity;
+    this._watchdog = l === 0;
   }
 
   // Deletes the lock whoever holds it, and wakes waiters.
@@ -568,10 +571,21 @@ class Lock extends EventEmitter {
   async ttl() { return Number(await this._ask(OP.TTL)); }
 
   // ms this owner's hold is certainly still valid (0 if not held). No I/O.
+  // Known: the validity of the last acquire or extend. For a watchdog hold
+  // the engine renews it without an event, but its next timer (deadline) is
+  // never after the end of any watchdog hold it still counts valid (it
+  // would have found it lost there): so the hold is valid at least until
+  // then. A lower bound, never more than the truth.
   validity() {
     if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `lock '${this.name}' is closed`);
     if (this._depth === 0 || this._lostKnown) return 0;
-    return Math.max(0, this._validUntil - nowMs());
+    const now = nowMs();
+    let left = this._validUntil - now;
+    if (this._watchdog && this._driver.holdCount(this._key, this.owner) > 0) {
+      const at = this._driver.deadline();
+      if (at >= 0) left = Math.max(left, at - now);
+    }
+    return Math.max(0, left);
   }
 
   // The fencing token (BigInt) of the current hold. No I/O.

@@ -136,6 +136,11 @@ class EngineDriver {
     this.schedule();
   }
 
+  // When the engine next wants tick() (ms, driver clock), or -1.
+  deadline() {
+    return this.e ? Number(efn.deadline(this.e)) : -1;
+  }
+
   holdCount(name, owner) {
     return this.e ? Number(efn.holdCount(this.e, name, name.length, owner)) : 0;
   }

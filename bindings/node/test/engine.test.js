@@ -188,3 +188,26 @@ test('a Lock and a MultiLock (the blocking C API) exclude each other on one name
   lock.close();
   await client.close();
 });
+
+test('a watchdog hold renewed past its lease still reports validity, never more than a lease', async () => {
+  const client = new Client(serverUri(), { watchdog_timeout_ms: 300 });
+  const lock = client.lock(uniqueName('validity'));
+  assert.equal(await lock.acquire({ wait: 0 }), true);
+  const first = lock.validity();
+  assert.ok(first > 0 && first <= 300, `validity right after acquire: ${first}`);
+  // Three leases later the hold lives only through renewals.
+  const start = Date.now();
+  const seen = [];
+  while (Date.now() - start < 900) {
+    await ticks(1, 25);
+    seen.push(lock.validity());
+  }
+  assert.ok(seen.every((v) => v <= 300), `validity above the lease: ${seen}`);
+  assert.ok(seen.slice(-10).some((v) => v > 0), `validity stuck at 0 after renewals: ${seen}`);
+  assert.equal(await lock.isLocked(), true);
+  assert.ok((await lock.ttl()) > 0);
+  await lock.release();
+  assert.equal(lock.validity(), 0);
+  lock.close();
+  await client.close();
+});

@@ -20,6 +20,10 @@
  *                           require('redlock') works (NODE_PATH; tests/bench
  *                           /run.sh installs it into a scratch directory).
  *
+ * Each cycles row also gives Redis's own time per cycle (INFO commandstats):
+ * with Redis on the same machine, a client whose scripts cost the server
+ * more per cycle is bounded by that, not by its own CPU.
+ *
  *   node --expose-gc tests/bench/node/engine_bench.js [--seconds 3]
  *        [--waiters 10000] [--locks 100] [--tasks 64] [--nodes redis://h:p]
  *
@@ -49,6 +53,7 @@ const nowNs = () => process.hrtime.bigint();
 const threads = () => fs.readdirSync('/proc/self/task').length;
 const gc = global.gc || (() => {});
 const rows = [];
+let admin = null; // a Bare connection for INFO and CONFIG RESETSTAT
 
 function quantileUs(v, q) {
   if (v.length === 0) return -1;
@@ -143,9 +148,18 @@ async function waiters(uri, W, L) {
 
 // ---- 2. cycles on distinct locks -------------------------------------------
 
+// Redis's own CPU time in commands (INFO commandstats), in us.
+async function serverUs() {
+  const text = await admin.call('INFO', 'commandstats');
+  let us = 0;
+  for (const m of text.matchAll(/^cmdstat_[^:]+:calls=\d+,usec=(\d+)/gm)) us += Number(m[1]);
+  return us;
+}
+
 async function runCycles(row, tasks, seconds, cycle, extra = {}) {
   // warm-up, then the timed run
   await Promise.all(Array.from({ length: tasks }, async (_, w) => { for (let i = 0; i < 20; i++) await cycle(w); }));
+  await admin.call('CONFIG', 'RESETSTAT');
   const lat = [];
   let errors = 0;
   const cpu0 = process.cpuUsage();
@@ -166,6 +180,7 @@ async function runCycles(row, tasks, seconds, cycle, extra = {}) {
   }));
   const wall = Number(nowNs() - t0);
   const cpu = process.cpuUsage(cpu0);
+  const redisUs = await serverUs();
   emit({
     row,
     tasks,
@@ -174,6 +189,7 @@ async function runCycles(row, tasks, seconds, cycle, extra = {}) {
     p99_us: quantileUs(lat, 0.99),
     errors,
     client_cpu_pct: (100 * (cpu.user + cpu.system) * 1000) / wall,
+    redis_us_per_cycle: redisUs / Math.max(1, lat.length),
     ...extra,
   });
 }
@@ -308,12 +324,16 @@ async function main() {
   }, (a.seconds * 6 + 180) * 1000).unref();
   const server = a.nodes ? null : await startRedis();
   const uri = a.nodes || server.uri;
+  const { hostname, port } = new URL(uri);
+  admin = new Bare(Number(port), hostname);
+  await admin.ready;
   try {
     await waiters(uri, a.waiters, a.locks);
     await bareCycles(uri, a.tasks, a.seconds);
     await engineCycles(uri, a.tasks, a.seconds);
     await redlockCycles(uri, a.tasks, a.seconds);
   } finally {
+    admin.close();
     if (server) await server.stop('SIGTERM');
   }
   const byRow = Object.fromEntries(rows.map((r) => [r.row, r]));
@@ -332,7 +352,8 @@ async function main() {
       continue;
     }
     console.log(`${name.padEnd(22)} ${f(r.cycles).padStart(8)} cycles/s  p50 ${f(r.p50_us).padStart(6)} us  ` +
-      `p99 ${f(r.p99_us).padStart(6)} us  cpu ${r.client_cpu_pct.toFixed(0)}%  ` +
+      `p99 ${f(r.p99_us).padStart(6)} us  client cpu ${r.client_cpu_pct.toFixed(0)}%  ` +
+      `redis ${r.redis_us_per_cycle.toFixed(0)} us/cycle  ` +
       `(${(r.cycles / bare.cycles).toFixed(2)}x bare)`);
   }
 }
