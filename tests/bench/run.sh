@@ -67,3 +67,18 @@ fam_args=(--seconds 3 --repeats 3)
 [[ " ${args[*]:-} " == *" --quick "* ]] && fam_args=(--seconds 1 --repeats 1)
 cmake --build "$build" -j2 --target rlc_bench_family >/dev/null
 "$build/tests/bench/rlc_bench_family" "${fam_args[@]}" 2>>"$out/bench.log" | tee "$out/family.txt"
+
+# The Node binding on the engine (tests/bench/node/engine_bench.js): 10,000
+# acquires waiting at once over 100 locks, and 64 tasks' cycles over one
+# connection beside a bare client and node-redlock (when npm installed it).
+if command -v node >/dev/null && [ -d "$root/bindings/node/node_modules/koffi" ]; then
+  nb_args=(--seconds 3)
+  [[ " ${args[*]:-} " == *" --quick "* ]] && nb_args=(--seconds 1)
+  (cd "$root/bindings/node" &&
+    REDLOCKC_INCLUDE_DIR=$root/c/include REDLOCKC_LIB_DIR=$build/c node build.js) &&
+    NODE_PATH=$node_dir/node_modules timeout 600 node --expose-gc \
+      "$root/tests/bench/node/engine_bench.js" "${nb_args[@]}" 2>>"$out/bench.log" |
+    tee "$out/node_engine.txt" || echo "run.sh: the Node engine benchmark failed (see $out/bench.log)" >&2
+else
+  echo "run.sh: no node or no bindings/node/node_modules/koffi (scripts/install-deps.sh): Node engine benchmark not run" >&2
+fi

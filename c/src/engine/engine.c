@@ -405,7 +405,9 @@ void rlc_engine_sent(rlc_engine *e, int conn, size_t n)
     struct conn *c = &e->conns[conn];
     if (c->state != C_UP)
         return;
-    c->out_sent += n < c->out_len - c->out_sent ? n : c->out_len - c->out_sent;
+    size_t took = n < c->out_len - c->out_sent ? n : c->out_len - c->out_sent;
+    c->out_sent += took;
+    c->taken += took;
     if (c->out_sent == c->out_len)
         c->out_sent = c->out_len = 0;
 }

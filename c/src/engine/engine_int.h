@@ -58,6 +58,7 @@ struct req {
     bool redo;          /* must be answered: sent again on the next connection */
     bool eval;          /* already sent as EVAL (after NOSCRIPT) */
     int64_t sent_at;    /* when it was written (its connection was up) */
+    uint64_t end_at;    /* its connection's `appended` after its bytes */
 };
 
 enum conn_state { C_DOWN, C_CONNECTING, C_UP, C_DROPPED };
@@ -68,6 +69,7 @@ struct conn {
     int node;
     char *out;             /* bytes not yet taken by the driver */
     size_t out_len, out_cap, out_sent;
+    uint64_t appended, taken; /* bytes queued in out / taken by the driver, ever */
     struct req *head, *tail; /* written, waiting for their replies, in order */
     struct req *qhead, *qtail; /* to write once the connection is up */
     struct redisReader *reader;
