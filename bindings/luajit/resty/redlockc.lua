@@ -208,9 +208,8 @@ local Client = {}
 Client.__index = Client
 
 local CLOSED, OPENING, OPEN = 0, 1, 2
--- The readers' and the writers' poll: how soon a closed client or an
--- exiting worker is noticed by a light thread that has nothing to do.
-local POLL_S = 0.5
+-- A reader's read timeout: reads wait for Redis (see connection()).
+local READ_TIMEOUT_MS = 86400000
 -- The pump's longest sleep when nothing is timed.
 local IDLE_MS = 1000
 
@@ -316,16 +315,18 @@ local function conn_down(c, k, gen, why)
   end
 end
 
-local function writer(c, k, gen, sock)
+-- The writer of connection k while its generation is gen: sends what the
+-- engine has for it whenever woken (service() posts cn.wsem).
+local function writer(c, k, gen)
   local cn = c.conns[k]
   while cn.gen == gen and c.e do
-    local n = tonumber(lib.rlc_engine_pending(c.e, k, data_out))
+    local n = cn.state == OPEN and tonumber(lib.rlc_engine_pending(c.e, k, data_out)) or 0
     if n == 0 then
       cn.writing = false
-      cn.wsem:wait(POLL_S)
+      cn.wsem:wait(IDLE_MS / 1000)
     else
       cn.writing = true
-      local bytes, err = sock:send(ffi_string(data_out[0], n))
+      local bytes, err = cn.sock:send(ffi_string(data_out[0], n))
       if cn.gen ~= gen or not c.e then return end
       if not bytes then
         -- ngx_lua closed the socket; the reader sees it too
@@ -340,11 +341,14 @@ end
 
 -- A connection's life: connect, then read until it ends. The writer is a
 -- light thread of its own, so that a slow send never holds up reading.
+-- Reads have no time limit of their own (the engine times its requests
+-- out through tick, and a cosocket read timeout would log an error on
+-- every idle connection); the pump ends the thread with ngx.thread.kill.
 local function connection(c, k, gen)
   local cn = c.conns[k]
   local node = floor(k / 2)
   local sock = ngx.socket.tcp()
-  sock:settimeouts(c.connect_timeout_ms, c.send_timeout_ms, POLL_S * 1000)
+  sock:settimeouts(c.connect_timeout_ms, c.send_timeout_ms, READ_TIMEOUT_MS)
   local ok, err
   if c.node_port[node] == 0 then
     ok, err = sock:connect("unix:" .. c.node_host[node])
@@ -366,7 +370,6 @@ local function connection(c, k, gen)
   cn.sock = sock
   c.last_now = now_ms()
   lib.rlc_engine_connected(c.e, k, c.last_now)
-  ngx.thread.spawn(writer, c, k, gen, sock)
   service(c)
   while true do
     local data, rerr = sock:receiveany(65536)
@@ -386,14 +389,15 @@ local function connection(c, k, gen)
       sock:close()
       conn_down(c, k, gen, rerr)
       return
-    elseif c.closing or ngx.worker.exiting() then
-      if c.drained then
-        sock:close()
-        conn_down(c, k, gen, nil)
-        return
-      end
     end
   end
+end
+
+-- A light thread that ended stays a zombie of its parent (the pump) until
+-- the parent waits for it: each one hands itself to the pump to be reaped.
+local function reap_me(c)
+  c.reap[#c.reap + 1] = coroutine.running()
+  if c.wake then wake_pump(c) end
 end
 
 local function connection_guard(c, k, gen)
@@ -404,6 +408,17 @@ local function connection_guard(c, k, gen)
     if cn.sock then pcall(cn.sock.close, cn.sock) end
     conn_down(c, k, gen, "error")
   end
+  if c.conns[k].reader == coroutine.running() then c.conns[k].reader = nil end
+  reap_me(c)
+end
+
+local function writer_guard(c, k, gen)
+  local ok, err = pcall(writer, c, k, gen)
+  if not ok then
+    ngx.log(ngx.ERR, "resty.redlockc: writer ", k, ": ", err)
+    conn_down(c, k, gen, "error")
+  end
+  reap_me(c)
 end
 
 -- Ends every op still waited for with E_CLOSED (the engine is going away,
@@ -437,17 +452,26 @@ local function pump_loop(c)
       c.closing = true
       stop_at = stop_at or now + c.shutdown_ms
       if lib.rlc_engine_idle(e) == 1 or now >= stop_at then
-        c.drained = true
         c.e = nil
         fail_all(c)
         for k = 0, c.nconns - 1 do
-          c.conns[k].gen = c.conns[k].gen + 1
-          c.conns[k].state = CLOSED
-          c.conns[k].wsem:post(1)
+          local cn = c.conns[k]
+          cn.gen = cn.gen + 1
+          cn.state = CLOSED
+          -- a reader waits in receive: kill it (its parent, this thread,
+          -- may), then the socket is free to close
+          if cn.reader then ngx.thread.kill(cn.reader) end
+          if cn.sock then cn.sock:close() end
+          cn.reader, cn.sock = nil, nil
+          cn.wsem:post(1)
         end
         lib.rlc_engine_free(e)
         return
       end
+    end
+    for i = #c.reap, 1, -1 do
+      ngx.thread.wait(c.reap[i]) -- already dead: returns at once
+      c.reap[i] = nil
     end
     local wake_at = dl >= 0 and dl or now + IDLE_MS
     c.need_open = false
@@ -457,7 +481,8 @@ local function pump_loop(c)
         if now >= cn.next_try then
           cn.state = OPENING
           cn.gen = cn.gen + 1
-          ngx.thread.spawn(connection_guard, c, k, cn.gen)
+          cn.reader = ngx.thread.spawn(connection_guard, c, k, cn.gen)
+          ngx.thread.spawn(writer_guard, c, k, cn.gen)
         else
           wake_at = min(wake_at, cn.next_try)
         end
@@ -908,9 +933,9 @@ function _M.client(nodes, opts)
   local n = lib.rlc_engine_nodes(e)
   local c = setmetatable({
     e = e, nodes = nodes, options = options, uuid_str = uuid, nconns = 2 * n,
-    conns = {}, ops = {}, lost = {}, node_host = {}, node_port = {},
+    conns = {}, ops = {}, lost = {}, reap = {}, node_host = {}, node_port = {},
     wake = semaphore.new(0), wake_posted = false, pump_running = false, pump_deadline = -1,
-    need_open = false, closing = false, drained = false, last_now = now_ms(),
+    need_open = false, closing = false, last_now = now_ms(),
     connect_timeout_ms = option_number(options, "connect_timeout_ms", 1000),
     send_timeout_ms = max(option_number(options, "io_timeout_ms", 1000), 10000),
     shutdown_ms = shutdown_ms,
