@@ -285,6 +285,7 @@ function service(c)
         cn.writing = true
         cn.wsem:post(1)
       end
+      if lib.rlc_engine_want_open(e, k) < 0 then c.need_open = true end -- dropped
     elseif cn.state == CLOSED and lib.rlc_engine_want_open(e, k) == 1 then
       c.need_open = true
     end
@@ -477,6 +478,16 @@ local function pump_loop(c)
     c.need_open = false
     for k = 0, c.nconns - 1 do
       local cn = c.conns[k]
+      if cn.state == OPEN and lib.rlc_engine_want_open(e, k) < 0 then
+        -- The engine dropped it (a stalled server: its oldest request waited
+        -- too long). Its reader waits in receive: this thread, its parent,
+        -- kills it, then closes the socket and tells the engine.
+        if cn.reader then ngx.thread.kill(cn.reader) end
+        local sock = cn.sock
+        cn.reader = nil
+        if sock then sock:close() end
+        conn_down(c, k, cn.gen, "dropped by the engine")
+      end
       if cn.state == CLOSED and lib.rlc_engine_want_open(e, k) == 1 then
         if now >= cn.next_try then
           cn.state = OPENING

@@ -73,6 +73,8 @@ if not pcall(ffi.typeof, "rlc_lock") then
     int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
   ]]
 end
+-- 1.1's status (alone: a state may have declared the enum above without it).
+pcall(ffi.cdef, "enum { RLC_E_CANCELED = -12 };")
 -- REDLOCKC_1.1; alone, so that a state that declared 1.0 above gets it too.
 pcall(ffi.cdef, [[
   int rlc_fenced_set(rlc_client *c, const char *key, const char *value, size_t value_len,
@@ -87,7 +89,7 @@ local _M = { _VERSION = "1.0.0" }
 
 local NAMES = {
   "NOT_ACQUIRED", "E_INVAL", "E_NOMEM", "E_CONNECT", "E_TIMEOUT", "E_NOT_OWNER",
-  "E_LOST", "E_NO_QUORUM", "E_SERVER", "E_PROTOCOL", "E_CLOSED", "E_AUTH",
+  "E_LOST", "E_NO_QUORUM", "E_SERVER", "E_PROTOCOL", "E_CLOSED", "E_AUTH", "E_CANCELED",
 }
 local errors, name_of = {}, {}
 for _, name in ipairs(NAMES) do
