@@ -6,8 +6,10 @@ is stopped (tests/bench/openresty/run.sh).
            [--seconds 4] [--load 16]
 
 `load` HTTP/1.1 keep-alive connections loop /b/cycle?mod=... (a lock acquire +
-release each, one lock name per connection); one probe connection sends
-/b/ping (no Redis) every 5 ms and records each answer's latency. With
+release each, one lock name per connection); the prober sends
+/b/ping (no Redis) every 5 ms, open loop (a probe is sent when due even if
+earlier ones are still unanswered, each on an idle connection or a new one),
+and records each answer's latency from when it was due. With
 --stall 1 Redis gets SIGSTOP one second in, and SIGCONT two seconds later.
 Prints one JSON line: the probe's p50/p99/max (ms) and count, the cycles
 done. Every loop ends at --seconds (plus a 5 s grace for answers).
@@ -56,16 +58,26 @@ async def loader(port, mod, i, stop, counts):
         writer.close()
 
 
+async def probe_once(port, idle, scheduled, lat):
+    conn = idle.pop() if idle else await asyncio.open_connection("127.0.0.1", port)
+    await asyncio.wait_for(http_get(conn[0], conn[1], "/b/ping"), 10)
+    lat.append((time.monotonic() - scheduled) * 1000)
+    idle.append(conn)
+
+
 async def prober(port, stop, lat):
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        while time.monotonic() < stop:
-            t0 = time.monotonic()
-            await asyncio.wait_for(http_get(reader, writer, "/b/ping"), 10)
-            lat.append((time.monotonic() - t0) * 1000)
-            await asyncio.sleep(0.005)
-    finally:
-        writer.close()
+    """Open loop: a probe every 5 ms whether or not the last one was answered
+    (on an idle connection, else a new one), its latency counted from when
+    it was due, so that a stalled worker shows in every probe it held up."""
+    idle, tasks = [], []
+    due = time.monotonic()
+    while due < stop:
+        await asyncio.sleep(max(0, due - time.monotonic()))
+        tasks.append(asyncio.ensure_future(probe_once(port, idle, due, lat)))
+        due += 0.005
+    await asyncio.gather(*tasks)
+    for _, w in idle:
+        w.close()
 
 
 async def staller(pid, stop_in, cont_in):
