@@ -67,3 +67,14 @@ fam_args=(--seconds 3 --repeats 3)
 [[ " ${args[*]:-} " == *" --quick "* ]] && fam_args=(--seconds 1 --repeats 1)
 cmake --build "$build" -j2 --target rlc_bench_family >/dev/null
 "$build/tests/bench/rlc_bench_family" "${fam_args[@]}" 2>>"$out/bench.log" | tee "$out/family.txt"
+
+# OpenResty (tests/bench/openresty): one nginx worker, resty.redlockc beside
+# the blocking module. Needs nginx + libnginx-mod-http-lua; says why not.
+if command -v nginx >/dev/null && [ -e /usr/lib/nginx/modules/ngx_http_lua_module.so ]; then
+  resty_args=()
+  [[ " ${args[*]:-} " == *" --quick "* ]] && resty_args=(--quick)
+  RLC_BENCH_BUILD=$build bash "$root/tests/bench/openresty/run.sh" "${resty_args[@]}" ||
+    echo "run.sh: the OpenResty benchmark failed" >&2
+else
+  echo "OpenResty: not run (nginx or libnginx-mod-http-lua is not installed)"
+fi
