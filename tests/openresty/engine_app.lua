@@ -8,6 +8,7 @@
 --   /e/stats                     the engine client's ops in flight, open conns
 --   /e/lost?lock=                a watchdog hold whose key is deleted behind
 --                                its back: owned() turns false, release E_LOST
+--   /e/renew?lock=               a watchdog hold (1.5 s) kept 4 s by renewals
 --   /e/redlock?lock=&expect=     acquire + release over 3 nodes; how many
 --                                nodes had the key while held
 --   /e/selftest                  acquire/extend/release results in a request
@@ -124,6 +125,19 @@ function _M.lost()
   local _, err, code = lock:release()
   ngx.say("owned before=", tostring(before), " lost seen=", tostring(seen), " validity=",
           lock:validity(), " release=", tostring(redlockc.errname(code)), " (", tostring(err), ")")
+end
+
+-- A watchdog hold (1.5 s lease) kept for 4 s: the pump's renewals keep it.
+function _M.renew()
+  local name = arg("lock", "or:e:renew")
+  local lock = assert(fast:lock(name))
+  assert(lock:acquire{ wait_ms = 0 })
+  ngx.sleep(4)
+  local pttl = redis(1, "PTTL", name)
+  local owned = lock:owned()
+  local ok, err = lock:release()
+  ngx.say("held 4 s: pttl>0=", tostring(pttl > 0), " owned=", tostring(owned), " release=",
+          tostring(ok or err))
 end
 
 function _M.redlock()

@@ -16,6 +16,17 @@
 #   - the lock family (tests/openresty/family_app.lua): each type's results
 #     in a request; concurrent readers overlap and writers are alone; a
 #     semaphore of 3 never has more than 3 holders.
+#   - resty.redlockc on the engine (tests/openresty/engine_app.lua): results
+#     in a request; a waiter woken by a release and by an unlock message; a
+#     lock left held by a request, or by a client that aborts while holding
+#     or while waiting, released at the request's end (finish_request in the
+#     log phase); renewals keep a watchdog hold; a waiter gets a lock whose
+#     holder expired without a message; a hold deleted behind its back is
+#     lost; Redis SIGSTOPped 2 s while unrelated requests are answered;
+#     Redlock over 3 nodes (one stopped: quorum of 2); two workers contending
+#     (a second nginx with 2 workers: counter exact, both took the lock).
+#   The /incr, /wait and /ping checks above use resty.redlockc too; the
+#   family stays on resty.redlockc.blocking.
 # Fails (never skips) when nginx, its Lua module, curl or the library is missing.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -257,6 +268,17 @@ redis-cli -p "$REDIS_PORT" publish "redisson_lock__channel:{or:e:abw}" 0 >/dev/n
 expect_match "the lock is free for the next request" "^ok pid=" \
   "$(curl -s --max-time 10 "$URL/e/cycle?lock=or:e:abw")"
 expect_eq "and nobody holds it" 0 "$(rexists or:e:abw)"
+
+expect_eq "a watchdog hold (lease 1.5 s) kept 4 s by the pump's renewals" \
+  "held 4 s: pttl>0=true owned=true release=true" "$(curl -s --max-time 20 "$URL/e/renew")"
+
+# A holder that dies: its key expires and no unlock message is ever sent.
+# The waiter must not depend on the message (the engine's timer on the
+# lease end the busy reply reported).
+redis-cli -p "$REDIS_PORT" hset or:e:nomsg "external-holder:1" 1 >/dev/null
+redis-cli -p "$REDIS_PORT" pexpire or:e:nomsg 1500 >/dev/null
+expect_match "a waiter gets a lock whose holder expired without an unlock message" \
+  "^ok pid=" "$(curl -s --max-time 20 "$URL/e/cycle?lock=or:e:nomsg&wait_ms=10000")"
 
 expect_eq "a hold deleted behind its back is lost (watchdog 1.5 s); its release says so" \
   "owned before=true lost seen=true validity=0 release=E_LOST (lost)" \
