@@ -284,6 +284,22 @@ expect_eq "a hold deleted behind its back is lost (watchdog 1.5 s); its release 
   "owned before=true lost seen=true validity=0 release=E_LOST (lost)" \
   "$(curl -s --max-time 20 "$URL/e/lost" | sed 's/ (.*)$/ (lost)/')"
 
+echo "--- connections killed by the server"
+redis-cli -p "$REDIS_PORT" hset or:e:kill "external-holder:1" 1 >/dev/null
+redis-cli -p "$REDIS_PORT" pexpire or:e:kill 30000 >/dev/null
+curl -s --max-time 30 -o "$work/kill.body" "$URL/e/cycle?lock=or:e:kill&wait_ms=20000" &
+killw=$!
+subscribed() { redis-cli -p "$REDIS_PORT" pubsub numsub "redisson_lock__channel:{or:e:kill}" | tail -n 1; }
+await_eq "the waiter is subscribed" 1 subscribed
+redis-cli -p "$REDIS_PORT" client kill type pubsub >/dev/null
+redis-cli -p "$REDIS_PORT" client kill type normal >/dev/null # redis-cli's own too: harmless
+await_eq "it subscribes again on a new connection" 1 subscribed
+redis-cli -p "$REDIS_PORT" del or:e:kill >/dev/null
+redis-cli -p "$REDIS_PORT" publish "redisson_lock__channel:{or:e:kill}" 0 >/dev/null
+wait "$killw"
+expect_match "the waiter gets the lock after its connections were killed" "^ok pid=" \
+  "$(cat "$work/kill.body")"
+
 echo "--- Redis stopped (SIGSTOP) for 2 s: the worker answers unrelated requests"
 mkdir -p "$work/stall"
 kill -STOP "$REDIS_PID"
