@@ -82,3 +82,14 @@ if command -v node >/dev/null && [ -d "$root/bindings/node/node_modules/koffi" ]
 else
   echo "run.sh: no node or no bindings/node/node_modules/koffi (scripts/install-deps.sh): Node engine benchmark not run" >&2
 fi
+
+# OpenResty (tests/bench/openresty): one nginx worker, resty.redlockc beside
+# the blocking module. Needs nginx + libnginx-mod-http-lua; says why not.
+if command -v nginx >/dev/null && [ -e /usr/lib/nginx/modules/ngx_http_lua_module.so ]; then
+  resty_args=()
+  [[ " ${args[*]:-} " == *" --quick "* ]] && resty_args=(--quick)
+  RLC_BENCH_BUILD=$build bash "$root/tests/bench/openresty/run.sh" "${resty_args[@]}" ||
+    echo "run.sh: the OpenResty benchmark failed" >&2
+else
+  echo "OpenResty: not run (nginx or libnginx-mod-http-lua is not installed)"
+fi
