@@ -355,6 +355,19 @@ int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name
     return h ? h->count : 0;
 }
 
+int64_t rlc_engine_validity_ms(const rlc_engine *e, const char *name, size_t name_len,
+                               uint64_t owner, int64_t now_ms)
+{
+    if (!e || !name)
+        return 0;
+    struct eng_lock *l = lock_find(e, name, name_len);
+    struct hold *h = l ? hold_get((rlc_engine *)e, l, owner, false) : NULL;
+    if (!h || h->count <= 0 || h->lost)
+        return 0;
+    int64_t now = now_ms > e->now ? now_ms : e->now;
+    return h->valid_until > now ? h->valid_until - now : 0;
+}
+
 /* ---- connections and time ------------------------------------------------------ */
 
 static bool conn_ok(const rlc_engine *e, int k)
