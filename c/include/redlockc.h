@@ -102,6 +102,10 @@ typedef struct rlc_client rlc_client;
  *                          the next renewal only (default 1; a node that refuses
  *                          CLIENT TRACKING falls back, with one warning through
  *                          rlc_client_set_log)
+ *     sync_replicas        an acquire counts on a node only once WAIT says this many
+ *                          replicas have it (0, off); otherwise it is undone and the
+ *                          acquire fails with RLC_E_TIMEOUT, message "not synced: ..."
+ *     sync_timeout_ms      how long that WAIT may take (1000)
  *   Unknown, duplicate or out-of-range names are RLC_E_INVAL.
  *
  * Returns RLC_OK and *out, or RLC_E_INVAL / RLC_E_NOMEM. */

@@ -302,6 +302,61 @@ done:
     el_free(&L);
 }
 
+static int replicas_of(const struct redis_server *m)
+{
+    redisReply *r = rs_cmd(m, "INFO replication");
+    /* counted once online (a replica still loading its first sync acks nothing) */
+    int n = 0;
+    for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : NULL;
+         p && (p = strstr(p, "state=online")); p++)
+        n++;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+TEST(sync_replicas_needs_the_replicas_wait_or_undoes)
+{
+    START(m);
+    char port[16];
+    snprintf(port, sizeof port, "%d", m.port);
+    struct redis_server rep;
+    if (rs_start(&rep, (const char *const[]){"--replicaof", "127.0.0.1", port, NULL}) != 0) {
+        rs_stop(&m);
+        CHECK(0, "replica did not start");
+    }
+    for (int i = 0; i < 500 && replicas_of(&m) != 1; i++)
+        usleep(10000);
+    CHECK(replicas_of(&m) == 1, "replica connected");
+    struct eloop L, L2;
+    CHECK_RC(el_init(&L, m.uri, UUID_A, "sync_replicas=1;sync_timeout_ms=500"), RLC_OK);
+    CHECK_RC(el_init(&L2, m.uri, UUID_B, "sync_replicas=2;sync_timeout_ms=200"), RLC_OK);
+    const struct el_done *d = NULL;
+    CHECK(el_acquire(&L, "s", 1, 0, -1, &d) == RLC_OK, "%s", d ? d->message : "?");
+    for (int i = 0; i < 100 && rs_int(&rep, "EXISTS s") != 1; i++)
+        usleep(10000);
+    CHECK(rs_int(&rep, "EXISTS s") == 1, "the replica has it");
+    CHECK_RC(el_release(&L, "s", 1), RLC_OK);
+    /* two replicas wanted, one there: granted on the master, not synced */
+    CHECK_RC(el_acquire(&L2, "s2", 1, 0, -1, &d), RLC_E_TIMEOUT);
+    CHECK(strstr(d->message, "not synced"), "message: %s", d->message);
+    for (int i = 0; i < 100 && !rlc_engine_idle(L2.e); i++)
+        el_turn(&L2, 5);
+    CHECK(rs_int(&m, "EXISTS s2") == 0, "undone on the master");
+    /* the replica stalls: the WAIT times out */
+    rs_pause(&rep);
+    CHECK_RC(el_acquire(&L, "s3", 1, 0, -1, &d), RLC_E_TIMEOUT);
+    rs_resume(&rep);
+    for (int i = 0; i < 100 && !rlc_engine_idle(L.e); i++)
+        el_turn(&L, 5);
+    CHECK(rs_int(&m, "EXISTS s3") == 0, "undone on the master");
+done:
+    el_free(&L);
+    el_free(&L2);
+    rs_stop(&rep);
+    rs_stop(&m);
+}
+
 TEST(bad_input_is_refused_with_a_message)
 {
     rlc_engine *e = NULL;
@@ -333,4 +388,5 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(fixed_lease_expires_and_extend_moves_it), CASE(script_flush_is_survived),
           CASE(redlock_over_three_nodes_needs_a_quorum),
           CASE(a_stopped_server_ends_a_wait_with_an_error_in_bounded_time),
+          CASE(sync_replicas_needs_the_replicas_wait_or_undoes),
           CASE(bad_input_is_refused_with_a_message))

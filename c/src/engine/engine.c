@@ -194,6 +194,12 @@ void op_on_reply(rlc_engine *e, struct req *r, const redisReply *reply, int stat
     struct eng_op *op = r->op;
     int node = r->node;
     r->op = NULL;
+    if (op && op->syncs[node] == r) {
+        round_sync_reply(e, op, node, reply);
+        if (op->answered == e->n)
+            op_timer(e, op, now);
+        return;
+    }
     if (!op || op->reqs[node] != r)
         return; /* a reply of an earlier round */
     switch (op->kind) {

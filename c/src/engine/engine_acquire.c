@@ -43,6 +43,8 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
         abort();
     round_send(e, op, R_ACQUIRE, &script_acquire, cmd);
     cmd_unref(cmd);
+    if (e->opts.sync_replicas > 0)
+        round_send_sync(e, op);
 }
 
 void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
@@ -185,12 +187,19 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     struct hold *h = op->hold;
     int n = e->n, q = e->q;
     struct quorum_vote votes[RLC_MAX_NODES];
+    int unsynced = 0;
     round_timeout(op, n);
     for (int i = 0; i < n; i++) {
         const struct node_reply *r = &op->rep[i];
         votes[i] = (struct quorum_vote){QV_NONE, 0, false, NULL, 0};
         if (r->status != RLC_OK)
             continue;
+        if (r->a >= 1 && e->opts.sync_replicas > 0 && r->synced < e->opts.sync_replicas) {
+            /* granted, but not on enough replicas in time: it does not
+             * count, and it is undone like a node that did not answer */
+            unsynced++;
+            continue;
+        }
         votes[i].kind = r->a >= 1 ? QV_YES : r->a == 0 ? QV_BUSY : QV_UNDONE;
         votes[i].value = r->b;
         votes[i].inner = r->inner;
@@ -247,6 +256,14 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         break;
     default:
         rc = round_fail(e, op, msg, sizeof msg);
+        if (unsynced > 0) {
+            rc = RLC_E_TIMEOUT;
+            snprintf(msg, sizeof msg,
+                     "not synced: lock '%.60s' was granted on %d of %d nodes but not confirmed "
+                     "by %lld replica(s) within %lld ms (WAIT); it was undone",
+                     h->lock->name, unsynced, n, (long long)e->opts.sync_replicas,
+                     (long long)e->opts.sync_timeout_ms);
+        }
         break;
     }
     (void)q;

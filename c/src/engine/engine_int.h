@@ -45,7 +45,7 @@ struct timer {
 
 /* ---- connections (engine_conn.c) ---- */
 
-enum req_kind { R_HELLO = 1, R_ACQUIRE, R_UNDO, R_RELEASE, R_RENEW, R_EXTEND, R_FLOOR };
+enum req_kind { R_HELLO = 1, R_ACQUIRE, R_UNDO, R_RELEASE, R_RENEW, R_EXTEND, R_FLOOR, R_SYNC };
 
 struct req {
     struct req *next;
@@ -136,6 +136,7 @@ struct node_reply {
     char *holder;          /* acquire busy: the holder's field */
     size_t holder_len;
     char *err;             /* an error reply's text */
+    int64_t synced;        /* WAIT's answer: replicas that have the write (-1: none) */
 };
 
 struct eng_op {
@@ -161,6 +162,7 @@ struct eng_op {
     int64_t retry_at;
     int answered;
     struct req *reqs[RLC_MAX_NODES];
+    struct req *syncs[RLC_MAX_NODES]; /* the WAIT behind each acquire (sync_replicas) */
     struct node_reply rep[RLC_MAX_NODES];
     uint64_t token;
     bool granted[RLC_MAX_NODES];
@@ -290,6 +292,8 @@ void round_abandon(struct eng_op *op);
 const struct redisReply *round_note(struct eng_op *op, int node, const struct redisReply *r,
                                     int status, const char *msg);
 void round_timeout(struct eng_op *op, int n);
+void round_send_sync(rlc_engine *e, struct eng_op *op);
+void round_sync_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r);
 void round_clear(struct eng_op *op);
 int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t size);
 struct rlc_cmd *cmd_release(const rlc_engine *e, const struct hold *h, uint64_t level,

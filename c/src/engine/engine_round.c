@@ -25,6 +25,7 @@ void round_clear(struct eng_op *op)
         free(op->rep[i].err);
         op->rep[i] = (struct node_reply){0};
         op->rep[i].status = 1; /* no answer yet */
+        op->rep[i].synced = -1;
     }
     op->answered = 0;
 }
@@ -55,7 +56,38 @@ void round_abandon(struct eng_op *op)
         if (op->reqs[i])
             op->reqs[i]->op = NULL;
         op->reqs[i] = NULL;
+        if (op->syncs[i])
+            op->syncs[i]->op = NULL;
+        op->syncs[i] = NULL;
     }
+}
+
+/* Replica-synced writes (sync_replicas=N): WAIT N T rides right behind the
+ * write on the same connection, so it counts that write's replication. A
+ * node's answer is complete when both replies are in. */
+void round_send_sync(rlc_engine *e, struct eng_op *op)
+{
+    char n[24], t[24];
+    const char *argv[3] = {"WAIT", n, t};
+    size_t lens[3] = {4, (size_t)snprintf(n, sizeof n, "%lld", (long long)e->opts.sync_replicas),
+                      (size_t)snprintf(t, sizeof t, "%lld", (long long)e->opts.sync_timeout_ms)};
+    struct rlc_cmd *cmd = cmd_format(3, argv, lens);
+    if (!cmd)
+        abort();
+    for (int i = 0; i < e->n; i++)
+        op->syncs[i] = conn_send(e, i, R_SYNC, op, NULL, cmd, false);
+    cmd_unref(cmd);
+    op->round_deadline += e->opts.sync_timeout_ms;
+    timer_set(e, &op->timer, T_OP, op, op->round_deadline);
+}
+
+void round_sync_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r)
+{
+    (void)e;
+    op->syncs[node] = NULL;
+    op->rep[node].synced = r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+    if (!op->reqs[node] && op->rep[node].status != 1)
+        op->answered++; /* the write's own reply came first and waited for this */
 }
 
 /* The status of a round that got neither its quorum nor a clear refusal. */
@@ -152,7 +184,13 @@ const redisReply *round_note(struct eng_op *op, int node, const redisReply *r, i
 {
     struct node_reply *nr = &op->rep[node];
     op->reqs[node] = NULL;
-    op->answered++;
+    if (!r && op->syncs[node]) {
+        /* no write, nothing to wait for */
+        op->syncs[node]->op = NULL;
+        op->syncs[node] = NULL;
+    }
+    if (!op->syncs[node])
+        op->answered++;
     if (!r) {
         nr->status = status == RLC_OK ? RLC_E_PROTOCOL : status;
         nr->err = msg ? strdup(msg) : NULL;
@@ -170,10 +208,17 @@ const redisReply *round_note(struct eng_op *op, int node, const redisReply *r, i
 /* The nodes whose answer did not come in time: "no answer". */
 void round_timeout(struct eng_op *op, int n)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (op->rep[i].status == 1 && op->reqs[i]) {
             op->reqs[i]->op = NULL;
             op->reqs[i] = NULL;
             op->rep[i].status = RLC_E_TIMEOUT;
         }
+        if (op->syncs[i]) {
+            /* the write answered, its WAIT did not in time: not synced */
+            op->syncs[i]->op = NULL;
+            op->syncs[i] = NULL;
+            op->rep[i].synced = 0;
+        }
+    }
 }

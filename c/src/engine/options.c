@@ -38,6 +38,9 @@ static const struct option_spec specs[] = {
     {"key_prefix", TEXT, FIELD(key_prefix), 0, 1024},
     {"restart_guard", INT, FIELD(restart_guard), 0, 1},
     {"loss_push", INT, FIELD(loss_push), 0, 1},
+    /* replica-synced writes (WAIT) */
+    {"sync_replicas", INT, FIELD(sync_replicas), 0, 64},
+    {"sync_timeout_ms", INT, FIELD(sync_timeout_ms), 1, 3600000},
 };
 
 #define NSPECS (sizeof specs / sizeof specs[0])
@@ -48,6 +51,8 @@ static void set_defaults(struct rlc_options *o)
     o->io_timeout_ms = 1000;
     o->node_timeout_ms = 50;
     o->connect_timeout_ms = 1000;
+    o->sync_replicas = 0;
+    o->sync_timeout_ms = 1000;
     o->retry_jitter_ms = 50;
     o->drift_factor = 0.01;
     o->pool_size = 1;

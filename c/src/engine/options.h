@@ -17,6 +17,10 @@ struct rlc_options {
     char *key_prefix; /* never NULL after options_parse */
     int64_t restart_guard; /* 1 on, 0 off, -1 (default) on for N >= 3 */
     int64_t loss_push;     /* 1 (default): CLIENT TRACKING pushes loss (tracking.c) */
+    /* Replica-synced writes: an acquire counts on a node only once WAIT says
+     * sync_replicas replicas have it, within sync_timeout_ms (0: off). */
+    int64_t sync_replicas;
+    int64_t sync_timeout_ms;
 };
 
 /* Fills *o with the defaults, then applies "name=value;..." (NULL or "" for
