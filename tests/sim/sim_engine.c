@@ -229,6 +229,8 @@ struct client {
 
 struct script_slot {
     char sha[41];
+    char *source; /* a copy: an EVAL of a known source needs no SHA-1 */
+    size_t len;
     const char *name;
     int runner; /* Lua registry reference, LUA_NOREF if it does not compile */
 };
@@ -391,15 +393,16 @@ static int script_find(const char *sha)
 /* The slot of a script source (compiled once per process), or -1 if full. */
 static int script_add(const char *src, size_t len, const char *name)
 {
-    char sha[41];
-    sha1_hex(src, len, sha);
-    int i = script_find(sha);
-    if (i >= 0)
-        return i;
+    for (int i = 0; i < S.nscripts; i++)
+        if (S.scripts[i].len == len && memcmp(S.scripts[i].source, src, len) == 0)
+            return i;
     if (S.nscripts == MAX_SCRIPTS)
         return -1;
     struct script_slot *s = &S.scripts[S.nscripts];
-    memcpy(s->sha, sha, sizeof sha);
+    sha1_hex(src, len, s->sha);
+    s->source = xmalloc(len);
+    memcpy(s->source, src, len);
+    s->len = len;
     s->name = name ? name : "?";
     lua_getglobal(S.L, "compile");
     lua_pushlstring(S.L, src, len);
@@ -917,6 +920,9 @@ static void on_back(int p)
             size_t n = s->len - off;
             if (n > 1 && chance(0.1))
                 n = (size_t)rnd(1, (int64_t)n - 1);
+            if (S.verbose > 2)
+                trace("  c%d conn%d reads %zu bytes: %.*s", pp->client, pp->conn, n,
+                      (int)(n > 120 ? 120 : n), s->data + off);
             rc = rlc_engine_received(c->e, pp->conn, s->data + off, n, local_now(c));
             off += n;
         }
@@ -1120,6 +1126,9 @@ static void service(int ci)
                 if (t < pp->fwd_last)
                     t = pp->fwd_last;
                 pp->fwd_last = t;
+                if (S.verbose > 2)
+                    trace("  c%d conn%d writes %zu of %zu bytes (at the node at %" PRId64 ")", ci,
+                          k, m, n, t);
                 struct seg *s = seg_new(data, m, t);
                 if (pp->ft)
                     pp->ft->next = s;
@@ -1358,6 +1367,8 @@ static void dispatch(const struct event *ev)
             rlc_engine_closed(c->e, pp->conn, local_now(c));
         } else {
             pp->state = P_OPEN;
+            if (S.verbose > 1)
+                trace("c%d conn%d connected", pp->client, pp->conn);
             rlc_engine_connected(c->e, pp->conn, local_now(c));
         }
         service(pp->client);
@@ -1380,6 +1391,8 @@ static void dispatch(const struct event *ev)
             return;
         pp->told = true;
         c->pipe[pp->conn] = -1;
+        if (S.verbose > 1)
+            trace("c%d conn%d: the client learns it is closed", pp->client, pp->conn);
         rlc_engine_closed(c->e, pp->conn, local_now(c));
         service(pp->client);
         break;
@@ -1559,6 +1572,20 @@ static int schedule(uint64_t seed)
         S.st.liveness++;
         trace("LIVENESS: not finished by %" PRId64 " (%d owners left, engines %s)", bound,
               S.tasks_left, all_idle() ? "idle" : "busy");
+        for (int ci = 0; ci < g->clients; ci++) {
+            struct client *c = &S.cl[ci];
+            for (int k = 0; k < 2 * g->nodes; k++) {
+                const char *d;
+                int p = c->pipe[k];
+                size_t n = rlc_engine_pending(c->e, k, &d);
+                trace("  c%d conn%d: want_open %d, pipe %s, %zu bytes pending", ci, k,
+                      rlc_engine_want_open(c->e, k),
+                      p < 0 ? "none" : S.pipes[p].state == P_OPEN ? "open"
+                                     : S.pipes[p].state == P_CUT ? "cut" : "connecting", n);
+            }
+            trace("  c%d: idle %d, deadline %" PRId64 " (local now %" PRId64 ")", ci,
+                  rlc_engine_idle(c->e), rlc_engine_deadline(c->e), local_now(c));
+        }
         for (int ci = 0; ci < g->clients; ci++)
             for (int ti = 0; ti < S.cl[ci].ntasks; ti++) {
                 struct task *t = &S.cl[ci].task[ti];
@@ -1838,6 +1865,8 @@ int main(int argc, char **argv)
     free(S.heap);
     free(S.pipes);
     lua_close(S.L);
+    for (int i = 0; i < S.nscripts; i++)
+        free(S.scripts[i].source);
     if (expect_violations) {
         printf("sim_engine: expected a broken rule (expect=violations) and found none\n");
         return 1;
