@@ -24,8 +24,10 @@
  *   residue    a lock hash still on a node once every owner released every
  *              level and every engine is idle: a level left by a failed or
  *              cancelled acquire, or an orphan level
- *   liveness   once faults stop, every acquire (wait without limit) ends
- *              RLC_OK, and every owner finishes within a bound
+ *   liveness   once faults stop and what they left behind is over (a paused
+ *              client runs again, a dropped connection is noticed), every
+ *              acquire (wait without limit) ends RLC_OK; and every owner
+ *              finishes, every engine is idle, within a bound
  *   protocol   the engine refused the node's bytes, or sent a command the
  *              node does not know, or its hold count disagrees with its events
  *
@@ -246,6 +248,8 @@ struct config {
     int nodes, clients, locks;
     int64_t io, node_timeout, connect, watchdog, jitter, lease_max, hold_max;
     int64_t quiet_at;
+    int64_t settled_at; /* what faults left behind is over: paused clients run,
+                           dropped connections are noticed (see liveness) */
     int rounds;
     bool faults;
 };
@@ -274,6 +278,7 @@ static struct {
     bool quiet;
     int tasks_left;
     uint64_t last_token[MAX_LOCKS];
+    int last_holder[MAX_LOCKS]; /* client * 1000 + owner of the last new hold */
     uint64_t digest;
     struct stats st;
 } S;
@@ -1013,13 +1018,19 @@ static void on_done(int ci, const rlc_engine_event *ev)
         if (ev->status == RLC_OK) {
             S.st.grants++;
             if (ev->count == 1) {
-                if (ev->token <= S.last_token[t->lock]) {
+                /* equal only when the same owner's new acquire landed in its own
+                 * hold whose release had not run yet (same life, same token) */
+                bool same = ev->token == S.last_token[t->lock] &&
+                            S.last_holder[t->lock] == ci * 1000 + (int)t->owner;
+                if (ev->token <= S.last_token[t->lock] && !same) {
                     S.st.tokens++;
                     trace("TOKEN %s: c%d/o%" PRIu64 " got %" PRIu64 ", an earlier hold had %" PRIu64,
                           lock_names[t->lock], ci, t->owner, ev->token, S.last_token[t->lock]);
                 }
-                if (ev->token > S.last_token[t->lock])
+                if (ev->token > S.last_token[t->lock]) {
                     S.last_token[t->lock] = ev->token;
+                    S.last_holder[t->lock] = ci * 1000 + (int)t->owner;
+                }
                 t->token = ev->token;
             }
             t->active = true;
@@ -1097,8 +1108,19 @@ static void service(int ci)
         bool progress = false;
         for (int k = 0; k < conns; k++) {
             int p = c->pipe[k];
+            int want = rlc_engine_want_open(c->e, k);
+            if (want < 0) {
+                /* the engine let the connection go (a stalled server): close it */
+                if (p >= 0) {
+                    c->pipe[k] = -1;
+                    cut(p, false, 0, "the engine dropped it (want_open -1)");
+                }
+                rlc_engine_closed(c->e, k, local_now(c));
+                progress = true;
+                continue;
+            }
             if (p < 0) {
-                if (rlc_engine_want_open(c->e, k)) {
+                if (want) {
                     p = pipe_new(ci, k);
                     c->pipe[k] = p;
                     at(S.now + rnd(0, 3), EV_CONNECT, p, 0, 0);
@@ -1204,7 +1226,7 @@ static void app_step(int ci, int ti)
         t->op = op;
         t->st = T_ACQ;
         t->op_start = S.now;
-        t->quiet_op = S.quiet;
+        t->quiet_op = S.quiet && S.now >= S.cfg.settled_at;
         if (!S.quiet && S.cfg.faults && chance(0.1))
             at(S.now + rnd(0, S.cfg.io * 3), EV_CANCEL, ci, ti, op);
         break;
@@ -1240,7 +1262,7 @@ static void app_step(int ci, int ti)
         }
         t->op = op;
         t->op_start = S.now;
-        t->quiet_op = S.quiet;
+        t->quiet_op = S.quiet && S.now >= S.cfg.settled_at;
         break;
     }
     default:
@@ -1329,11 +1351,11 @@ static void go_quiet(void)
             at(S.now, EV_FWD, p, 0, 0);
             at(S.now, EV_BACK, p, 0, 0);
         }
-    for (int ci = 0; ci < S.cfg.clients; ci++)
-        if (client_paused(ci)) {
-            S.cl[ci].paused_until = S.now;
-            at(S.now, EV_RESUME, ci, 0, 0);
-        }
+    /* a broken connection is seen at once (a paused client sees it when it
+     * runs again: its pause ends on its own, within 2 leases) */
+    for (int p = 0; p < S.npipes; p++)
+        if (S.pipes[p].state == P_CUT && !S.pipes[p].told)
+            at(S.now, EV_NOTIFY, p, 0, 0);
 }
 
 /* ------------------------------------------------------------ a schedule */
@@ -1476,6 +1498,7 @@ static void make_config(void)
     g->rounds = (int)rnd(1, 3);
     g->faults = chance(0.85);
     g->quiet_at = g->faults ? rnd(0, 3000) : 0;
+    g->settled_at = g->faults ? g->quiet_at + 2 * g->lease_max + 2 * (g->io + g->connect) + 100 : 0;
 }
 
 /* Runs schedule `seed`: 0 when every rule held. */
