@@ -30,6 +30,7 @@
  *              finishes, every engine is idle, within a bound
  *   protocol   the engine refused the node's bytes, or sent a command the
  *              node does not know, or its hold count disagrees with its events
+ *   contract   an acquire or extend ended RLC_OK with validity_ms <= 0
  *
  *   sim_engine [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME]
  *              [replay=1] [expect=violations] [lua=PATH/node.lua]
@@ -238,7 +239,7 @@ struct script_slot {
 };
 
 struct stats {
-    long overlaps, tokens, residue, liveness, protocol;
+    long overlaps, tokens, residue, liveness, protocol, contract;
     long grants, busy, failed, canceled, lost, extends, releases;
     long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes;
     long commands, messages, events;
@@ -851,6 +852,7 @@ static void node_exec(int p, redisReply *r, struct buf *out)
         buf_printf(out, "+OK\r\n");
     } else {
         note_unknown(a[0]);
+        S.st.protocol++;
         buf_printf(out, "-ERR unknown command '%.*s'\r\n", (int)a[0]->len, a[0]->str);
     }
 done:
@@ -1000,6 +1002,22 @@ static void check_count(int ci, struct task *t)
     }
 }
 
+/* Until when an acquire or extend that ended RLC_OK is certainly held: its
+ * validity on the owner's own clock; a watchdog hold until it is LOST. An OK
+ * with no validity left breaks the contract (validity_ms: "how long the hold
+ * is certainly held"); the hold then counts as not valid. */
+static int64_t valid_end(int ci, const struct task *t, const rlc_engine_event *ev)
+{
+    struct client *c = &S.cl[ci];
+    if (ev->validity_ms <= 0) {
+        S.st.contract++;
+        trace("CONTRACT c%d/o%" PRIu64 ": RLC_OK with validity_ms %" PRId64, ci, t->owner,
+              ev->validity_ms);
+        return S.now;
+    }
+    return t->lease > 0 ? sim_at(c, local_now(c) + ev->validity_ms) : NEVER;
+}
+
 static void on_done(int ci, const rlc_engine_event *ev)
 {
     struct client *c = &S.cl[ci];
@@ -1034,9 +1052,7 @@ static void on_done(int ci, const rlc_engine_event *ev)
                 t->token = ev->token;
             }
             t->active = true;
-            t->valid_end = t->lease > 0 ? sim_at(c, local_now(c) + ev->validity_ms) : NEVER;
-            if (t->lease <= 0 && ev->validity_ms <= 0)
-                t->valid_end = S.now;
+            t->valid_end = valid_end(ci, t, ev);
             check_overlap(ci, ti);
             t->st = T_HELD;
             app_next(ci, ti, rnd(0, S.cfg.hold_max));
@@ -1058,7 +1074,7 @@ static void on_done(int ci, const rlc_engine_event *ev)
     } else if (was == T_EXT) {
         if (ev->status == RLC_OK) {
             S.st.extends++;
-            t->valid_end = t->lease > 0 ? sim_at(c, local_now(c) + ev->validity_ms) : NEVER;
+            t->valid_end = valid_end(ci, t, ev);
             if (t->active)
                 check_overlap(ci, ti);
         }
@@ -1622,7 +1638,7 @@ static int schedule(uint64_t seed)
         rlc_engine_free(S.cl[ci].e);
     pipes_free();
     const struct stats *s = &S.st;
-    return s->overlaps + s->tokens + s->residue + s->liveness + s->protocol > 0;
+    return s->overlaps + s->tokens + s->residue + s->liveness + s->protocol + s->contract > 0;
 }
 
 /* ------------------------------------------------------------ mutations */
@@ -1858,8 +1874,8 @@ int main(int argc, char **argv)
             if (bad < 10)
                 snprintf(failures[bad], sizeof failures[bad],
                          "seed=%" PRIu64 " nodes=%d clients=%d: overlaps %ld tokens %ld residue %ld "
-                         "liveness %ld protocol %ld", sd, S.cfg.nodes, S.cfg.clients, st.overlaps,
-                         st.tokens, st.residue, st.liveness, st.protocol);
+                         "liveness %ld protocol %ld contract %ld", sd, S.cfg.nodes, S.cfg.clients,
+                         st.overlaps, st.tokens, st.residue, st.liveness, st.protocol, st.contract);
             bad++;
         }
     }
@@ -1876,7 +1892,8 @@ int main(int argc, char **argv)
            tot.commands, tot.messages, tot.noscript, tot.cuts, tot.stalls, tot.node_pauses,
            tot.client_pauses, tot.flushes, tot.short_writes);
     printf("sim_engine: overlaps %ld, token regressions %ld, residue %ld, liveness %ld, "
-           "protocol %ld%s\n", tot.overlaps, tot.tokens, tot.residue, tot.liveness, tot.protocol,
+           "protocol %ld, contract %ld%s\n", tot.overlaps, tot.tokens, tot.residue, tot.liveness,
+           tot.protocol, tot.contract,
            replay ? (nondet ? ", NOT DETERMINISTIC" : ", every seed replayed the same") : "");
     if (S.unknown[0])
         printf("sim_engine: commands the node does not know: %s\n", S.unknown);

@@ -287,6 +287,15 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     not_now(e, op, rc, split, sleep_ms, msg, now);
 }
 
+/* Whether node i may hold this try's level: it granted, or it has not said
+ * busy / undone (no answer: the acquire may still run there, late). An undo
+ * after the token-floor phase must reach those nodes too, not only the
+ * granting ones (the simulation found the level a late node kept). */
+static bool may_hold(const struct eng_op *op, int i)
+{
+    return op->granted[i] || !(op->rep[i].status == RLC_OK && op->rep[i].a <= 0);
+}
+
 static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
@@ -298,7 +307,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     bool undo[RLC_MAX_NODES];
     for (int i = 0; i < e->n; i++)
-        undo[i] = op->granted[i];
+        undo[i] = may_hold(op, i);
     send_undo(e, h, op->attempt, op->lease, undo);
     char msg[300];
     snprintf(msg, sizeof msg,
@@ -365,8 +374,7 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
     if (op->phase == P_ROUND || op->phase == P_FLOOR) {
         bool undo[RLC_MAX_NODES];
         for (int i = 0; i < e->n; i++)
-            undo[i] = op->phase == P_FLOOR ? op->granted[i]
-                                           : !(op->rep[i].status == RLC_OK && op->rep[i].a <= 0);
+            undo[i] = may_hold(op, i);
         round_abandon(op);
         send_undo(e, h, op->attempt, op->lease, undo);
     }
