@@ -1011,8 +1011,8 @@ static int64_t valid_end(int ci, const struct task *t, const rlc_engine_event *e
     struct client *c = &S.cl[ci];
     if (ev->validity_ms <= 0) {
         S.st.contract++;
-        trace("CONTRACT c%d/o%" PRIu64 ": RLC_OK with validity_ms %" PRId64, ci, t->owner,
-              ev->validity_ms);
+        trace("CONTRACT c%d/o%" PRIu64 ": %s RLC_OK with validity_ms %" PRId64, ci, t->owner,
+              t->st == T_EXT ? "extend" : "acquire", ev->validity_ms);
         return S.now;
     }
     return t->lease > 0 ? sim_at(c, local_now(c) + ev->validity_ms) : NEVER;
@@ -1032,6 +1032,8 @@ static void on_done(int ci, const rlc_engine_event *ev)
     enum task_state was = t->st;
     t->levels = ev->count;
     check_count(ci, t);
+    if (ev->status == RLC_E_LOST)
+        t->active = false; /* the engine says the hold is gone */
     if (was == T_ACQ || was == T_NESTED) {
         if (ev->status == RLC_OK) {
             S.st.grants++;
@@ -1843,7 +1845,7 @@ int main(int argc, char **argv)
 
     struct stats tot = {0};
     long bad = 0, nondet = 0;
-    char failures[10][200];
+    char failures[20][200];
     clock_t t0 = clock();
     for (long k = 0; k < count; k++) {
         uint64_t sd = seed + (uint64_t)k;
@@ -1871,7 +1873,7 @@ int main(int argc, char **argv)
             return 0;
         }
         if (rc) {
-            if (bad < 10)
+            if (bad < 20)
                 snprintf(failures[bad], sizeof failures[bad],
                          "seed=%" PRIu64 " nodes=%d clients=%d: overlaps %ld tokens %ld residue %ld "
                          "liveness %ld protocol %ld contract %ld", sd, S.cfg.nodes, S.cfg.clients,
@@ -1897,7 +1899,7 @@ int main(int argc, char **argv)
            replay ? (nondet ? ", NOT DETERMINISTIC" : ", every seed replayed the same") : "");
     if (S.unknown[0])
         printf("sim_engine: commands the node does not know: %s\n", S.unknown);
-    for (long i = 0; i < bad && i < 10; i++)
+    for (long i = 0; i < bad && i < 20; i++)
         printf("sim_engine: FAILED %s\n", failures[i]);
     if (bad)
         printf("sim_engine: %ld of %ld schedules failed; replay one with seed=N schedules=1 "

@@ -218,10 +218,13 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     int rc;
     bool split = false;
     int64_t sleep_ms = 0;
-    if (yes >= q && op->nested && inner < q) {
+    if (yes >= q && op->nested && (inner < q || h->lost)) {
         /* the hold this nests in is gone from a quorum: this acquire made a
          * new hold there; counting it as a level would let the owner's next
-         * release free it while the owner still believes it holds (A7) */
+         * release free it while the owner still believes it holds (A7).
+         * Likewise if the hold was declared lost while this ran: it is no
+         * longer renewed, and its LOST event has gone out already (the
+         * simulation found an RLC_OK here that another owner overlapped). */
         send_undo(e, h, op->attempt, op->lease, undo);
         h->lost = RLC_E_LOST;
         h->watchdog = false;
