@@ -261,6 +261,7 @@ static struct {
     int nscripts;
     int verbose;
     const char *mutate;
+    int no_flush; /* flush=0: no SCRIPT FLUSH faults (to tell causes apart) */
     char unknown[256]; /* names of commands the node did not know */
 
     /* per schedule */
@@ -1325,6 +1326,8 @@ static void fault(void)
         trace("node n%d paused until %" PRId64, n, S.node_paused[n]);
     } else if (k < 80) {
         int n = (int)rnd(0, S.cfg.nodes - 1);
+        if (S.no_flush)
+            goto next;
         S.node_scripts[n] = 0;
         S.st.flushes++;
         trace("node n%d SCRIPT FLUSH", n);
@@ -1337,6 +1340,7 @@ static void fault(void)
             at(S.cl[ci].paused_until, EV_RESUME, ci, 0, 0);
         }
     }
+next:
     at(S.now + rnd(5, 80), EV_FAULT, 0, 0, 0);
 }
 
@@ -1507,7 +1511,7 @@ static void make_config(void)
     g->clients = (int)rnd(2, MAX_CLIENTS);
     g->locks = (int)rnd(1, MAX_LOCKS);
     g->io = rnd(20, 200);
-    g->node_timeout = rnd(5, g->io);
+    g->node_timeout = rnd(10, g->io); /* above the round trip without faults (<= 7 ms) */
     g->connect = rnd(20, 200);
     g->watchdog = rnd(150, 1500);
     g->jitter = rnd(0, 50);
@@ -1812,6 +1816,8 @@ int main(int argc, char **argv)
             S.mutate = a + 7;
         else if (strncmp(a, "replay=", 7) == 0)
             replay = atoi(a + 7);
+        else if (strcmp(a, "flush=0") == 0)
+            S.no_flush = 1;
         else if (strcmp(a, "expect=violations") == 0)
             expect_violations = 1;
         else if (strcmp(a, "selftest") == 0)
