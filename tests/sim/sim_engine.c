@@ -215,7 +215,8 @@ struct task {
     int64_t levels;       /* the owner's hold count, as the events say */
     bool active;          /* a hold in use: from acquire RLC_OK to release or LOST */
     int64_t valid_end;    /* sim time its validity ends (NEVER: a watchdog hold) */
-    int64_t lease;        /* the acquire's lease_ms (<= 0: watchdog) */
+    int64_t lease;        /* the hold's lease_ms (<= 0: watchdog) */
+    int64_t ext_lease;    /* the running extend's */
     uint64_t token;
 };
 
@@ -1077,6 +1078,7 @@ static void on_done(int ci, const rlc_engine_event *ev)
     } else if (was == T_EXT) {
         if (ev->status == RLC_OK) {
             S.st.extends++;
+            t->lease = t->ext_lease;
             t->valid_end = valid_end(ci, t, ev);
             if (t->active)
                 check_overlap(ci, ti);
@@ -1257,9 +1259,22 @@ static void app_step(int ci, int ti)
             t->st = T_NESTED;
             trace("c%d/o%" PRIu64 " nested acquire %s -> op%" PRIu64, ci, t->owner, name, op);
         } else if (t->levels > 0 && k < 4) {
-            rc = rlc_engine_extend(c->e, name, strlen(name), t->owner, t->lease, local_now(c), &op);
+            /* the same lease, a shorter or longer one, or the watchdog */
+            t->ext_lease = chance(0.5)   ? t->lease
+                           : chance(0.3) ? 0
+                                         : rnd(S.cfg.lease_max / 4, S.cfg.lease_max);
+            /* A shorter lease may cut the hold's TTL as soon as it lands: from
+             * now on the owner counts on no more than the new lease (less the
+             * drift allowance), whatever the extend ends with. */
+            int64_t l = t->ext_lease > 0 ? t->ext_lease : S.cfg.watchdog;
+            int64_t cap = sim_at(c, local_now(c) + l - (l + 99) / 100 - 2);
+            if (cap < t->valid_end)
+                t->valid_end = cap;
+            rc = rlc_engine_extend(c->e, name, strlen(name), t->owner, t->ext_lease, local_now(c),
+                                   &op);
             t->st = T_EXT;
-            trace("c%d/o%" PRIu64 " extend %s -> op%" PRIu64, ci, t->owner, name, op);
+            trace("c%d/o%" PRIu64 " extend %s lease %" PRId64 " -> op%" PRIu64, ci, t->owner, name,
+                  t->ext_lease, op);
         } else if (t->levels > 0) {
             if (t->levels == 1)
                 t->active = false; /* the critical section ends before the release leaves */

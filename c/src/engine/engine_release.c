@@ -177,6 +177,7 @@ void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     int yes = 0, gone = 0;
     round_timeout(op, e->n);
     round_abandon(op);
+    op->phase = P_DONE; /* renew_schedule: no longer extending */
     for (int i = 0; i < e->n; i++)
         if (op->rep[i].status == RLC_OK)
             op->rep[i].a == 1 ? yes++ : gone++;
@@ -214,6 +215,7 @@ void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     } else {
         rc = round_fail(e, op, msg, sizeof msg);
     }
+    renew_schedule(e, h); /* renewals waited while the extend ran */
     finish(e, op, rc, msg, now);
 }
 
