@@ -1817,7 +1817,7 @@ int main(int argc, char **argv)
 {
     uint64_t seed = 1;
     long count = 1000;
-    int replay = 0, self = 0, expect_violations = 0;
+    int replay = 0, self = 0, expect_violations = 0, found = 0;
     const char *lua_path = SIM_NODE_LUA;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1890,8 +1890,9 @@ int main(int argc, char **argv)
             printf("sim_engine: seed=%" PRIu64 " broke a rule, as expected of mutation %s: "
                    "overlaps %ld tokens %ld residue %ld liveness %ld\n", sd,
                    S.mutate ? S.mutate : "(none)", st.overlaps, st.tokens, st.residue, st.liveness);
-            lua_close(S.L);
-            return 0;
+            found = 1;
+            count = k + 1;
+            break;
         }
         if (rc) {
             if (bad < 20)
@@ -1931,6 +1932,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < S.nscripts; i++)
         free(S.scripts[i].source);
     if (expect_violations) {
+        if (found)
+            return 0;
         printf("sim_engine: expected a broken rule (expect=violations) and found none\n");
         return 1;
     }
