@@ -214,7 +214,13 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     char msg[400] = "";
     int rc;
     int64_t sleep_ms = 0;
-    switch (vd.outcome) {
+    /* A nested acquire of a hold declared lost while it ran is lost too:
+     * the hold is no longer renewed and its LOST event has gone out (the
+     * simulation found an RLC_OK here that another owner overlapped). */
+    int outcome = vd.outcome;
+    if (outcome == Q_HELD && op->nested && h->lost)
+        outcome = Q_OUTER_LOST;
+    switch (outcome) {
     case Q_OUTER_LOST:
         /* the hold this nests in is gone from a quorum: this acquire made a
          * new hold there; counting it as a level would let the owner's next
@@ -275,6 +281,15 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     not_now(e, op, rc, vd.outcome == Q_BUSY && vd.split, sleep_ms, msg, now);
 }
 
+/* Whether node i may hold this try's level: it granted, or it has not said
+ * busy / undone (no answer: the acquire may still run there, late). An undo
+ * after the token-floor phase must reach those nodes too, not only the
+ * granting ones (the simulation found the level a late node kept). */
+static bool may_hold(const struct eng_op *op, int i)
+{
+    return op->granted[i] || !(op->rep[i].status == RLC_OK && op->rep[i].a <= 0);
+}
+
 static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
@@ -286,7 +301,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     bool undo[RLC_MAX_NODES];
     for (int i = 0; i < e->n; i++)
-        undo[i] = op->granted[i];
+        undo[i] = may_hold(op, i);
     send_undo(e, h, op->attempt, op->lease, undo);
     char msg[300];
     snprintf(msg, sizeof msg,
@@ -353,8 +368,7 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
     if (op->phase == P_ROUND || op->phase == P_FLOOR) {
         bool undo[RLC_MAX_NODES];
         for (int i = 0; i < e->n; i++)
-            undo[i] = op->phase == P_FLOOR ? op->granted[i]
-                                           : !(op->rep[i].status == RLC_OK && op->rep[i].a <= 0);
+            undo[i] = may_hold(op, i);
         round_abandon(op);
         send_undo(e, h, op->attempt, op->lease, undo);
     }

@@ -132,8 +132,17 @@ struct req *conn_send(rlc_engine *e, int node, int kind, struct eng_op *op,
     r->node = node;
     r->op = op;
     r->script = s;
-    r->cmd = cmd_ref(cmd);
     r->redo = redo;
+    /* A redo request (release, undo) goes as EVAL: a NOSCRIPT answer would
+     * send it again behind what was pipelined after it, and a release or an
+     * undo that runs after the owner's next acquire or extend cuts that hold's
+     * TTL short (its pexpire, the undo's restored PTTL): two holders. The
+     * simulation found both (tests/sim, seeds 5480 and 20227). */
+    r->cmd = redo && s ? cmd_evalsha_to_eval(cmd, s) : NULL;
+    if (r->cmd)
+        r->eval = true;
+    else
+        r->cmd = cmd_ref(cmd);
     e->in_flight++;
     struct conn *c = conn_at(e, 2 * node);
     if (c->state == C_UP)
@@ -248,18 +257,31 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
     /* A failed connect fails what waited for it (the server is not there);
      * after a drop, what was never written simply goes on the next one. */
     if (!connected) {
-        struct req **pp = &c->qhead, *last = NULL;
-        while ((r = *pp)) {
+        /* Take the queue out first: no_reply() may queue more on c (an undo
+         * of the op that hears it), which must not hang off a request being
+         * freed (that undo was lost, and leaked). */
+        struct req *list = c->qhead, *keep_head = NULL, *keep_tail = NULL;
+        c->qhead = c->qtail = NULL;
+        while ((r = list)) {
+            list = r->next;
+            r->next = NULL;
             if (!r->redo) {
-                *pp = r->next;
                 no_reply(e, r, why, msg);
                 req_free(e, r);
             } else {
-                last = r;
-                pp = &r->next;
+                if (keep_tail)
+                    keep_tail->next = r;
+                else
+                    keep_head = r;
+                keep_tail = r;
             }
         }
-        c->qtail = last;
+        if (keep_head) {
+            keep_tail->next = c->qhead;
+            if (!c->qhead)
+                c->qtail = keep_tail;
+            c->qhead = keep_head;
+        }
     }
 }
 

@@ -180,18 +180,32 @@ void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     int yes = 0, gone = 0;
     round_timeout(op, e->n);
     round_abandon(op);
+    op->phase = P_DONE; /* renew_schedule: no longer extending */
     for (int i = 0; i < e->n; i++)
         if (op->rep[i].status == RLC_OK)
             op->rep[i].a == 1 ? yes++ : gone++;
     char msg[400] = "";
     int rc;
-    if (yes >= e->q) {
+    int64_t valid_until = op->started + op->lease -
+                          quorum_drift_ms(op->lease, e->opts.drift_factor);
+    if (yes >= e->q && valid_until <= now) {
+        /* a quorum renewed it, but the answers came after that lease ran out
+         * (a slow round, a paused process): it is not certainly held, and
+         * RLC_OK would hand out a negative validity (found by the simulation) */
+        snprintf(msg, sizeof msg,
+                 "lock '%.60s' was lost: the extend's answers came %lld ms after its %lld ms "
+                 "lease (less the drift allowance) ran out", h->lock->name,
+                 (long long)(now - valid_until), (long long)op->lease);
+        rc = RLC_E_LOST;
+        h->lost = RLC_E_LOST;
+        h->watchdog = false;
+        renew_schedule(e, h);
+    } else if (yes >= e->q) {
         rc = RLC_OK;
         h->lease_ms = op->lease;
         h->watchdog = op->watchdog;
         h->renew_fail = 0;
-        h->valid_until = op->started + op->lease -
-                         quorum_drift_ms(op->lease, e->opts.drift_factor);
+        h->valid_until = valid_until;
         if (h->watchdog)
             h->next_renew = op->started + op->lease / 3;
         renew_schedule(e, h);
@@ -204,6 +218,7 @@ void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     } else {
         rc = round_fail(e, op, msg, sizeof msg);
     }
+    renew_schedule(e, h); /* renewals waited while the extend ran */
     finish(e, op, rc, msg, now);
 }
 

@@ -35,12 +35,21 @@ struct rlc_cmd *cmd_renew(const rlc_engine *e, const struct hold *h, int64_t lea
     return cmd;
 }
 
+/* An extend of h is on its way: it renews the hold itself. A watchdog
+ * renewal sent behind it would land after it and put back the watchdog's
+ * lease, cutting a longer lease the extend reports (the simulation found two
+ * holders that way, seed 103639). */
+static bool extending(const struct hold *h)
+{
+    return h->ops_head && h->ops_head->kind == OP_EXTEND && h->ops_head->phase == P_ROUND;
+}
+
 void renew_schedule(rlc_engine *e, struct hold *h)
 {
     int64_t at = -1;
     if (h->count > 0 && !h->lost && h->watchdog) {
         at = h->valid_until;
-        if (!h->renewing && h->next_renew < at)
+        if (!h->renewing && !extending(h) && h->next_renew < at)
             at = h->next_renew;
     }
     timer_set(e, &h->timer, T_HOLD, h, at);
@@ -85,7 +94,7 @@ void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
         lose(e, h, h->renew_fail ? h->renew_fail : RLC_E_TIMEOUT);
         return;
     }
-    if (!h->renewing && now >= h->next_renew) {
+    if (!h->renewing && !extending(h) && now >= h->next_renew) {
         struct eng_op *op = calloc(1, sizeof *op);
         if (!op)
             abort();

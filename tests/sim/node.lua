@@ -1,0 +1,259 @@
+-- node.lua - the simulated Redis nodes of sim_engine.c: the commands the
+-- library's scripts call, with Redis' types, errors, key expiry on simulated
+-- time and its conversions between Lua values and replies.
+--
+-- sim_engine.c keeps the network, the connections, the script cache and
+-- pub/sub; it calls in here only to run a script on one node. Every script is
+-- compiled once per process (its environment's `redis` acts on whichever node
+-- runs it), so a schedule with fresh nodes costs a few empty tables. Scripts
+-- run atomically (one call, nothing interleaves), and like Redis an error does
+-- not roll back what a script wrote before it.
+--
+-- Globals used from C: reset(n), compile(source) -> runner or nil, err;
+-- runner(node, now, keys, argv) -> the script's raw result; exists(node, key,
+-- now); dump(node, key, now). sim_publish(channel) is provided by C.
+
+local NODES = {}
+local cur -- the node the running script acts on
+
+local function fail(msg) error({ err = msg }, 0) end
+local WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+local Node = {}
+Node.__index = Node
+
+function reset(n)
+  NODES = {}
+  for i = 1, n do NODES[i] = setmetatable({ id = i, db = {}, now = 0 }, Node) end
+end
+
+-- Redis expires lazily on access as well as actively: to a client the two look
+-- the same, a key past its time is not there.
+function Node:entry(key)
+  local e = self.db[key]
+  if e and e.exp and e.exp <= self.now then
+    self.db[key] = nil
+    return nil
+  end
+  return e
+end
+
+function Node:hash(key, create)
+  local e = self:entry(key)
+  if not e then
+    if not create then return nil end
+    e = { t = "hash", h = {}, n = 0 }
+    self.db[key] = e
+  elseif e.t ~= "hash" then
+    fail(WRONGTYPE)
+  end
+  return e
+end
+
+function Node:string(key)
+  local e = self:entry(key)
+  if e and e.t ~= "str" then fail(WRONGTYPE) end
+  return e
+end
+
+local function int_of(s)
+  if type(s) == "number" then return math.tointeger(s) end
+  if type(s) == "string" and #s < 20 and s:match("^%-?%d+$") then
+    return math.tointeger(tonumber(s))
+  end
+  return nil
+end
+
+-- Lua's own table order is seeded at random: sort, so a seed replays.
+local function sorted_fields(h)
+  local ks = {}
+  for k in pairs(h) do ks[#ks + 1] = k end
+  table.sort(ks)
+  return ks
+end
+
+local C = {}
+function C.exists(n, ...)
+  local c = 0
+  for _, k in ipairs({ ... }) do if n:entry(k) then c = c + 1 end end
+  return c
+end
+function C.hexists(n, k, f)
+  local h = n:hash(k)
+  return (h and h.h[f]) and 1 or 0
+end
+function C.hget(n, k, f)
+  local h = n:hash(k)
+  local v = h and h.h[f]
+  if v == nil then return false end
+  return v
+end
+function C.hset(n, k, ...)
+  local a = { ... }
+  if #a == 0 or #a % 2 ~= 0 then fail("ERR wrong number of arguments for 'hset' command") end
+  local h, new = n:hash(k, true), 0
+  for i = 1, #a, 2 do
+    if h.h[a[i]] == nil then
+      new = new + 1
+      h.n = h.n + 1
+    end
+    h.h[a[i]] = a[i + 1]
+  end
+  return new
+end
+function C.hdel(n, k, ...)
+  local h = n:hash(k)
+  if not h then return 0 end
+  local c = 0
+  for _, f in ipairs({ ... }) do
+    if h.h[f] ~= nil then
+      h.h[f] = nil
+      h.n = h.n - 1
+      c = c + 1
+    end
+  end
+  if h.n == 0 then n.db[k] = nil end -- an empty hash is no key
+  return c
+end
+function C.hincrby(n, k, f, by)
+  local h = n:hash(k, true)
+  local cur_v = 0
+  if h.h[f] ~= nil then
+    cur_v = int_of(h.h[f])
+    if not cur_v then fail("ERR hash value is not an integer") end
+  else
+    h.n = h.n + 1
+  end
+  local b = int_of(by)
+  if not b then fail("ERR value is not an integer or out of range") end
+  h.h[f] = tostring(cur_v + b)
+  return cur_v + b
+end
+function C.hlen(n, k)
+  local h = n:hash(k)
+  return h and h.n or 0
+end
+function C.hkeys(n, k)
+  local h = n:hash(k)
+  return h and sorted_fields(h.h) or {}
+end
+function C.hgetall(n, k)
+  local h, out = n:hash(k), {}
+  if h then
+    for _, f in ipairs(sorted_fields(h.h)) do
+      out[#out + 1] = f
+      out[#out + 1] = h.h[f]
+    end
+  end
+  return out
+end
+function C.del(n, ...)
+  local c = 0
+  for _, k in ipairs({ ... }) do
+    if n:entry(k) then
+      n.db[k] = nil
+      c = c + 1
+    end
+  end
+  return c
+end
+function C.pexpire(n, k, ms)
+  local e = n:entry(k)
+  if not e then return 0 end
+  ms = int_of(ms)
+  if not ms then fail("ERR value is not an integer or out of range") end
+  if ms <= 0 then n.db[k] = nil else e.exp = n.now + ms end
+  return 1
+end
+function C.pttl(n, k)
+  local e = n:entry(k)
+  if not e then return -2 end
+  if not e.exp then return -1 end
+  return e.exp - n.now
+end
+function C.incr(n, k)
+  local e = n:string(k)
+  local v = 0
+  if e then
+    v = int_of(e.v)
+    if not v then fail("ERR value is not an integer or out of range") end
+  end
+  v = v + 1
+  if e then e.v = tostring(v) else n.db[k] = { t = "str", v = tostring(v) } end
+  return v
+end
+function C.get(n, k)
+  local e = n:string(k)
+  return e and e.v or false
+end
+function C.set(n, k, v)
+  n.db[k] = { t = "str", v = v }
+  return { ok = "OK" }
+end
+function C.publish(_, ch, msg)
+  return sim_publish(ch, msg)
+end
+
+local function arg_string(a)
+  if type(a) == "number" then
+    return math.type(a) == "integer" and tostring(a) or string.format("%.17g", a)
+  end
+  return a
+end
+
+-- The `redis` of every script: acts on the node running the script.
+local R = {}
+function R.call(cmd, ...)
+  local f = C[string.lower(cmd)]
+  if not f then fail("ERR unknown command '" .. cmd .. "' called from script") end
+  local a = table.pack(...)
+  for i = 1, a.n do a[i] = arg_string(a[i]) end
+  return f(cur, table.unpack(a, 1, a.n))
+end
+function R.pcall(cmd, ...)
+  local ok, v = pcall(R.call, cmd, ...)
+  if ok then return v end
+  if type(v) == "table" then return v end
+  return { err = tostring(v) }
+end
+function R.error_reply(m) return { err = m } end
+function R.status_reply(m) return { ok = m } end
+
+-- Compiles a script once; the runner runs it on one node at one time.
+function compile(source)
+  local env = {
+    redis = R, tonumber = tonumber, tostring = tostring, type = type, string = string,
+    math = math, table = table, pcall = pcall, error = error, next = next, pairs = pairs,
+    ipairs = ipairs, unpack = table.unpack,
+  }
+  local chunk, err = load(source, "=script", "t", env)
+  if not chunk then return nil, "ERR Error compiling script: " .. tostring(err) end
+  return function(node, now, keys, argv)
+    cur = NODES[node]
+    cur.now = now
+    env.KEYS, env.ARGV = keys, argv
+    local ok, res = pcall(chunk)
+    if ok then return res end
+    if type(res) == "table" and res.err then return { err = res.err } end
+    return { err = "ERR " .. tostring(res) }
+  end
+end
+
+function exists(node, key, now)
+  local n = NODES[node]
+  n.now = now
+  return n:entry(key) ~= nil
+end
+
+-- A key's content as one line, for traces.
+function dump(node, key, now)
+  local n = NODES[node]
+  n.now = now
+  local e = n:entry(key)
+  if not e then return "(none)" end
+  if e.t == "str" then return e.v end
+  local out = {}
+  for _, f in ipairs(sorted_fields(e.h)) do out[#out + 1] = f .. "=" .. e.h[f] end
+  out[#out + 1] = "pttl=" .. tostring(e.exp and e.exp - n.now or -1)
+  return table.concat(out, " ")
+end

@@ -1,0 +1,1941 @@
+/*
+ * sim_engine.c - deterministic simulation of the engine (FoundationDB's way).
+ *
+ * The clients are the real engine (c/src/engine, rlc_engine_*): several
+ * engines, each with a few owners (tasks), run against simulated Redis nodes
+ * that execute the library's real Lua scripts in an embedded Lua 5.4
+ * (node.lua: the commands the scripts call, key expiry on simulated time).
+ * Between them a simulated network carries the engine's RESP bytes: per
+ * connection in order, with delays that reorder across connections, short
+ * writes and split reads, stalls, cuts (what was in flight may or may not
+ * have run on the node), node pauses, client pauses, SCRIPT FLUSH and
+ * subscriber connections that receive the "0" the release script publishes.
+ * Each engine reads its own clock: an offset, a drift within the engine's
+ * drift_factor, and it stops running while its process is paused.
+ *
+ * Everything happens in one event loop on one simulated clock, driven by one
+ * seed: a failing seed replays exactly (`seed=N schedules=1 verbose=1`).
+ *
+ * Checked in every schedule:
+ *   overlaps   two owners hold one lock at once, both within the validity
+ *              the engine reported (acquire/extend validity_ms on the owner's
+ *              own clock; a watchdog hold until its LOST event or release)
+ *   tokens     a new hold's fencing token not above the previous new hold's
+ *   residue    a lock hash still on a node once every owner released every
+ *              level and every engine is idle: a level left by a failed or
+ *              cancelled acquire, or an orphan level
+ *   liveness   once faults stop and what they left behind is over (a paused
+ *              client runs again, a dropped connection is noticed), every
+ *              acquire (wait without limit) ends RLC_OK; and every owner
+ *              finishes, every engine is idle, within a bound
+ *   protocol   the engine refused the node's bytes, or sent a command the
+ *              node does not know, or its hold count disagrees with its events
+ *   contract   an acquire or extend ended RLC_OK with validity_ms <= 0
+ *
+ *   sim_engine [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME]
+ *              [replay=1] [expect=violations] [lua=PATH/node.lua]
+ *   sim_engine selftest
+ * Exits 0 when every schedule kept every rule, 1 otherwise. replay=1 runs
+ * each schedule twice and compares the traces. expect=violations (for the
+ * mutations) turns it round: 0 at the first schedule that breaks a rule.
+ */
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "redlockc.h"
+#include "scripts.h"
+#include "sha1.h"
+
+#ifndef SIM_NODE_LUA
+#define SIM_NODE_LUA "node.lua"
+#endif
+
+#define MAX_NODES 5
+#define MAX_CLIENTS 4
+#define MAX_TASKS 3
+#define MAX_LOCKS 2
+#define MAX_SCRIPTS 16
+#define NEVER INT64_MAX
+
+/* ------------------------------------------------------------ utilities */
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "sim: out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "sim: out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+struct buf {
+    char *p;
+    size_t len, cap;
+};
+
+static void buf_add(struct buf *b, const void *d, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->p = xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->len, d, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(struct buf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof tmp) {
+        buf_add(b, tmp, (size_t)n);
+        return;
+    }
+    char *big = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    buf_add(b, big, (size_t)n);
+    free(big);
+}
+
+static void buf_bulk(struct buf *b, const char *s, size_t n)
+{
+    buf_printf(b, "$%zu\r\n", n);
+    buf_add(b, s, n);
+    buf_add(b, "\r\n", 2);
+}
+
+/* splitmix64: one stream per schedule, so a seed alone decides everything. */
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int64_t rnd(int64_t lo, int64_t hi) /* inclusive */
+{
+    if (hi <= lo)
+        return lo;
+    return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1));
+}
+
+static bool chance(double p)
+{
+    return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0) < p;
+}
+
+/* ------------------------------------------------------------ the world */
+
+enum ev_kind {
+    EV_WAKE = 1,   /* a: client: its engine's deadline */
+    EV_CONNECT,    /* a: pipe: the connect finishes */
+    EV_FWD,        /* a: pipe: bytes reach the node */
+    EV_BACK,       /* a: pipe: bytes reach the client */
+    EV_NOTIFY,     /* a: pipe: the client learns its connection broke */
+    EV_APP,        /* a: client, b: task: the owner's next step */
+    EV_CANCEL,     /* a: client, b: task, op: cancel that acquire */
+    EV_RESUME,     /* a: client: its process runs again */
+    EV_FAULT,
+    EV_QUIET,      /* faults stop */
+};
+
+struct event {
+    int64_t t;
+    uint64_t seq;
+    int kind, a, b;
+    uint64_t op;
+};
+
+struct seg {
+    struct seg *next;
+    int64_t t;
+    size_t len;
+    char data[];
+};
+
+enum pipe_state { P_CONNECTING, P_OPEN, P_CUT };
+
+struct pipe {
+    int client, conn, node;
+    enum pipe_state state;
+    bool told;            /* the client was told it is closed (or closed it) */
+    int keep;             /* after a cut: forward segments the node still reads */
+    struct seg *fh, *ft;  /* to the node */
+    struct seg *bh, *bt;  /* to the client */
+    int64_t fwd_last, back_last, stall_until;
+    redisReader *rd;
+    char **subs;          /* channels this connection subscribed to (node side) */
+    int nsubs, capsubs;
+};
+
+enum task_state { T_IDLE, T_ACQ, T_HELD, T_NESTED, T_EXT, T_REL, T_DONE };
+
+struct task {
+    uint64_t owner;
+    int rounds;           /* rounds left */
+    int lock;
+    enum task_state st;
+    uint64_t op;
+    int64_t op_start;     /* sim time the running op began */
+    bool quiet_op;        /* the op began after faults stopped */
+    int64_t levels;       /* the owner's hold count, as the events say */
+    bool active;          /* a hold in use: from acquire RLC_OK to release or LOST */
+    int64_t valid_end;    /* sim time its validity ends (NEVER: a watchdog hold) */
+    int64_t lease;        /* the hold's lease_ms (<= 0: watchdog) */
+    int64_t ext_lease;    /* the running extend's */
+    uint64_t token;
+};
+
+struct client {
+    rlc_engine *e;
+    char uuid[37];
+    int64_t clk_off, clk_ppm; /* local = off + t + t*ppm/1e6 */
+    int64_t paused_until;
+    int64_t wake_t;
+    int pipe[2 * MAX_NODES];
+    int ntasks;
+    struct task task[MAX_TASKS];
+};
+
+struct script_slot {
+    char sha[41];
+    char *source; /* a copy: an EVAL of a known source needs no SHA-1 */
+    size_t len;
+    const char *name;
+    int runner; /* Lua registry reference, LUA_NOREF if it does not compile */
+};
+
+struct stats {
+    long overlaps, tokens, residue, liveness, protocol, contract;
+    long grants, busy, failed, canceled, lost, extends, releases;
+    long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes;
+    long commands, messages, events;
+};
+
+struct config {
+    int nodes, clients, locks;
+    int64_t io, node_timeout, connect, watchdog, jitter, lease_max, hold_max;
+    int64_t quiet_at;
+    int64_t settled_at; /* what faults left behind is over: paused clients run,
+                           dropped connections are noticed (see liveness) */
+    int rounds;
+    bool faults;
+};
+
+static struct {
+    lua_State *L;
+    struct script_slot scripts[MAX_SCRIPTS];
+    int nscripts;
+    int verbose;
+    const char *mutate;
+    int no_flush; /* flush=0: no SCRIPT FLUSH faults (to tell causes apart) */
+    char unknown[256]; /* names of commands the node did not know */
+
+    /* per schedule */
+    uint64_t seed;
+    struct config cfg;
+    int64_t now;
+    uint64_t seq;
+    struct event *heap;
+    size_t nheap, capheap;
+    struct client cl[MAX_CLIENTS];
+    struct pipe *pipes;
+    int npipes, cappipes;
+    int64_t node_paused[MAX_NODES];
+    uint32_t node_scripts[MAX_NODES]; /* bit i: scripts[i] is in the node's cache */
+    int cur_node;
+    bool quiet;
+    int tasks_left;
+    uint64_t last_token[MAX_LOCKS];
+    int last_holder[MAX_LOCKS]; /* client * 1000 + owner of the last new hold */
+    uint64_t digest;
+    struct stats st;
+} S;
+
+static const char *lock_names[MAX_LOCKS] = {"lk0", "lk1"};
+
+static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void trace(const char *fmt, ...)
+{
+    if (!S.verbose)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%8" PRId64 " ", S.now);
+    vprintf(fmt, ap);
+    putchar('\n');
+    va_end(ap);
+}
+
+static void digest_add(const void *d, size_t n)
+{
+    const unsigned char *p = d;
+    for (size_t i = 0; i < n; i++)
+        S.digest = (S.digest ^ p[i]) * 0x100000001b3ULL;
+}
+
+/* ------------------------------------------------------------ event heap */
+
+static bool ev_less(const struct event *a, const struct event *b)
+{
+    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static void at(int64_t t, int kind, int a, int b, uint64_t op)
+{
+    if (S.nheap == S.capheap) {
+        S.capheap = S.capheap ? S.capheap * 2 : 256;
+        S.heap = xrealloc(S.heap, S.capheap * sizeof *S.heap);
+    }
+    struct event ev = {t < S.now ? S.now : t, ++S.seq, kind, a, b, op};
+    size_t i = S.nheap++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!ev_less(&ev, &S.heap[p]))
+            break;
+        S.heap[i] = S.heap[p];
+        i = p;
+    }
+    S.heap[i] = ev;
+}
+
+static struct event pop(void)
+{
+    struct event top = S.heap[0], last = S.heap[--S.nheap];
+    size_t i = 0, n = S.nheap;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        const struct event *best = &last;
+        if (l < n && ev_less(&S.heap[l], best)) {
+            m = l;
+            best = &S.heap[l];
+        }
+        if (r < n && ev_less(&S.heap[r], best))
+            m = r;
+        if (m == i)
+            break;
+        S.heap[i] = S.heap[m];
+        i = m;
+    }
+    if (n > 0)
+        S.heap[i] = last;
+    return top;
+}
+
+/* ------------------------------------------------------------ clocks */
+
+static int64_t local_at(const struct client *c, int64_t t)
+{
+    int64_t d = t * c->clk_ppm;
+    int64_t q = d / 1000000;
+    if (d % 1000000 < 0)
+        q--; /* floor */
+    return c->clk_off + t + q;
+}
+
+static int64_t local_now(const struct client *c)
+{
+    return local_at(c, S.now);
+}
+
+/* The first sim time at or after now when the client's clock reads >= local. */
+static int64_t sim_at(const struct client *c, int64_t local)
+{
+    if (local_now(c) >= local)
+        return S.now;
+    double guess = (double)(local - c->clk_off) * 1e6 / (double)(1000000 + c->clk_ppm);
+    int64_t t = (int64_t)guess;
+    if (t < S.now)
+        t = S.now;
+    while (local_at(c, t) < local)
+        t++;
+    while (t > S.now && local_at(c, t - 1) >= local)
+        t--;
+    return t;
+}
+
+/* ------------------------------------------------------------ scripts */
+
+static int script_find(const char *sha)
+{
+    for (int i = 0; i < S.nscripts; i++)
+        if (strcmp(S.scripts[i].sha, sha) == 0)
+            return i;
+    return -1;
+}
+
+/* The slot of a script source (compiled once per process), or -1 if full. */
+static int script_add(const char *src, size_t len, const char *name)
+{
+    for (int i = 0; i < S.nscripts; i++)
+        if (S.scripts[i].len == len && memcmp(S.scripts[i].source, src, len) == 0)
+            return i;
+    if (S.nscripts == MAX_SCRIPTS)
+        return -1;
+    struct script_slot *s = &S.scripts[S.nscripts];
+    sha1_hex(src, len, s->sha);
+    s->source = xmalloc(len);
+    memcpy(s->source, src, len);
+    s->len = len;
+    s->name = name ? name : "?";
+    lua_getglobal(S.L, "compile");
+    lua_pushlstring(S.L, src, len);
+    lua_call(S.L, 1, 2);
+    if (lua_isnil(S.L, -2)) {
+        lua_pop(S.L, 2);
+        s->runner = LUA_NOREF;
+    } else {
+        lua_pop(S.L, 1);
+        s->runner = luaL_ref(S.L, LUA_REGISTRYINDEX);
+    }
+    return S.nscripts++;
+}
+
+static const char *script_name(const char *sha, size_t len)
+{
+    if (len != 40)
+        return NULL;
+    char s[41];
+    memcpy(s, sha, 40);
+    s[40] = 0;
+    int i = script_find(s);
+    return i >= 0 ? S.scripts[i].name : NULL;
+}
+
+/* Redis' conversion of a script's result (top of the Lua stack) to RESP2. */
+static void encode_value(struct buf *out, int depth)
+{
+    lua_State *L = S.L;
+    switch (lua_type(L, -1)) {
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, -1))
+            buf_printf(out, ":%lld\r\n", (long long)lua_tointeger(L, -1));
+        else
+            buf_printf(out, ":%lld\r\n", (long long)lua_tonumber(L, -1));
+        break;
+    case LUA_TSTRING: {
+        size_t n;
+        const char *s = lua_tolstring(L, -1, &n);
+        buf_bulk(out, s, n);
+        break;
+    }
+    case LUA_TBOOLEAN:
+        if (lua_toboolean(L, -1))
+            buf_printf(out, ":1\r\n");
+        else
+            buf_printf(out, "$-1\r\n"); /* false is nil */
+        break;
+    case LUA_TTABLE: {
+        if (lua_getfield(L, -1, "err") == LUA_TSTRING) {
+            const char *m = lua_tostring(L, -1);
+            buf_add(out, "-", 1);
+            for (const char *p = m; *p; p++)
+                buf_add(out, (*p == '\r' || *p == '\n') ? " " : p, 1);
+            buf_add(out, "\r\n", 2);
+            lua_pop(L, 1);
+            break;
+        }
+        lua_pop(L, 1);
+        if (lua_getfield(L, -1, "ok") == LUA_TSTRING) {
+            buf_printf(out, "+%s\r\n", lua_tostring(L, -1));
+            lua_pop(L, 1);
+            break;
+        }
+        lua_pop(L, 1);
+        int n = 0;
+        while (lua_rawgeti(L, -1, n + 1) != LUA_TNIL && depth < 8) {
+            lua_pop(L, 1);
+            n++;
+        }
+        lua_pop(L, 1);
+        buf_printf(out, "*%d\r\n", n);
+        for (int i = 1; i <= n; i++) {
+            lua_rawgeti(L, -1, i);
+            encode_value(out, depth + 1);
+            lua_pop(L, 1);
+        }
+        break;
+    }
+    default:
+        buf_add(out, "$-1\r\n", 5);
+        break;
+    }
+}
+
+static void run_script(int node, int slot, redisReply **args, size_t nargs, struct buf *out)
+{
+    struct script_slot *s = &S.scripts[slot];
+    if (s->runner == LUA_NOREF) {
+        buf_printf(out, "-ERR Error compiling script\r\n");
+        return;
+    }
+    if (nargs < 1) {
+        buf_printf(out, "-ERR wrong number of arguments for 'evalsha' command\r\n");
+        return;
+    }
+    char *end;
+    long nkeys = strtol(args[0]->str, &end, 10);
+    if (*end || nkeys < 0 || (size_t)nkeys > nargs - 1) {
+        buf_printf(out, "-ERR Number of keys can't be greater than number of args\r\n");
+        return;
+    }
+    lua_State *L = S.L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, s->runner);
+    lua_pushinteger(L, node + 1);
+    lua_pushinteger(L, S.now);
+    lua_createtable(L, (int)nkeys, 0);
+    for (long i = 0; i < nkeys; i++) {
+        lua_pushlstring(L, args[1 + i]->str, args[1 + i]->len);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_createtable(L, (int)(nargs - 1 - (size_t)nkeys), 0);
+    for (size_t i = 1 + (size_t)nkeys; i < nargs; i++) {
+        lua_pushlstring(L, args[i]->str, args[i]->len);
+        lua_rawseti(L, -2, (lua_Integer)(i - (size_t)nkeys));
+    }
+    S.cur_node = node;
+    if (lua_pcall(L, 4, 1, 0) != LUA_OK) {
+        buf_printf(out, "-ERR %s\r\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return;
+    }
+    encode_value(out, 0);
+    lua_pop(L, 1);
+}
+
+/* ------------------------------------------------------------ network */
+
+static struct seg *seg_new(const char *d, size_t n, int64_t t)
+{
+    struct seg *s = xmalloc(sizeof *s + n);
+    s->next = NULL;
+    s->t = t;
+    s->len = n;
+    memcpy(s->data, d, n);
+    return s;
+}
+
+static int64_t delay(void)
+{
+    if (!S.quiet && S.cfg.faults && chance(0.03))
+        return rnd(5, S.cfg.io); /* a slow packet: later ones on the conn wait */
+    return rnd(0, 2);
+}
+
+static void to_client(int p, const char *d, size_t n)
+{
+    struct pipe *pp = &S.pipes[p];
+    if (pp->state == P_CUT)
+        return;
+    int64_t t = S.now + delay();
+    if (t < pp->back_last)
+        t = pp->back_last;
+    pp->back_last = t;
+    struct seg *s = seg_new(d, n, t);
+    if (pp->bt)
+        pp->bt->next = s;
+    else
+        pp->bh = s;
+    pp->bt = s;
+    at(t, EV_BACK, p, 0, 0);
+}
+
+static int pipe_new(int client, int conn)
+{
+    if (S.npipes == S.cappipes) {
+        S.cappipes = S.cappipes ? S.cappipes * 2 : 64;
+        S.pipes = xrealloc(S.pipes, (size_t)S.cappipes * sizeof *S.pipes);
+    }
+    struct pipe *p = &S.pipes[S.npipes];
+    memset(p, 0, sizeof *p);
+    p->client = client;
+    p->conn = conn;
+    p->node = conn / 2;
+    p->state = P_CONNECTING;
+    p->fwd_last = p->back_last = S.now;
+    return S.npipes++;
+}
+
+static void pipe_unsubscribe_all(struct pipe *p)
+{
+    for (int i = 0; i < p->nsubs; i++)
+        free(p->subs[i]);
+    p->nsubs = 0;
+}
+
+static void segs_free(struct seg *s)
+{
+    while (s) {
+        struct seg *n = s->next;
+        free(s);
+        s = n;
+    }
+}
+
+static void pipes_free(void)
+{
+    for (int i = 0; i < S.npipes; i++) {
+        struct pipe *p = &S.pipes[i];
+        segs_free(p->fh);
+        segs_free(p->bh);
+        if (p->rd)
+            redisReaderFree(p->rd);
+        pipe_unsubscribe_all(p);
+        free(p->subs);
+    }
+    S.npipes = 0;
+}
+
+/* Breaks a connection: what the node has not read yet is lost except a
+ * prefix (sent before the break: it may still run), replies are lost, the
+ * node drops its subscriptions. tell: the client hears of it after `after`
+ * ms (else the driver itself closed it). */
+static void cut(int p, bool tell, int64_t after, const char *why)
+{
+    struct pipe *pp = &S.pipes[p];
+    if (pp->state == P_CUT)
+        return;
+    pp->state = P_CUT;
+    int queued = 0;
+    for (struct seg *s = pp->fh; s; s = s->next)
+        queued++;
+    pp->keep = (int)rnd(0, queued);
+    segs_free(pp->bh);
+    pp->bh = pp->bt = NULL;
+    pipe_unsubscribe_all(pp);
+    S.st.cuts++;
+    trace("c%d conn%d cut (%s; %d of %d unread segments still reach the node)", pp->client,
+          pp->conn, why, pp->keep, queued);
+    if (tell)
+        at(S.now + after, EV_NOTIFY, p, 0, 0);
+    else
+        pp->told = true;
+}
+
+static void node_exec(int p, redisReply *r, struct buf *out);
+
+/* The node reads what reached it on pipe p, runs it, answers. */
+static void on_fwd(int p)
+{
+    struct pipe *pp = &S.pipes[p];
+    while (pp->fh && pp->fh->t <= S.now) {
+        int64_t hold = S.node_paused[pp->node];
+        if (pp->stall_until > hold)
+            hold = pp->stall_until;
+        if (hold > S.now) {
+            at(hold, EV_FWD, p, 0, 0);
+            return;
+        }
+        struct seg *s = pp->fh;
+        pp->fh = s->next;
+        if (!pp->fh)
+            pp->ft = NULL;
+        if (pp->state == P_CUT) {
+            if (pp->keep <= 0) {
+                free(s);
+                continue;
+            }
+            pp->keep--;
+        }
+        if (!pp->rd)
+            pp->rd = redisReaderCreate();
+        redisReaderFeed(pp->rd, s->data, s->len);
+        digest_add(s->data, s->len);
+        free(s);
+        for (;;) {
+            void *reply = NULL;
+            if (redisReaderGetReply(pp->rd, &reply) != REDIS_OK) {
+                S.st.protocol++;
+                trace("PROTOCOL c%d conn%d: the node could not parse the client's bytes",
+                      pp->client, pp->conn);
+                cut(p, true, 0, "protocol error at the node");
+                return;
+            }
+            if (!reply)
+                break;
+            struct buf out = {0};
+            node_exec(p, reply, &out);
+            freeReplyObject(reply);
+            if (out.len)
+                to_client(p, out.p, out.len);
+            free(out.p);
+        }
+    }
+}
+
+static void show_cmd(int p, redisReply *r, const struct buf *out)
+{
+    if (S.verbose < 2)
+        return;
+    struct pipe *pp = &S.pipes[p];
+    struct buf b = {0};
+    for (size_t i = 0; i < r->elements; i++) {
+        const char *s = r->element[i]->str;
+        size_t n = r->element[i]->len;
+        const char *name = i == 1 ? script_name(s, n) : NULL;
+        if (i == 1 && !name && n > 60 && strncasecmp(r->element[0]->str, "eval", 5) == 0) {
+            char sha[41];
+            sha1_hex(s, n, sha);
+            int k = script_find(sha);
+            name = k >= 0 ? S.scripts[k].name : "?";
+            buf_printf(&b, " <source of %s>", name);
+            continue;
+        }
+        if (name)
+            buf_printf(&b, " <%s>", name);
+        else
+            buf_printf(&b, " %.*s", (int)(n > 60 ? 60 : n), s);
+    }
+    struct buf rep = {0};
+    for (size_t i = 0; i < out->len && i < 200; i++)
+        buf_add(&rep, out->p[i] == '\r' ? "" : out->p[i] == '\n' ? " " : &out->p[i],
+                out->p[i] == '\r' ? 0 : 1);
+    trace("  n%d <- c%d conn%d:%s  ->  %s", pp->node, pp->client, pp->conn, b.p ? b.p : "",
+          rep.p ? rep.p : "");
+    free(b.p);
+    free(rep.p);
+}
+
+static bool is(const redisReply *a, const char *name)
+{
+    return a->len == strlen(name) && strncasecmp(a->str, name, a->len) == 0;
+}
+
+static int sub_index(const struct pipe *p, const char *ch, size_t n)
+{
+    for (int i = 0; i < p->nsubs; i++)
+        if (strlen(p->subs[i]) == n && memcmp(p->subs[i], ch, n) == 0)
+            return i;
+    return -1;
+}
+
+static void note_unknown(const redisReply *a)
+{
+    char name[40];
+    snprintf(name, sizeof name, "%.*s ", (int)(a->len > 30 ? 30 : a->len), a->str);
+    if (!strstr(S.unknown, name) && strlen(S.unknown) + strlen(name) < sizeof S.unknown)
+        strcat(S.unknown, name);
+}
+
+static void node_exec(int p, redisReply *r, struct buf *out)
+{
+    struct pipe *pp = &S.pipes[p];
+    int n = pp->node;
+    S.st.commands++;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        S.st.protocol++;
+        buf_printf(out, "-ERR Protocol error: expected an array of bulk strings\r\n");
+        goto done;
+    }
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != REDIS_REPLY_STRING) {
+            S.st.protocol++;
+            buf_printf(out, "-ERR Protocol error: expected bulk strings\r\n");
+            goto done;
+        }
+    redisReply **a = r->element;
+    size_t argc = r->elements;
+    if (pp->nsubs > 0 && !is(a[0], "subscribe") && !is(a[0], "unsubscribe") &&
+        !is(a[0], "ping") && !is(a[0], "quit")) {
+        buf_printf(out, "-ERR Can't execute '%.*s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
+                        "PING / QUIT / RESET are allowed in this context\r\n",
+                   (int)a[0]->len, a[0]->str);
+        S.st.protocol++;
+        goto done;
+    }
+    if (is(a[0], "evalsha") && argc >= 3) {
+        char sha[41];
+        snprintf(sha, sizeof sha, "%.*s", (int)(a[1]->len > 40 ? 40 : a[1]->len), a[1]->str);
+        int k = a[1]->len == 40 ? script_find(sha) : -1;
+        if (k < 0 || !(S.node_scripts[n] & (1u << k))) {
+            S.st.noscript++;
+            buf_printf(out, "-NOSCRIPT No matching script. Please use EVAL.\r\n");
+            goto done;
+        }
+        run_script(n, k, a + 2, argc - 2, out);
+    } else if (is(a[0], "eval") && argc >= 3) {
+        int k = script_add(a[1]->str, a[1]->len, NULL);
+        if (k < 0) {
+            buf_printf(out, "-ERR too many scripts in the simulation\r\n");
+            goto done;
+        }
+        S.node_scripts[n] |= 1u << k;
+        run_script(n, k, a + 2, argc - 2, out);
+    } else if (is(a[0], "script") && argc >= 2 && is(a[1], "load") && argc == 3) {
+        int k = script_add(a[2]->str, a[2]->len, NULL);
+        if (k >= 0)
+            S.node_scripts[n] |= 1u << k;
+        buf_bulk(out, k >= 0 ? S.scripts[k].sha : "", k >= 0 ? 40 : 0);
+    } else if (is(a[0], "script") && argc == 2 && is(a[1], "flush")) {
+        S.node_scripts[n] = 0;
+        buf_printf(out, "+OK\r\n");
+    } else if (is(a[0], "subscribe") && argc >= 2) {
+        for (size_t i = 1; i < argc; i++) {
+            if (sub_index(pp, a[i]->str, a[i]->len) < 0) {
+                if (pp->nsubs == pp->capsubs) {
+                    pp->capsubs = pp->capsubs ? pp->capsubs * 2 : 4;
+                    pp->subs = xrealloc(pp->subs, (size_t)pp->capsubs * sizeof *pp->subs);
+                }
+                char *ch = xmalloc(a[i]->len + 1);
+                memcpy(ch, a[i]->str, a[i]->len);
+                ch[a[i]->len] = 0;
+                pp->subs[pp->nsubs++] = ch;
+            }
+            buf_printf(out, "*3\r\n$9\r\nsubscribe\r\n");
+            buf_bulk(out, a[i]->str, a[i]->len);
+            buf_printf(out, ":%d\r\n", pp->nsubs);
+        }
+    } else if (is(a[0], "unsubscribe")) {
+        if (argc == 1 && pp->nsubs == 0)
+            buf_printf(out, "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n");
+        if (argc == 1) {
+            while (pp->nsubs > 0) {
+                char *ch = pp->subs[--pp->nsubs];
+                buf_printf(out, "*3\r\n$11\r\nunsubscribe\r\n");
+                buf_bulk(out, ch, strlen(ch));
+                buf_printf(out, ":%d\r\n", pp->nsubs);
+                free(ch);
+            }
+        }
+        for (size_t i = 1; i < argc; i++) {
+            int k = sub_index(pp, a[i]->str, a[i]->len);
+            if (k >= 0) {
+                free(pp->subs[k]);
+                pp->subs[k] = pp->subs[--pp->nsubs];
+            }
+            buf_printf(out, "*3\r\n$11\r\nunsubscribe\r\n");
+            buf_bulk(out, a[i]->str, a[i]->len);
+            buf_printf(out, ":%d\r\n", pp->nsubs);
+        }
+    } else if (is(a[0], "ping")) {
+        if (pp->nsubs > 0)
+            buf_printf(out, "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+        else
+            buf_printf(out, "+PONG\r\n");
+    } else if (is(a[0], "auth") || is(a[0], "select")) {
+        buf_printf(out, "+OK\r\n");
+    } else if (is(a[0], "client") && argc >= 2 && is(a[1], "id")) {
+        buf_printf(out, ":%d\r\n", p + 1);
+    } else if (is(a[0], "client") && argc >= 2 && (is(a[1], "setname") || is(a[1], "tracking"))) {
+        buf_printf(out, "+OK\r\n");
+    } else {
+        note_unknown(a[0]);
+        S.st.protocol++;
+        buf_printf(out, "-ERR unknown command '%.*s'\r\n", (int)a[0]->len, a[0]->str);
+    }
+done:
+    show_cmd(p, r, out);
+}
+
+/* PUBLISH from a script on S.cur_node: every subscriber connection of that
+ * node gets the message, after its own delay. */
+static int lua_publish(lua_State *L)
+{
+    size_t n, mlen;
+    const char *ch = luaL_checklstring(L, 1, &n);
+    const char *msg = luaL_optlstring(L, 2, "0", &mlen);
+    int count = 0;
+    for (int p = 0; p < S.npipes; p++) {
+        struct pipe *pp = &S.pipes[p];
+        if (pp->state == P_CUT || pp->node != S.cur_node || pp->nsubs == 0 ||
+            sub_index(pp, ch, n) < 0)
+            continue;
+        struct buf b = {0};
+        buf_printf(&b, "*3\r\n$7\r\nmessage\r\n");
+        buf_bulk(&b, ch, n);
+        buf_bulk(&b, msg, mlen);
+        to_client(p, b.p, b.len);
+        free(b.p);
+        count++;
+        S.st.messages++;
+    }
+    lua_pushinteger(L, count);
+    return 1;
+}
+
+/* ------------------------------------------------------------ clients */
+
+static void service(int ci);
+
+static bool client_paused(int ci)
+{
+    return S.cl[ci].paused_until > S.now;
+}
+
+/* An event for a paused client waits until it runs again (in order). */
+static bool defer_if_paused(const struct event *ev, int ci)
+{
+    if (!client_paused(ci))
+        return false;
+    at(S.cl[ci].paused_until, ev->kind, ev->a, ev->b, ev->op);
+    return true;
+}
+
+static void on_back(int p)
+{
+    struct pipe *pp = &S.pipes[p];
+    struct client *c = &S.cl[pp->client];
+    if (pp->state != P_OPEN || c->pipe[pp->conn] != p)
+        return;
+    bool any = false;
+    while (pp->bh && pp->bh->t <= S.now) {
+        if (pp->stall_until > S.now) {
+            at(pp->stall_until, EV_BACK, p, 0, 0);
+            break;
+        }
+        struct seg *s = pp->bh;
+        pp->bh = s->next;
+        if (!pp->bh)
+            pp->bt = NULL;
+        digest_add(s->data, s->len);
+        /* a read may return any part of what arrived */
+        size_t off = 0;
+        int rc = RLC_OK;
+        while (off < s->len && rc == RLC_OK) {
+            size_t n = s->len - off;
+            if (n > 1 && chance(0.1))
+                n = (size_t)rnd(1, (int64_t)n - 1);
+            if (S.verbose > 2)
+                trace("  c%d conn%d reads %zu bytes: %.*s", pp->client, pp->conn, n,
+                      (int)(n > 120 ? 120 : n), s->data + off);
+            rc = rlc_engine_received(c->e, pp->conn, s->data + off, n, local_now(c));
+            off += n;
+        }
+        free(s);
+        any = true;
+        if (rc != RLC_OK) {
+            S.st.protocol++;
+            trace("PROTOCOL c%d conn%d: rlc_engine_received -> %d (%s)", pp->client, pp->conn,
+                  rc, rlc_errmsg());
+            c->pipe[pp->conn] = -1;
+            cut(p, false, 0, "the engine refused the bytes");
+            break;
+        }
+    }
+    if (any)
+        service(pp->client);
+}
+
+static void check_overlap(int ci, int ti)
+{
+    struct task *me = &S.cl[ci].task[ti];
+    if (!me->active || me->valid_end <= S.now)
+        return;
+    for (int cj = 0; cj < S.cfg.clients; cj++) {
+        if (client_paused(cj))
+            continue;
+        for (int tj = 0; tj < S.cl[cj].ntasks; tj++) {
+            struct task *o = &S.cl[cj].task[tj];
+            if ((cj == ci && tj == ti) || !o->active || o->lock != me->lock ||
+                o->valid_end <= S.now)
+                continue;
+            S.st.overlaps++;
+            trace("OVERLAP %s: c%d/o%" PRIu64 " (valid to %" PRId64 ") and c%d/o%" PRIu64
+                  " (valid to %s%" PRId64 ")",
+                  lock_names[me->lock], ci, me->owner, me->valid_end, cj, o->owner,
+                  o->valid_end == NEVER ? "watchdog " : "", o->valid_end == NEVER ? 0 : o->valid_end);
+        }
+    }
+}
+
+static void app_next(int ci, int ti, int64_t after)
+{
+    at(S.now + after, EV_APP, ci, ti, 0);
+}
+
+static int task_of_op(int ci, uint64_t op)
+{
+    for (int t = 0; t < S.cl[ci].ntasks; t++)
+        if (S.cl[ci].task[t].op == op)
+            return t;
+    return -1;
+}
+
+static int task_of_owner(int ci, uint64_t owner)
+{
+    for (int t = 0; t < S.cl[ci].ntasks; t++)
+        if (S.cl[ci].task[t].owner == owner)
+            return t;
+    return -1;
+}
+
+static void check_count(int ci, struct task *t)
+{
+    const char *name = lock_names[t->lock];
+    int64_t n = rlc_engine_hold_count(S.cl[ci].e, name, strlen(name), t->owner);
+    if (n != t->levels) {
+        S.st.protocol++;
+        trace("COUNT c%d/o%" PRIu64 " %s: rlc_engine_hold_count %" PRId64 ", events said %" PRId64,
+              ci, t->owner, name, n, t->levels);
+    }
+}
+
+/* Until when an acquire or extend that ended RLC_OK is certainly held: its
+ * validity on the owner's own clock; a watchdog hold until it is LOST. An OK
+ * with no validity left breaks the contract (validity_ms: "how long the hold
+ * is certainly held"); the hold then counts as not valid. */
+static int64_t valid_end(int ci, const struct task *t, const rlc_engine_event *ev)
+{
+    struct client *c = &S.cl[ci];
+    if (ev->validity_ms <= 0) {
+        S.st.contract++;
+        trace("CONTRACT c%d/o%" PRIu64 ": %s RLC_OK with validity_ms %" PRId64, ci, t->owner,
+              t->st == T_EXT ? "extend" : "acquire", ev->validity_ms);
+        return S.now;
+    }
+    return t->lease > 0 ? sim_at(c, local_now(c) + ev->validity_ms) : NEVER;
+}
+
+static void on_done(int ci, const rlc_engine_event *ev)
+{
+    struct client *c = &S.cl[ci];
+    int ti = task_of_op(ci, ev->op);
+    if (ti < 0) {
+        S.st.protocol++;
+        trace("PROTOCOL c%d: DONE for unknown op %" PRIu64, ci, ev->op);
+        return;
+    }
+    struct task *t = &c->task[ti];
+    t->op = 0;
+    enum task_state was = t->st;
+    t->levels = ev->count;
+    check_count(ci, t);
+    if (ev->status == RLC_E_LOST)
+        t->active = false; /* the engine says the hold is gone */
+    if (was == T_ACQ || was == T_NESTED) {
+        if (ev->status == RLC_OK) {
+            S.st.grants++;
+            if (ev->count == 1) {
+                /* equal only when the same owner's new acquire landed in its own
+                 * hold whose release had not run yet (same life, same token) */
+                bool same = ev->token == S.last_token[t->lock] &&
+                            S.last_holder[t->lock] == ci * 1000 + (int)t->owner;
+                if (ev->token <= S.last_token[t->lock] && !same) {
+                    S.st.tokens++;
+                    trace("TOKEN %s: c%d/o%" PRIu64 " got %" PRIu64 ", an earlier hold had %" PRIu64,
+                          lock_names[t->lock], ci, t->owner, ev->token, S.last_token[t->lock]);
+                }
+                if (ev->token > S.last_token[t->lock]) {
+                    S.last_token[t->lock] = ev->token;
+                    S.last_holder[t->lock] = ci * 1000 + (int)t->owner;
+                }
+                t->token = ev->token;
+            }
+            t->active = true;
+            t->valid_end = valid_end(ci, t, ev);
+            check_overlap(ci, ti);
+            t->st = T_HELD;
+            app_next(ci, ti, rnd(0, S.cfg.hold_max));
+        } else {
+            if (ev->status == RLC_NOT_ACQUIRED)
+                S.st.busy++;
+            else if (ev->status == RLC_E_CANCELED)
+                S.st.canceled++;
+            else
+                S.st.failed++;
+            if (t->quiet_op && was == T_ACQ) {
+                S.st.liveness++;
+                trace("LIVENESS c%d/o%" PRIu64 ": an acquire begun after faults stopped ended %d (%s)",
+                      ci, t->owner, ev->status, ev->message);
+            }
+            t->st = t->levels > 0 ? T_HELD : T_IDLE;
+            app_next(ci, ti, rnd(0, 20));
+        }
+    } else if (was == T_EXT) {
+        if (ev->status == RLC_OK) {
+            S.st.extends++;
+            t->lease = t->ext_lease;
+            t->valid_end = valid_end(ci, t, ev);
+            if (t->active)
+                check_overlap(ci, ti);
+        }
+        t->st = T_HELD;
+        app_next(ci, ti, rnd(0, S.cfg.hold_max / 2));
+    } else if (was == T_REL) {
+        S.st.releases++;
+        t->st = t->levels > 0 ? T_HELD : T_IDLE;
+        app_next(ci, ti, rnd(0, 10));
+    }
+}
+
+static void on_event(int ci, const rlc_engine_event *ev)
+{
+    S.st.events++;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(ev->name_len < 60 ? ev->name_len : 60), ev->name);
+    trace("c%d event %s op%" PRIu64 " o%" PRIu64 " %s status %d token %" PRIu64 " validity %" PRId64
+          " count %" PRId64 "%s%s",
+          ci, ev->type == RLC_EV_DONE ? "DONE" : "LOST", ev->op, ev->owner, name, ev->status,
+          ev->token, ev->validity_ms, ev->count, ev->message && *ev->message ? " : " : "",
+          ev->message ? ev->message : "");
+    if (ev->type == RLC_EV_DONE) {
+        on_done(ci, ev);
+    } else if (ev->type == RLC_EV_LOST) {
+        S.st.lost++;
+        int ti = task_of_owner(ci, ev->owner);
+        if (ti >= 0) {
+            S.cl[ci].task[ti].active = false;
+        } else {
+            S.st.protocol++;
+            trace("PROTOCOL c%d: LOST for unknown owner", ci);
+        }
+    } else {
+        S.st.protocol++;
+        trace("PROTOCOL c%d: event of unknown type %d", ci, ev->type);
+    }
+}
+
+/* The driver loop: open what is wanted, write what is pending, read events,
+ * then sleep until the engine's deadline. */
+static void service(int ci)
+{
+    struct client *c = &S.cl[ci];
+    int conns = 2 * S.cfg.nodes;
+    for (int round = 0; round < 100; round++) {
+        bool progress = false;
+        for (int k = 0; k < conns; k++) {
+            int p = c->pipe[k];
+            int want = rlc_engine_want_open(c->e, k);
+            if (want < 0) {
+                /* the engine let the connection go (a stalled server): close it */
+                if (p >= 0) {
+                    c->pipe[k] = -1;
+                    cut(p, false, 0, "the engine dropped it (want_open -1)");
+                }
+                rlc_engine_closed(c->e, k, local_now(c));
+                progress = true;
+                continue;
+            }
+            if (p < 0) {
+                if (want) {
+                    p = pipe_new(ci, k);
+                    c->pipe[k] = p;
+                    at(S.now + rnd(0, 3), EV_CONNECT, p, 0, 0);
+                }
+                continue;
+            }
+            struct pipe *pp = &S.pipes[p];
+            const char *data;
+            size_t n;
+            if (pp->state == P_CUT) {
+                /* not told yet: writes still succeed, into a dead socket */
+                while ((n = rlc_engine_pending(c->e, k, &data)) > 0)
+                    rlc_engine_sent(c->e, k, n);
+                continue;
+            }
+            if (pp->state != P_OPEN)
+                continue;
+            while ((n = rlc_engine_pending(c->e, k, &data)) > 0) {
+                size_t m = n;
+                if (n > 1 && chance(0.05)) {
+                    m = (size_t)rnd(1, (int64_t)n - 1); /* a short write */
+                    S.st.short_writes++;
+                }
+                int64_t t = S.now + delay();
+                if (t < pp->fwd_last)
+                    t = pp->fwd_last;
+                pp->fwd_last = t;
+                if (S.verbose > 2)
+                    trace("  c%d conn%d writes %zu of %zu bytes (at the node at %" PRId64 ")", ci,
+                          k, m, n, t);
+                struct seg *s = seg_new(data, m, t);
+                if (pp->ft)
+                    pp->ft->next = s;
+                else
+                    pp->fh = s;
+                pp->ft = s;
+                at(t, EV_FWD, p, 0, 0);
+                rlc_engine_sent(c->e, k, m);
+                progress = true;
+            }
+            if (!S.quiet && S.cfg.faults && !rlc_engine_want_open(c->e, k) && chance(0.02)) {
+                c->pipe[k] = -1;
+                cut(p, false, 0, "the driver closes a connection the engine no longer wants");
+                rlc_engine_closed(c->e, k, local_now(c));
+                progress = true;
+            }
+        }
+        rlc_engine_event ev;
+        while (rlc_engine_next_event(c->e, &ev)) {
+            on_event(ci, &ev);
+            progress = true;
+        }
+        if (!progress)
+            break;
+    }
+    int64_t d = rlc_engine_deadline(c->e);
+    if (d >= 0) {
+        int64_t t = sim_at(c, d);
+        if (t != c->wake_t) {
+            c->wake_t = t;
+            at(t, EV_WAKE, ci, 0, 0);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ owners */
+
+static void app_step(int ci, int ti)
+{
+    struct client *c = &S.cl[ci];
+    struct task *t = &c->task[ti];
+    if (t->op)
+        return; /* an op runs: its DONE moves on */
+    const char *name;
+    uint64_t op = 0;
+    int rc;
+    switch (t->st) {
+    case T_IDLE:
+        if (t->rounds == 0) {
+            t->st = T_DONE;
+            S.tasks_left--;
+            return;
+        }
+        t->rounds--;
+        t->lock = (int)rnd(0, S.cfg.locks - 1);
+        name = lock_names[t->lock];
+        t->lease = chance(0.3) ? 0 : rnd(S.cfg.lease_max / 4, S.cfg.lease_max);
+        int64_t wait = -1;
+        if (!S.quiet) {
+            int64_t k = rnd(0, 3);
+            wait = k == 0 ? 0 : k == 1 ? rnd(1, S.cfg.lease_max) : -1;
+        }
+        rc = rlc_engine_acquire(c->e, name, strlen(name), t->owner, wait, t->lease, local_now(c), &op);
+        trace("c%d/o%" PRIu64 " acquire %s wait %" PRId64 " lease %" PRId64 " -> op%" PRIu64, ci,
+              t->owner, name, wait, t->lease, op);
+        if (rc != RLC_OK) {
+            S.st.protocol++;
+            trace("PROTOCOL rlc_engine_acquire -> %d (%s)", rc, rlc_errmsg());
+            t->st = T_DONE;
+            S.tasks_left--;
+            return;
+        }
+        t->op = op;
+        t->st = T_ACQ;
+        t->op_start = S.now;
+        t->quiet_op = S.quiet && S.now >= S.cfg.settled_at;
+        if (!S.quiet && S.cfg.faults && chance(0.1))
+            at(S.now + rnd(0, S.cfg.io * 3), EV_CANCEL, ci, ti, op);
+        break;
+    case T_HELD: {
+        name = lock_names[t->lock];
+        int64_t k = rnd(0, 9);
+        if (t->levels > 0 && t->levels < 3 && k < 2) {
+            rc = rlc_engine_acquire(c->e, name, strlen(name), t->owner, 0, t->lease, local_now(c), &op);
+            t->st = T_NESTED;
+            trace("c%d/o%" PRIu64 " nested acquire %s -> op%" PRIu64, ci, t->owner, name, op);
+        } else if (t->levels > 0 && k < 4) {
+            /* the same lease, a shorter or longer one, or the watchdog */
+            t->ext_lease = chance(0.5)   ? t->lease
+                           : chance(0.3) ? 0
+                                         : rnd(S.cfg.lease_max / 4, S.cfg.lease_max);
+            /* A shorter lease may cut the hold's TTL as soon as it lands: from
+             * now on the owner counts on no more than the new lease (less the
+             * drift allowance), whatever the extend ends with. */
+            int64_t l = t->ext_lease > 0 ? t->ext_lease : S.cfg.watchdog;
+            int64_t cap = sim_at(c, local_now(c) + l - (l + 99) / 100 - 2);
+            if (cap < t->valid_end)
+                t->valid_end = cap;
+            rc = rlc_engine_extend(c->e, name, strlen(name), t->owner, t->ext_lease, local_now(c),
+                                   &op);
+            t->st = T_EXT;
+            trace("c%d/o%" PRIu64 " extend %s lease %" PRId64 " -> op%" PRIu64, ci, t->owner, name,
+                  t->ext_lease, op);
+        } else if (t->levels > 0) {
+            if (t->levels == 1)
+                t->active = false; /* the critical section ends before the release leaves */
+            rc = rlc_engine_release(c->e, name, strlen(name), t->owner, local_now(c), &op);
+            t->st = T_REL;
+            trace("c%d/o%" PRIu64 " release %s -> op%" PRIu64, ci, t->owner, name, op);
+        } else {
+            t->active = false;
+            t->st = T_IDLE;
+            app_next(ci, ti, 0);
+            return;
+        }
+        if (rc != RLC_OK) {
+            S.st.protocol++;
+            trace("PROTOCOL c%d/o%" PRIu64 ": the call -> %d (%s)", ci, t->owner, rc, rlc_errmsg());
+            t->st = T_DONE;
+            S.tasks_left--;
+            return;
+        }
+        t->op = op;
+        t->op_start = S.now;
+        t->quiet_op = S.quiet && S.now >= S.cfg.settled_at;
+        break;
+    }
+    default:
+        return;
+    }
+    service(ci);
+}
+
+/* ------------------------------------------------------------ faults */
+
+static int random_open_pipe(void)
+{
+    int n = 0;
+    for (int p = 0; p < S.npipes; p++)
+        n += S.pipes[p].state == P_OPEN;
+    if (!n)
+        return -1;
+    int k = (int)rnd(0, n - 1);
+    for (int p = 0; p < S.npipes; p++)
+        if (S.pipes[p].state == P_OPEN && k-- == 0)
+            return p;
+    return -1;
+}
+
+static void fault(void)
+{
+    if (S.quiet)
+        return;
+    int64_t k = rnd(0, 99);
+    int p = random_open_pipe();
+    if (k < 30 && p >= 0) {
+        cut(p, true, chance(0.7) ? rnd(0, 5) : rnd(0, 2 * S.cfg.io), "fault");
+    } else if (k < 50 && p >= 0) {
+        S.pipes[p].stall_until = S.now + rnd(S.cfg.io / 2, 4 * S.cfg.io);
+        S.st.stalls++;
+        trace("c%d conn%d stalls until %" PRId64, S.pipes[p].client, S.pipes[p].conn,
+              S.pipes[p].stall_until);
+    } else if (k < 65) {
+        int n = (int)rnd(0, S.cfg.nodes - 1);
+        S.node_paused[n] = S.now + rnd(S.cfg.io / 2, 3 * S.cfg.io);
+        S.st.node_pauses++;
+        trace("node n%d paused until %" PRId64, n, S.node_paused[n]);
+    } else if (k < 80) {
+        int n = (int)rnd(0, S.cfg.nodes - 1);
+        if (S.no_flush)
+            goto next;
+        S.node_scripts[n] = 0;
+        S.st.flushes++;
+        trace("node n%d SCRIPT FLUSH", n);
+    } else if (k < 92) {
+        int ci = (int)rnd(0, S.cfg.clients - 1);
+        if (!client_paused(ci)) {
+            S.cl[ci].paused_until = S.now + rnd(1, S.cfg.lease_max * 2);
+            S.st.client_pauses++;
+            trace("c%d paused until %" PRId64, ci, S.cl[ci].paused_until);
+            at(S.cl[ci].paused_until, EV_RESUME, ci, 0, 0);
+        }
+    }
+next:
+    at(S.now + rnd(5, 80), EV_FAULT, 0, 0, 0);
+}
+
+static void on_resume(int ci)
+{
+    struct client *c = &S.cl[ci];
+    if (client_paused(ci))
+        return;
+    trace("c%d runs again", ci);
+    rlc_engine_tick(c->e, local_now(c));
+    service(ci);
+    for (int ti = 0; ti < c->ntasks; ti++)
+        check_overlap(ci, ti);
+}
+
+static void go_quiet(void)
+{
+    S.quiet = true;
+    trace("faults stop");
+    for (int n = 0; n < S.cfg.nodes; n++)
+        if (S.node_paused[n] > S.now) {
+            S.node_paused[n] = S.now;
+            for (int p = 0; p < S.npipes; p++)
+                if (S.pipes[p].node == n && S.pipes[p].fh)
+                    at(S.now, EV_FWD, p, 0, 0);
+        }
+    for (int p = 0; p < S.npipes; p++)
+        if (S.pipes[p].stall_until > S.now) {
+            S.pipes[p].stall_until = S.now;
+            at(S.now, EV_FWD, p, 0, 0);
+            at(S.now, EV_BACK, p, 0, 0);
+        }
+    /* a broken connection is seen at once (a paused client sees it when it
+     * runs again: its pause ends on its own, within 2 leases) */
+    for (int p = 0; p < S.npipes; p++)
+        if (S.pipes[p].state == P_CUT && !S.pipes[p].told)
+            at(S.now, EV_NOTIFY, p, 0, 0);
+}
+
+/* ------------------------------------------------------------ a schedule */
+
+static void dispatch(const struct event *ev)
+{
+    uint64_t h[3] = {(uint64_t)ev->t, (uint64_t)ev->kind, (uint64_t)ev->a};
+    digest_add(h, sizeof h);
+    switch (ev->kind) {
+    case EV_WAKE: {
+        struct client *c = &S.cl[ev->a];
+        if (ev->t != c->wake_t || client_paused(ev->a))
+            return; /* a paused client ticks when it runs again */
+        c->wake_t = -1;
+        rlc_engine_tick(c->e, local_now(c));
+        service(ev->a);
+        break;
+    }
+    case EV_CONNECT: {
+        struct pipe *pp = &S.pipes[ev->a];
+        if (defer_if_paused(ev, pp->client))
+            return;
+        struct client *c = &S.cl[pp->client];
+        if (pp->state == P_CUT || c->pipe[pp->conn] != ev->a)
+            return; /* EV_NOTIFY tells the client */
+        if (!S.quiet && S.cfg.faults && chance(0.05)) {
+            trace("c%d conn%d could not connect", pp->client, pp->conn);
+            pp->state = P_CUT;
+            pp->told = true;
+            c->pipe[pp->conn] = -1;
+            rlc_engine_closed(c->e, pp->conn, local_now(c));
+        } else {
+            pp->state = P_OPEN;
+            if (S.verbose > 1)
+                trace("c%d conn%d connected", pp->client, pp->conn);
+            rlc_engine_connected(c->e, pp->conn, local_now(c));
+        }
+        service(pp->client);
+        break;
+    }
+    case EV_FWD:
+        on_fwd(ev->a);
+        break;
+    case EV_BACK:
+        if (defer_if_paused(ev, S.pipes[ev->a].client))
+            return;
+        on_back(ev->a);
+        break;
+    case EV_NOTIFY: {
+        struct pipe *pp = &S.pipes[ev->a];
+        if (defer_if_paused(ev, pp->client))
+            return;
+        struct client *c = &S.cl[pp->client];
+        if (pp->told || c->pipe[pp->conn] != ev->a)
+            return;
+        pp->told = true;
+        c->pipe[pp->conn] = -1;
+        if (S.verbose > 1)
+            trace("c%d conn%d: the client learns it is closed", pp->client, pp->conn);
+        rlc_engine_closed(c->e, pp->conn, local_now(c));
+        service(pp->client);
+        break;
+    }
+    case EV_APP:
+        if (defer_if_paused(ev, ev->a))
+            return;
+        app_step(ev->a, ev->b);
+        break;
+    case EV_CANCEL: {
+        if (defer_if_paused(ev, ev->a))
+            return;
+        struct client *c = &S.cl[ev->a];
+        if (c->task[ev->b].op != ev->op || S.quiet)
+            return;
+        int rc = rlc_engine_cancel(c->e, ev->op, local_now(c));
+        trace("c%d cancel op%" PRIu64 " -> %d", ev->a, ev->op, rc);
+        service(ev->a);
+        break;
+    }
+    case EV_RESUME:
+        on_resume(ev->a);
+        break;
+    case EV_FAULT:
+        fault();
+        break;
+    case EV_QUIET:
+        go_quiet();
+        break;
+    }
+}
+
+static bool all_idle(void)
+{
+    for (int ci = 0; ci < S.cfg.clients; ci++)
+        if (!rlc_engine_idle(S.cl[ci].e))
+            return false;
+    return true;
+}
+
+static void check_residue(void)
+{
+    for (int n = 0; n < S.cfg.nodes; n++)
+        for (int l = 0; l < S.cfg.locks; l++) {
+            lua_getglobal(S.L, "exists");
+            lua_pushinteger(S.L, n + 1);
+            lua_pushstring(S.L, lock_names[l]);
+            lua_pushinteger(S.L, S.now);
+            lua_call(S.L, 3, 1);
+            bool there = lua_toboolean(S.L, -1);
+            lua_pop(S.L, 1);
+            if (!there)
+                continue;
+            S.st.residue++;
+            if (S.verbose) {
+                lua_getglobal(S.L, "dump");
+                lua_pushinteger(S.L, n + 1);
+                lua_pushstring(S.L, lock_names[l]);
+                lua_pushinteger(S.L, S.now);
+                lua_call(S.L, 3, 1);
+                trace("RESIDUE n%d %s: %s", n, lock_names[l], lua_tostring(S.L, -1));
+                lua_pop(S.L, 1);
+            }
+        }
+}
+
+static void make_config(void)
+{
+    struct config *g = &S.cfg;
+    static const int node_counts[] = {1, 1, 2, 3, 3, 3, 5};
+    g->nodes = node_counts[rnd(0, 6)];
+    g->clients = (int)rnd(2, MAX_CLIENTS);
+    g->locks = (int)rnd(1, MAX_LOCKS);
+    g->io = rnd(20, 200);
+    g->node_timeout = rnd(10, g->io); /* above the round trip without faults (<= 7 ms) */
+    g->connect = rnd(20, 200);
+    g->watchdog = rnd(150, 1500);
+    g->jitter = rnd(0, 50);
+    g->lease_max = rnd(100, 1500);
+    g->hold_max = g->lease_max / 2;
+    g->rounds = (int)rnd(1, 3);
+    g->faults = chance(0.85);
+    g->quiet_at = g->faults ? rnd(0, 3000) : 0;
+    g->settled_at = g->faults ? g->quiet_at + 2 * g->lease_max + 2 * (g->io + g->connect) + 100 : 0;
+}
+
+/* Runs schedule `seed`: 0 when every rule held. */
+static int schedule(uint64_t seed)
+{
+    memset(&S.st, 0, sizeof S.st);
+    rng_state = seed * 0x2545f4914f6cdd1dULL + 1;
+    S.seed = seed;
+    S.now = 0;
+    S.seq = 0;
+    S.nheap = 0;
+    S.quiet = false;
+    S.digest = 0xcbf29ce484222325ULL;
+    memset(S.node_paused, 0, sizeof S.node_paused);
+    memset(S.last_token, 0, sizeof S.last_token);
+    make_config();
+    struct config *g = &S.cfg;
+    for (int n = 0; n < g->nodes; n++)
+        S.node_scripts[n] = 0;
+    lua_getglobal(S.L, "reset");
+    lua_pushinteger(S.L, g->nodes);
+    lua_call(S.L, 1, 0);
+
+    char nodes[512] = "", options[512];
+    for (int n = 0; n < g->nodes; n++) {
+        char one[64];
+        snprintf(one, sizeof one, "%sredis://10.0.0.%d:6379", n ? "," : "", n + 1);
+        strcat(nodes, one);
+    }
+    snprintf(options, sizeof options,
+             "watchdog_timeout_ms=%" PRId64 ";io_timeout_ms=%" PRId64 ";node_timeout_ms=%" PRId64
+             ";connect_timeout_ms=%" PRId64 ";retry_jitter_ms=%" PRId64 ";drift_factor=0.01",
+             g->watchdog, g->io, g->node_timeout, g->connect, g->jitter);
+    trace("schedule seed=%" PRIu64 ": %d nodes, %d clients, %d locks, faults %s until %" PRId64
+          ", %s", seed, g->nodes, g->clients, g->locks, g->faults ? "on" : "off", g->quiet_at,
+          options);
+    S.tasks_left = 0;
+    int failed_setup = 0;
+    for (int ci = 0; ci < g->clients; ci++) {
+        struct client *c = &S.cl[ci];
+        memset(c, 0, sizeof *c);
+        snprintf(c->uuid, sizeof c->uuid, "%08x-0000-4000-8000-%012" PRIx64, ci + 1,
+                 (uint64_t)(rng_next() & 0xffffffffffffULL));
+        c->clk_off = rnd(0, 1000000000);
+        c->clk_ppm = rnd(-8000, 8000); /* within drift_factor 0.01 */
+        c->wake_t = -1;
+        for (int k = 0; k < 2 * MAX_NODES; k++)
+            c->pipe[k] = -1;
+        if (rlc_engine_new(&c->e, nodes, c->uuid, options) != RLC_OK) {
+            fprintf(stderr, "sim: rlc_engine_new: %s\n", rlc_errmsg());
+            failed_setup = 1;
+            c->e = NULL;
+            continue;
+        }
+        c->ntasks = (int)rnd(1, MAX_TASKS);
+        for (int ti = 0; ti < c->ntasks; ti++) {
+            struct task *t = &c->task[ti];
+            t->owner = (uint64_t)(ti + 1) * 7;
+            t->rounds = g->rounds;
+            t->st = T_IDLE;
+            S.tasks_left++;
+            app_next(ci, ti, rnd(0, 20));
+        }
+    }
+    if (failed_setup) {
+        for (int ci = 0; ci < g->clients; ci++)
+            rlc_engine_free(S.cl[ci].e);
+        return 1;
+    }
+    if (g->faults)
+        at(rnd(0, 20), EV_FAULT, 0, 0, 0);
+    at(g->quiet_at, EV_QUIET, 0, 0, 0);
+
+    /* Once quiet, everything left must finish within the bound: each round
+     * of each owner may wait for every other hold and a leftover lease. */
+    int64_t work = (int64_t)S.tasks_left * g->rounds;
+    int64_t bound = g->quiet_at + 10000 +
+                    work * (g->hold_max * 3 + g->lease_max + g->watchdog + 6 * g->io + g->connect);
+    bool finished = false;
+    long steps = 0;
+    while (S.nheap > 0 && S.now <= bound && steps < 5000000) {
+        struct event ev = pop();
+        S.now = ev.t;
+        dispatch(&ev);
+        steps++;
+        if (S.tasks_left == 0 && S.quiet && all_idle()) {
+            finished = true;
+            break;
+        }
+    }
+    if (finished) {
+        check_residue();
+    } else {
+        S.st.liveness++;
+        trace("LIVENESS: not finished by %" PRId64 " (%d owners left, engines %s)", bound,
+              S.tasks_left, all_idle() ? "idle" : "busy");
+        for (int ci = 0; ci < g->clients; ci++) {
+            struct client *c = &S.cl[ci];
+            for (int k = 0; k < 2 * g->nodes; k++) {
+                const char *d;
+                int p = c->pipe[k];
+                size_t n = rlc_engine_pending(c->e, k, &d);
+                trace("  c%d conn%d: want_open %d, pipe %s, %zu bytes pending", ci, k,
+                      rlc_engine_want_open(c->e, k),
+                      p < 0 ? "none" : S.pipes[p].state == P_OPEN ? "open"
+                                     : S.pipes[p].state == P_CUT ? "cut" : "connecting", n);
+            }
+            trace("  c%d: idle %d, deadline %" PRId64 " (local now %" PRId64 ")", ci,
+                  rlc_engine_idle(c->e), rlc_engine_deadline(c->e), local_now(c));
+        }
+        for (int ci = 0; ci < g->clients; ci++)
+            for (int ti = 0; ti < S.cl[ci].ntasks; ti++) {
+                struct task *t = &S.cl[ci].task[ti];
+                if (t->st != T_DONE)
+                    trace("  c%d/o%" PRIu64 " state %d op%" PRIu64 " since %" PRId64 " levels %" PRId64,
+                          ci, t->owner, t->st, t->op, t->op_start, t->levels);
+            }
+    }
+    trace("end of schedule at %" PRId64 " digest %016" PRIx64, S.now, S.digest);
+    for (int ci = 0; ci < g->clients; ci++)
+        rlc_engine_free(S.cl[ci].e);
+    pipes_free();
+    const struct stats *s = &S.st;
+    return s->overlaps + s->tokens + s->residue + s->liveness + s->protocol + s->contract > 0;
+}
+
+/* ------------------------------------------------------------ mutations */
+
+/* A mutation breaks one rule of the protocol on purpose: the run must then
+ * find violations, which shows the checks can fail. */
+static char *replace(const char *src, const char *from, const char *to)
+{
+    const char *at_ = strstr(src, from);
+    if (!at_) {
+        fprintf(stderr, "sim: mutation anchor not found: %s\n", from);
+        exit(2);
+    }
+    size_t a = (size_t)(at_ - src), fl = strlen(from), tl = strlen(to), sl = strlen(src);
+    char *out = xmalloc(sl - fl + tl + 1);
+    memcpy(out, src, a);
+    memcpy(out + a, to, tl);
+    memcpy(out + a + tl, at_ + fl, sl - a - fl + 1);
+    return out;
+}
+
+static void mutate(const char *m)
+{
+    if (!m || !*m)
+        return;
+    if (strcmp(m, "notombstone") == 0)
+        script_acquire.source = replace(script_acquire.source,
+                                        "if redis.call('hexists', KEYS[3], ARGV[3]) == 1 then",
+                                        "if false then");
+    else if (strcmp(m, "noupto") == 0)
+        script_release.source =
+            replace(script_release.source, "if seq and upto and seq <= upto", "if seq");
+    else if (strcmp(m, "noexclusion") == 0)
+        script_acquire.source = replace(script_acquire.source,
+                                        "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then",
+                                        "elseif true then");
+    else {
+        fprintf(stderr, "sim: unknown mutation %s\n", m);
+        exit(2);
+    }
+}
+
+
+/* ------------------------------------------------------------ self-test */
+
+/* The node side on its own: RESP in, scripts on simulated time, RESP out,
+ * pub/sub. Feeds commands as a client would and compares the bytes back. */
+static int st_fail;
+
+static void st_send(int p, const char *const *argv, int argc)
+{
+    struct buf b = {0};
+    buf_printf(&b, "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++)
+        buf_bulk(&b, argv[i], strlen(argv[i]));
+    struct pipe *pp = &S.pipes[p];
+    struct seg *s = seg_new(b.p, b.len, S.now);
+    if (pp->ft)
+        pp->ft->next = s;
+    else
+        pp->fh = s;
+    pp->ft = s;
+    free(b.p);
+    on_fwd(p);
+}
+
+static void st_expect(int p, const char *want, const char *what)
+{
+    struct pipe *pp = &S.pipes[p];
+    struct buf got = {0};
+    for (struct seg *s = pp->bh; s; s = s->next)
+        buf_add(&got, s->data, s->len);
+    segs_free(pp->bh);
+    pp->bh = pp->bt = NULL;
+    if (!got.p || strcmp(got.p, want) != 0) {
+        printf("selftest FAILED %s:\n  want %s\n  got  %s\n", what, want, got.p ? got.p : "");
+        st_fail++;
+    } else {
+        printf("selftest ok  %s\n", what);
+    }
+    free(got.p);
+}
+
+static int selftest(void)
+{
+    S.cfg.nodes = 1;
+    S.cfg.faults = false;
+    S.quiet = true;
+    lua_getglobal(S.L, "reset");
+    lua_pushinteger(S.L, 1);
+    lua_call(S.L, 1, 0);
+    int a = pipe_new(0, 0), sub = pipe_new(1, 1);
+    S.pipes[a].state = S.pipes[sub].state = P_OPEN;
+    const char *acq_sha = script_acquire.sha, *rel_sha = script_release.sha;
+    const char *k_acq[] = {"EVALSHA", acq_sha, "3", "lk0", "redisson_lock_token:{lk0}",
+                           "redlockc_attempts:{lk0}", "500", "u1:7", "u1:1", ""};
+    st_send(a, k_acq, 10);
+    st_expect(a, "-NOSCRIPT No matching script. Please use EVAL.\r\n", "EVALSHA before any EVAL is NOSCRIPT");
+    k_acq[0] = "EVAL";
+    k_acq[1] = script_acquire.source;
+    st_send(a, k_acq, 10);
+    st_expect(a, "*4\r\n:1\r\n:1\r\n:-2\r\n:0\r\n", "EVAL acquire: a new hold, token 1");
+    const char *sub_cmd[] = {"SUBSCRIBE", "redisson_lock__channel:{lk0}"};
+    st_send(sub, sub_cmd, 2);
+    st_expect(sub, "*3\r\n$9\r\nsubscribe\r\n$28\r\nredisson_lock__channel:{lk0}\r\n:1\r\n",
+              "SUBSCRIBE replies subscribe, channel, count");
+    const char *k_acq2[] = {"EVALSHA", acq_sha, "3", "lk0", "redisson_lock_token:{lk0}",
+                            "redlockc_attempts:{lk0}", "500", "u2:7", "u2:1", ""};
+    S.now = 100;
+    st_send(a, k_acq2, 10);
+    st_expect(a, "*3\r\n:0\r\n:400\r\n$4\r\nu1:7\r\n", "EVALSHA acquire by another owner: busy, pttl, holder");
+    const char *load[] = {"SCRIPT", "LOAD", script_release.source};
+    st_send(a, load, 3);
+    char want[64];
+    snprintf(want, sizeof want, "$40\r\n%s\r\n", rel_sha);
+    st_expect(a, want, "SCRIPT LOAD answers the SHA");
+    const char *k_rel[] = {"EVALSHA", rel_sha, "3", "lk0", "redisson_lock__channel:{lk0}",
+                           "redlockc_attempts:{lk0}", "500", "u1:7", "u1:1", "1"};
+    st_send(a, k_rel, 10);
+    st_expect(a, ":0\r\n", "release of the last level: freed");
+    st_expect(sub, "*3\r\n$7\r\nmessage\r\n$28\r\nredisson_lock__channel:{lk0}\r\n$1\r\n0\r\n",
+              "the release publishes 0 to the subscriber");
+    st_send(a, k_acq2, 10);
+    st_expect(a, "*4\r\n:1\r\n:2\r\n:-2\r\n:0\r\n", "the next owner gets token 2");
+    S.now = 700;
+    const char *k_acq3[] = {"EVALSHA", acq_sha, "3", "lk0", "redisson_lock_token:{lk0}",
+                            "redlockc_attempts:{lk0}", "500", "u3:7", "u3:1", ""};
+    st_send(a, k_acq3, 10);
+    st_expect(a, "*4\r\n:1\r\n:3\r\n:-2\r\n:0\r\n", "after the lease on simulated time the key expired");
+    const char *flush[] = {"SCRIPT", "FLUSH"};
+    st_send(a, flush, 2);
+    st_expect(a, "+OK\r\n", "SCRIPT FLUSH");
+    st_send(a, k_acq3, 10);
+    st_expect(a, "-NOSCRIPT No matching script. Please use EVAL.\r\n", "EVALSHA after SCRIPT FLUSH is NOSCRIPT");
+    const char *get[] = {"GET", "x"};
+    st_send(sub, get, 2);
+    st_expect(sub, "-ERR Can't execute 'GET': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
+                   "QUIT / RESET are allowed in this context\r\n", "a subscriber runs no other command");
+    const char *unsub[] = {"UNSUBSCRIBE"};
+    st_send(sub, unsub, 1);
+    st_expect(sub, "*3\r\n$11\r\nunsubscribe\r\n$28\r\nredisson_lock__channel:{lk0}\r\n:0\r\n",
+              "UNSUBSCRIBE of all channels");
+    const char *ping[] = {"PING"};
+    st_send(sub, ping, 1);
+    st_expect(sub, "+PONG\r\n", "PING");
+    S.st.protocol = 0;
+    pipes_free();
+    printf("selftest: %s\n", st_fail ? "FAILED" : "passed");
+    return st_fail ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ main */
+
+int main(int argc, char **argv)
+{
+    uint64_t seed = 1;
+    long count = 1000;
+    int replay = 0, self = 0, expect_violations = 0, found = 0;
+    const char *lua_path = SIM_NODE_LUA;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "seed=", 5) == 0)
+            seed = strtoull(a + 5, NULL, 10);
+        else if (strncmp(a, "schedules=", 10) == 0)
+            count = strtol(a + 10, NULL, 10);
+        else if (strncmp(a, "verbose=", 8) == 0)
+            S.verbose = atoi(a + 8);
+        else if (strncmp(a, "mutate=", 7) == 0)
+            S.mutate = a + 7;
+        else if (strncmp(a, "replay=", 7) == 0)
+            replay = atoi(a + 7);
+        else if (strcmp(a, "flush=0") == 0)
+            S.no_flush = 1;
+        else if (strcmp(a, "expect=violations") == 0)
+            expect_violations = 1;
+        else if (strcmp(a, "selftest") == 0)
+            self = 1;
+        else if (strncmp(a, "lua=", 4) == 0)
+            lua_path = a + 4;
+        else {
+            fprintf(stderr, "usage: %s [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME] "
+                            "[replay=1] [expect=violations] [lua=node.lua] | selftest\n", argv[0]);
+            return 2;
+        }
+    }
+    mutate(S.mutate);
+    scripts_init();
+    S.L = luaL_newstate();
+    luaL_openlibs(S.L);
+    lua_register(S.L, "sim_publish", lua_publish);
+    if (luaL_dofile(S.L, lua_path) != LUA_OK) {
+        fprintf(stderr, "sim: %s\n", lua_tostring(S.L, -1));
+        return 2;
+    }
+    const struct script *all[] = {&script_acquire, &script_release, &script_undo,
+                                  &script_renew, &script_force_release, &script_token_floor};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        script_add(all[i]->source, strlen(all[i]->source), all[i]->name);
+    if (self) {
+        int rc = selftest();
+        lua_close(S.L);
+        return rc;
+    }
+
+    struct stats tot = {0};
+    long bad = 0, nondet = 0;
+    char failures[20][200];
+    clock_t t0 = clock();
+    for (long k = 0; k < count; k++) {
+        uint64_t sd = seed + (uint64_t)k;
+        int rc = schedule(sd);
+        uint64_t digest = S.digest;
+        struct stats st = S.st;
+        if (replay) {
+            int v = S.verbose;
+            S.verbose = 0;
+            int rc2 = schedule(sd);
+            S.verbose = v;
+            if (rc2 != rc || S.digest != digest) {
+                nondet++;
+                fprintf(stderr, "sim: seed=%" PRIu64 " does not replay the same\n", sd);
+            }
+        }
+        long *a = (long *)&tot, *b = (long *)&st;
+        for (size_t i = 0; i < sizeof tot / sizeof(long); i++)
+            a[i] += b[i];
+        if (rc && expect_violations && st.overlaps + st.tokens + st.residue + st.liveness > 0) {
+            printf("sim_engine: seed=%" PRIu64 " broke a rule, as expected of mutation %s: "
+                   "overlaps %ld tokens %ld residue %ld liveness %ld\n", sd,
+                   S.mutate ? S.mutate : "(none)", st.overlaps, st.tokens, st.residue, st.liveness);
+            found = 1;
+            count = k + 1;
+            break;
+        }
+        if (rc) {
+            if (bad < 20)
+                snprintf(failures[bad], sizeof failures[bad],
+                         "seed=%" PRIu64 " nodes=%d clients=%d: overlaps %ld tokens %ld residue %ld "
+                         "liveness %ld protocol %ld contract %ld", sd, S.cfg.nodes, S.cfg.clients,
+                         st.overlaps, st.tokens, st.residue, st.liveness, st.protocol, st.contract);
+            bad++;
+        }
+    }
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    printf("sim_engine: seeds %" PRIu64 "..%" PRIu64 " (%ld schedules%s) in %.1f s cpu, %.0f "
+           "schedules/s%s%s\n", seed, seed + (uint64_t)count - 1, count,
+           replay ? ", each run twice" : "", secs, secs > 0 ? count * (replay ? 2 : 1) / secs : 0,
+           S.mutate && *S.mutate ? ", mutation " : "", S.mutate ? S.mutate : "");
+    printf("sim_engine: grants %ld, busy %ld, failed %ld, canceled %ld, lost %ld, extends %ld, "
+           "releases %ld, events %ld\n", tot.grants, tot.busy, tot.failed, tot.canceled, tot.lost,
+           tot.extends, tot.releases, tot.events);
+    printf("sim_engine: commands %ld, unlock messages %ld, NOSCRIPT %ld, cuts %ld, stalls %ld, "
+           "node pauses %ld, client pauses %ld, script flushes %ld, short writes %ld\n",
+           tot.commands, tot.messages, tot.noscript, tot.cuts, tot.stalls, tot.node_pauses,
+           tot.client_pauses, tot.flushes, tot.short_writes);
+    printf("sim_engine: overlaps %ld, token regressions %ld, residue %ld, liveness %ld, "
+           "protocol %ld, contract %ld%s\n", tot.overlaps, tot.tokens, tot.residue, tot.liveness,
+           tot.protocol, tot.contract,
+           replay ? (nondet ? ", NOT DETERMINISTIC" : ", every seed replayed the same") : "");
+    if (S.unknown[0])
+        printf("sim_engine: commands the node does not know: %s\n", S.unknown);
+    for (long i = 0; i < bad && i < 20; i++)
+        printf("sim_engine: FAILED %s\n", failures[i]);
+    if (bad)
+        printf("sim_engine: %ld of %ld schedules failed; replay one with seed=N schedules=1 "
+               "verbose=1 (verbose=2 shows every command)\n", bad, count);
+    free(S.heap);
+    free(S.pipes);
+    lua_close(S.L);
+    for (int i = 0; i < S.nscripts; i++)
+        free(S.scripts[i].source);
+    if (expect_violations) {
+        if (found)
+            return 0;
+        printf("sim_engine: expected a broken rule (expect=violations) and found none\n");
+        return 1;
+    }
+    return bad || nondet ? 1 : 0;
+}
