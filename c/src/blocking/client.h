@@ -74,6 +74,7 @@ struct rlc_lock {
     char *attempts_key;         /* redlockc_attempts:{key} */
     size_t attempts_key_len;
     uint64_t owner;             /* 0: the calling thread */
+    atomic_uint_fast64_t cancels; /* rlc_lock_cancel calls so far (cancel.h) */
 
     /* Guarded by client->mu. At most one of on_lost, on_lost_owner is set. */
     rlc_lost_fn on_lost;

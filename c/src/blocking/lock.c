@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cancel.h"
 #include "clock.h"
 #include "cmd.h"
 #include "error.h"
@@ -229,8 +230,15 @@ static void undo_attempt(rlc_lock *l, uint64_t owner, const char *field, uint64_
     cmd_unref(cmd);
 }
 
+static int canceled(const rlc_lock *l)
+{
+    char name[80];
+    return rlc_fail(RLC_E_CANCELED, "acquire of lock '%s' was cancelled (rlc_lock_cancel); "
+                    "nothing was kept", shown(l, name, sizeof name));
+}
+
 static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease_req,
-                       struct attempt *a)
+                       const struct cancel_point *cp, struct attempt *a)
 {
     rlc_client *c = l->client;
     int n = c->n_nodes, q = c->quorum;
@@ -381,6 +389,11 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     } else {
         rc = fanout_fail(c, &f, l->key);
     }
+    /* Cancelled while this try was on the wire: a grant is not kept, but
+     * undone below like a failed round (undo[] names the nodes that said
+     * yes), because the canceller was told the acquire ends without it. */
+    if ((rc == RLC_OK || rc == RLC_NOT_ACQUIRED) && cancel_requested(cp))
+        rc = canceled(l);
 
     pthread_mutex_lock(&c->mu);
     h = hold_find(l, owner);
@@ -414,19 +427,15 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
 }
 
 /* Sleeps a random part of retry_jitter_ms (bounded by the deadline), so that
- * Redlock contenders that split the vote do not collide again in lockstep. */
-static void jitter(const rlc_client *c, int64_t deadline_ns)
+ * Redlock contenders that split the vote do not collide again in lockstep.
+ * On the channel, so that a cancel ends the pause too. */
+static void jitter(rlc_client *c, struct channel *ch, int64_t deadline_ns,
+                   const struct cancel_point *cp)
 {
     int64_t ms = MIN_RETRY_MS +
                  (int64_t)owner_random_below((uint64_t)c->opts.retry_jitter_ms + 1);
     int64_t until = rlc_deadline_after_ms(rlc_now_ns(), ms);
-    if (until > deadline_ns)
-        until = deadline_ns;
-    int64_t left = until - rlc_now_ns();
-    if (left <= 0)
-        return;
-    struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
-    nanosleep(&ts, NULL);
+    pubsub_pause(c->pubsub, ch, until < deadline_ns ? until : deadline_ns, cp);
 }
 
 /* Waits on the lock's channel and tries again when woken: by an unlock
@@ -437,7 +446,8 @@ static void jitter(const rlc_client *c, int64_t deadline_ns)
  * one lock do not grow with their number. A refused SUBSCRIBE is an error:
  * waiting without messages would be polling in silence. */
 static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease,
-                            int64_t deadline_ns, struct attempt *a)
+                            int64_t deadline_ns, const struct cancel_point *cp,
+                            struct attempt *a)
 {
     rlc_client *c = l->client;
     metrics_wait_begin(c);
@@ -446,7 +456,7 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
         return rlc_fail(RLC_E_NOMEM, "out of memory");
     int64_t ready_by = rlc_deadline_after_ms(
         rlc_now_ns(), c->call_timeout_ms + c->opts.connect_timeout_ms);
-    pubsub_wait_ready(c->pubsub, ch, ready_by < deadline_ns ? ready_by : deadline_ns);
+    pubsub_wait_ready(c->pubsub, ch, ready_by < deadline_ns ? ready_by : deadline_ns, cp);
 
     int rc;
     char why[RLC_ERRLEN], name[80];
@@ -460,11 +470,15 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
         goto out;
     }
     for (;;) {
+        if (cancel_requested(cp)) {
+            rc = canceled(l);
+            break;
+        }
         /* Read the count before trying: a message that arrives during the
          * try then ends the sleep below at once. */
         uint64_t seq = pubsub_seq(c->pubsub, ch);
         *a = (struct attempt){-1, false};
-        rc = try_acquire(l, owner, field, lease, a);
+        rc = try_acquire(l, owner, field, lease, cp, a);
         if (rc != RLC_NOT_ACQUIRED)
             break;
         int64_t now = rlc_now_ns();
@@ -475,7 +489,7 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
             break;
         }
         if (a->split) {
-            jitter(c, deadline_ns);
+            jitter(c, ch, deadline_ns, cp);
             continue;
         }
         /* sleep_ms: when the holder's lease ends, -1 no expiry. */
@@ -483,7 +497,7 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
                               a->sleep_ms < 0 ? RLC_FOREVER_NS
                                               : rlc_deadline_after_ms(
                                                     now, a->sleep_ms < MIN_RETRY_MS ? MIN_RETRY_MS : a->sleep_ms));
-        pubsub_wait(c->pubsub, ch, seq, deadline_ns);
+        pubsub_wait(c->pubsub, ch, seq, deadline_ns, cp);
     }
 out:
     pubsub_leave(c->pubsub, ch);
@@ -496,6 +510,8 @@ int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
     if (rc != RLC_OK)
         return rc;
     rlc_client *c = l->client;
+    /* Cancels made from here on end this acquire; earlier ones do not. */
+    struct cancel_point cp = {&l->cancels, atomic_load(&l->cancels)};
     if ((rc = check_lease(c, lease_ms, "lease")) != RLC_OK)
         goto out;
 
@@ -506,9 +522,9 @@ int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
     int64_t deadline = wait_ms < 0 ? RLC_FOREVER_NS : rlc_deadline_after_ms(start, wait_ms);
 
     struct attempt a = {-1, false};
-    rc = try_acquire(l, owner, field, lease_ms, &a);
+    rc = try_acquire(l, owner, field, lease_ms, &cp, &a);
     if (rc == RLC_NOT_ACQUIRED && wait_ms != 0)
-        rc = wait_and_acquire(l, owner, field, lease_ms, deadline, &a);
+        rc = wait_and_acquire(l, owner, field, lease_ms, deadline, &cp, &a);
     if (rc == RLC_NOT_ACQUIRED && wait_ms != 0) {
         char name[80];
         rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner; waited %lld ms",
@@ -518,6 +534,21 @@ int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
 out:
     client_leave(c);
     return rc;
+}
+
+/* Not through enter(): a cancel acts for no owner, so it is fine on any
+ * thread, an on_lost callback's included, and it does no I/O. */
+int rlc_lock_cancel(rlc_lock *l)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    atomic_fetch_add(&l->cancels, 1);
+    rlc_client *c = l->client;
+    if (client_enter(c) == RLC_OK) { /* else: closed, its waiters were woken */
+        pubsub_wake_channel(c->pubsub, l->channel, l->channel_len);
+        client_leave(c);
+    }
+    return RLC_OK;
 }
 
 /* ---- release, extend, force ------------------------------------------------ */
