@@ -46,7 +46,8 @@ if not pcall(ffi.typeof, "rlc_lock") then
       RLC_OK = 0, RLC_NOT_ACQUIRED = 1,
       RLC_E_INVAL = -1, RLC_E_NOMEM = -2, RLC_E_CONNECT = -3, RLC_E_TIMEOUT = -4,
       RLC_E_NOT_OWNER = -5, RLC_E_LOST = -6, RLC_E_NO_QUORUM = -7, RLC_E_SERVER = -8,
-      RLC_E_PROTOCOL = -9, RLC_E_CLOSED = -10, RLC_E_AUTH = -11
+      RLC_E_PROTOCOL = -9, RLC_E_CLOSED = -10, RLC_E_AUTH = -11,
+      RLC_E_CANCELED = -12
     };
     typedef struct rlc_client rlc_client;
     typedef struct rlc_lock rlc_lock;
@@ -84,7 +85,7 @@ local _M = { _VERSION = "1.0.0" }
 
 local NAMES = {
   "NOT_ACQUIRED", "E_INVAL", "E_NOMEM", "E_CONNECT", "E_TIMEOUT", "E_NOT_OWNER",
-  "E_LOST", "E_NO_QUORUM", "E_SERVER", "E_PROTOCOL", "E_CLOSED", "E_AUTH",
+  "E_LOST", "E_NO_QUORUM", "E_SERVER", "E_PROTOCOL", "E_CLOSED", "E_AUTH", "E_CANCELED",
 }
 local errors, name_of = {}, {}
 for _, name in ipairs(NAMES) do
