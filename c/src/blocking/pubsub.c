@@ -35,11 +35,11 @@
 #include <string.h>
 
 #include "cancel.h"
-#include "client.h"
 #include "clock.h"
 #include "cmd.h"
 #include "conn.h"
 #include "pubsub.h"
+#include "state.h"
 
 #define LINGER_NS (2000 * RLC_NS_PER_MS)
 #define MAX_BACKOFF_MS 1000
