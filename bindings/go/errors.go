@@ -22,6 +22,7 @@ const (
 	StatusProtocol    Status = -9
 	StatusClosed      Status = -10
 	StatusAuth        Status = -11
+	StatusCanceled    Status = -12 // the wait was cancelled (a Context ended it)
 )
 
 // String is the library's phrase for the status ("lock lost").
@@ -66,6 +67,7 @@ var (
 	ErrProtocol    = &Error{Status: StatusProtocol}
 	ErrClosed      = &Error{Status: StatusClosed}
 	ErrAuth        = &Error{Status: StatusAuth}
+	ErrCanceled    = &Error{Status: StatusCanceled}
 )
 
 // check turns a shim result into nil or an *Error.

@@ -18,9 +18,9 @@ import (
 // thread", meaningless for goroutines). Also the id of the lost notices.
 var nextOwner atomic.Uint64
 
-// contextSlice bounds one blocking wait of LockContext, so a cancelled
-// context is noticed within it (the C call cannot be interrupted).
-const contextSlice = 200 * time.Millisecond
+// cancelAgain: how often a context that ended cancels the wait again, until
+// the C call has returned (see cancelOnDone).
+const cancelAgain = 20 * time.Millisecond
 
 // Lock is a distributed lock (sync.Locker) for one name. See the package
 // comment for owners. Create it with Client.NewLock; Close it when done.
@@ -141,9 +141,8 @@ func (l *Lock) TryLock() (bool, error) {
 }
 
 // LockContext waits until the lock is held or ctx ends (then ctx.Err()).
-// The wait is passed to the library in slices of at most 200 ms, so a
-// cancellation is noticed within one slice; an unlock message wakes a
-// slice at once, so waiting in slices does not delay the hand-over.
+// The wait is one library call; when ctx ends, a goroutine cancels it
+// (rlc_lock_cancel), so it returns at once with nothing kept.
 func (l *Lock) LockContext(ctx context.Context) error {
 	select {
 	case l.turn <- struct{}{}:
@@ -155,28 +154,59 @@ func (l *Lock) LockContext(ctx context.Context) error {
 			<-l.turn
 			return err
 		}
-		wait := time.Duration(-1) // forever: a context that never ends
-		if ctx.Done() != nil {
-			wait = contextSlice
-		}
+		wait := time.Duration(-1) // forever: the context's end cancels it
 		if deadline, ok := ctx.Deadline(); ok {
-			left := time.Until(deadline)
-			if left < time.Millisecond { // the C wait has ms resolution
+			wait = time.Until(deadline)
+			if wait < time.Millisecond { // the C wait has ms resolution
 				<-l.turn
 				return context.DeadlineExceeded
 			}
-			if wait < 0 || left < wait {
-				wait = left
-			}
 		}
+		stop := l.cancelOnDone(ctx)
 		err := l.acquire(wait)
+		stop()
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, ErrNotAcquired) {
+		// Busy until the deadline, or cancelled: the loop's top says which
+		// (a deadline's timer may fire a moment after the C wait ended).
+		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrCanceled) {
 			<-l.turn
 			return err
 		}
+	}
+}
+
+// cancelOnDone cancels the running acquire once ctx ends. rlc_lock_cancel
+// spares an acquire that has not started yet, and ctx may end just before
+// the C call starts: so it cancels again every cancelAgain until stop. No
+// cancel runs after stop returns, so none can reach a later acquire.
+func (l *Lock) cancelOnDone(ctx context.Context) (stop func()) {
+	if ctx.Done() == nil {
+		return func() {}
+	}
+	quit, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-quit:
+			return
+		case <-ctx.Done():
+		}
+		tick := time.NewTicker(cancelAgain)
+		defer tick.Stop()
+		for {
+			_, _ = l.call(C.RLCGO_CANCEL, "cancel", 0, 0)
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
 	}
 }
 

@@ -148,11 +148,16 @@ func TestLockContextEndsWithTheContext(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- waiter.LockContext(ctx2) }()
+	time.Sleep(300 * time.Millisecond) // inside the C wait by now (a cancel before it counts too)
+	cancelled := time.Now()
 	cancel2()
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancel: expected context.Canceled, saw %v", err)
+		}
+		if took := time.Since(cancelled); took > 500*time.Millisecond {
+			t.Fatalf("cancel: LockContext returned %v after cancel; the wait is cancelled at once", took)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("cancel: LockContext did not return within 10 s of cancel")

@@ -53,6 +53,7 @@ struct rlcgo_result rlcgo_call(int op, rlc_lock *l, int64_t a, int64_t b)
     case RLCGO_HOLD_COUNT: rc = rlc_lock_hold_count(l, &v); break;
     case RLCGO_VALIDITY: rc = rlc_lock_validity_ms(l, &v); break;
     case RLCGO_FENCING_TOKEN: rc = rlc_lock_fencing_token(l, &token); v = (int64_t)token; break;
+    case RLCGO_CANCEL: rc = rlc_lock_cancel(l); break;
     default: {
         struct rlcgo_result r = {.rc = RLC_E_INVAL};
         snprintf(r.msg, sizeof r.msg, "unknown operation %d", op);

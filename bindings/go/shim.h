@@ -20,7 +20,8 @@ struct rlcgo_result {
 
 enum {
     RLCGO_ACQUIRE = 1, RLCGO_RELEASE, RLCGO_EXTEND, RLCGO_FORCE_RELEASE,
-    RLCGO_IS_LOCKED, RLCGO_IS_HELD, RLCGO_HOLD_COUNT, RLCGO_VALIDITY, RLCGO_FENCING_TOKEN
+    RLCGO_IS_LOCKED, RLCGO_IS_HELD, RLCGO_HOLD_COUNT, RLCGO_VALIDITY, RLCGO_FENCING_TOKEN,
+    RLCGO_CANCEL
 };
 
 struct rlcgo_result rlcgo_client_new(const char *nodes, const char *options, rlc_client **out);

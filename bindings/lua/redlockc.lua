@@ -48,7 +48,7 @@ local _M = { _VERSION = "1.0.0" }
 -- errors.NOT_ACQUIRED == 1. resty.redlockc has the same table.
 local NAMES = {
   "NOT_ACQUIRED", "E_INVAL", "E_NOMEM", "E_CONNECT", "E_TIMEOUT", "E_NOT_OWNER",
-  "E_LOST", "E_NO_QUORUM", "E_SERVER", "E_PROTOCOL", "E_CLOSED", "E_AUTH",
+  "E_LOST", "E_NO_QUORUM", "E_SERVER", "E_PROTOCOL", "E_CLOSED", "E_AUTH", "E_CANCELED",
 }
 local errors, name_of = {}, {}
 for _, name in ipairs(NAMES) do

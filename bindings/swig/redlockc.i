@@ -30,6 +30,10 @@
  *   - an "out" parameter disappears from the arguments and becomes the
  *     return value (a handle, a bool, an int). */
 %{
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
 /* Exception classes by -status, registered by redlockc/_errors.py at import.
  * Until then (nobody should call us before) failures raise RuntimeError. */
 #define RLCPY_MAX_STATUS 32
@@ -176,6 +180,9 @@ static int rlcpy_is_record(PyObject *got)
 %nothread rlcpy_register_error;
 /* These release the GIL themselves, around the C call only. */
 %nothread rlcpy_acquire;
+%nothread rlcpy_acquire_main;
+%nothread rlcpy_signal_arrived;
+%nothread rlcpy_register_set_wakeup_fd;
 %nothread rlcpy_undo_acquire;
 %nothread rlcpy_metrics;
 
@@ -225,6 +232,121 @@ PyObject *rlcpy_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms, PyObject
         PyList_SetItem(got, 0, Py_True);
     }
     return PyBool_FromLong(status == RLC_OK);
+}
+
+/* ---- the main thread's wait, which a signal cancels (redlockc/_interrupt.py).
+ * Python's own C signal handler writes each signal's number to its wakeup
+ * fd; for the length of the wait that fd is the package's pipe, whose reader
+ * thread calls rlcpy_signal_arrived. The swap and its undo happen here, in C,
+ * so that no Python signal handler can run between them and leave the pipe
+ * installed. */
+static pthread_mutex_t rlcpy_wait_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rlcpy_wait_ended = PTHREAD_COND_INITIALIZER;
+static rlc_lock *rlcpy_waiting;      /* the handle the main thread waits on, or NULL */
+static uint64_t rlcpy_wait_call;     /* that wait's number: the next one on l is another */
+static int rlcpy_wait_signalled;     /* rlcpy_signal_arrived cancelled that wait */
+static int rlcpy_forward_fd = -1;    /* the wakeup fd set before the pipe */
+static PyObject *rlcpy_set_wakeup_fd; /* signal.set_wakeup_fd, from _interrupt.py */
+
+/* _interrupt.py hands over signal.set_wakeup_fd at import. (Python's C
+ * PySignal_SetWakeupFd is not exported.) A builtin called from C runs no
+ * bytecode, so no signal handler can run in the middle of the swap. */
+void rlcpy_register_set_wakeup_fd(PyObject *fn)
+{
+    Py_INCREF(fn);
+    Py_XSETREF(rlcpy_set_wakeup_fd, fn);
+}
+
+/* Sets Python's wakeup fd; the previous one, or -2 if it cannot be set here
+ * (not the main thread: the caller then waits without it). */
+static int rlcpy_swap_wakeup_fd(int fd)
+{
+    PyObject *r = rlcpy_set_wakeup_fd ? PyObject_CallFunction(rlcpy_set_wakeup_fd, "i", fd)
+                                      : NULL;
+    long previous = r ? PyLong_AsLong(r) : -2;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return (int)previous;
+}
+
+/* As rlcpy_acquire, for the main thread, with wake_fd (the pipe) as Python's
+ * wakeup fd meanwhile. None: a signal cancelled the wait (nothing kept); its
+ * handler runs as soon as Python code does, and the caller waits again if
+ * that handler returns. */
+PyObject *rlcpy_acquire_main(rlc_lock *l, int64_t wait_ms, int64_t lease_ms, PyObject *got,
+                             int wake_fd)
+{
+    if (!rlcpy_is_record(got))
+        return NULL;
+    int status, signalled;
+    int previous = rlcpy_swap_wakeup_fd(wake_fd);
+    if (previous == -2)
+        wake_fd = -1;
+    pthread_mutex_lock(&rlcpy_wait_mu);
+    rlcpy_waiting = wake_fd >= 0 ? l : NULL;
+    rlcpy_wait_call++;
+    rlcpy_wait_signalled = 0;
+    if (wake_fd >= 0)
+        rlcpy_forward_fd = previous;
+    pthread_mutex_unlock(&rlcpy_wait_mu);
+    Py_BEGIN_ALLOW_THREADS
+    status = rlc_lock_acquire(l, wait_ms, lease_ms);
+    Py_END_ALLOW_THREADS
+    pthread_mutex_lock(&rlcpy_wait_mu);
+    rlcpy_waiting = NULL;
+    signalled = rlcpy_wait_signalled;
+    pthread_cond_broadcast(&rlcpy_wait_ended);
+    pthread_mutex_unlock(&rlcpy_wait_mu);
+    if (wake_fd >= 0)
+        rlcpy_swap_wakeup_fd(previous);
+    if (status == RLC_E_CANCELED && signalled)
+        Py_RETURN_NONE;
+    if (status < 0) {
+        rlcpy_raise(status);
+        return NULL;
+    }
+    if (status == RLC_OK) {
+        Py_INCREF(Py_True);
+        PyList_SetItem(got, 0, Py_True);
+    }
+    return PyBool_FromLong(status == RLC_OK);
+}
+
+/* The pipe's reader read `data`: passes it on to the wakeup fd it replaced
+ * (asyncio's, say), and cancels the main thread's wait. rlc_lock_cancel
+ * spares an acquire that had not read its cancel count yet, and the signal
+ * may have come just before: so it cancels again every 20 ms until the wait
+ * has returned. The GIL is released meanwhile: the waiter needs it back. */
+PyObject *rlcpy_signal_arrived(PyObject *data)
+{
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "data must be bytes");
+        return NULL;
+    }
+    const char *buf = PyBytes_AS_STRING(data);
+    Py_ssize_t len = PyBytes_GET_SIZE(data);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&rlcpy_wait_mu);
+    if (rlcpy_forward_fd >= 0)
+        (void)!write(rlcpy_forward_fd, buf, (size_t)len);
+    rlc_lock *l = rlcpy_waiting;
+    uint64_t call = rlcpy_wait_call;
+    if (l)
+        rlcpy_wait_signalled = 1;
+    while (l && rlcpy_waiting == l && rlcpy_wait_call == call) {
+        rlc_lock_cancel(l);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 20 * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&rlcpy_wait_ended, &rlcpy_wait_mu, &until);
+    }
+    pthread_mutex_unlock(&rlcpy_wait_mu);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 /* The client's counters, by index (rlc_client_metrics), as a list of ints. */
@@ -530,6 +652,10 @@ RLCPY_HANDLE_OUT(rlc_multilock)
  * come as rlcswig_* with an int64_t out-parameter (below). */
 %ignore rlc_rwlock_mode;
 %ignore rlc_multilock_size;
+
+/* The sans-I/O engine (rlc_engine_*) is for drivers that own their sockets
+ * and event loop; these bindings drive the blocking API. */
+%rename("$ignore", regextarget=1) "^rlc_engine";
 
 %include "redlockc.h"
 

@@ -539,8 +539,12 @@ RLC_API int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev);
 
 /* Ends a blocking rlc_lock_acquire waiting on l in another thread (any owner)
  * with RLC_E_CANCELED, undoing whatever it may have taken. An acquire that
- * starts after this call is not affected. RLC_OK (with or without a waiter to
- * cancel), RLC_E_INVAL. */
+ * starts after this call is not affected. A sleeping waiter wakes at once; a
+ * try on the wire ends first (bounded by the I/O timeout). No I/O, callable
+ * from any thread (not from a signal handler: use a thread that waits for
+ * the signal). For rlc_lock handles only: the lock family's waits (rwlock,
+ * semaphores, multilock) are not cancelled. RLC_OK (with or without a waiter
+ * to cancel), RLC_E_INVAL. */
 RLC_API int rlc_lock_cancel(rlc_lock *l);
 
 #ifdef __cplusplus

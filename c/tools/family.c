@@ -19,8 +19,9 @@
  * terminating signal ends redlockc at once (128+N): the queue entry leaves
  * within 2 x thread wait, the writer's intent within 3 s, and a hold taken in
  * that instant dies with its lease. Readers, multi-name locks and semaphores
- * wait in slices (as run.c does) and give back what a slice took if a signal
- * came meanwhile: a plain semaphore's permits would never come back.
+ * wait in slices (the family has no rlc_lock_cancel; run.c waits in one
+ * call) and give back what a slice took if a signal came meanwhile: a plain
+ * semaphore's permits would never come back.
  *
  * Losing the hold: a multi-name lock hears on_lost of each name; a read,
  * write or fair hold is looked at every LOOK_MS (its hold count drops to 0

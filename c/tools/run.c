@@ -10,11 +10,9 @@
  * Deadlines (the SIGKILL after --kill-after, the end of a fixed --lease)
  * are the poll timeout.
  *
- * Waiting for a busy lock happens in slices of SLICE_MS, so that Ctrl-C
- * during a long --wait ends redlockc promptly: the library call cannot be
- * interrupted, and a signal is only read between slices. Each slice starts
- * with a try and then sleeps on the unlock message, so slicing loses no
- * wake-up; it costs one round trip per slice.
+ * Waiting for a busy lock is one library call, which Ctrl-C (any signal)
+ * ends at once through rlc_lock_cancel (sigcancel.c); the signal is read
+ * afterwards, as every other one is.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,8 +27,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "sigcancel.h"
 
-#define SLICE_MS 250
+#define REPORT_MS 10000
 
 extern char **environ;
 
@@ -112,31 +111,50 @@ static void since_text(time_t t, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
+struct waiting {
+    const struct cli_args *a;
+    int64_t started;
+    const char *since;
+};
+
+/* -v, every REPORT_MS of a wait (on sigcancel's thread: stdio only). */
+static void still_waiting(void *user)
+{
+    const struct waiting *w = user;
+    cli_err("still waiting for lock '%s' since %s (%.0f s)", w->a->name, w->since,
+            (double)(now_ms() - w->started) / 1000.0);
+}
+
 /* Returns RLC_OK or a status; *sig is set if a terminating signal came
  * first (then nothing is held). While --wait lasts, a node that cannot be
  * reached is tried again with backoff (100 ms doubling to 2 s), so a cron
- * job that starts during a Redis restart waits instead of failing. */
+ * job that starts during a Redis restart waits instead of failing. The
+ * first turn is one try, so that -v can say what it waits for. */
 static int acquire(struct run *r, int *sig)
 {
     int64_t wait = r->a->wait_ms;
     int64_t started = now_ms(), deadline = started + wait;
-    int64_t backoff = 100, next_report = -1;
+    int64_t backoff = 100;
     time_t since = time(NULL);
     char since_s[32];
     since_text(since, since_s, sizeof since_s);
+    struct waiting w = {r->a, started, since_s};
     /* Bounded by the deadline (or by "forever", which --wait asked for). */
     for (uint64_t turn = 0;; turn++) {
-        int64_t slice = SLICE_MS;
-        if (wait >= 0) {
-            int64_t left = deadline - now_ms();
-            slice = left < 0 ? 0 : left < SLICE_MS ? left : SLICE_MS;
-        }
-        int rc = rlc_lock_acquire(r->l, slice, r->a->lease_ms);
+        int64_t left = wait < 0 ? -1 : deadline - now_ms();
+        if (wait >= 0 && left < 0)
+            left = 0;
+        int rc = turn == 0 || left == 0
+                     ? rlc_lock_acquire(r->l, 0, r->a->lease_ms)
+                     : sigcancel_acquire(r->l, r->sigfd, left, r->a->lease_ms,
+                                         r->a->verbose ? REPORT_MS : 0, still_waiting, &w);
         if ((*sig = drain_signals(r, 0)) != 0) {
             if (rc == RLC_OK)
                 rlc_lock_release(r->l);
             return rc;
         }
+        if (rc == RLC_E_CANCELED)
+            continue; /* a signal that does not end redlockc: wait on */
         int out_of_time = wait >= 0 && now_ms() >= deadline;
         if (is_transient(rc) && wait != 0 && !out_of_time) {
             int64_t pause = backoff;
@@ -155,17 +173,12 @@ static int acquire(struct run *r, int *sig)
         if (rc != RLC_NOT_ACQUIRED || out_of_time)
             return rc;
         backoff = 100; /* reachable again */
-        if (r->a->verbose && now_ms() >= next_report) {
+        if (r->a->verbose && turn == 0) {
             int64_t ttl = -2;
             rlc_lock_ttl_ms(r->l, &ttl);
-            if (next_report < 0)
-                cli_err("waiting for lock '%s' (held by another owner, lease left %" PRId64
-                        " ms) since %s%s", r->a->name, ttl, since_s,
-                        wait < 0 ? ", without limit" : "");
-            else
-                cli_err("still waiting for lock '%s' since %s (%.0f s)", r->a->name, since_s,
-                        (double)(now_ms() - started) / 1000.0);
-            next_report = now_ms() + 10000;
+            cli_err("waiting for lock '%s' (held by another owner, lease left %" PRId64
+                    " ms) since %s%s", r->a->name, ttl, since_s,
+                    wait < 0 ? ", without limit" : "");
         }
     }
 }

@@ -12,7 +12,8 @@
  * plain release of one level). cmd_build() fills them in for a given lock
  * name and attempt id.
  *
- * The shapes expected (c/src/blocking/lock.c, try_acquire and release_cmd):
+ * The shapes expected (c/src/blocking: lock_acquire.c try_acquire,
+ * lock_release.c release_cmd):
  *   acquire: EVALSHA sha 3 <lock> redisson_lock_token:{<lock>}
  *            redlockc_attempts:{<lock>} <lease> <field> <attempt id> <outer level or "">
  *   release: EVALSHA sha 3 <lock> redisson_lock__channel:{<lock>}

@@ -141,12 +141,12 @@ TEST(strerror_and_errmsg_are_never_null)
     static const int codes[] = {RLC_OK,          RLC_NOT_ACQUIRED, RLC_E_INVAL,   RLC_E_NOMEM,
                                 RLC_E_CONNECT,   RLC_E_TIMEOUT,    RLC_E_NOT_OWNER, RLC_E_LOST,
                                 RLC_E_NO_QUORUM, RLC_E_SERVER,     RLC_E_PROTOCOL, RLC_E_CLOSED,
-                                RLC_E_AUTH,      2,                -12,           INT_MIN,
-                                INT_MAX};
+                                RLC_E_AUTH,      RLC_E_CANCELED,   2,             -13,
+                                INT_MIN,         INT_MAX};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *s = rlc_strerror(codes[i]);
         CHECK(s && *s, "rlc_strerror(%d) is NULL or empty", codes[i]);
-        bool known = i < 13;
+        bool known = i < 14;
         CHECK(known == (strcmp(s, "unknown status") != 0), "rlc_strerror(%d) = '%s'", codes[i],
               s);
     }

@@ -2,6 +2,7 @@
 SIGKILL) and redlockc exits 79; signals sent to redlockc reach CMD, and the
 lock is released when CMD has exited."""
 import signal
+import time
 
 import pytest
 
@@ -125,3 +126,27 @@ def test_a_signal_while_waiting_ends_redlockc_without_the_lock(cli, redis, name,
     assert status == 128 + signal.SIGINT, f"expected 130, seen {status}; stderr: {err}"
     assert not marker.exists(), "CMD never ran"
     assert redis.cli("HGETALL", name) == before, "the other owner's hold is untouched"
+
+
+def test_ctrl_c_ends_an_unbounded_wait_at_once(cli, redis, name):
+    # The wait is one library call that the signal cancels: no slice to sit out.
+    hold_raw(redis, name)
+    p = start(cli, redis.uri, "--wait", "-1", name, "--", "true")
+    wait_until(lambda: is_waiting(redis, name), what="redlockc to wait")
+    sent = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    status, _, err = finish(p, timeout=5)
+    took = time.monotonic() - sent
+    assert status == 128 + signal.SIGINT, f"expected 130, seen {status}; stderr: {err}"
+    assert took < 0.2, f"redlockc took {took:.3f} s to end after SIGINT"
+
+
+def test_a_signal_that_does_not_end_redlockc_lets_the_wait_go_on(cli, redis, name, tmp_path):
+    hold_raw(redis, name, ms=1500)
+    marker = tmp_path / "ran"
+    p = start(cli, redis.uri, "--wait", "10", name, "--", "touch", str(marker))
+    wait_until(lambda: is_waiting(redis, name), what="redlockc to wait")
+    p.send_signal(signal.SIGUSR1)  # forwarded to CMD, and there is no CMD yet
+    status, _, err = finish(p, timeout=10)
+    assert status == 0, f"got the lock once the hold expired: status {status}; stderr: {err}"
+    assert marker.exists(), "CMD ran"

@@ -137,7 +137,7 @@ static void print_overlaps(const struct run *r, const struct section *log, size_
 
 static const char *const status_name[FAULT_NSTATUS] = {
     "not_acquired", "ok", "inval", "nomem", "connect", "timeout", "not_owner",
-    "lost", "no_quorum", "server", "protocol", "closed", "auth"};
+    "lost", "no_quorum", "server", "protocol", "closed", "auth", "canceled"};
 
 static void print_statuses(const char *what, const uint64_t *v)
 {

@@ -35,11 +35,11 @@
 #define FAULT_COUNTER "fault:counter"
 #define FAULT_FENCE "fault:fence"
 
-/* Status codes RLC_NOT_ACQUIRED (1) down to RLC_E_AUTH (-11) as 0..12. */
-#define FAULT_NSTATUS 13
+/* Status codes RLC_NOT_ACQUIRED (1) down to RLC_E_CANCELED (-12) as 0..13. */
+#define FAULT_NSTATUS 14
 static inline int status_index(int rc)
 {
-    return rc > 1 || rc < -11 ? 0 : 1 - rc;
+    return rc > 1 || rc < -12 ? 0 : 1 - rc;
 }
 
 /* One critical section as its holder saw it. */

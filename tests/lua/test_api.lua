@@ -41,7 +41,7 @@ T.case("errors has every C status of redlockc.h, under its name without RLC_", f
       want[name] = math.tointeger(tonumber(value)); n = n + 1
     end
   end
-  T.eq("statuses in the header", 12, n)
+  T.eq("statuses in the header", 13, n)
   for name, value in pairs(want) do
     T.eq("errors." .. name, value, E[name])
     T.eq("errname(" .. value .. ")", name, redlockc.errname(value))

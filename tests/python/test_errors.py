@@ -72,6 +72,12 @@ def test_authentication(start_server, clients):
 
 # ---- a closed client -----------------------------------------------------------------
 
+def test_cancelled_error_names_the_status():
+    assert redlockc.CancelledError.status == -12
+    assert issubclass(redlockc.CancelledError, redlockc.Error)
+    assert "CancelledError" in redlockc.__all__
+
+
 def test_closing_a_client_with_live_locks_is_safe(server, raw):
     client = redlockc.Client(server.uri)
     held, idle = client.lock("close"), client.lock("idle")

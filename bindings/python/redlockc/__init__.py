@@ -20,7 +20,7 @@ redlockc.Error, one per C status code; a busy lock is not an error
 """
 from . import redlockc_core as _core
 from ._client import Client
-from ._errors import (AuthenticationError, ClosedError, ConnectionError, Error, InvalidArgument,
+from ._errors import (AuthenticationError, CancelledError, ClosedError, ConnectionError, Error, InvalidArgument,
                       LockLostError, NoQuorumError, NotAcquiredError, NotOwnerError,
                       OutOfMemoryError, ProtocolError, ServerError, TimeoutError)
 from ._lock import Lock
@@ -31,7 +31,8 @@ from ._metrics import Collector, prometheus_text
 # Shown as redlockc.X in help(), tracebacks and pickles (where users name them).
 for _cls in (Client, Lock, Collector, Error, InvalidArgument, OutOfMemoryError, ConnectionError,
              TimeoutError, NotOwnerError, LockLostError, NoQuorumError, ServerError,
-             ProtocolError, ClosedError, AuthenticationError, NotAcquiredError, ReadWriteLock,
+             ProtocolError, ClosedError, AuthenticationError, CancelledError, NotAcquiredError,
+             ReadWriteLock,
              FairLock, Semaphore, PermitExpirableSemaphore, MultiLock):
     _cls.__module__ = __name__
 del _cls
@@ -53,6 +54,6 @@ __all__ = [
     "Client", "Lock", "thread_owner", "Collector", "prometheus_text",
     "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError", "TimeoutError",
     "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError", "ProtocolError",
-    "ClosedError", "AuthenticationError", "NotAcquiredError",
+    "ClosedError", "AuthenticationError", "CancelledError", "NotAcquiredError",
     "ReadWriteLock", "FairLock", "Semaphore", "PermitExpirableSemaphore", "MultiLock",
 ]

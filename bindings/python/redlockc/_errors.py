@@ -113,6 +113,16 @@ class AuthenticationError(Error):
     status = _core.RLC_E_AUTH
 
 
+class CancelledError(Error):
+    """The acquire was cancelled (``rlc_lock_cancel``); nothing was kept.
+
+    Not asyncio's: this one is an ``Error`` (an Exception). ``acquire()``
+    cancels its own wait when a signal handler raises (Ctrl-C), and the
+    handler's exception is what the caller sees then.
+    """
+    status = _core.RLC_E_CANCELED
+
+
 class NotAcquiredError(Error):
     """The lock stayed busy until the wait ran out (raised only by ``with``).
 
@@ -126,7 +136,7 @@ class NotAcquiredError(Error):
 BY_STATUS = {cls.status: cls for cls in (
     InvalidArgument, OutOfMemoryError, ConnectionError, TimeoutError, NotOwnerError,
     LockLostError, NoQuorumError, ServerError, ProtocolError, ClosedError,
-    AuthenticationError)}
+    AuthenticationError, CancelledError)}
 
 for _status, _cls in BY_STATUS.items():
     _core.rlcpy_register_error(_status, _cls)

@@ -4,9 +4,9 @@ import logging
 import math
 import sys
 import threading
-import time
 import weakref
 
+from . import _interrupt
 from . import redlockc_core as _core
 from ._errors import InvalidArgument, LockLostError, NotAcquiredError, NotOwnerError, error_for
 from ._units import lease_ms as _lease_ms
@@ -18,13 +18,9 @@ _acquire = _core.rlcpy_acquire
 _undo_acquire = _core.rlcpy_undo_acquire
 _release = _core.rlc_lock_release
 
-# In the main thread an unbounded (or long) wait runs in slices of this many
-# ms, so that Ctrl-C (a Python signal handler, which only runs between
-# bytecodes) is not held off until the lock comes. Each slice still sleeps on
-# the unlock message; the next one starts with a fresh attempt, so no unlock
-# is missed. Python runs signal handlers in the main thread only, so other
-# threads wait in one call.
-_SLICE_MS = 500
+# The main thread's waits are cancelled by a signal (Ctrl-C), so that its
+# handler runs at once and not when the lock comes (_interrupt.py). Python
+# runs signal handlers in the main thread only: other threads wait in one call.
 
 _log = logging.getLogger("redlockc")
 
@@ -240,23 +236,9 @@ class Lock:
     def _acquire(self, wait, lease, got):
         # main_thread() asked each time: after a fork from another thread,
         # the child's main thread is that one.
-        if (wait < 0 or wait > _SLICE_MS) and \
-                threading.get_ident() == threading.main_thread().ident:
-            return self._acquire_in_slices(wait, lease, got)
+        if wait != 0 and threading.get_ident() == threading.main_thread().ident:
+            return _interrupt.acquire(self._ptr, wait, lease, got)
         return _acquire(self._ptr, wait, lease, got)
-
-    def _acquire_in_slices(self, wait, lease, got):
-        deadline = None if wait < 0 else time.monotonic() + wait / 1000
-        for _ in range(2**62):  # bounded by the deadline, or by "forever"
-            step = _SLICE_MS
-            if deadline is not None:
-                left = math.ceil((deadline - time.monotonic()) * 1000)
-                step = max(0, min(_SLICE_MS, left))
-            if _acquire(self._ptr, step, lease, got):
-                return True
-            if step == 0 or (deadline is not None and time.monotonic() >= deadline):
-                return False
-        return False
 
     def release(self):
         """Releases one level of this owner's hold; at zero deletes it and wakes waiters.

@@ -9,15 +9,11 @@
  * The background thread does the two things nobody's call can do: renew
  * watchdog locks (watchdog.c) and read unlock messages (pubsub.c). It sleeps
  * in one poll() over the subscriber sockets and an eventfd that wakes it
- * when its schedule changes.
+ * when its schedule changes. on_lost callbacks run on a second thread
+ * (callbacks.c).
  *
- * on_lost callbacks run on a second thread, started with the first callback
- * set, from a queue the watchdog fills: a callback may block (wait for a
- * lock, write to a slow pipe) without ever delaying a renewal or a message.
- * They run one at a time, in the order the holds were found lost. On that
- * thread an owner-0 handle cannot act for "the calling thread" (it is ours,
- * not the application's): the handle whose callback runs acts for the lost
- * hold's owner, and every other owner-0 handle is refused (see redlockc.h).
+ * This file is the top of the blocking driver's includes: it puts together
+ * the modules a client is made of, and none of them includes it (state.h).
  */
 #include <errno.h>
 #include <poll.h>
@@ -28,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "callbacks.h"
 #include "clock.h"
 #include "error.h"
 #include "hold.h"
@@ -40,18 +37,6 @@
 #include "watchdog.h"
 #include "family.h"
 
-struct lost_event {
-    struct lost_event *next;
-    rlc_lock *lock;
-    uint64_t owner;
-    int reason;
-};
-
-/* Set on a callback thread while its callback runs. */
-static __thread bool on_callback_thread;
-static __thread const rlc_lock *callback_lock;
-static __thread uint64_t callback_owner;
-
 const char *rlc_version(void)
 {
     return RLC_VERSION_STRING;
@@ -62,145 +47,10 @@ const char *rlc_client_uuid(const rlc_client *c)
     return c ? c->uuid : NULL;
 }
 
-int client_field(const rlc_client *c, uint64_t owner, char *buf, size_t size)
-{
-    return snprintf(buf, size, "%s:%llu", c->uuid,
-                    (unsigned long long)(owner ? owner : owner_thread_number()));
-}
-
-struct mux *client_mux(rlc_client *c, int node, uint64_t owner)
-{
-    int pool = (int)c->opts.pool_size;
-    int slot = pool == 1 ? 0 : (int)(owner % (uint64_t)pool);
-    return &c->muxes[node * pool + slot];
-}
-
-uint64_t client_new_attempt(rlc_client *c)
-{
-    return ++c->next_attempt;
-}
-
-int client_attempt_name(const rlc_client *c, uint64_t attempt, char *buf, size_t size)
-{
-    return snprintf(buf, size, "%s:%llx", c->uuid, (unsigned long long)attempt);
-}
-
-void client_wake_thread(rlc_client *c)
-{
-    uint64_t one = 1;
-    while (write(c->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
-        ;
-}
-
-static void *callback_main(void *arg)
-{
-    rlc_client *c = arg;
-    on_callback_thread = true;
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        while (!c->lost_head && !atomic_load(&c->stopping))
-            pthread_cond_wait(&c->lost_ready, &c->mu);
-        if (atomic_load(&c->stopping))
-            break;
-        struct lost_event *e = c->lost_head;
-        if (!(c->lost_head = e->next))
-            c->lost_tail = NULL;
-        rlc_lock *l = e->lock;
-        rlc_lost_fn fn = l->on_lost;
-        rlc_lost_owner_fn fn2 = l->on_lost_owner;
-        void *user = l->on_lost_user;
-        if (fn || fn2) {
-            c->in_callback = l;
-            callback_lock = l;
-            callback_owner = e->owner;
-            pthread_mutex_unlock(&c->mu);
-            if (fn2)
-                fn2(l, e->owner, e->reason, user);
-            else
-                fn(l, e->reason, user);
-            pthread_mutex_lock(&c->mu);
-            callback_lock = NULL; /* l may be freed by now: never touched again */
-            c->in_callback = NULL;
-            pthread_cond_broadcast(&c->callback_done);
-        }
-        free(e);
-    }
-    pthread_mutex_unlock(&c->mu);
-    client_unref(c);
-    return NULL;
-}
-
-int client_set_on_lost(rlc_client *c, rlc_lock *l, rlc_lost_fn fn, rlc_lost_owner_fn fn2,
-                       void *user)
-{
-    if ((fn || fn2) && !c->cb_started && !atomic_load(&c->stopping)) {
-        client_ref(c); /* the callback thread's */
-        if (pthread_create(&c->cb_thread, NULL, callback_main, c) != 0) {
-            client_unref(c); /* never the last: the caller's call holds one */
-            return RLC_E_NOMEM;
-        }
-        c->cb_started = true;
-    }
-    l->on_lost = fn;
-    l->on_lost_owner = fn2;
-    l->on_lost_user = user;
-    return RLC_OK;
-}
-
-void client_queue_lost(rlc_client *c, rlc_lock *l, uint64_t owner, int reason)
-{
-    metrics_lost(c, l, reason); /* counted and logged whether or not a callback waits */
-    if ((!l->on_lost && !l->on_lost_owner) || !c->cb_started)
-        return;
-    struct lost_event *e = malloc(sizeof *e);
-    if (!e) /* no memory: the loss still shows in is_held and every release */
-        return;
-    *e = (struct lost_event){NULL, l, owner, reason};
-    if (c->lost_tail)
-        c->lost_tail->next = e;
-    else
-        c->lost_head = e;
-    c->lost_tail = e;
-    pthread_cond_signal(&c->lost_ready);
-}
-
-void client_forget_lost(rlc_client *c, rlc_lock *l)
-{
-    c->lost_tail = NULL;
-    for (struct lost_event **p = &c->lost_head; *p;) {
-        struct lost_event *e = *p;
-        if (e->lock == l) {
-            *p = e->next;
-            free(e);
-        } else {
-            c->lost_tail = e;
-            p = &e->next;
-        }
-    }
-    bool on_thread = c->cb_started && pthread_equal(pthread_self(), c->cb_thread);
-    while (c->in_callback == l && !on_thread)
-        pthread_cond_wait(&c->callback_done, &c->mu);
-}
-
-int client_callback_owner(const rlc_lock *l, uint64_t *owner)
-{
-    if (!on_callback_thread)
-        return 0;
-    if (l != callback_lock)
-        return -1;
-    *owner = callback_owner;
-    return 1;
-}
-
-static bool in_forked_child(const rlc_client *c)
-{
-    return c->fork_generation != owner_fork_generation();
-}
-
 static void destroy(rlc_client *c)
 {
     int total = c->n_nodes * (int)c->opts.pool_size;
-    bool child = in_forked_child(c);
+    bool child = client_forked(c);
     for (int i = 0; c->muxes && i < total; i++) {
         if (child) /* a vanished thread may hold the mutex: only close the fd */
             conn_close(&c->muxes[i].conn);
@@ -210,11 +60,7 @@ static void destroy(rlc_client *c)
     free(c->muxes);
     pubsub_free(c->pubsub);
     tracking_free(c->tracking);
-    while (c->lost_head) {
-        struct lost_event *e = c->lost_head;
-        c->lost_head = e->next;
-        free(e);
-    }
+    client_drop_lost_queue(c);
     metrics_free(c->metrics);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
@@ -232,38 +78,6 @@ static void destroy(rlc_client *c)
     uri_free_list(c->nodes, c->n_nodes);
     options_free(&c->opts);
     free(c);
-}
-
-void client_ref(rlc_client *c)
-{
-    atomic_fetch_add(&c->refs, 1);
-}
-
-void client_unref(rlc_client *c)
-{
-    if (atomic_fetch_sub(&c->refs, 1) == 1)
-        destroy(c);
-}
-
-int client_enter(rlc_client *c)
-{
-    if (!c)
-        return rlc_fail(RLC_E_INVAL, "client is NULL");
-    if (in_forked_child(c))
-        return rlc_fail(RLC_E_CLOSED,
-                        "this client was created before fork(); create a new client in "
-                        "the child process");
-    client_ref(c);
-    if (atomic_load(&c->closed)) {
-        client_unref(c);
-        return rlc_fail(RLC_E_CLOSED, "client closed");
-    }
-    return RLC_OK;
-}
-
-void client_leave(rlc_client *c)
-{
-    client_unref(c);
 }
 
 static void *thread_main(void *arg)
@@ -342,6 +156,7 @@ int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
     if (!c)
         return rlc_fail(RLC_E_NOMEM, "out of memory");
     atomic_init(&c->refs, 1);
+    c->destroy = destroy;
     c->fork_generation = owner_fork_generation();
     c->wake_fd = -1;
     c->watchdog_wake_ns = RLC_FOREVER_NS;
@@ -389,7 +204,7 @@ void rlc_client_free(rlc_client *c)
 {
     if (!c)
         return;
-    if (in_forked_child(c)) {
+    if (client_forked(c)) {
         /* No watchdog thread was copied into this process, so its reference
          * goes with the caller's; and the parent's sockets are not ours to
          * use, only to close. */

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client.h"
+#include "state.h"
 
 struct fanout {
     int n;

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client.h"
+#include "state.h"
 
 /* Over N nodes, stores the new hold's token on the granting nodes whose
  * counter is lower (granted[i], tokens[i]: what node i's acquire returned),

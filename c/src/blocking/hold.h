@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client.h"
+#include "state.h"
 
 struct hold {
     struct hold *next;               /* in lock->holds */

@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
 #include "clock.h"
 #include "error.h"
 #include "mux.h"
+#include "state.h"
 
 #define N_COUNTERS (RLC_M_WAIT_BUCKET + RLC_M_WAIT_BUCKETS)
 #define LOG_RING 64

@@ -33,14 +33,14 @@
 #include "metrics.h"
 #include "mux.h"
 #include "scripts.h"
-#include "waiter.h"
+#include "wakeup_fd.h"
 
 struct mux_req {
     struct mux_req *next;
     struct mux *mux;
     struct rlc_cmd *cmd;
     const struct script *script;
-    struct waiter *waiter; /* NULL: nobody waits (detached or abandoned) */
+    struct wakeup_fd *waiter; /* NULL: nobody waits (detached or abandoned) */
     int64_t deadline_ns;
     int64_t sent_ns;
     int status;
@@ -90,31 +90,31 @@ static void free_list(struct mux_req *r)
 /* Wake-ups wait until mu is unlocked: a woken thread's first act is to take
  * mu, and waking it while we hold mu only puts it back to sleep on the mutex
  * (with 16 threads on one connection, that was most of the client's CPU).
- * Waiters are never freed (waiter.c recycles them), so a deferred wake-up
+ * Waiters are never freed (wakeup_fd.c recycles them), so a deferred wake-up
  * that reaches a thread which has moved on is merely spurious, and every
  * wait re-checks its requests under mu after waking. */
-static void wake_later(struct mux *m, struct waiter *w)
+static void wake_later(struct mux *m, struct wakeup_fd *w)
 {
     if (m->n_to_wake == RLC_MUX_WAKES)
-        waiter_wake(w);
+        wakeup_fd_wake(w);
     else
         m->to_wake[m->n_to_wake++] = w;
 }
 
 static void unlock_and_wake(struct mux *m)
 {
-    struct waiter *w[RLC_MUX_WAKES];
+    struct wakeup_fd *w[RLC_MUX_WAKES];
     int n = m->n_to_wake;
     memcpy(w, m->to_wake, sizeof w[0] * (size_t)n);
     m->n_to_wake = 0;
     pthread_mutex_unlock(&m->mu);
     for (int i = 0; i < n; i++)
-        waiter_wake(w[i]);
+        wakeup_fd_wake(w[i]);
 }
 
 /* Finishes a request someone waits for; wakes them unless it is `me`. */
 static void complete(struct mux *m, struct mux_req *r, int status, const char *err,
-                     struct waiter *me)
+                     struct wakeup_fd *me)
 {
     r->status = status;
     if (err)
@@ -137,7 +137,7 @@ static void wake_pusher(struct mux *m)
 /* Closes the connection and fails everything queued on it. Detached
  * requests that may run twice wait, in order, for the next connection;
  * everything else on it is gone: an abandoned request is never sent again. */
-static void teardown(struct mux *m, int status, const char *err, struct waiter *me)
+static void teardown(struct mux *m, int status, const char *err, struct wakeup_fd *me)
 {
     conn_close(&m->conn);
     struct mux_req *r = m->head, **redo_tail = &m->redo;
@@ -212,7 +212,7 @@ static bool is_noscript(const redisReply *reply)
 }
 
 /* Hands one reply to the request at the head of the queue. */
-static int dispatch(struct mux *m, redisReply *reply, struct waiter *me, char err[RLC_ERRLEN])
+static int dispatch(struct mux *m, redisReply *reply, struct wakeup_fd *me, char err[RLC_ERRLEN])
 {
     struct mux_req *r = m->head;
     if (!r) {
@@ -253,7 +253,7 @@ static int dispatch(struct mux *m, redisReply *reply, struct waiter *me, char er
 }
 
 /* The reader's turn: connect, write, read and dispatch what poll() reported. */
-static void service(struct mux *m, struct waiter *me, short revents)
+static void service(struct mux *m, struct wakeup_fd *me, short revents)
 {
     char err[RLC_ERRLEN] = "";
     pthread_mutex_lock(&m->mu);
@@ -408,7 +408,7 @@ struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script
     struct mux_req *r = req_new(m, cmd, script);
     if (!r)
         return &nomem_req;
-    r->waiter = waiter_self();
+    r->waiter = wakeup_fd_self();
     if (!r->waiter) {
         r->status = RLC_E_NOMEM;
         r->done = true;
@@ -530,7 +530,7 @@ void mux_wait(struct mux_req **reqs, int n, struct mux_result *res)
 static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
                       struct wait_space *ws)
 {
-    struct waiter *me = waiter_self();
+    struct wakeup_fd *me = wakeup_fd_self();
     bool *fin = ws->fin;
     struct pollfd *pfd = ws->pfd;
     struct mux **polled = ws->polled;
@@ -608,7 +608,7 @@ static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
         pfd[np].revents = 0;
         poll(pfd, (nfds_t)np + 1, rlc_poll_ms_until(next, now));
         if (pfd[np].revents)
-            waiter_drain(me);
+            wakeup_fd_drain(me);
         for (int j = 0; j < np; j++)
             if (pfd[j].revents)
                 service(polled[j], me, pfd[j].revents);

@@ -20,7 +20,7 @@
 
 struct rlc_cmd;
 struct script;
-struct waiter;
+struct wakeup_fd;
 struct mux_req;
 
 /* Wake-ups one locked section may defer; more are done at once. */
@@ -33,8 +33,8 @@ struct mux {
     struct mux_req *redo;        /* detached, unanswered when the connection broke:
                                     sent again first on the next one (FIFO) */
     int waiting;                 /* queued requests somebody waits for */
-    struct waiter *reader;       /* the caller reading replies now, or NULL */
-    struct waiter *to_wake[RLC_MUX_WAKES]; /* woken once mu is unlocked */
+    struct wakeup_fd *reader;       /* the caller reading replies now, or NULL */
+    struct wakeup_fd *to_wake[RLC_MUX_WAKES]; /* woken once mu is unlocked */
     int n_to_wake;
     int64_t last_io_ns;
     int64_t connect_timeout_ns;

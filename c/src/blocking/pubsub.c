@@ -34,11 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "cancel.h"
 #include "clock.h"
 #include "cmd.h"
 #include "conn.h"
 #include "pubsub.h"
+#include "state.h"
 
 #define LINGER_NS (2000 * RLC_NS_PER_MS)
 #define MAX_BACKOFF_MS 1000
@@ -223,10 +224,12 @@ static void timed_wait(struct channel *ch, pthread_mutex_t *mu, int64_t deadline
     pthread_cond_timedwait(&ch->cond, mu, &ts);
 }
 
-void pubsub_wait_ready(struct pubsub *ps, struct channel *ch, int64_t deadline_ns)
+void pubsub_wait_ready(struct pubsub *ps, struct channel *ch, int64_t deadline_ns,
+                       const struct cancel_point *cp)
 {
     pthread_mutex_lock(&ps->mu);
-    while (!ps->stopped && !ready(ps, ch) && rlc_now_ns() < deadline_ns)
+    while (!ps->stopped && !ready(ps, ch) && !cancel_requested(cp) &&
+           rlc_now_ns() < deadline_ns)
         timed_wait(ch, &ps->mu, deadline_ns);
     pthread_mutex_unlock(&ps->mu);
 }
@@ -263,12 +266,13 @@ void pubsub_holder_expires(struct pubsub *ps, struct channel *ch, int64_t at_ns)
  * by several context switches. A resubscription wakes everyone (seq). The
  * channel's timer (the holder's lease end, else the safety poll) wakes the
  * one waiter that claims it first. */
-void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t deadline_ns)
+void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t deadline_ns,
+                 const struct cancel_point *cp)
 {
     pthread_mutex_lock(&ps->mu);
     for (;;) {
         int64_t now = rlc_now_ns();
-        if (ps->stopped || ch->seq != seq || now >= deadline_ns)
+        if (ps->stopped || ch->seq != seq || now >= deadline_ns || cancel_requested(cp))
             break;
         if (ch->permits > 0) {
             ch->permits--;
@@ -288,6 +292,31 @@ void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t de
      * pass it on, or another waiter would sleep until its fallback timer. */
     if (ch->permits > 0)
         pthread_cond_signal(&ch->msg);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void pubsub_pause(struct pubsub *ps, struct channel *ch, int64_t until_ns,
+                  const struct cancel_point *cp)
+{
+    pthread_mutex_lock(&ps->mu);
+    /* ch->cond, not ch->msg: a pause must not take an unlock message's
+     * permit from a waiter that sleeps for one. */
+    while (!ps->stopped && !cancel_requested(cp) && rlc_now_ns() < until_ns)
+        timed_wait(ch, &ps->mu, until_ns);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+static void wake_everyone(struct channel *ch);
+
+/* The cancel count was raised before this takes mu, and a sleeper looks at
+ * it under mu before it sleeps: so it either sees the cancel or is asleep
+ * when the broadcast comes, never in between. */
+void pubsub_wake_channel(struct pubsub *ps, const char *name, size_t len)
+{
+    pthread_mutex_lock(&ps->mu);
+    struct channel *ch = find(ps, name, len);
+    if (ch && ch->refs > 0)
+        wake_everyone(ch);
     pthread_mutex_unlock(&ps->mu);
 }
 

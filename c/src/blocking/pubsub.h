@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct cancel_point;
 struct rlc_client;
 struct channel;
 struct pubsub;
@@ -29,8 +30,10 @@ void pubsub_free(struct pubsub *ps);
  * client was not subscribed yet. NULL without memory. */
 struct channel *pubsub_join(struct pubsub *ps, const char *name, size_t len);
 
-/* Waits until every reachable node confirmed the subscription, or deadline. */
-void pubsub_wait_ready(struct pubsub *ps, struct channel *ch, int64_t deadline_ns);
+/* Waits until every reachable node confirmed the subscription, deadline, or
+ * cancel (cp may be NULL, here and below). */
+void pubsub_wait_ready(struct pubsub *ps, struct channel *ch, int64_t deadline_ns,
+                       const struct cancel_point *cp);
 
 /* The channel's subscription count; read it BEFORE trying the lock. */
 uint64_t pubsub_seq(struct pubsub *ps, struct channel *ch);
@@ -45,8 +48,18 @@ void pubsub_holder_expires(struct pubsub *ps, struct channel *ch, int64_t at_ns)
 
 /* Sleeps until an unlock message's permit (taken here), a resubscription
  * (seq differs), the channel's timer (the holder's lease end, else the
- * safety poll; claimed by one waiter), the deadline, or stop. */
-void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t deadline_ns);
+ * safety poll; claimed by one waiter), the deadline, stop, or cancel. */
+void pubsub_wait(struct pubsub *ps, struct channel *ch, uint64_t seq, int64_t deadline_ns,
+                 const struct cancel_point *cp);
+
+/* Sleeps until until_ns, stop or cancel, and takes no message: the pause
+ * between the tries of a split Redlock vote. */
+void pubsub_pause(struct pubsub *ps, struct channel *ch, int64_t until_ns,
+                  const struct cancel_point *cp);
+
+/* Wakes every sleeper of the channel, if it has any, to look at its cancel
+ * point (rlc_lock_cancel). The others go back to sleep. */
+void pubsub_wake_channel(struct pubsub *ps, const char *name, size_t len);
 
 void pubsub_leave(struct pubsub *ps, struct channel *ch);
 

@@ -19,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
 #include "clock.h"
 #include "cmd.h"
 #include "mux.h"
 #include "restart_guard.h"
+#include "state.h"
 
 bool restart_guard_on(const rlc_client *c)
 {

@@ -13,12 +13,6 @@
 struct rlc_client;
 struct mux_req;
 
-/* What a client knows of one node's life (in struct rlc_client, under mu). */
-struct node_life {
-    char run_id[41];       /* INFO server's run_id, "" before the first look */
-    int64_t restarted_ns;  /* monotonic time of a restart seen, 0 none */
-};
-
 /* Whether the guard is on: option restart_guard, or by default N >= 3. */
 bool restart_guard_on(const struct rlc_client *c);
 

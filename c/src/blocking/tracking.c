@@ -38,12 +38,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "callbacks.h"
 #include "clock.h"
 #include "cmd.h"
 #include "conn.h"
 #include "hold.h"
 #include "metrics.h"
+#include "state.h"
 #include "tracking.h"
 
 #define CHUNK 256

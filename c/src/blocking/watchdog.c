@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "callbacks.h"
 #include "clock.h"
 #include "cmd.h"
 #include "hold.h"

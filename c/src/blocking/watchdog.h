@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "client.h"
+#include "state.h"
 
 /* Renews every watchdog hold that is due, in one pipelined batch per node,
  * marks holds lost and runs their on_lost callbacks. Runs on the client's

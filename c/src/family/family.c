@@ -266,7 +266,7 @@ int fam_wait(rlc_client *c, const char *channel, size_t channel_len, int64_t dea
         return rlc_fail(RLC_E_NOMEM, "out of memory");
     int64_t ready_by = rlc_deadline_after_ms(rlc_now_ns(),
                                              c->call_timeout_ms + c->opts.connect_timeout_ms);
-    pubsub_wait_ready(c->pubsub, ch, ready_by < deadline_ns ? ready_by : deadline_ns);
+    pubsub_wait_ready(c->pubsub, ch, ready_by < deadline_ns ? ready_by : deadline_ns, NULL);
     int rc;
     for (;;) {
         uint64_t seq = pubsub_seq(c->pubsub, ch);
@@ -288,7 +288,7 @@ int fam_wait(rlc_client *c, const char *channel, size_t channel_len, int64_t dea
                      : t->sleep_ms < MIN_RETRY_MS                  ? MIN_RETRY_MS
                                                                    : t->sleep_ms;
         int64_t until = rlc_deadline_after_ms(now, ms);
-        pubsub_wait(c->pubsub, ch, seq, until < deadline_ns ? until : deadline_ns);
+        pubsub_wait(c->pubsub, ch, seq, until < deadline_ns ? until : deadline_ns, NULL);
     }
     pubsub_leave(c->pubsub, ch);
     return rc;

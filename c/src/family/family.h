@@ -15,8 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client.h"
 #include "fanout.h"
+#include "state.h"
 
 #define FAM_MAX_NAME 65536
 
@@ -82,7 +82,7 @@ bool fam_grant(rlc_client *c, struct fam_hold *h, bool watchdog, int64_t lease,
 /* Lease checks as rlc_lock_acquire's. */
 int fam_check_lease(const rlc_client *c, int64_t lease_ms);
 
-/* The tombstone time of an undo (see undo_attempt in lock.c). */
+/* The tombstone time of an undo (see undo_attempt in lock_acquire.c). */
 int64_t fam_tomb_ms(const rlc_client *c, int64_t lease);
 
 /* For the background thread: renews due family holds of c; returns when it

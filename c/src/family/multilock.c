@@ -96,7 +96,7 @@ void rlc_multilock_free(rlc_multilock *m)
     free(m);
 }
 
-/* rlc_lock's record of a granted level (lock.c, record_grant), under c->mu. */
+/* rlc_lock's record of a granted level (lock_acquire.c, record_grant), under c->mu. */
 static bool grant(rlc_client *c, rlc_lock *l, uint64_t owner, uint64_t attempt, bool watchdog,
                   int64_t lease, uint64_t token, int64_t started_ns)
 {

@@ -17,7 +17,7 @@ module Redlockc
     0 => "RLC_OK", 1 => "RLC_NOT_ACQUIRED", -1 => "RLC_E_INVAL", -2 => "RLC_E_NOMEM",
     -3 => "RLC_E_CONNECT", -4 => "RLC_E_TIMEOUT", -5 => "RLC_E_NOT_OWNER", -6 => "RLC_E_LOST",
     -7 => "RLC_E_NO_QUORUM", -8 => "RLC_E_SERVER", -9 => "RLC_E_PROTOCOL", -10 => "RLC_E_CLOSED",
-    -11 => "RLC_E_AUTH"
+    -11 => "RLC_E_AUTH", -12 => "RLC_E_CANCELED"
   }.freeze
 
   # One class per status (RLC_NOT_ACQUIRED is not an error in C: #try_lock
@@ -25,7 +25,7 @@ module Redlockc
   {
     NotAcquiredError: 1, InvalidArgumentError: -1, OutOfMemoryError: -2, ConnectionError: -3,
     TimeoutError: -4, NotOwnerError: -5, LockLostError: -6, NoQuorumError: -7, ServerError: -8,
-    ProtocolError: -9, ClosedError: -10, AuthError: -11
+    ProtocolError: -9, ClosedError: -10, AuthError: -11, CanceledError: -12
   }.each do |name, status|
     const_set(name, Class.new(Error)).const_set(:STATUS, status)
   end

@@ -1,9 +1,16 @@
 /*
- * client.h - what a client and a lock handle hold, shared by the library's
- * modules (never by callers: they see opaque pointers).
+ * state.h - what a client and a lock handle hold, shared by the library's
+ * modules (never by callers: they see opaque pointers), and the small calls
+ * every module makes on them.
+ *
+ * It sits below every module that a client is made of (hold, pubsub,
+ * tracking, watchdog, the family): they include this, never client.c's
+ * side, so that the includes form no circle. client.c, which puts a client
+ * together and takes it apart, is the only file above them all; the last
+ * reference frees a client through its destroy pointer, set by client.c.
  */
-#ifndef RLC_CLIENT_H
-#define RLC_CLIENT_H
+#ifndef RLC_STATE_H
+#define RLC_STATE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,7 +21,6 @@
 #include "mux.h"
 #include "options.h"
 #include "owner.h"
-#include "restart_guard.h"
 #include "uri.h"
 
 struct hold;
@@ -24,8 +30,15 @@ struct lost_event;
 
 #define RLC_HOLD_BUCKETS 1024
 
+/* What a client knows of one node's life (restart_guard.c; under mu). */
+struct node_life {
+    char run_id[41];       /* INFO server's run_id, "" before the first look */
+    int64_t restarted_ns;  /* monotonic time of a restart seen, 0 none */
+};
+
 struct rlc_client {
     atomic_int refs;            /* the caller's, each lock's, each call in flight */
+    void (*destroy)(struct rlc_client *c); /* client.c: frees it at the last reference */
     unsigned fork_generation;   /* owner_fork_generation() at creation */
     char uuid[RLC_UUID_LEN + 1];
     struct rlc_options opts;
@@ -74,6 +87,7 @@ struct rlc_lock {
     char *attempts_key;         /* redlockc_attempts:{key} */
     size_t attempts_key_len;
     uint64_t owner;             /* 0: the calling thread */
+    atomic_uint_fast64_t cancels; /* rlc_lock_cancel calls so far (cancel.h) */
 
     /* Guarded by client->mu. At most one of on_lost, on_lost_owner is set. */
     rlc_lost_fn on_lost;
@@ -81,6 +95,9 @@ struct rlc_lock {
     void *on_lost_user;
     struct hold *holds;         /* one per owner holding it through this handle */
 };
+
+/* Whether c was made before a fork() (this is the child). */
+bool client_forked(const rlc_client *c);
 
 /* Enters a call on c: RLC_OK, or RLC_E_CLOSED (freed, or a forked child)
  * with the thread's message set. Every RLC_OK is paired with client_leave. */
@@ -98,24 +115,6 @@ struct mux *client_mux(rlc_client *c, int node, uint64_t owner);
 
 /* Wakes the watchdog thread to recompute its schedule. */
 void client_wake_thread(rlc_client *c);
-
-/* Under mu: sets l's callback (both NULL: none), starting the client's
- * callback thread with the first one. RLC_OK or RLC_E_NOMEM. */
-int client_set_on_lost(rlc_client *c, rlc_lock *l, rlc_lost_fn fn, rlc_lost_owner_fn fn2,
-                       void *user);
-
-/* Under mu: queues l's callback for a lost hold of owner; the callback
- * thread runs it (never the watchdog thread, which must go on renewing). */
-void client_queue_lost(rlc_client *c, rlc_lock *l, uint64_t owner, int reason);
-
-/* Under mu: drops l's queued callbacks and waits until its running one
- * returns, unless the caller is that callback (rlc_lock_free). */
-void client_forget_lost(rlc_client *c, rlc_lock *l);
-
-/* For an owner-0 handle on a callback thread: 1 and *owner when l is the
- * handle whose callback runs (it acts for the lost hold's owner); -1 for any
- * other owner-0 handle (refused); 0 on any other thread. */
-int client_callback_owner(const rlc_lock *l, uint64_t *owner);
 
 /* The hash field "<uuid>:<owner>" for owner (0: the calling thread). */
 int client_field(const rlc_client *c, uint64_t owner, char *buf, size_t size);

@@ -1,17 +1,17 @@
 /*
- * waiter.c - per-thread eventfds, made on first use and closed at thread exit.
+ * wakeup_fd.c - per-thread eventfds, made on first use and closed at thread exit.
  *
  * A child process after fork() inherits its parent's eventfd, whose counter
  * is shared with the parent: a wake-up meant for the child could be eaten by
- * the parent. So a waiter remembers the fork generation it was made in and a
+ * the parent. So a wakeup fd remembers the fork generation it was made in and a
  * child gets a fresh one.
  *
- * A waiter is never freed while the process runs: at thread exit it goes to
+ * A wakeup fd is never freed while the process runs: at thread exit it goes to
  * a free list for the next new thread. mux.c wakes threads after unlocking,
  * by which time the woken thread may have finished and exited; its waiter
  * must still be a valid eventfd then (a closed one could have been reused
- * for a socket). Waking a recycled waiter is only a spurious wake-up. The
- * list holds at most as many waiters as threads ever ran at once.
+ * for a socket). Waking a recycled one is only a spurious wake-up. The
+ * list holds at most as many as threads ever ran at once.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,37 +21,37 @@
 #include <unistd.h>
 
 #include "owner.h"
-#include "waiter.h"
+#include "wakeup_fd.h"
 
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static __thread struct waiter *mine;
+static __thread struct wakeup_fd *mine;
 
 static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct waiter *free_list;
+static struct wakeup_fd *free_list;
 
-/* Thread exit: keep the waiter for the next thread (see the top). */
+/* Thread exit: keep the wakeup fd for the next thread (see the top). */
 static void recycle(void *p)
 {
-    struct waiter *w = p;
+    struct wakeup_fd *w = p;
     pthread_mutex_lock(&free_mu);
     w->next = free_list;
     free_list = w;
     pthread_mutex_unlock(&free_mu);
 }
 
-static void discard(struct waiter *w)
+static void discard(struct wakeup_fd *w)
 {
     close(w->efd);
     free(w);
 }
 
-/* A waiter of this process from the free list, or NULL. Ones inherited
+/* A wakeup fd of this process from the free list, or NULL. Ones inherited
  * across fork() share their counter with the parent: those are discarded. */
-static struct waiter *reuse(unsigned gen)
+static struct wakeup_fd *reuse(unsigned gen)
 {
     pthread_mutex_lock(&free_mu);
-    struct waiter *w;
+    struct wakeup_fd *w;
     while ((w = free_list) && w->fork_generation != gen) {
         free_list = w->next;
         discard(w);
@@ -80,7 +80,7 @@ static void make_key(void)
     pthread_atfork(fork_prepare, fork_done, fork_done);
 }
 
-struct waiter *waiter_self(void)
+struct wakeup_fd *wakeup_fd_self(void)
 {
     unsigned gen = owner_fork_generation();
     if (mine && mine->fork_generation == gen)
@@ -91,9 +91,9 @@ struct waiter *waiter_self(void)
         mine = NULL;
         pthread_setspecific(key, NULL);
     }
-    struct waiter *w = reuse(gen);
+    struct wakeup_fd *w = reuse(gen);
     if (w) {
-        waiter_drain(w); /* wake-ups meant for the thread that had it */
+        wakeup_fd_drain(w); /* wake-ups meant for the thread that had it */
     } else {
         w = malloc(sizeof *w);
         if (!w)
@@ -110,14 +110,14 @@ struct waiter *waiter_self(void)
     return w;
 }
 
-void waiter_wake(struct waiter *w)
+void wakeup_fd_wake(struct wakeup_fd *w)
 {
     uint64_t one = 1;
     while (write(w->efd, &one, sizeof one) < 0 && errno == EINTR)
         ;
 }
 
-void waiter_drain(struct waiter *w)
+void wakeup_fd_drain(struct wakeup_fd *w)
 {
     uint64_t v;
     while (read(w->efd, &v, sizeof v) < 0 && errno == EINTR)

@@ -1,0 +1,443 @@
+/*
+ * lock_acquire.c - rlc_lock_acquire: one try on every node, and the wait on
+ * the lock's channel between tries; rlc_lock_cancel, which ends that wait.
+ *
+ * A lock that was not certainly taken is undone: after a failed Redlock
+ * round, and after a single node timed out, the undo script goes to every
+ * node that may have said yes. It travels on the same connection behind the
+ * acquire, so it usually lands right after it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cancel.h"
+#include "clock.h"
+#include "cmd.h"
+#include "error.h"
+#include "fanout.h"
+#include "fence.h"
+#include "hold.h"
+#include "lock_common.h"
+#include "metrics.h"
+#include "pubsub.h"
+#include "quorum.h"
+#include "restart_guard.h"
+#include "scripts.h"
+
+/* No waiter tries again sooner than this unless a message woke it: it bounds
+ * the retry rate of one waiter to 200/s whatever the options. */
+#define MIN_RETRY_MS 5
+
+/* The acquire script's reply (scripts.h). */
+struct acquire_reply {
+    int64_t count;       /* >= 1 held; 0 busy; -1 undone before it ran */
+    int64_t x;           /* token when held, else the holder's pttl */
+    bool inner;          /* held: the outer level named is in this life */
+    const char *holder;  /* busy: the holder's field ("" unknown) */
+    size_t holder_len;
+};
+
+static int parse_acquire(const redisReply *r, struct acquire_reply *a)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4)
+        return 0;
+    for (size_t i = 0; i < 2; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return 0;
+    a->count = r->element[0]->integer;
+    a->x = r->element[1]->integer;
+    a->holder = "";
+    a->holder_len = 0;
+    a->inner = r->elements == 4 && r->element[3]->type == REDIS_REPLY_INTEGER &&
+               r->element[3]->integer == 1;
+    if (r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
+        a->holder = r->element[2]->str;
+        a->holder_len = r->element[2]->len;
+    }
+    return 1;
+}
+
+struct attempt {
+    int64_t sleep_ms; /* busy: when enough holders' leases end for a quorum; -1 unknown */
+    bool split;       /* we got votes but not a quorum, and no other owner can have one */
+};
+
+/* When should a loser look again? It needs q free nodes; the nodes that did
+ * not refuse are free (or ours, undone), so it waits until enough of the
+ * refusing nodes' leases have run out. */
+static int64_t sleep_for(const int64_t *busy_pttl, int busy, int n, int q)
+{
+    int need = q - (n - busy);
+    if (need <= 0)
+        return 0;
+    int64_t v[RLC_MAX_NODES];
+    for (int i = 0; i < busy; i++)
+        v[i] = busy_pttl[i] < 0 ? INT64_MAX : busy_pttl[i];
+    /* the need-th smallest = the (busy - need + 1)-th largest */
+    int64_t t = quorum_kth_largest(v, busy, busy - need + 1, -1);
+    return t == INT64_MAX ? -1 : t;
+}
+
+/* Records a granted acquisition in h (under mu). Returns whether the
+ * watchdog thread must wake up to renew it in time. */
+static bool record_grant(rlc_client *c, struct hold *h, bool watchdog, int64_t lease,
+                         uint64_t token, int64_t started_ns)
+{
+    if (h->count == 0) {
+        h->token = token;
+        h->lease_ms = lease;
+        hold_set_watchdog(c, h, watchdog);
+    }
+    h->count++;
+    int64_t valid_ms = lease - quorum_drift_ms(lease, c->opts.drift_factor);
+    h->valid_until_ns = started_ns + valid_ms * RLC_NS_PER_MS;
+    if (!h->watchdog)
+        return false;
+    h->next_renew_ns = started_ns + lease * RLC_NS_PER_MS / 3;
+    return h->next_renew_ns < c->watchdog_wake_ns;
+}
+
+/* Undoes attempt on each node that may have run it. The undo names the
+ * attempt, so it is right whenever and on whatever connection it arrives:
+ * it takes back the level if the acquire ran, and stops the acquire if it
+ * has not run yet (scripts.c). It still rides behind the acquire on the
+ * owner's connection, so it usually lands right after it. */
+static void undo_attempt(rlc_lock *l, uint64_t owner, const char *field, uint64_t attempt,
+                         int64_t lease, const bool *which)
+{
+    rlc_client *c = l->client;
+    char id[RLC_ATTEMPT_LEN], ttl[24];
+    /* A tombstone outlives any acquire that can still be on its way: one
+     * whose connection is still open is answered or torn down within a
+     * call's deadline plus a connect; a minute covers a stalled server. */
+    int64_t tomb = lease + 2 * (c->call_timeout_ms + c->opts.connect_timeout_ms) + 60000;
+    const char *argv[5] = {l->key, l->attempts_key, id, field, ttl};
+    size_t lens[5] = {l->key_len, l->attempts_key_len,
+                      (size_t)client_attempt_name(c, attempt, id, sizeof id), strlen(field),
+                      (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)tomb)};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_undo, 2, 3, argv, lens);
+    fanout_detached(c, owner, cmd, &script_undo, which, true);
+    cmd_unref(cmd);
+}
+
+static int canceled(const rlc_lock *l)
+{
+    char name[80];
+    return rlc_fail(RLC_E_CANCELED, "acquire of lock '%s' was cancelled (rlc_lock_cancel); "
+                    "nothing was kept", lock_shown(l, name, sizeof name));
+}
+
+static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease_req,
+                       const struct cancel_point *cp, struct attempt *a)
+{
+    rlc_client *c = l->client;
+    int n = c->n_nodes, q = c->quorum;
+
+    /* The hold is registered before sending, as an acquire in flight. A
+     * nested acquire keeps the mode and lease of the hold it nests in. */
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find(l, owner);
+    if (h && h->lost) {
+        hold_drop(c, h);
+        h = NULL;
+    }
+    if (!h && !(h = hold_create(l, owner))) {
+        pthread_mutex_unlock(&c->mu);
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    }
+    struct hold *outer = hold_find_levels(c, l, owner);
+    bool nested = outer && !outer->lost && outer->count > 0;
+    bool watchdog = nested ? outer->watchdog : lease_req <= 0;
+    int64_t lease = nested ? outer->lease_ms
+                    : lease_req > 0 ? lease_req
+                                    : c->opts.watchdog_timeout_ms;
+    uint64_t hold_id = h->id;
+    uint64_t outer_id = nested ? outer->id : 0;
+    uint64_t outer_level = nested && outer->n_attempts > 0 ? outer->attempts[0] : 0;
+    uint64_t attempt = client_new_attempt(c);
+    h->pending++;
+    pthread_mutex_unlock(&c->mu);
+
+    char lease_s[24], id[RLC_ATTEMPT_LEN], in[RLC_ATTEMPT_LEN];
+    const char *argv[7] = {l->key, l->token_key, l->attempts_key, lease_s, field, id, in};
+    size_t lens[7] = {l->key_len, l->token_key_len, l->attempts_key_len,
+                      (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease),
+                      strlen(field), (size_t)client_attempt_name(c, attempt, id, sizeof id), 0};
+    if (outer_level)
+        lens[6] = (size_t)client_attempt_name(c, outer_level, in, sizeof in);
+    struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 3, 4, argv, lens);
+    struct fanout f;
+    /* Restart guard: INFO server rides ahead of the acquire (restart_guard.c). */
+    struct mux_req *info[RLC_MAX_NODES] = {NULL};
+    bool guarded[RLC_MAX_NODES] = {false};
+    char guard_why[512] = "";
+    int64_t guard_wait_ms = 0;
+    bool guard = n > 1 && restart_guard_on(c);
+    if (guard)
+        restart_guard_send(c, owner, info);
+    fanout_run(c, owner, cmd, &script_acquire, &f);
+    if (guard)
+        restart_guard_collect(c, info, lease, guarded, guard_why, sizeof guard_why,
+                              &guard_wait_ms);
+    int64_t elapsed_ns = rlc_now_ns() - f.started_ns;
+    int not_counted = 0;
+
+    int yes = 0, inner = 0, busy = 0, unanswered = 0, holders = 0;
+    uint64_t token = 0, tokens[RLC_MAX_NODES];
+    bool granted[RLC_MAX_NODES], undo[RLC_MAX_NODES];
+    int64_t busy_pttl[RLC_MAX_NODES];
+    const struct acquire_reply *holder_of[RLC_MAX_NODES];
+    struct acquire_reply replies[RLC_MAX_NODES];
+    int holder_nodes[RLC_MAX_NODES];
+    for (int i = 0; i < n; i++) {
+        const redisReply *r = fanout_reply(&f, i);
+        struct acquire_reply *ar = &replies[i];
+        granted[i] = false;
+        /* Every node that may have run it is undone if the round fails: one
+         * that said yes, and one whose answer we do not have. */
+        undo[i] = true;
+        if (!r || !parse_acquire(r, ar)) {
+            unanswered++;
+            continue;
+        }
+        if (ar->count >= 1 && guarded[i]) {
+            not_counted++; /* it may hold the key, but its vote does not count */
+        } else if (ar->count >= 1) {
+            yes++;
+            inner += ar->inner;
+            granted[i] = true;
+            tokens[i] = (uint64_t)ar->x;
+            if ((uint64_t)ar->x > token)
+                token = (uint64_t)ar->x;
+        } else if (ar->count == 0) {
+            undo[i] = false;
+            busy_pttl[busy++] = ar->x;
+            int k = 0;
+            while (k < holders && !(holder_of[k]->holder_len == ar->holder_len &&
+                                    memcmp(holder_of[k]->holder, ar->holder, ar->holder_len) == 0))
+                k++;
+            if (k == holders) {
+                holder_of[holders] = ar;
+                holder_nodes[holders++] = 0;
+            }
+            holder_nodes[k]++;
+        } else {
+            unanswered++; /* cannot happen: the id is new */
+        }
+    }
+
+    int rc;
+    bool wake = false;
+    int64_t validity = quorum_validity_ms(lease, elapsed_ns, c->opts.drift_factor);
+    char name[80];
+    bool outer_lost = false;
+    if (yes >= q && nested && inner < q) {
+        /* The hold this nests in is gone from a quorum (it expired): this
+         * acquire made a new hold there. Counting it as one more level
+         * would let the owner's next release free those nodes while it
+         * still believes it holds the lock. */
+        outer_lost = true;
+        rc = rlc_fail(RLC_E_LOST,
+                      "lock '%s' was lost before this nested acquire: it expired or was "
+                      "taken; nothing was kept", lock_shown(l, name, sizeof name));
+    } else if (yes >= q && validity > 0) {
+        rc = RLC_OK;
+        /* A new hold's token counts only once a quorum stores it (fence.c);
+         * the round that stores it is part of the acquire's elapsed time. */
+        int64_t done_ns;
+        if (n > 1 && !nested &&
+            (rc = fence_store_token(l, owner, tokens, granted, token, &done_ns)) == RLC_OK &&
+            quorum_validity_ms(lease, done_ns - f.started_ns, c->opts.drift_factor) <= 0)
+            rc = rlc_fail(RLC_NOT_ACQUIRED,
+                          "lock '%s' was granted, but its %lld ms lease was used up while its "
+                          "fencing token was stored; use a longer lease",
+                          lock_shown(l, name, sizeof name), (long long)lease);
+        if (rc != RLC_OK) {
+            a->split = false;
+            a->sleep_ms = 0;
+        }
+    } else if (yes >= q) {
+        rc = rlc_fail(RLC_NOT_ACQUIRED,
+                      "lock '%s' was granted, but its %lld ms lease was used up by the %lld ms "
+                      "the nodes took to answer (and the drift allowance); use a longer lease",
+                      lock_shown(l, name, sizeof name), (long long)lease,
+                      (long long)(elapsed_ns / RLC_NS_PER_MS));
+        a->split = false;
+        a->sleep_ms = 0;
+    } else if (yes + not_counted >= q) {
+        rc = rlc_fail(RLC_NOT_ACQUIRED,
+                      "lock '%s': %d of %d nodes granted it, but only %d count toward the "
+                      "quorum of %d: %s", lock_shown(l, name, sizeof name), yes + not_counted, n,
+                      yes, q, guard_why);
+        a->split = false;
+        a->sleep_ms = guard_wait_ms;
+    } else if (yes + busy >= q) {
+        rc = rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner",
+                      lock_shown(l, name, sizeof name));
+        a->split = quorum_split_vote(n, q, yes, holder_nodes, holders, unanswered);
+        a->sleep_ms = sleep_for(busy_pttl, busy, n, q);
+    } else {
+        rc = fanout_fail(c, &f, l->key);
+    }
+    /* Cancelled while this try was on the wire: a grant is not kept, but
+     * undone below like a failed round (undo[] names the nodes that said
+     * yes), because the canceller was told the acquire ends without it. */
+    if ((rc == RLC_OK || rc == RLC_NOT_ACQUIRED) && cancel_requested(cp))
+        rc = canceled(l);
+
+    pthread_mutex_lock(&c->mu);
+    h = hold_find(l, owner);
+    if (h && h->id == hold_id)
+        h->pending--;
+    if (rc == RLC_OK && !h && !(h = hold_create(l, owner)))
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+    if (rc == RLC_OK && !hold_push_attempt(h, attempt))
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+    if (rc == RLC_OK)
+        wake = record_grant(c, h, watchdog, lease, token, f.started_ns);
+    else if (h)
+        lock_drop_if_idle(c, h);
+    if (outer_lost) {
+        struct hold *o = hold_by_id(c, l, owner, outer_id);
+        if (o)
+            lock_mark_lost(c, o);
+    }
+    pthread_mutex_unlock(&c->mu);
+
+    bool any_undo = false;
+    for (int i = 0; i < n; i++)
+        any_undo = any_undo || undo[i];
+    if (rc != RLC_OK && any_undo)
+        undo_attempt(l, owner, field, attempt, lease, undo);
+    if (wake)
+        client_wake_thread(c);
+    fanout_clear(&f);
+    cmd_unref(cmd);
+    return rc;
+}
+
+/* Sleeps a random part of retry_jitter_ms (bounded by the deadline), so that
+ * Redlock contenders that split the vote do not collide again in lockstep.
+ * On the channel, so that a cancel ends the pause too. */
+static void jitter(rlc_client *c, struct channel *ch, int64_t deadline_ns,
+                   const struct cancel_point *cp)
+{
+    int64_t ms = MIN_RETRY_MS +
+                 (int64_t)owner_random_below((uint64_t)c->opts.retry_jitter_ms + 1);
+    int64_t until = rlc_deadline_after_ms(rlc_now_ns(), ms);
+    pubsub_pause(c->pubsub, ch, until < deadline_ns ? until : deadline_ns, cp);
+}
+
+/* Waits on the lock's channel and tries again when woken: by an unlock
+ * message (one waiter per message), by a resubscription (everyone: a message
+ * may have been missed), or by the channel's timer, which wakes one waiter of
+ * this client when the holder's lease ends or, failing that, once a second
+ * (pubsub.c). Never by a timer of its own: the tries of a client's waiters on
+ * one lock do not grow with their number. A refused SUBSCRIBE is an error:
+ * waiting without messages would be polling in silence. */
+static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease,
+                            int64_t deadline_ns, const struct cancel_point *cp,
+                            struct attempt *a)
+{
+    rlc_client *c = l->client;
+    metrics_wait_begin(c);
+    struct channel *ch = pubsub_join(c->pubsub, l->channel, l->channel_len);
+    if (!ch)
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    int64_t ready_by = rlc_deadline_after_ms(
+        rlc_now_ns(), c->call_timeout_ms + c->opts.connect_timeout_ms);
+    pubsub_wait_ready(c->pubsub, ch, ready_by < deadline_ns ? ready_by : deadline_ns, cp);
+
+    int rc;
+    char why[RLC_ERRLEN], name[80];
+    int refused = pubsub_refused(c->pubsub, ch, why, sizeof why);
+    if (refused > 0) {
+        rc = rlc_fail(RLC_E_SERVER,
+                      "cannot wait for lock '%s': %s (%d of %d nodes); the ACL user needs "
+                      "the channel permission '&redisson_lock__channel:*' to wait for unlock "
+                      "messages (a try without waiting needs none)",
+                      lock_shown(l, name, sizeof name), why, refused, c->n_nodes);
+        goto out;
+    }
+    for (;;) {
+        if (cancel_requested(cp)) {
+            rc = canceled(l);
+            break;
+        }
+        /* Read the count before trying: a message that arrives during the
+         * try then ends the sleep below at once. */
+        uint64_t seq = pubsub_seq(c->pubsub, ch);
+        *a = (struct attempt){-1, false};
+        rc = try_acquire(l, owner, field, lease, cp, a);
+        if (rc != RLC_NOT_ACQUIRED)
+            break;
+        int64_t now = rlc_now_ns();
+        if (now >= deadline_ns)
+            break;
+        if (atomic_load(&c->closed)) {
+            rc = rlc_fail(RLC_E_CLOSED, "client closed while waiting");
+            break;
+        }
+        if (a->split) {
+            jitter(c, ch, deadline_ns, cp);
+            continue;
+        }
+        /* sleep_ms: when the holder's lease ends, -1 no expiry. */
+        pubsub_holder_expires(c->pubsub, ch,
+                              a->sleep_ms < 0 ? RLC_FOREVER_NS
+                                              : rlc_deadline_after_ms(
+                                                    now, a->sleep_ms < MIN_RETRY_MS ? MIN_RETRY_MS : a->sleep_ms));
+        pubsub_wait(c->pubsub, ch, seq, deadline_ns, cp);
+    }
+out:
+    pubsub_leave(c->pubsub, ch);
+    return rc;
+}
+
+int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    int rc = lock_enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    /* Cancels made from here on end this acquire; earlier ones do not. */
+    struct cancel_point cp = {&l->cancels, atomic_load(&l->cancels)};
+    if ((rc = lock_check_lease(c, lease_ms, "lease")) != RLC_OK)
+        goto out;
+
+    uint64_t owner = lock_owner(l);
+    char field[RLC_UUID_LEN + 24];
+    client_field(c, owner, field, sizeof field);
+    int64_t start = rlc_now_ns();
+    int64_t deadline = wait_ms < 0 ? RLC_FOREVER_NS : rlc_deadline_after_ms(start, wait_ms);
+
+    struct attempt a = {-1, false};
+    rc = try_acquire(l, owner, field, lease_ms, &cp, &a);
+    if (rc == RLC_NOT_ACQUIRED && wait_ms != 0)
+        rc = wait_and_acquire(l, owner, field, lease_ms, deadline, &cp, &a);
+    if (rc == RLC_NOT_ACQUIRED && wait_ms != 0) {
+        char name[80];
+        rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner; waited %lld ms",
+                 lock_shown(l, name, sizeof name), (long long)((rlc_now_ns() - start) / RLC_NS_PER_MS));
+    }
+    metrics_acquire(c, rc, start);
+out:
+    client_leave(c);
+    return rc;
+}
+
+/* Not through lock_enter(): a cancel acts for no owner, so it is fine on any
+ * thread, an on_lost callback's included, and it does no I/O. */
+int rlc_lock_cancel(rlc_lock *l)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    atomic_fetch_add(&l->cancels, 1);
+    rlc_client *c = l->client;
+    if (client_enter(c) == RLC_OK) { /* else: closed, its waiters were woken */
+        pubsub_wake_channel(c->pubsub, l->channel, l->channel_len);
+        client_leave(c);
+    }
+    return RLC_OK;
+}

@@ -1,0 +1,154 @@
+/*
+ * lock_handle.c - a lock handle's life: its key names (Redisson's, so that a
+ * Redisson client shares the lock), its on_lost callback, and its end.
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "callbacks.h"
+#include "error.h"
+#include "hold.h"
+#include "lock_common.h"
+
+#define MAX_NAME_LEN 65536
+
+/* prefix + key, with braces around the key unless it has a '{' already:
+ * Redisson's rule, which keeps the channel in the key's cluster slot. */
+static char *derived_name(const char *prefix, const char *key, size_t key_len, size_t *len)
+{
+    bool braced = memchr(key, '{', key_len) != NULL;
+    size_t plen = strlen(prefix);
+    *len = plen + key_len + (braced ? 0 : 2);
+    char *s = malloc(*len + 1);
+    if (!s)
+        return NULL;
+    char *p = s;
+    memcpy(p, prefix, plen);
+    p += plen;
+    if (!braced)
+        *p++ = '{';
+    memcpy(p, key, key_len);
+    p += key_len;
+    if (!braced)
+        *p++ = '}';
+    *p = '\0';
+    return s;
+}
+
+static void lock_free_names(rlc_lock *l)
+{
+    free(l->key);
+    free(l->channel);
+    free(l->token_key);
+    free(l->attempts_key);
+}
+
+int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    *out = NULL;
+    if (!c)
+        return rlc_fail(RLC_E_INVAL, "client is NULL");
+    if (!name || !*name)
+        return rlc_fail(RLC_E_INVAL, "lock name is NULL or empty");
+    if (owner >= RLC_THREAD_OWNER_BASE)
+        return rlc_fail(RLC_E_INVAL,
+                        "explicit owner id %llu is too large: use 1 to 2^62-1 (larger ids "
+                        "belong to threads)",
+                        (unsigned long long)owner);
+    size_t name_len = strnlen(name, MAX_NAME_LEN + 1);
+    if (name_len > MAX_NAME_LEN)
+        return rlc_fail(RLC_E_INVAL, "lock name is longer than %d bytes", MAX_NAME_LEN);
+    int rc = client_enter(c);
+    if (rc != RLC_OK)
+        return rc;
+
+    rlc_lock *l = calloc(1, sizeof *l);
+    if (!l) {
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+        goto out;
+    }
+    size_t plen = strlen(c->opts.key_prefix);
+    l->key_len = plen + name_len;
+    l->key = malloc(l->key_len + 1);
+    if (l->key) {
+        memcpy(l->key, c->opts.key_prefix, plen);
+        memcpy(l->key + plen, name, name_len + 1);
+        l->channel = derived_name("redisson_lock__channel:", l->key, l->key_len,
+                                  &l->channel_len);
+        l->token_key = derived_name("redisson_lock_token:", l->key, l->key_len,
+                                    &l->token_key_len);
+        l->attempts_key = derived_name("redlockc_attempts:", l->key, l->key_len,
+                                       &l->attempts_key_len);
+    }
+    if (!l->key || !l->channel || !l->token_key || !l->attempts_key) {
+        lock_free_names(l);
+        free(l);
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+        goto out;
+    }
+    l->client = c;
+    l->owner = owner;
+    client_ref(c);
+    *out = l;
+out:
+    client_leave(c);
+    return rc;
+}
+
+void rlc_lock_free(rlc_lock *l)
+{
+    if (!l)
+        return;
+    rlc_client *c = l->client;
+    if (c->fork_generation != owner_fork_generation()) {
+        /* A forked child: the mutex may be held by a thread that did not come
+         * along, and no other thread of ours uses this client here. */
+        while (l->holds) {
+            struct hold *h = l->holds;
+            l->holds = h->next;
+            free(h->attempts);
+            free(h);
+        }
+    } else {
+        pthread_mutex_lock(&c->mu);
+        hold_drop_all(c, l);
+        /* No callback of this lock runs after this returns: queued ones are
+         * dropped, a running one is waited for (unless this is that
+         * callback, freeing its own lock). */
+        client_forget_lost(c, l);
+        pthread_mutex_unlock(&c->mu);
+    }
+    lock_free_names(l);
+    free(l);
+    client_unref(c);
+}
+
+static int set_on_lost(rlc_lock *l, rlc_lost_fn fn, rlc_lost_owner_fn fn2, void *user)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    int rc = client_enter(l->client);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    pthread_mutex_lock(&c->mu);
+    rc = client_set_on_lost(c, l, fn, fn2, user);
+    pthread_mutex_unlock(&c->mu);
+    if (rc != RLC_OK)
+        rlc_fail(rc, "cannot start the client's callback thread");
+    client_leave(c);
+    return rc;
+}
+
+int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user)
+{
+    return set_on_lost(l, fn, NULL, user);
+}
+
+int rlc_lock_on_lost_owner(rlc_lock *l, rlc_lost_owner_fn fn, void *user)
+{
+    return set_on_lost(l, NULL, fn, user);
+}

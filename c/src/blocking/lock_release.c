@@ -1,0 +1,312 @@
+/*
+ * lock_release.c - giving a hold back or keeping it longer: rlc_lock_release,
+ * rlc_lock_extend, and rlc_lock_force_release (any owner's hold).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cmd.h"
+#include "error.h"
+#include "fanout.h"
+#include "hold.h"
+#include "lock_common.h"
+#include "pubsub.h"
+#include "quorum.h"
+#include "scripts.h"
+
+/* The release of the level taken by `attempt`. upto: 0, or for the
+ * client's last level the newest attempt made so far (see script_release). */
+static struct rlc_cmd *release_cmd(const rlc_lock *l, int64_t lease_ms, const char *field,
+                                   uint64_t attempt, uint64_t upto)
+{
+    char lease[24], id[RLC_ATTEMPT_LEN], up[20] = "";
+    const char *argv[7] = {l->key, l->channel, l->attempts_key, lease, field, id, up};
+    size_t lens[7] = {l->key_len, l->channel_len, l->attempts_key_len,
+                      (size_t)snprintf(lease, sizeof lease, "%lld", (long long)lease_ms),
+                      strlen(field), 0, 0};
+    lens[5] = attempt ? (size_t)client_attempt_name(l->client, attempt, id, sizeof id) : 0;
+    lens[6] = upto ? (size_t)snprintf(up, sizeof up, "%llx", (unsigned long long)upto) : 0;
+    return cmd_evalsha(&script_release, 3, 4, argv, lens);
+}
+
+/* After the last level of a lost hold is given up: what may be left of it
+ * on some nodes (a minority that still has it, an acquire of it still on
+ * its way) is released, naming every level, so nothing of it outlives its
+ * owner's last release. Epoch-checked like any release, so it cannot touch
+ * a later life of the lock; sent detached, the caller is not kept. */
+static void release_lost_remains(rlc_lock *l, uint64_t owner, const uint64_t *ids, int64_t n,
+                                 int64_t lease, uint64_t upto)
+{
+    rlc_client *c = l->client;
+    char field[RLC_UUID_LEN + 24], lease_s[24], up[20];
+    client_field(c, owner, field, sizeof field);
+    int64_t argc = 6 + n;
+    const char **argv = malloc(sizeof *argv * (size_t)argc);
+    size_t *lens = malloc(sizeof *lens * (size_t)argc);
+    char (*names)[RLC_ATTEMPT_LEN] = malloc(RLC_ATTEMPT_LEN * (size_t)n);
+    if (argv && lens && names) {
+        argv[0] = l->key, lens[0] = l->key_len;
+        argv[1] = l->channel, lens[1] = l->channel_len;
+        argv[2] = l->attempts_key, lens[2] = l->attempts_key_len;
+        argv[3] = lease_s, lens[3] = (size_t)snprintf(lease_s, sizeof lease_s, "%lld",
+                                                     (long long)lease);
+        argv[4] = field, lens[4] = strlen(field);
+        /* ARGV: lease, field, the oldest level, upto, the other levels */
+        argv[6] = up, lens[6] = (size_t)snprintf(up, sizeof up, "%llx", (unsigned long long)upto);
+        for (int64_t k = 0; k < n; k++) {
+            size_t len = (size_t)client_attempt_name(c, ids[k], names[k], RLC_ATTEMPT_LEN);
+            int64_t at = k == 0 ? 5 : 6 + k;
+            argv[at] = names[k], lens[at] = len;
+        }
+        struct rlc_cmd *cmd = cmd_evalsha(&script_release, 3, (int)(argc - 3), argv, lens);
+        bool all[RLC_MAX_NODES];
+        for (int i = 0; i < c->n_nodes; i++)
+            all[i] = true;
+        fanout_detached(c, owner, cmd, &script_release, all, true);
+        cmd_unref(cmd);
+    }
+    free(argv);
+    free(lens);
+    free(names);
+}
+
+/* If the handle's hold for owner was lost, says so, and changes nothing on
+ * the server. A release gives up one of the lost levels (the last one
+ * forgets the hold); an extend gives up nothing, so the release that
+ * follows it still reports the loss. */
+static int take_lost(rlc_lock *l, uint64_t owner, const char *verb, bool release)
+{
+    rlc_client *c = l->client;
+    int why = 0;
+    uint64_t *remains = NULL, upto = 0;
+    int64_t n_remains = 0, lease = 0;
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find(l, owner);
+    if (h && h->lost) {
+        why = h->lost;
+        if (release) {
+            h->count--;
+            if (h->count <= 0 && h->n_attempts > 0) {
+                remains = h->attempts;
+                n_remains = h->n_attempts;
+                h->attempts = NULL;
+                h->n_attempts = h->attempts_cap = 0;
+                lease = h->lease_ms;
+                upto = c->next_attempt;
+            }
+            lock_drop_if_idle(c, h);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (remains) {
+        release_lost_remains(l, owner, remains, n_remains, lease, upto);
+        free(remains);
+    }
+    if (!why)
+        return RLC_OK;
+    char name[80];
+    if (why == RLC_E_LOST)
+        return rlc_fail(RLC_E_LOST,
+                        "lock '%s' was lost before this %s: it expired or was taken; nothing "
+                        "was changed", lock_shown(l, name, sizeof name), verb);
+    return rlc_fail(RLC_E_LOST,
+                    "lock '%s' was lost before this %s: renewals failed (%s) until its lease "
+                    "ran out; nothing was changed", lock_shown(l, name, sizeof name), verb,
+                    rlc_strerror(why));
+}
+
+static int not_held(rlc_lock *l, bool had_hold, const char *field)
+{
+    char name[80];
+    if (had_hold)
+        return rlc_fail(RLC_E_LOST, "lock '%s' was lost: it expired or was taken",
+                        lock_shown(l, name, sizeof name));
+    return rlc_fail(RLC_E_NOT_OWNER, "lock '%s' is not held by %s", lock_shown(l, name, sizeof name),
+                    field);
+}
+
+int rlc_lock_release(rlc_lock *l)
+{
+    int rc = lock_enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    uint64_t owner = lock_owner(l);
+    char field[RLC_UUID_LEN + 24];
+    client_field(c, owner, field, sizeof field);
+    if ((rc = take_lost(l, owner, "release", true)) != RLC_OK)
+        goto out;
+
+    /* Marked as being released, so that the watchdog does not call a hold
+     * "lost" because some nodes already let it go. The level given up is the
+     * newest one of the owner's hold in the client, through whichever handle
+     * it was taken. */
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find_levels(c, l, owner);
+    bool had_hold = h && h->count > 0;
+    int64_t lease = had_hold ? h->lease_ms : c->opts.watchdog_timeout_ms;
+    struct levels known = hold_levels(c, l, owner);
+    /* The client's last level takes every level the server may still count
+     * for the owner from attempts made so far (an acquire whose undo is
+     * late), so none is orphaned; never one taken by a later attempt. */
+    bool last_level = known.count <= 1 && known.pending == 0;
+    uint64_t upto = last_level ? c->next_attempt : 0;
+    uint64_t attempt = had_hold ? hold_pop_attempt(h) : 0;
+    uint64_t hold_id = h ? h->id : 0;
+    if (h)
+        h->releasing++;
+    pthread_mutex_unlock(&c->mu);
+
+    struct rlc_cmd *cmd = release_cmd(l, lease, field, attempt, upto);
+    struct fanout f;
+    fanout_run(c, owner, cmd, &script_release, &f);
+    int done = 0, refused = 0, freed = 0;
+    bool resend[RLC_MAX_NODES], any_resend = false;
+    for (int i = 0; i < f.n; i++) {
+        const redisReply *r = fanout_reply(&f, i);
+        int64_t v;
+        /* A release that got no answer may or may not have run. It names its
+         * level's attempt, so running it twice does nothing more: send it
+         * again, on whatever connection, until one is answered. */
+        resend[i] = had_hold && !r && (f.res[i].status == RLC_E_CONNECT ||
+                                       f.res[i].status == RLC_E_TIMEOUT);
+        any_resend = any_resend || resend[i];
+        if (r && lock_reply_int(r, &v)) {
+            v == -1 ? refused++ : done++;
+            freed += v == 0 || v == -2;
+        }
+    }
+    if (freed >= c->quorum)
+        pubsub_notify_local(c->pubsub, l->channel, l->channel_len);
+    if (done >= c->quorum)
+        rc = RLC_OK;
+    else if (refused > f.n - c->quorum)
+        rc = not_held(l, had_hold, field);
+    else
+        rc = fanout_fail(c, &f, l->key);
+    if (any_resend)
+        fanout_detached(c, owner, cmd, &script_release, resend, true);
+    fanout_clear(&f);
+    cmd_unref(cmd);
+
+    /* Whatever the outcome, one level is gone from our side: after an I/O
+     * failure the release may or may not have run (and goes out again), and
+     * a hold that is no longer renewed expires with its lease, which is the
+     * safe direction. */
+    pthread_mutex_lock(&c->mu);
+    h = hold_id ? hold_by_id(c, l, owner, hold_id) : NULL;
+    if (h) {
+        h->releasing--;
+        if (had_hold) {
+            h->count--;
+            if (rc == RLC_E_LOST)
+                lock_mark_lost(c, h);
+        }
+        lock_drop_if_idle(c, h);
+    }
+    pthread_mutex_unlock(&c->mu);
+out:
+    client_leave(c);
+    return rc;
+}
+
+int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
+{
+    int rc = lock_enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    uint64_t owner = lock_owner(l);
+    char field[RLC_UUID_LEN + 24];
+    client_field(c, owner, field, sizeof field);
+    if ((rc = lock_check_lease(c, lease_ms, "lease")) != RLC_OK ||
+        (rc = take_lost(l, owner, "extend", false)) != RLC_OK)
+        goto out;
+
+    bool watchdog = lease_ms <= 0;
+    int64_t lease = watchdog ? c->opts.watchdog_timeout_ms : lease_ms;
+    /* The renewal names one level of the hold, so that it can only extend
+     * the life of the lock that level was taken in. */
+    pthread_mutex_lock(&c->mu);
+    struct hold *h = hold_find_levels(c, l, owner);
+    uint64_t hold_id = h ? h->id : 0;
+    uint64_t level = h && h->n_attempts > 0 ? h->attempts[0] : 0;
+    pthread_mutex_unlock(&c->mu);
+    char lease_s[24], id[RLC_ATTEMPT_LEN];
+    const char *argv[5] = {l->key, l->attempts_key, lease_s, field, id};
+    size_t lens[5] = {l->key_len, l->attempts_key_len,
+                      (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease),
+                      strlen(field),
+                      level ? (size_t)client_attempt_name(c, level, id, sizeof id) : 0};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_renew, 2, 3, argv, lens);
+    struct fanout f;
+    fanout_run(c, owner, cmd, &script_renew, &f);
+    int yes = 0, gone = 0;
+    for (int i = 0; i < f.n; i++) {
+        const redisReply *r = fanout_reply(&f, i);
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+            r->element[0]->type == REDIS_REPLY_INTEGER)
+            r->element[0]->integer == 1 ? yes++ : gone++;
+    }
+
+    pthread_mutex_lock(&c->mu);
+    h = hold_id ? hold_by_id(c, l, owner, hold_id) : NULL;
+    bool had_hold = h && h->count > 0, wake = false;
+    if (yes >= c->quorum) {
+        rc = RLC_OK;
+        if (had_hold) {
+            h->lease_ms = lease;
+            hold_set_watchdog(c, h, watchdog);
+            h->valid_until_ns = f.started_ns + (lease - quorum_drift_ms(lease, c->opts.drift_factor)) *
+                                                   RLC_NS_PER_MS;
+            h->next_renew_ns = f.started_ns + lease * RLC_NS_PER_MS / 3;
+            wake = watchdog && h->next_renew_ns < c->watchdog_wake_ns;
+        }
+    } else if (gone > f.n - c->quorum) {
+        rc = RLC_E_NOT_OWNER; /* message below, outside the mutex */
+        if (had_hold)
+            lock_mark_lost(c, h);
+    } else {
+        rc = fanout_fail(c, &f, l->key);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rc == RLC_E_NOT_OWNER)
+        rc = not_held(l, had_hold, field);
+    if (wake)
+        client_wake_thread(c);
+    fanout_clear(&f);
+    cmd_unref(cmd);
+out:
+    client_leave(c);
+    return rc;
+}
+
+int rlc_lock_force_release(rlc_lock *l)
+{
+    int rc = lock_enter(l);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = l->client;
+    const char *argv[2] = {l->key, l->channel};
+    size_t lens[2] = {l->key_len, l->channel_len};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_force_release, 2, 0, argv, lens);
+    struct fanout f;
+    fanout_run(c, lock_owner(l), cmd, &script_force_release, &f);
+    int answered = 0;
+    for (int i = 0; i < f.n; i++)
+        answered += fanout_reply(&f, i) != NULL;
+    if (answered >= c->quorum) {
+        pthread_mutex_lock(&c->mu);
+        hold_drop_all(c, l);
+        pthread_mutex_unlock(&c->mu);
+        rc = RLC_OK;
+    } else {
+        rc = fanout_fail(c, &f, l->key);
+    }
+    fanout_clear(&f);
+    cmd_unref(cmd);
+    client_leave(c);
+    return rc;
+}
