@@ -531,6 +531,18 @@ RLCPY_HANDLE_OUT(rlc_multilock)
 %ignore rlc_rwlock_mode;
 %ignore rlc_multilock_size;
 
+/* The engine (1.1): Python's typemaps and its asyncio driver's helpers are
+ * in engine.i. Lua does not get it (Lua 5.4 has no event loop of its own;
+ * OpenResty drives the engine through LuaJIT's FFI), so its module keeps
+ * the surface it had (and its rockspec build needs no other .i file). */
+#ifdef SWIGPYTHON
+%include "engine.i"
+#endif
+#ifdef SWIGLUA
+%rename("$ignore", regextarget=1) "^rlc_engine_";
+%ignore rlc_engine_event;
+#endif
+
 %include "redlockc.h"
 
 %inline %{
