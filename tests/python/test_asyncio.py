@@ -8,6 +8,7 @@ import contextlib
 import threading
 
 import pytest
+import pytest_asyncio  # noqa: F401  (the plugin must be there: without it async tests are skipped)
 
 import redlockc
 import redlockc.asyncio as aio
