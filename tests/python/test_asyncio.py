@@ -329,7 +329,7 @@ async def test_excludes_the_blocking_api_on_the_same_name(server, raw):
     loop = asyncio.get_running_loop()
     try:
         async with aclient(server.uri) as c:
-            slock = sync.lock("both")
+            slock = sync.lock("both", owner=3)  # released from an executor thread
             assert slock.acquire(blocking=False)
             alock = c.lock("both")
             assert not await alock.acquire(timeout=0), "the blocking API's hold excludes us"

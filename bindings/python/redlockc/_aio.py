@@ -13,8 +13,9 @@ pending bytes are written (an asyncio transport takes them all, buffering
 what the socket does not), wanted connections that are not open are
 opened, events are dispatched, and the timer is moved earlier if the
 engine's deadline is. Operations started by the API (acquire, release,
-extend) only ask for an apply on the next loop iteration ("kick"), so that
-many started in one iteration leave in one write per connection.
+extend) ask for an apply on the next loop iteration ("kick"), so that many
+started in one iteration leave in one write per connection; an operation
+started when no other is in flight is written at once instead.
 """
 import asyncio
 import logging
@@ -231,8 +232,15 @@ class Driver:
     def start(self, kind, op, lock):
         """A future for operation `op`, resolved with its DONE event tuple."""
         fut = self.loop.create_future()
-        self.ops[op] = (fut, kind, lock)
-        self.kick()
+        ops = self.ops
+        ops[op] = (fut, kind, lock)
+        if len(ops) == 1 and not self.kicked:
+            # Alone in flight: write now (one loop iteration less per op). With
+            # others in flight, the kick gathers every op started in this
+            # iteration into one write per connection.
+            self.apply(_flush(self.engine))
+        else:
+            self.kick()
         return fut
 
     def abandon(self, op, fut, lock):
