@@ -1,0 +1,576 @@
+/*
+ * engine.c - the engine's public entry points (redlockc.h, "Engine"), the
+ * life of an operation, and the events the driver reads.
+ *
+ * Every entry point takes the driver's time first (time never goes back:
+ * an older now_ms is taken as the latest one seen), then does its work,
+ * which may queue bytes, set timers and queue events. Nothing blocks.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "engine_int.h"
+#include "error.h"
+#include "quorum.h"
+#include "scripts.h"
+
+#define MAX_NAME_LEN 65536
+#define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
+#define OWNER_LIMIT (UINT64_C(1) << 62)
+#define TICK_LIMIT 1000000 /* timers handled in one tick: a bound, never reached */
+
+struct pending_event {
+    struct pending_event *next;
+    rlc_engine_event ev;
+    char *name;
+    char *message;
+};
+
+static void advance(rlc_engine *e, int64_t now)
+{
+    if (now > e->now)
+        e->now = now;
+}
+
+uint64_t eng_random(rlc_engine *e)
+{
+    /* xorshift64*: seeded from the client's UUID, so a simulation replays */
+    e->rng ^= e->rng >> 12;
+    e->rng ^= e->rng << 25;
+    e->rng ^= e->rng >> 27;
+    return e->rng * 0x2545F4914F6CDD1DULL;
+}
+
+int eng_attempt_name(const rlc_engine *e, uint64_t attempt, char *buf, size_t size)
+{
+    return snprintf(buf, size, "%s:%llx", e->uuid, (unsigned long long)attempt);
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+static void push_event(rlc_engine *e, const rlc_engine_event *ev, const char *msg)
+{
+    struct pending_event *p = calloc(1, sizeof *p);
+    if (!p || !(p->name = malloc(ev->name_len + 1)) || !(p->message = strdup(msg ? msg : "")))
+        abort(); /* an event that cannot be kept would leave its caller waiting */
+    p->ev = *ev;
+    memcpy(p->name, ev->name, ev->name_len);
+    p->name[ev->name_len] = '\0';
+    if (e->ev_tail)
+        e->ev_tail->next = p;
+    else
+        e->ev_head = p;
+    e->ev_tail = p;
+}
+
+void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fmt, ...)
+{
+    char msg[512] = "";
+    if (status != RLC_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+    }
+    const struct hold *h = op->hold;
+    rlc_engine_event ev = {0};
+    ev.type = RLC_EV_DONE;
+    ev.status = status;
+    ev.op = op->id;
+    ev.owner = h->owner;
+    ev.name = h->lock->name;
+    ev.name_len = h->lock->name_len;
+    ev.count = h->count;
+    if (status == RLC_OK && op->kind == OP_ACQUIRE)
+        ev.token = h->token;
+    if (status == RLC_OK && (op->kind == OP_ACQUIRE || op->kind == OP_EXTEND))
+        ev.validity_ms = op->validity_out;
+    push_event(e, &ev, msg);
+}
+
+void eng_event_lost(rlc_engine *e, struct hold *h, int status, const char *why)
+{
+    rlc_engine_event ev = {0};
+    ev.type = RLC_EV_LOST;
+    ev.status = status;
+    ev.owner = h->owner;
+    ev.name = h->lock->name;
+    ev.name_len = h->lock->name_len;
+    ev.token = h->token;
+    ev.count = h->count;
+    push_event(e, &ev, why);
+}
+
+static void free_event(struct pending_event *p)
+{
+    if (!p)
+        return;
+    free(p->name);
+    free(p->message);
+    free(p);
+}
+
+int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev)
+{
+    if (!e || !ev)
+        return 0;
+    free_event(e->ev_current);
+    e->ev_current = e->ev_head;
+    if (!e->ev_current)
+        return 0;
+    e->ev_head = e->ev_current->next;
+    if (!e->ev_head)
+        e->ev_tail = NULL;
+    *ev = e->ev_current->ev;
+    ev->name = e->ev_current->name;
+    ev->message = e->ev_current->message;
+    return 1;
+}
+
+/* ---- the life of an operation ------------------------------------------------ */
+
+static size_t id_slot(uint64_t id)
+{
+    return (size_t)(id % ENG_BUCKETS);
+}
+
+static void id_unlink(rlc_engine *e, struct eng_op *op)
+{
+    struct eng_op **pp = &e->ops_by_id[id_slot(op->id)];
+    while (*pp && *pp != op)
+        pp = &(*pp)->idnext;
+    if (*pp)
+        *pp = op->idnext;
+}
+
+void op_free(struct eng_op *op)
+{
+    round_clear(op);
+    timer_clear(&op->timer);
+    free(op);
+}
+
+void op_start(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    switch (op->kind) {
+    case OP_ACQUIRE: acquire_start(e, op, now); break;
+    case OP_RELEASE: release_start(e, op, now); break;
+    case OP_EXTEND: extend_start(e, op, now); break;
+    }
+}
+
+void op_finish(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    round_abandon(op);
+    sub_leave(e, op);
+    struct eng_op **pp = &h->ops_head, *prev = NULL;
+    while (*pp && *pp != op) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp) {
+        *pp = op->next;
+        if (h->ops_tail == op)
+            h->ops_tail = prev;
+    }
+    id_unlink(e, op);
+    e->n_ops--;
+    op_free(op);
+    struct eng_op *next = h->ops_head;
+    if (next && next->phase == P_QUEUED)
+        op_start(e, next, now);
+    else
+        hold_maybe_free(e, h);
+}
+
+void op_on_reply(rlc_engine *e, struct req *r, const redisReply *reply, int status,
+                 const char *msg, int64_t now)
+{
+    struct eng_op *op = r->op;
+    int node = r->node;
+    r->op = NULL;
+    if (!op || op->reqs[node] != r)
+        return; /* a reply of an earlier round */
+    switch (op->kind) {
+    case OP_ACQUIRE: acquire_reply(e, op, node, reply, status, msg, now); break;
+    case OP_RELEASE: release_reply(e, op, node, reply, status, msg, now); break;
+    default: extend_reply(e, op, node, reply, status, msg, now); break;
+    }
+}
+
+void op_timer(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    switch (op->kind) {
+    case OP_ACQUIRE: acquire_timer(e, op, now); break;
+    case OP_RENEW: renew_decide(e, op, now); break;
+    default: release_timer(e, op, now); break;
+    }
+}
+
+static int new_op(rlc_engine *e, int kind, const char *name, size_t len, uint64_t owner,
+                  uint64_t *id)
+{
+    if (!e)
+        return rlc_fail(RLC_E_INVAL, "engine is NULL");
+    if (!id)
+        return rlc_fail(RLC_E_INVAL, "op pointer is NULL");
+    if (!name || len == 0)
+        return rlc_fail(RLC_E_INVAL, "lock name is NULL or empty");
+    if (len > MAX_NAME_LEN)
+        return rlc_fail(RLC_E_INVAL, "lock name is longer than %d bytes", MAX_NAME_LEN);
+    if (owner == 0 || owner >= OWNER_LIMIT)
+        return rlc_fail(RLC_E_INVAL, "owner id %llu is out of range: use 1 to 2^62-1",
+                        (unsigned long long)owner);
+    struct eng_lock *l = lock_get(e, name, len);
+    struct hold *h = l ? hold_get(e, l, owner, true) : NULL;
+    struct eng_op *op = h ? calloc(1, sizeof *op) : NULL;
+    if (!op) {
+        if (h)
+            hold_maybe_free(e, h);
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    }
+    op->id = ++e->next_op;
+    op->kind = kind;
+    op->hold = h;
+    op->timer.at = -1;
+    op->idnext = e->ops_by_id[id_slot(op->id)];
+    e->ops_by_id[id_slot(op->id)] = op;
+    e->n_ops++;
+    round_clear(op);
+    *id = op->id;
+    return RLC_OK;
+}
+
+/* Queues the op behind its hold's others; starts it if it is first. */
+static void enqueue(rlc_engine *e, struct eng_op *op)
+{
+    struct hold *h = op->hold;
+    if (h->ops_tail)
+        h->ops_tail->next = op;
+    else
+        h->ops_head = op;
+    h->ops_tail = op;
+    if (h->ops_head == op)
+        op_start(e, op, e->now);
+}
+
+static struct eng_op *find_op(const rlc_engine *e, uint64_t id)
+{
+    for (struct eng_op *op = e->ops_by_id[id_slot(id)]; op; op = op->idnext)
+        if (op->id == id)
+            return op;
+    return NULL;
+}
+
+static int check_lease(const rlc_engine *e, int64_t lease_ms)
+{
+    if (lease_ms <= 0)
+        return RLC_OK;
+    if (lease_ms > MAX_LEASE_MS)
+        return rlc_fail(RLC_E_INVAL, "lease of %lld ms is longer than 366 days",
+                        (long long)lease_ms);
+    if (lease_ms <= quorum_drift_ms(lease_ms, e->opts.drift_factor) + 1)
+        return rlc_fail(RLC_E_INVAL,
+                        "lease of %lld ms is shorter than the clock drift allowance (%lld ms) "
+                        "plus a round trip (1 ms)",
+                        (long long)lease_ms,
+                        (long long)quorum_drift_ms(lease_ms, e->opts.drift_factor));
+    return RLC_OK;
+}
+
+int rlc_engine_acquire(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                       int64_t wait_ms, int64_t lease_ms, int64_t now_ms, uint64_t *op_id)
+{
+    int rc;
+    if (e && (rc = check_lease(e, lease_ms)) != RLC_OK)
+        return rc;
+    if ((rc = new_op(e, OP_ACQUIRE, name, name_len, owner, op_id)) != RLC_OK)
+        return rc;
+    advance(e, now_ms);
+    struct eng_op *op = find_op(e, *op_id);
+    op->wait_ms = wait_ms;
+    op->lease_req = lease_ms;
+    enqueue(e, op);
+    return RLC_OK;
+}
+
+int rlc_engine_release(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                       int64_t now_ms, uint64_t *op_id)
+{
+    int rc = new_op(e, OP_RELEASE, name, name_len, owner, op_id);
+    if (rc != RLC_OK)
+        return rc;
+    advance(e, now_ms);
+    enqueue(e, find_op(e, *op_id));
+    return RLC_OK;
+}
+
+int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                      int64_t lease_ms, int64_t now_ms, uint64_t *op_id)
+{
+    int rc;
+    if (e && (rc = check_lease(e, lease_ms)) != RLC_OK)
+        return rc;
+    if ((rc = new_op(e, OP_EXTEND, name, name_len, owner, op_id)) != RLC_OK)
+        return rc;
+    advance(e, now_ms);
+    struct eng_op *op = find_op(e, *op_id);
+    op->lease_req = lease_ms;
+    enqueue(e, op);
+    return RLC_OK;
+}
+
+int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
+{
+    if (!e)
+        return rlc_fail(RLC_E_INVAL, "engine is NULL");
+    advance(e, now_ms);
+    struct eng_op *op = find_op(e, id);
+    if (!op || op->kind != OP_ACQUIRE)
+        return rlc_fail(RLC_NOT_ACQUIRED, "operation %llu is not a running acquire",
+                        (unsigned long long)id);
+    if (op->phase == P_QUEUED) {
+        /* not started: nothing was sent */
+        eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",
+                       op->hold->lock->name);
+        op_finish(e, op, e->now);
+        return RLC_OK;
+    }
+    acquire_cancel(e, op, e->now);
+    return RLC_OK;
+}
+
+int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name_len,
+                              uint64_t owner)
+{
+    if (!e || !name)
+        return 0;
+    struct eng_lock *l = lock_find(e, name, name_len);
+    struct hold *h = l ? hold_get((rlc_engine *)e, l, owner, false) : NULL;
+    return h ? h->count : 0;
+}
+
+/* ---- connections and time ------------------------------------------------------ */
+
+static bool conn_ok(const rlc_engine *e, int k)
+{
+    return e && k >= 0 && k < 2 * e->n;
+}
+
+int rlc_engine_want_open(const rlc_engine *e, int conn)
+{
+    return conn_ok(e, conn) ? conn_want_open(e, conn) : 0;
+}
+
+void rlc_engine_connected(rlc_engine *e, int conn, int64_t now_ms)
+{
+    if (!conn_ok(e, conn))
+        return;
+    advance(e, now_ms);
+    conn_connected(e, conn, e->now);
+}
+
+void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
+{
+    if (!conn_ok(e, conn))
+        return;
+    advance(e, now_ms);
+    char msg[200];
+    snprintf(msg, sizeof msg, "connection to %s lost", e->addrs[conn / 2].label);
+    conn_closed(e, conn, e->now, RLC_E_CONNECT, msg);
+}
+
+size_t rlc_engine_pending(rlc_engine *e, int conn, const char **data)
+{
+    if (!conn_ok(e, conn) || !data)
+        return 0;
+    struct conn *c = &e->conns[conn];
+    if (c->state != C_UP || c->out_sent >= c->out_len) {
+        *data = NULL;
+        return 0;
+    }
+    *data = c->out + c->out_sent;
+    return c->out_len - c->out_sent;
+}
+
+void rlc_engine_sent(rlc_engine *e, int conn, size_t n)
+{
+    if (!conn_ok(e, conn))
+        return;
+    struct conn *c = &e->conns[conn];
+    if (c->state != C_UP)
+        return;
+    c->out_sent += n < c->out_len - c->out_sent ? n : c->out_len - c->out_sent;
+    if (c->out_sent == c->out_len)
+        c->out_sent = c->out_len = 0;
+}
+
+int rlc_engine_received(rlc_engine *e, int conn, const char *data, size_t len, int64_t now_ms)
+{
+    if (!conn_ok(e, conn) || (!data && len))
+        return rlc_fail(RLC_E_INVAL, "bad connection number or data");
+    advance(e, now_ms);
+    return conn_received(e, conn, data, len, e->now);
+}
+
+int64_t rlc_engine_deadline(const rlc_engine *e)
+{
+    return e ? timer_next(e) : -1;
+}
+
+void rlc_engine_tick(rlc_engine *e, int64_t now_ms)
+{
+    if (!e)
+        return;
+    advance(e, now_ms);
+    int kind;
+    void *obj;
+    for (int i = 0; i < TICK_LIMIT && timer_pop(e, e->now, &kind, &obj); i++) {
+        switch (kind) {
+        case T_OP: op_timer(e, obj, e->now); break;
+        case T_CHAN: sub_timer(e, obj, e->now); break;
+        case T_HOLD: renew_hold_timer(e, obj, e->now); break;
+        case T_CONN: conn_timer(e, obj, e->now); break;
+        }
+    }
+}
+
+int rlc_engine_idle(const rlc_engine *e)
+{
+    if (!e)
+        return 1;
+    for (int k = 0; k < 2 * e->n; k += 2)
+        if (e->conns[k].head || e->conns[k].qhead)
+            return 0;
+    return e->n_ops == 0;
+}
+
+/* ---- creation -------------------------------------------------------------------- */
+
+static bool uuid_ok(const char *u)
+{
+    if (!u || strlen(u) != 36)
+        return false;
+    for (int i = 0; i < 36; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        char ch = u[i];
+        if (dash ? ch != '-'
+                 : !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
+                     (ch >= 'A' && ch <= 'F')))
+            return false;
+    }
+    return true;
+}
+
+static int make_hello(rlc_engine *e, int i)
+{
+    const struct node_addr *a = &e->addrs[i];
+    if (a->password) {
+        const char *argv[3] = {"AUTH", a->user ? a->user : a->password, a->password};
+        size_t lens[3] = {4, strlen(argv[1]), strlen(a->password)};
+        e->hello[i][0] = cmd_format(a->user ? 3 : 2, argv, lens);
+        if (!e->hello[i][0])
+            return -1;
+    }
+    if (a->db) {
+        char db[16];
+        const char *argv[2] = {"SELECT", db};
+        size_t lens[2] = {6, (size_t)snprintf(db, sizeof db, "%d", a->db)};
+        e->hello[i][1] = cmd_format(2, argv, lens);
+        if (!e->hello[i][1])
+            return -1;
+    }
+    return 0;
+}
+
+int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
+                   const char *options)
+{
+    if (!out)
+        return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
+    *out = NULL;
+    if (!nodes)
+        return rlc_fail(RLC_E_INVAL, "nodes is NULL");
+    if (!uuid_ok(client_uuid))
+        return rlc_fail(RLC_E_INVAL,
+                        "client_uuid must be a 36-character UUID "
+                        "(xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) made from a good random source");
+    rlc_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    int rc = options_parse(options, &e->opts);
+    if (rc != RLC_OK) {
+        free(e);
+        return rc;
+    }
+    if ((rc = uri_parse_list(nodes, &e->addrs, &e->n)) != RLC_OK) {
+        options_free(&e->opts);
+        free(e);
+        return rc;
+    }
+    scripts_init();
+    memcpy(e->uuid, client_uuid, 37);
+    e->q = quorum_of(e->n);
+    e->call_timeout_ms = e->n == 1 ? e->opts.io_timeout_ms : e->opts.node_timeout_ms;
+    for (int i = 0; i < 36; i++)
+        e->rng = (e->rng ^ (unsigned char)client_uuid[i]) * 1099511628211ULL;
+    if (!e->rng)
+        e->rng = 1;
+    bool ok = conn_make_all(e) == 0;
+    for (int i = 0; ok && i < e->n; i++)
+        ok = make_hello(e, i) == 0;
+    if (!ok) {
+        rlc_engine_free(e);
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    }
+    *out = e;
+    return RLC_OK;
+}
+
+void rlc_engine_free(rlc_engine *e)
+{
+    if (!e)
+        return;
+    conn_free_all(e);
+    lock_free_all(e);
+    timer_free_all(e);
+    struct pending_event *p = e->ev_head;
+    while (p) {
+        struct pending_event *n = p->next;
+        free_event(p);
+        p = n;
+    }
+    free_event(e->ev_current);
+    for (int i = 0; i < RLC_MAX_NODES; i++)
+        for (int k = 0; k < 2; k++)
+            if (e->hello[i][k])
+                cmd_unref(e->hello[i][k]);
+    uri_free_list(e->addrs, e->n);
+    options_free(&e->opts);
+    free(e);
+}
+
+int rlc_engine_nodes(const rlc_engine *e)
+{
+    return e ? e->n : 0;
+}
+
+int rlc_engine_node_address(const rlc_engine *e, int node, const char **host, int *port)
+{
+    if (!e || node < 0 || node >= e->n || !host || !port)
+        return rlc_fail(RLC_E_INVAL, "no node %d", node);
+    const struct node_addr *a = &e->addrs[node];
+    *host = a->is_unix ? a->path : a->host;
+    *port = a->is_unix ? 0 : a->port;
+    return RLC_OK;
+}
+
+const char *rlc_engine_uuid(const rlc_engine *e)
+{
+    return e ? e->uuid : NULL;
+}

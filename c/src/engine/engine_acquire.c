@@ -1,0 +1,377 @@
+/*
+ * engine_acquire.c - an acquire: tries (rounds), waiting, undo, cancel.
+ *
+ *   QUEUED -> ROUND -> [FLOOR] -> DONE (held)
+ *               |  \-> WAIT (busy: sleep until woken, a retry time, or the
+ *               |        wait's end) -> ROUND ...
+ *               \-> DONE (an error, or busy with no wait left)
+ *
+ * Every try has a new attempt id. A try that did not end in a hold is
+ * undone on every node that may have run it (said yes, or did not answer):
+ * the undo names the attempt, so it is right whenever and on whatever
+ * connection it arrives (docs/DESIGN.md, "Attempts"). A cancel is a try that
+ * ends early: the same undo.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "engine_int.h"
+#include "quorum.h"
+#include "scripts.h"
+
+#define MIN_RETRY_MS 5
+
+static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    struct eng_lock *l = h->lock;
+    op->phase = P_ROUND;
+    op->attempt = ++e->next_attempt;
+    op->seen_seq = l->seq;
+    round_begin(e, op, now);
+    char lease_s[24], id[ENG_ATTEMPT_LEN], in[ENG_ATTEMPT_LEN];
+    const char *argv[7] = {l->key, l->token_key, l->attempts_key, lease_s, h->field, id, in};
+    size_t lens[7] = {l->key_len, l->token_key_len, l->attempts_key_len,
+                      (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)op->lease),
+                      h->field_len, (size_t)eng_attempt_name(e, op->attempt, id, sizeof id), 0};
+    if (op->outer_level)
+        lens[6] = (size_t)eng_attempt_name(e, op->outer_level, in, sizeof in);
+    struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 3, 4, argv, lens);
+    if (!cmd)
+        abort();
+    round_send(e, op, R_ACQUIRE, &script_acquire, cmd);
+    cmd_unref(cmd);
+}
+
+void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    if (h->lost && h->count > 0) {
+        /* A new acquire after a loss starts a new hold; what may remain of
+         * the lost one on some node is released (naming its levels). */
+        struct rlc_cmd *cmd = cmd_release(e, h, h->n_levels ? h->levels[0] : 0,
+                                          e->next_attempt, h->levels + (h->n_levels ? 1 : 0),
+                                          h->n_levels ? h->n_levels - 1 : 0);
+        for (int i = 0; i < e->n; i++)
+            conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true);
+        cmd_unref(cmd);
+        h->count = 0;
+        h->n_levels = 0;
+    }
+    if (h->count == 0)
+        h->lost = 0;
+    op->nested = h->count > 0;
+    op->watchdog = op->nested ? h->watchdog : op->lease_req <= 0;
+    op->lease = op->nested ? h->lease_ms
+                : op->lease_req > 0 ? op->lease_req
+                                    : e->opts.watchdog_timeout_ms;
+    op->outer_level = op->nested && h->n_levels > 0 ? h->levels[0] : 0;
+    op->wait_deadline = op->wait_ms < 0 ? -1 : now + op->wait_ms;
+    try_round(e, op, now);
+}
+
+/* The acquire script's reply: {count, token|pttl, before|holder, inner}. */
+static void parse(struct node_reply *nr, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[1]->type != REDIS_REPLY_INTEGER) {
+        nr->status = RLC_E_PROTOCOL;
+        nr->err = strdup("unexpected reply to the acquire script");
+        return;
+    }
+    nr->a = r->element[0]->integer;
+    nr->b = r->element[1]->integer;
+    nr->inner = r->elements == 4 && r->element[3]->type == REDIS_REPLY_INTEGER &&
+                r->element[3]->integer == 1;
+    if (r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
+        nr->holder = strndup(r->element[2]->str, r->element[2]->len);
+        nr->holder_len = r->element[2]->len;
+    }
+}
+
+/* When a loser should look again: it needs q free nodes; the nodes that did
+ * not refuse are free (or ours, undone), so it waits until enough of the
+ * refusing nodes' leases have run out. -1: unknown. */
+static int64_t sleep_for(const int64_t *busy_pttl, int busy, int n, int q)
+{
+    int need = q - (n - busy);
+    if (need <= 0)
+        return 0;
+    int64_t v[RLC_MAX_NODES];
+    for (int i = 0; i < busy; i++)
+        v[i] = busy_pttl[i] < 0 ? INT64_MAX : busy_pttl[i];
+    int64_t t = quorum_kth_largest(v, busy, busy - need + 1, -1);
+    return t == INT64_MAX ? -1 : t;
+}
+
+static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    if (!hold_push_level(h, op->attempt))
+        abort();
+    if (h->count == 0) {
+        h->token = op->token;
+        h->lease_ms = op->lease;
+        h->watchdog = op->watchdog;
+    }
+    h->count++;
+    h->renew_fail = 0;
+    h->valid_until = op->started + op->lease - quorum_drift_ms(op->lease, e->opts.drift_factor);
+    if (h->watchdog)
+        h->next_renew = op->started + op->lease / 3;
+    renew_schedule(e, h);
+    op->validity_out = h->valid_until - now;
+    op->woken = false; /* the wake that led here was used */
+    sub_leave(e, op);
+    eng_event_done(e, op, RLC_OK, "%s", "");
+    op_finish(e, op, now);
+}
+
+/* Ends the op, or puts it to sleep when it may wait on. */
+static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_t sleep_ms,
+                    const char *msg, int64_t now)
+{
+    struct eng_lock *l = op->hold->lock;
+    bool time_left = op->wait_deadline < 0 || now < op->wait_deadline;
+    if (rc != RLC_NOT_ACQUIRED || op->wait_ms == 0 || !time_left) {
+        sub_leave(e, op);
+        if (rc == RLC_NOT_ACQUIRED && op->wait_ms != 0)
+            eng_event_done(e, op, rc, "lock '%.60s' is held by another owner; waited %lld ms",
+                           l->name, (long long)op->wait_ms);
+        else
+            eng_event_done(e, op, rc, "%s", msg);
+        op_finish(e, op, now);
+        return;
+    }
+    op->phase = P_WAIT;
+    sub_join(e, op);
+    op->woken = false;
+    int64_t until = op->wait_deadline;
+    if (split) {
+        /* contenders split the vote: try again after a random part of
+         * retry_jitter_ms, so that they do not collide again in lockstep */
+        int64_t at = now + MIN_RETRY_MS +
+                     (int64_t)(eng_random(e) % (uint64_t)(e->opts.retry_jitter_ms + 1));
+        op->retry_at = at;
+        if (until < 0 || at < until)
+            until = at;
+    } else if (l->seq != op->seen_seq) {
+        /* a wake came while the try was out: it was meant for a sleeper */
+        op->woken = true;
+        try_round(e, op, now);
+        return;
+    } else {
+        op->retry_at = -1;
+        sub_holder_expires(e, l, sleep_ms < 0 ? -1 : now + sleep_ms, now);
+    }
+    timer_set(e, &op->timer, T_OP, op, until);
+}
+
+static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    int n = e->n, q = e->q;
+    int yes = 0, inner = 0, busy = 0, unanswered = 0, holders = 0;
+    int64_t busy_pttl[RLC_MAX_NODES];
+    const struct node_reply *holder_of[RLC_MAX_NODES];
+    int holder_nodes[RLC_MAX_NODES];
+    bool undo[RLC_MAX_NODES];
+    uint64_t token = 0;
+    round_timeout(op, n);
+    for (int i = 0; i < n; i++) {
+        const struct node_reply *r = &op->rep[i];
+        op->granted[i] = false;
+        undo[i] = true; /* a yes, or no answer: it may hold our level */
+        if (r->status != RLC_OK) {
+            unanswered++;
+        } else if (r->a >= 1) {
+            yes++;
+            inner += r->inner;
+            op->granted[i] = true;
+            if ((uint64_t)r->b > token)
+                token = (uint64_t)r->b;
+        } else if (r->a == 0) {
+            undo[i] = false;
+            busy_pttl[busy++] = r->b;
+            int k = 0;
+            while (k < holders && !(holder_of[k]->holder_len == r->holder_len &&
+                                    (r->holder_len == 0 ||
+                                     memcmp(holder_of[k]->holder, r->holder, r->holder_len) == 0)))
+                k++;
+            if (k == holders) {
+                holder_of[holders] = r;
+                holder_nodes[holders++] = 0;
+            }
+            holder_nodes[k]++;
+        } else {
+            undo[i] = false; /* -1: undone before it ran; it did nothing */
+            unanswered++;
+        }
+    }
+    int64_t validity = quorum_validity_ms(op->lease, (now - op->started) * 1000000,
+                                          e->opts.drift_factor);
+    char msg[400] = "";
+    int rc;
+    bool split = false;
+    int64_t sleep_ms = 0;
+    if (yes >= q && op->nested && inner < q) {
+        /* the hold this nests in is gone from a quorum: this acquire made a
+         * new hold there; counting it as a level would let the owner's next
+         * release free it while the owner still believes it holds (A7) */
+        send_undo(e, h, op->attempt, op->lease, undo);
+        h->lost = RLC_E_LOST;
+        h->watchdog = false;
+        renew_schedule(e, h);
+        snprintf(msg, sizeof msg,
+                 "lock '%.60s' was lost before this nested acquire: it expired or was taken; "
+                 "nothing was kept", h->lock->name);
+        sub_leave(e, op);
+        eng_event_done(e, op, RLC_E_LOST, "%s", msg);
+        op_finish(e, op, now);
+        return;
+    }
+    if (yes >= q && validity > 0) {
+        op->token = token;
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (op->granted[i] && (uint64_t)op->rep[i].b < token)
+                k++;
+        if (n > 1 && !op->nested && k > 0) {
+            /* the token counts only once a quorum stores it (fencing) */
+            op->phase = P_FLOOR;
+            op->stored = yes - k;
+            op->floor_pending = k;
+            char floor[24];
+            const char *argv[2] = {h->lock->token_key, floor};
+            size_t lens[2] = {h->lock->token_key_len,
+                              (size_t)snprintf(floor, sizeof floor, "%llu",
+                                               (unsigned long long)token)};
+            struct rlc_cmd *cmd = cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
+            if (!cmd)
+                abort();
+            op->round_deadline = now + e->call_timeout_ms;
+            for (int i = 0; i < n; i++)
+                if (op->granted[i] && (uint64_t)op->rep[i].b < token)
+                    op->reqs[i] = conn_send(e, i, R_FLOOR, op, &script_token_floor, cmd, false);
+            cmd_unref(cmd);
+            timer_set(e, &op->timer, T_OP, op, op->round_deadline);
+            return;
+        }
+        grant(e, op, now);
+        return;
+    }
+    if (yes >= q) {
+        rc = RLC_NOT_ACQUIRED;
+        snprintf(msg, sizeof msg,
+                 "lock '%.60s' was granted, but its %lld ms lease was used up by the %lld ms "
+                 "the nodes took to answer (and the drift allowance); use a longer lease",
+                 h->lock->name, (long long)op->lease, (long long)(now - op->started));
+        sleep_ms = MIN_RETRY_MS;
+    } else if (yes + busy >= q) {
+        rc = RLC_NOT_ACQUIRED;
+        snprintf(msg, sizeof msg, "lock '%.60s' is held by another owner", h->lock->name);
+        split = quorum_split_vote(n, q, yes, holder_nodes, holders, unanswered);
+        sleep_ms = sleep_for(busy_pttl, busy, n, q);
+    } else {
+        rc = round_fail(e, op, msg, sizeof msg);
+    }
+    bool any = false;
+    for (int i = 0; i < n; i++)
+        any = any || undo[i];
+    if (any)
+        send_undo(e, h, op->attempt, op->lease, undo);
+    not_now(e, op, rc, split, sleep_ms, msg, now);
+}
+
+static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    int64_t validity = quorum_validity_ms(op->lease, (now - op->started) * 1000000,
+                                          e->opts.drift_factor);
+    if (op->stored >= e->q && validity > 0) {
+        grant(e, op, now);
+        return;
+    }
+    bool undo[RLC_MAX_NODES];
+    for (int i = 0; i < e->n; i++)
+        undo[i] = op->granted[i];
+    send_undo(e, h, op->attempt, op->lease, undo);
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "lock '%.60s' was granted, but its fencing token could not be stored on a quorum "
+             "in time (%d of %d)", h->lock->name, op->stored, e->q);
+    not_now(e, op, RLC_NOT_ACQUIRED, false, MIN_RETRY_MS, msg, now);
+}
+
+void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
+                   const char *msg, int64_t now)
+{
+    if (op->phase == P_FLOOR) {
+        op->reqs[node] = NULL;
+        if (r && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
+            op->stored++;
+        (void)status;
+        (void)msg;
+        if (--op->floor_pending == 0)
+            floor_done(e, op, now);
+        return;
+    }
+    const redisReply *ok = round_note(op, node, r, status, msg);
+    if (ok)
+        parse(&op->rep[node], ok);
+    if (op->answered == e->n)
+        decide(e, op, now);
+}
+
+void acquire_timer(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    switch (op->phase) {
+    case P_ROUND:
+        decide(e, op, now);
+        break;
+    case P_FLOOR:
+        round_abandon(op);
+        floor_done(e, op, now);
+        break;
+    case P_WAIT:
+        if (op->retry_at >= 0 && now >= op->retry_at &&
+            (op->wait_deadline < 0 || now < op->wait_deadline)) {
+            op->woken = true;
+            try_round(e, op, now);
+        } else {
+            not_now(e, op, RLC_NOT_ACQUIRED, false, 0, "", now);
+        }
+        break;
+    }
+}
+
+void acquire_wake(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    if (op->phase != P_WAIT) {
+        op->woken = false; /* it is trying already; the wake goes to nobody */
+        return;
+    }
+    timer_clear(&op->timer);
+    try_round(e, op, now);
+}
+
+void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    if (op->phase == P_ROUND || op->phase == P_FLOOR) {
+        bool undo[RLC_MAX_NODES];
+        for (int i = 0; i < e->n; i++)
+            undo[i] = op->phase == P_FLOOR ? op->granted[i]
+                                           : !(op->rep[i].status == RLC_OK && op->rep[i].a <= 0);
+        round_abandon(op);
+        send_undo(e, h, op->attempt, op->lease, undo);
+    }
+    sub_leave(e, op);
+    eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",
+                   h->lock->name);
+    op_finish(e, op, now);
+}

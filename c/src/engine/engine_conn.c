@@ -1,0 +1,409 @@
+/*
+ * engine_conn.c - the engine's side of its connections.
+ *
+ * A command connection pipelines: requests are written in order and their
+ * replies come back in that order, so a FIFO of requests in flight pairs each
+ * reply with its request. What happens when a connection ends decides safety:
+ *
+ *   - a request in flight may or may not have run. An operation still
+ *     waiting for it hears "no answer" (its round undoes or re-sends); a
+ *     request marked redo (undo, release: idempotent by attempt id) is queued
+ *     again, first, for the next connection;
+ *   - a request never written goes out on the next connection;
+ *   - an acquire that was abandoned (its round ended) is never written again:
+ *     its undo, already queued, makes it harmless wherever it lands.
+ *
+ * A connection whose oldest request waits longer than the call deadline plus
+ * connect_timeout_ms is dropped (want_open -1): a stalled server must not
+ * hold every later request of its node behind it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "engine_int.h"
+#include "scripts.h"
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 1000
+
+static struct conn *conn_at(rlc_engine *e, int k)
+{
+    return &e->conns[k];
+}
+
+static int64_t stall_ms(const rlc_engine *e)
+{
+    int64_t t = e->opts.io_timeout_ms > e->call_timeout_ms ? e->opts.io_timeout_ms
+                                                           : e->call_timeout_ms;
+    return t + e->opts.connect_timeout_ms;
+}
+
+int conn_make_all(rlc_engine *e)
+{
+    e->conns = calloc((size_t)(2 * e->n), sizeof *e->conns);
+    if (!e->conns)
+        return -1;
+    for (int k = 0; k < 2 * e->n; k++) {
+        e->conns[k].node = k / 2;
+        e->conns[k].sub = k % 2 == 1;
+        e->conns[k].timer.at = -1;
+    }
+    return 0;
+}
+
+static void req_free(rlc_engine *e, struct req *r)
+{
+    cmd_unref(r->cmd);
+    free(r);
+    e->in_flight--;
+}
+
+void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len)
+{
+    (void)e;
+    if (c->out_sent > 0 && c->out_sent == c->out_len)
+        c->out_sent = c->out_len = 0;
+    if (c->out_len + len > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 4096;
+        while (cap < c->out_len + len)
+            cap *= 2;
+        char *p = realloc(c->out, cap);
+        if (!p)
+            abort(); /* bytes that cannot be queued would silently lose a release */
+        c->out = p;
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+}
+
+static void schedule(rlc_engine *e, struct conn *c)
+{
+    int64_t at = -1;
+    if (c->state == C_UP && c->head)
+        at = c->head->sent_at + stall_ms(e);
+    else if (c->state == C_DOWN && c->qhead && c->retry_at > e->now)
+        at = c->retry_at;
+    timer_set(e, &c->timer, T_CONN, c, at);
+}
+
+/* Writes r at the end of c's pipeline. */
+static void write_req(rlc_engine *e, struct conn *c, struct req *r)
+{
+    r->next = NULL;
+    r->sent_at = e->now;
+    if (c->tail)
+        c->tail->next = r;
+    else
+        c->head = r;
+    c->tail = r;
+    conn_append(e, c, r->cmd->data, r->cmd->len);
+}
+
+static void queue_req(struct conn *c, struct req *r, bool front)
+{
+    if (front) {
+        r->next = c->qhead;
+        c->qhead = r;
+        if (!c->qtail)
+            c->qtail = r;
+        return;
+    }
+    r->next = NULL;
+    if (c->qtail)
+        c->qtail->next = r;
+    else
+        c->qhead = r;
+    c->qtail = r;
+}
+
+struct req *conn_send(rlc_engine *e, int node, int kind, struct eng_op *op,
+                      const struct script *s, struct rlc_cmd *cmd, bool redo)
+{
+    struct req *r = calloc(1, sizeof *r);
+    if (!r)
+        abort();
+    r->kind = kind;
+    r->node = node;
+    r->op = op;
+    r->script = s;
+    r->cmd = cmd_ref(cmd);
+    r->redo = redo;
+    e->in_flight++;
+    struct conn *c = conn_at(e, 2 * node);
+    if (c->state == C_UP)
+        write_req(e, c, r);
+    else
+        queue_req(c, r, false);
+    schedule(e, c);
+    return r;
+}
+
+int conn_want_open(const rlc_engine *e, int k)
+{
+    const struct conn *c = &e->conns[k];
+    if (c->state == C_DROPPED)
+        return -1;
+    if (c->sub)
+        return sub_wanted(e, c->node) ? 1 : 0;
+    if (c->state == C_UP)
+        return 1;
+    return c->qhead && e->now >= c->retry_at ? 1 : 0;
+}
+
+void conn_connected(rlc_engine *e, int k, int64_t now)
+{
+    struct conn *c = conn_at(e, k);
+    if (c->state == C_UP || c->state == C_DROPPED)
+        return;
+    c->state = C_UP;
+    c->reader = redisReaderCreate();
+    if (!c->reader)
+        abort();
+    c->out_len = c->out_sent = 0;
+    (void)now;
+    /* the handshake goes first, then what waited, in order */
+    for (int i = 0; i < 2; i++) {
+        struct rlc_cmd *h = e->hello[c->node][i];
+        if (!h)
+            continue;
+        struct req *r = calloc(1, sizeof *r);
+        if (!r)
+            abort();
+        r->kind = R_HELLO;
+        r->node = c->node;
+        r->cmd = cmd_ref(h);
+        e->in_flight++;
+        if (c->sub) {
+            /* the subscriber reads no request FIFO: its handshake replies
+             * are told apart by shape (engine_sub.c) */
+            conn_append(e, c, h->data, h->len);
+            req_free(e, r);
+        } else {
+            write_req(e, c, r);
+        }
+    }
+    if (c->sub) {
+        sub_on_connected(e, c);
+        return;
+    }
+    while (c->qhead) {
+        struct req *r = c->qhead;
+        c->qhead = r->next;
+        if (!c->qhead)
+            c->qtail = NULL;
+        write_req(e, c, r);
+    }
+    schedule(e, c);
+}
+
+/* The request's operation hears that no reply will come. */
+static void no_reply(rlc_engine *e, struct req *r, int why, const char *msg)
+{
+    if (r->op)
+        op_on_reply(e, r, NULL, why, msg, e->now);
+}
+
+/* Everything in flight on c is settled: redo requests go back to the front
+ * of the queue (in order), the others hear `why`. */
+static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool connected)
+{
+    struct req *redo_head = NULL, *redo_tail = NULL;
+    struct req *r = c->head;
+    c->head = c->tail = NULL;
+    while (r) {
+        struct req *next = r->next;
+        if (r->redo && r->kind != R_HELLO) {
+            r->next = NULL;
+            if (redo_tail)
+                redo_tail->next = r;
+            else
+                redo_head = r;
+            redo_tail = r;
+        } else {
+            no_reply(e, r, why, msg);
+            req_free(e, r);
+        }
+        r = next;
+    }
+    if (redo_head) {
+        redo_tail->next = c->qhead;
+        c->qhead = redo_head;
+        if (!c->qtail)
+            c->qtail = redo_tail;
+    }
+    /* A failed connect fails what waited for it (the server is not there);
+     * after a drop, what was never written simply goes on the next one. */
+    if (!connected) {
+        struct req **pp = &c->qhead, *last = NULL;
+        while ((r = *pp)) {
+            if (!r->redo) {
+                *pp = r->next;
+                no_reply(e, r, why, msg);
+                req_free(e, r);
+            } else {
+                last = r;
+                pp = &r->next;
+            }
+        }
+        c->qtail = last;
+    }
+}
+
+/* c is over, from the engine's side. */
+static void end_conn(rlc_engine *e, struct conn *c, int why, const char *msg, int next_state)
+{
+    bool was_up = c->state == C_UP;
+    if (c->reader)
+        redisReaderFree(c->reader);
+    c->reader = NULL;
+    c->out_len = c->out_sent = 0;
+    c->state = next_state;
+    if (was_up) {
+        c->fails = 0;
+        c->backoff_ms = 0;
+        c->retry_at = e->now;
+    } else {
+        c->fails++;
+        c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (c->backoff_ms > BACKOFF_MAX_MS)
+            c->backoff_ms = BACKOFF_MAX_MS;
+        c->retry_at = e->now + c->backoff_ms;
+    }
+    if (c->sub)
+        sub_on_closed(e, c);
+    else
+        settle(e, c, why, msg, was_up);
+    schedule(e, c);
+}
+
+void conn_closed(rlc_engine *e, int k, int64_t now, int why, const char *msg)
+{
+    (void)now;
+    struct conn *c = conn_at(e, k);
+    if (c->state == C_DROPPED) {
+        c->state = C_DOWN; /* the engine had let it go already */
+        schedule(e, c);
+        return;
+    }
+    end_conn(e, c, why, msg, C_DOWN);
+}
+
+static void drop(rlc_engine *e, struct conn *c, int why, const char *msg)
+{
+    end_conn(e, c, why, msg, C_DROPPED);
+}
+
+void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
+{
+    if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
+                 e->addrs[c->node].label, (long long)(now - c->head->sent_at));
+        drop(e, c, RLC_E_TIMEOUT, msg);
+        return;
+    }
+    schedule(e, c);
+}
+
+static bool is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
+{
+    struct req *r = c->head;
+    if (!r)
+        return; /* a reply nobody asked for: ignore (cannot happen in RESP2) */
+    c->head = r->next;
+    if (!c->head)
+        c->tail = NULL;
+    if (r->kind == R_HELLO) {
+        if (reply->type == REDIS_REPLY_ERROR) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "%s refused the handshake: %.200s",
+                     e->addrs[c->node].label, reply->str);
+            bool auth = strstr(reply->str, "NOAUTH") || strstr(reply->str, "WRONGPASS") ||
+                        strstr(reply->str, "invalid password") || strstr(reply->str, "AUTH");
+            req_free(e, r);
+            drop(e, c, auth ? RLC_E_AUTH : RLC_E_SERVER, msg);
+            return;
+        }
+        req_free(e, r);
+        return;
+    }
+    /* After SCRIPT FLUSH or a restart: the same call as EVAL, if anyone
+     * still needs its answer. An abandoned acquire is never sent again. */
+    if (is_noscript(reply) && r->script && !r->eval && (r->op || r->redo)) {
+        struct rlc_cmd *ev = cmd_evalsha_to_eval(r->cmd, r->script);
+        if (ev) {
+            cmd_unref(r->cmd);
+            r->cmd = ev;
+            r->eval = true;
+            write_req(e, c, r);
+            return;
+        }
+    }
+    if (r->op)
+        op_on_reply(e, r, reply, RLC_OK, NULL, e->now);
+    req_free(e, r);
+}
+
+int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t now)
+{
+    (void)now;
+    struct conn *c = conn_at(e, k);
+    if (c->state != C_UP || !c->reader)
+        return RLC_OK; /* late bytes of a connection the engine let go */
+    if (redisReaderFeed(c->reader, data, len) != REDIS_OK) {
+        drop(e, c, RLC_E_PROTOCOL, "unreadable reply");
+        return RLC_E_PROTOCOL;
+    }
+    for (;;) {
+        void *reply = NULL;
+        if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "%s sent an unreadable reply", e->addrs[c->node].label);
+            drop(e, c, RLC_E_PROTOCOL, msg);
+            return RLC_E_PROTOCOL;
+        }
+        if (!reply)
+            break;
+        if (c->sub)
+            sub_on_reply(e, c, reply, e->now);
+        else
+            on_reply(e, c, reply);
+        freeReplyObject(reply);
+        if (c->state != C_UP)
+            break;
+    }
+    schedule(e, c);
+    return RLC_OK;
+}
+
+void conn_free_all(rlc_engine *e)
+{
+    if (!e->conns)
+        return;
+    for (int k = 0; k < 2 * e->n; k++) {
+        struct conn *c = &e->conns[k];
+        timer_clear(&c->timer);
+        for (struct req *r = c->head, *n; r; r = n) {
+            n = r->next;
+            req_free(e, r);
+        }
+        for (struct req *r = c->qhead, *n; r; r = n) {
+            n = r->next;
+            req_free(e, r);
+        }
+        if (c->reader)
+            redisReaderFree(c->reader);
+        free(c->out);
+    }
+    free(e->conns);
+    e->conns = NULL;
+}

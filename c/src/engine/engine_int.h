@@ -1,0 +1,295 @@
+/*
+ * engine_int.h - the engine's state, shared by its files.
+ *
+ * The engine (redlockc.h, "Engine") is the lock protocol as a state machine:
+ * operations turn into requests (RESP bytes queued per connection), replies
+ * come back as bytes, and time only moves when the driver passes it in.
+ *
+ *   engine.c        the public entry points, events
+ *   engine_conn.c   connections: out buffers, in-flight requests, replies,
+ *                   handshake, reconnect backoff, stalls, re-sends
+ *   engine_sub.c    the subscriber connections and the waiters they wake
+ *   engine_timer.c  one min-heap of timers with lazy cancellation
+ *   engine_lock.c   names -> locks -> holds (one per owner), levels
+ *   engine_acquire.c, engine_release.c, engine_renew.c: the operations
+ *
+ * Nothing here reads a clock, touches a socket or starts a thread.
+ */
+#ifndef RLC_ENGINE_INT_H
+#define RLC_ENGINE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "redlockc.h"
+#include "cmd.h"
+#include "options.h"
+#include "uri.h"
+
+struct redisReply;
+struct redisReader;
+struct script;
+struct eng_op;
+
+/* ---- timers (engine_timer.c) ---- */
+
+enum timer_kind { T_OP = 1, T_CHAN, T_HOLD, T_CONN };
+
+struct tslot;
+
+struct timer {
+    int64_t at;          /* -1 (or slot NULL): not scheduled */
+    struct tslot *slot;  /* its entry in the heap */
+};
+
+/* ---- connections (engine_conn.c) ---- */
+
+enum req_kind { R_HELLO = 1, R_ACQUIRE, R_UNDO, R_RELEASE, R_RENEW, R_EXTEND, R_FLOOR };
+
+struct req {
+    struct req *next;
+    int kind;
+    int node;
+    struct eng_op *op;  /* the operation waiting for this reply; NULL once abandoned */
+    struct hold *hold;  /* R_RENEW: the hold renewed (NULL once it is gone) */
+    const struct script *script;
+    struct rlc_cmd *cmd;
+    bool redo;          /* must be answered: sent again on the next connection */
+    bool eval;          /* already sent as EVAL (after NOSCRIPT) */
+    int64_t sent_at;    /* when it was written (its connection was up) */
+};
+
+enum conn_state { C_DOWN, C_CONNECTING, C_UP, C_DROPPED };
+
+struct conn {
+    int state;
+    bool sub;              /* the subscriber of its node */
+    int node;
+    char *out;             /* bytes not yet taken by the driver */
+    size_t out_len, out_cap, out_sent;
+    struct req *head, *tail; /* written, waiting for their replies, in order */
+    struct req *qhead, *qtail; /* to write once the connection is up */
+    struct redisReader *reader;
+    int64_t oldest_sent;   /* when the oldest request in flight was written */
+    int64_t retry_at;      /* no reconnect before this (after a failure) */
+    int64_t backoff_ms;
+    struct timer timer;    /* reconnect backoff, stall check */
+    int fails;             /* connects in a row that failed */
+    bool ever_up;          /* since the last failure */
+};
+
+/* ---- locks and holds (engine_lock.c) ---- */
+
+struct hold {
+    struct hold *next;     /* in its lock's list */
+    struct eng_lock *lock;
+    uint64_t owner;
+    char *field;           /* "<uuid>:<owner>" */
+    size_t field_len;
+    int64_t count;         /* levels held */
+    uint64_t *levels;      /* attempt seq of each level, oldest first */
+    int64_t n_levels, cap_levels;
+    uint64_t token;
+    int64_t lease_ms;
+    bool watchdog;
+    int lost;              /* 0, or why it was lost */
+    int64_t valid_until;   /* ms, the hold's own clock */
+    int64_t next_renew;
+    struct timer timer;    /* the next renewal or the end of validity */
+    struct eng_op *renewing; /* a renewal round in flight */
+    int renew_fail;        /* why the last renewal failed (0: it did not) */
+    struct eng_op *ops_head, *ops_tail; /* its operations, the head runs */
+};
+
+struct eng_lock {
+    struct eng_lock *next; /* in the engine's bucket */
+    char *name;            /* as the driver gave it */
+    size_t name_len;
+    char *key, *channel, *token_key, *attempts_key;
+    size_t key_len, channel_len, token_key_len, attempts_key_len;
+    struct hold *holds;
+    /* waiting acquires of this lock, in arrival order (engine_sub.c) */
+    struct eng_op *wait_head, *wait_tail;
+    int waiters;
+    bool subscribed;       /* SUBSCRIBE sent on the nodes' subscribers */
+    uint64_t confirms;     /* bit i: node i confirmed the subscription */
+    struct timer timer;    /* the holder's lease end or the safety poll */
+    int64_t timer_want;
+    uint64_t seq;          /* wakes so far: a try sent before the latest one retries */
+    struct eng_lock *cnext; /* in the engine's channel buckets */
+};
+
+/* ---- operations (engine_acquire.c, engine_release.c, engine_renew.c) ---- */
+
+enum op_kind { OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_RENEW };
+enum op_phase { P_QUEUED = 0, P_ROUND, P_FLOOR, P_WAIT, P_DONE };
+
+struct node_reply {
+    int status;            /* RLC_OK replied, else why there is none */
+    int64_t a, b;          /* parsed integers (op-specific) */
+    bool inner;
+    char *holder;          /* acquire busy: the holder's field */
+    size_t holder_len;
+    char *err;             /* an error reply's text */
+};
+
+struct eng_op {
+    uint64_t id;
+    int kind, phase;
+    struct hold *hold;     /* every op acts on one (lock, owner) */
+    struct eng_op *next;   /* in the hold's queue */
+    struct eng_op *idnext; /* in the engine's table by id */
+    struct eng_op *wnext, *wprev; /* in the lock's waiters */
+    bool waiting;          /* in the lock's waiters */
+    bool woken;            /* a wake is on its way to it */
+    bool canceled;
+    int64_t wait_ms, lease_req, wait_deadline;
+    struct timer timer;    /* round deadline, retry time or wait deadline */
+    /* the current round */
+    uint64_t attempt;
+    uint64_t outer_level;
+    bool nested;
+    int64_t lease;
+    bool watchdog;
+    int64_t started;       /* when its first byte was queued */
+    int64_t round_deadline;
+    int64_t retry_at;
+    int answered;
+    struct req *reqs[RLC_MAX_NODES];
+    struct node_reply rep[RLC_MAX_NODES];
+    uint64_t token;
+    bool granted[RLC_MAX_NODES];
+    uint64_t seen_seq;     /* the lock's seq when this try was sent */
+    int floor_pending, stored;
+    /* release */
+    uint64_t level;
+    bool had_hold;
+    /* what its DONE event reports */
+    int64_t validity_out;
+    int fail_status;       /* renewals: the last failure */
+};
+
+/* ---- the engine ---- */
+
+#define ENG_BUCKETS 1024
+
+struct rlc_engine {
+    char uuid[40];
+    struct rlc_options opts;
+    struct node_addr *addrs;
+    int n, q;
+    int64_t call_timeout_ms;  /* io_timeout_ms for one node, node_timeout_ms for N */
+    struct conn *conns;       /* 2n: command, subscriber of node 0, 1, ... */
+    struct rlc_cmd *hello[RLC_MAX_NODES][2]; /* AUTH, SELECT (each may be NULL) */
+    struct eng_lock *buckets[ENG_BUCKETS];
+    struct eng_lock *cbuckets[ENG_BUCKETS]; /* the same locks by channel */
+    int n_subscribed;         /* locks with waiters */
+    uint64_t next_op, next_attempt;
+    uint64_t rng;
+    int64_t now;              /* the latest time passed in */
+    struct tslot **heap;
+    size_t heap_len, heap_cap;
+    /* events: a ring of owned copies */
+    struct pending_event *ev_head, *ev_tail;
+    struct pending_event *ev_current;
+    int in_flight;            /* requests written or queued, over all connections */
+    int64_t n_ops;            /* operations not yet ended */
+    struct eng_op *ops_by_id[ENG_BUCKETS];
+};
+
+/* engine.c */
+void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void eng_event_lost(rlc_engine *e, struct hold *h, int status, const char *why);
+uint64_t eng_random(rlc_engine *e);
+int eng_attempt_name(const rlc_engine *e, uint64_t attempt, char *buf, size_t size);
+#define ENG_ATTEMPT_LEN 64
+
+/* engine_timer.c */
+void timer_set(rlc_engine *e, struct timer *t, int kind, void *obj, int64_t at);
+void timer_clear(struct timer *t);
+int64_t timer_next(const rlc_engine *e);
+/* Pops the next due timer at or before now: 1 and its kind/obj, or 0. */
+int timer_pop(rlc_engine *e, int64_t now, int *kind, void **obj);
+void timer_free_all(rlc_engine *e);
+
+/* engine_conn.c */
+int conn_make_all(rlc_engine *e);
+void conn_free_all(rlc_engine *e);
+/* Queues cmd for node's command connection; op (may be NULL) gets the reply. */
+struct req *conn_send(rlc_engine *e, int node, int kind, struct eng_op *op,
+                      const struct script *s, struct rlc_cmd *cmd, bool redo);
+void conn_connected(rlc_engine *e, int k, int64_t now);
+void conn_closed(rlc_engine *e, int k, int64_t now, int why, const char *msg);
+int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t now);
+void conn_timer(rlc_engine *e, struct conn *c, int64_t now);
+int conn_want_open(const rlc_engine *e, int k);
+void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len);
+
+/* engine_sub.c */
+void sub_join(rlc_engine *e, struct eng_op *op);
+void sub_leave(rlc_engine *e, struct eng_op *op);
+void sub_wake_one(rlc_engine *e, struct eng_lock *l, int64_t now);
+void sub_on_connected(rlc_engine *e, struct conn *c);
+void sub_on_closed(rlc_engine *e, struct conn *c);
+void sub_on_reply(rlc_engine *e, struct conn *c, const struct redisReply *r, int64_t now);
+void sub_holder_expires(rlc_engine *e, struct eng_lock *l, int64_t at, int64_t now);
+void sub_timer(rlc_engine *e, struct eng_lock *l, int64_t now);
+bool sub_wanted(const rlc_engine *e, int node);
+
+/* engine_lock.c */
+struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len);
+struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len);
+struct eng_lock *lock_by_channel(const rlc_engine *e, const char *ch, size_t len);
+struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool create);
+void hold_maybe_free(rlc_engine *e, struct hold *h);
+bool hold_push_level(struct hold *h, uint64_t attempt);
+uint64_t hold_pop_level(struct hold *h);
+void lock_free_all(rlc_engine *e);
+
+/* engine_acquire.c, engine_release.c, engine_renew.c */
+void op_start(rlc_engine *e, struct eng_op *op, int64_t now);
+void op_on_reply(rlc_engine *e, struct req *r, const struct redisReply *reply, int status,
+                 const char *msg, int64_t now);
+void op_timer(rlc_engine *e, struct eng_op *op, int64_t now);
+void op_finish(rlc_engine *e, struct eng_op *op, int64_t now);
+void op_free(struct eng_op *op);
+void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now);
+void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
+                   int status, const char *msg, int64_t now);
+void acquire_timer(rlc_engine *e, struct eng_op *op, int64_t now);
+void acquire_wake(rlc_engine *e, struct eng_op *op, int64_t now);
+void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now);
+void release_start(rlc_engine *e, struct eng_op *op, int64_t now);
+void release_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
+                   int status, const char *msg, int64_t now);
+void release_timer(rlc_engine *e, struct eng_op *op, int64_t now);
+void extend_start(rlc_engine *e, struct eng_op *op, int64_t now);
+void extend_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
+                  int status, const char *msg, int64_t now);
+void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now);
+void renew_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
+                 int status, const char *msg, int64_t now);
+void renew_schedule(rlc_engine *e, struct hold *h);
+void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now);
+void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now);
+struct rlc_cmd *cmd_renew(const rlc_engine *e, const struct hold *h, int64_t lease);
+
+/* Shared by the operations (engine_round.c): a round sends one command to
+ * every node and ends when all answered or at its deadline. */
+void round_begin(rlc_engine *e, struct eng_op *op, int64_t now);
+void round_send(rlc_engine *e, struct eng_op *op, int kind, const struct script *s,
+                struct rlc_cmd *cmd);
+void round_abandon(struct eng_op *op);
+const struct redisReply *round_note(struct eng_op *op, int node, const struct redisReply *r,
+                                    int status, const char *msg);
+void round_timeout(struct eng_op *op, int n);
+void round_clear(struct eng_op *op);
+int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t size);
+struct rlc_cmd *cmd_release(const rlc_engine *e, const struct hold *h, uint64_t level,
+                            uint64_t upto, const uint64_t *extra, int64_t n_extra);
+void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
+               const bool *which);
+
+#endif

@@ -1,0 +1,222 @@
+/*
+ * engine_lock.c - what the engine knows: lock names and their holds.
+ *
+ * A lock (one name) exists while it has holds; a hold (one owner of one
+ * lock) exists while it has levels, an operation queued or running, or a
+ * renewal in flight. Both are found by hashing: names by name, and again by
+ * channel, which is how an unlock message finds its waiters.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+
+static uint64_t hash(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* prefix + "{" key "}" (or prefix + key when the key has a hash tag
+ * already): Redisson's names, in the lock's hash slot. */
+static char *derived(const char *prefix, const char *key, size_t key_len, size_t *len)
+{
+    bool braced = memchr(key, '{', key_len) != NULL;
+    size_t plen = strlen(prefix);
+    *len = plen + key_len + (braced ? 0 : 2);
+    char *s = malloc(*len + 1);
+    if (!s)
+        return NULL;
+    char *p = s;
+    memcpy(p, prefix, plen);
+    p += plen;
+    if (!braced)
+        *p++ = '{';
+    memcpy(p, key, key_len);
+    p += key_len;
+    if (!braced)
+        *p++ = '}';
+    *p = '\0';
+    return s;
+}
+
+static void lock_free(struct eng_lock *l)
+{
+    free(l->name);
+    free(l->key);
+    free(l->channel);
+    free(l->token_key);
+    free(l->attempts_key);
+    free(l);
+}
+
+struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len)
+{
+    for (struct eng_lock *l = e->buckets[hash(name, len) % ENG_BUCKETS]; l; l = l->next)
+        if (l->name_len == len && memcmp(l->name, name, len) == 0)
+            return l;
+    return NULL;
+}
+
+struct eng_lock *lock_by_channel(const rlc_engine *e, const char *ch, size_t len)
+{
+    for (struct eng_lock *l = e->cbuckets[hash(ch, len) % ENG_BUCKETS]; l; l = l->cnext)
+        if (l->channel_len == len && memcmp(l->channel, ch, len) == 0)
+            return l;
+    return NULL;
+}
+
+struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len)
+{
+    struct eng_lock *l = lock_find(e, name, len);
+    if (l)
+        return l;
+    l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->timer.at = -1;
+    l->timer_want = -1;
+    size_t plen = strlen(e->opts.key_prefix);
+    l->name = malloc(len + 1);
+    l->key = malloc(plen + len + 1);
+    if (l->name && l->key) {
+        memcpy(l->name, name, len);
+        l->name[len] = '\0';
+        l->name_len = len;
+        memcpy(l->key, e->opts.key_prefix, plen);
+        memcpy(l->key + plen, name, len);
+        l->key_len = plen + len;
+        l->key[l->key_len] = '\0';
+        l->channel = derived("redisson_lock__channel:", l->key, l->key_len, &l->channel_len);
+        l->token_key = derived("redisson_lock_token:", l->key, l->key_len, &l->token_key_len);
+        l->attempts_key = derived("redlockc_attempts:", l->key, l->key_len,
+                                  &l->attempts_key_len);
+    }
+    if (!l->name || !l->key || !l->channel || !l->token_key || !l->attempts_key) {
+        lock_free(l);
+        return NULL;
+    }
+    struct eng_lock **b = &e->buckets[hash(name, len) % ENG_BUCKETS];
+    l->next = *b;
+    *b = l;
+    struct eng_lock **cb = &e->cbuckets[hash(l->channel, l->channel_len) % ENG_BUCKETS];
+    l->cnext = *cb;
+    *cb = l;
+    return l;
+}
+
+static void unlink_lock(rlc_engine *e, struct eng_lock *l)
+{
+    struct eng_lock **pp = &e->buckets[hash(l->name, l->name_len) % ENG_BUCKETS];
+    while (*pp && *pp != l)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = l->next;
+    pp = &e->cbuckets[hash(l->channel, l->channel_len) % ENG_BUCKETS];
+    while (*pp && *pp != l)
+        pp = &(*pp)->cnext;
+    if (*pp)
+        *pp = l->cnext;
+}
+
+struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool create)
+{
+    for (struct hold *h = l->holds; h; h = h->next)
+        if (h->owner == owner)
+            return h;
+    if (!create)
+        return NULL;
+    struct hold *h = calloc(1, sizeof *h);
+    char field[80];
+    int n = snprintf(field, sizeof field, "%s:%llu", e->uuid, (unsigned long long)owner);
+    if (!h || !(h->field = malloc((size_t)n + 1))) {
+        free(h);
+        return NULL;
+    }
+    memcpy(h->field, field, (size_t)n + 1);
+    h->field_len = (size_t)n;
+    h->lock = l;
+    h->owner = owner;
+    h->timer.at = -1;
+    h->next = l->holds;
+    l->holds = h;
+    return h;
+}
+
+static void hold_free(struct hold *h)
+{
+    free(h->levels);
+    free(h->field);
+    free(h);
+}
+
+void hold_maybe_free(rlc_engine *e, struct hold *h)
+{
+    if (h->count > 0 || h->ops_head || h->renewing)
+        return;
+    struct eng_lock *l = h->lock;
+    timer_clear(&h->timer);
+    struct hold **pp = &l->holds;
+    while (*pp && *pp != h)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = h->next;
+    hold_free(h);
+    if (!l->holds && !l->waiters) {
+        timer_clear(&l->timer);
+        unlink_lock(e, l);
+        lock_free(l);
+    }
+}
+
+bool hold_push_level(struct hold *h, uint64_t attempt)
+{
+    if (h->n_levels == h->cap_levels) {
+        int64_t cap = h->cap_levels ? h->cap_levels * 2 : 4;
+        uint64_t *p = realloc(h->levels, (size_t)cap * sizeof *p);
+        if (!p)
+            return false;
+        h->levels = p;
+        h->cap_levels = cap;
+    }
+    h->levels[h->n_levels++] = attempt;
+    return true;
+}
+
+uint64_t hold_pop_level(struct hold *h)
+{
+    return h->n_levels > 0 ? h->levels[--h->n_levels] : 0;
+}
+
+void lock_free_all(rlc_engine *e)
+{
+    for (int b = 0; b < ENG_BUCKETS; b++) {
+        struct eng_lock *l = e->buckets[b];
+        while (l) {
+            struct eng_lock *next = l->next;
+            struct hold *h = l->holds;
+            while (h) {
+                struct hold *hn = h->next;
+                struct eng_op *op = h->ops_head;
+                while (op) {
+                    struct eng_op *on = op->next;
+                    op_free(op);
+                    op = on;
+                }
+                if (h->renewing)
+                    op_free(h->renewing);
+                hold_free(h);
+                h = hn;
+            }
+            lock_free(l);
+            l = next;
+        }
+        e->buckets[b] = NULL;
+        e->cbuckets[b] = NULL;
+    }
+}

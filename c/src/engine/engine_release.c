@@ -1,0 +1,224 @@
+/*
+ * engine_release.c - giving a level back (release) and changing the lease
+ * (extend), each one round.
+ *
+ * A release names the level's attempt, so running it twice does nothing
+ * more: it is sent as a redo request (again on the next connection if its
+ * connection drops before the answer). The owner's last level carries
+ * `upto`, the newest attempt id made so far: it also takes any level of this
+ * owner from an earlier attempt whose undo is late, so no level is orphaned.
+ *
+ * Whatever the outcome, the level is gone from the engine's side: a release
+ * that got no answer may or may not have run (and goes out again), and a
+ * hold no longer renewed expires with its lease, the safe direction.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "engine_int.h"
+#include "quorum.h"
+#include "scripts.h"
+
+static void finish(rlc_engine *e, struct eng_op *op, int rc, const char *msg, int64_t now)
+{
+    eng_event_done(e, op, rc, "%s", msg);
+    op_finish(e, op, now);
+}
+
+static int not_held(const struct hold *h, bool had_hold, char *msg, size_t size)
+{
+    if (had_hold) {
+        snprintf(msg, size, "lock '%.60s' was lost: it expired or was taken", h->lock->name);
+        return RLC_E_LOST;
+    }
+    snprintf(msg, size, "lock '%.60s' is not held by %s", h->lock->name, h->field);
+    return RLC_E_NOT_OWNER;
+}
+
+/* A lost hold: say so, change nothing. A release gives up one lost level;
+ * the last one sends what may remain of the hold a release naming every
+ * level (epoch-checked: it cannot touch a later life of the lock). */
+static bool take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool release,
+                      int64_t now)
+{
+    struct hold *h = op->hold;
+    if (!h->lost || h->count <= 0)
+        return false;
+    int why = h->lost;
+    if (release && --h->count == 0 && h->n_levels > 0) {
+        struct rlc_cmd *cmd = cmd_release(e, h, h->levels[0], e->next_attempt, h->levels + 1,
+                                          h->n_levels - 1);
+        for (int i = 0; i < e->n; i++)
+            conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true);
+        cmd_unref(cmd);
+        h->n_levels = 0;
+    }
+    char msg[300];
+    if (why == RLC_E_LOST)
+        snprintf(msg, sizeof msg,
+                 "lock '%.60s' was lost before this %s: it expired or was taken; nothing was "
+                 "changed", h->lock->name, verb);
+    else
+        snprintf(msg, sizeof msg,
+                 "lock '%.60s' was lost before this %s: renewals failed (%s) until its lease "
+                 "ran out; nothing was changed", h->lock->name, verb, rlc_strerror(why));
+    finish(e, op, RLC_E_LOST, msg, now);
+    return true;
+}
+
+void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    if (take_lost(e, op, "release", true, now))
+        return;
+    if (h->count <= 0) {
+        char msg[200];
+        int rc = not_held(h, false, msg, sizeof msg);
+        finish(e, op, rc, msg, now);
+        return;
+    }
+    op->had_hold = true;
+    op->level = hold_pop_level(h);
+    uint64_t upto = h->count == 1 ? e->next_attempt : 0;
+    op->phase = P_ROUND;
+    round_begin(e, op, now);
+    struct rlc_cmd *cmd = cmd_release(e, h, op->level, upto, NULL, 0);
+    round_send(e, op, R_RELEASE, &script_release, cmd);
+    cmd_unref(cmd);
+}
+
+static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    int done = 0, refused = 0, freed = 0;
+    round_timeout(op, e->n);
+    for (int i = 0; i < e->n; i++) {
+        if (op->rep[i].status != RLC_OK)
+            continue;
+        op->rep[i].a == -1 ? refused++ : done++;
+        freed += op->rep[i].a == 0 || op->rep[i].a == -2;
+    }
+    /* unanswered releases stay queued as redo requests; nobody waits for them */
+    round_abandon(op);
+    char msg[400] = "";
+    int rc;
+    if (done >= e->q)
+        rc = RLC_OK;
+    else if (refused > e->n - e->q)
+        rc = not_held(h, op->had_hold, msg, sizeof msg);
+    else
+        rc = round_fail(e, op, msg, sizeof msg);
+    h->count--;
+    if (rc == RLC_E_LOST)
+        h->lost = RLC_E_LOST;
+    if (h->count <= 0) {
+        h->count = 0;
+        h->watchdog = false;
+        h->n_levels = 0;
+        renew_schedule(e, h);
+    }
+    /* our own waiters hear of it now, not a message's round trip later */
+    if (freed >= e->q)
+        sub_wake_one(e, h->lock, now);
+    finish(e, op, rc, msg, now);
+}
+
+void release_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
+                   const char *msg, int64_t now)
+{
+    const redisReply *ok = round_note(op, node, r, status, msg);
+    if (ok && ok->type == REDIS_REPLY_INTEGER) {
+        op->rep[node].a = ok->integer;
+    } else if (ok) {
+        op->rep[node].status = RLC_E_PROTOCOL;
+        op->rep[node].err = strdup("unexpected reply to the release script");
+    }
+    if (op->answered == e->n)
+        release_decide(e, op, now);
+}
+
+void release_timer(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    if (op->kind == OP_RELEASE)
+        release_decide(e, op, now);
+    else
+        extend_decide(e, op, now);
+}
+
+/* ---- extend ---------------------------------------------------------------- */
+
+void extend_start(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    if (take_lost(e, op, "extend", false, now))
+        return;
+    if (h->count <= 0) {
+        char msg[200];
+        int rc = not_held(h, false, msg, sizeof msg);
+        finish(e, op, rc, msg, now);
+        return;
+    }
+    op->had_hold = true;
+    op->watchdog = op->lease_req <= 0;
+    op->lease = op->watchdog ? e->opts.watchdog_timeout_ms : op->lease_req;
+    op->phase = P_ROUND;
+    round_begin(e, op, now);
+    struct rlc_cmd *cmd = cmd_renew(e, h, op->lease);
+    round_send(e, op, R_EXTEND, &script_renew, cmd);
+    cmd_unref(cmd);
+}
+
+void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    int yes = 0, gone = 0;
+    round_timeout(op, e->n);
+    round_abandon(op);
+    for (int i = 0; i < e->n; i++)
+        if (op->rep[i].status == RLC_OK)
+            op->rep[i].a == 1 ? yes++ : gone++;
+    char msg[400] = "";
+    int rc;
+    if (yes >= e->q) {
+        rc = RLC_OK;
+        h->lease_ms = op->lease;
+        h->watchdog = op->watchdog;
+        h->renew_fail = 0;
+        h->valid_until = op->started + op->lease -
+                         quorum_drift_ms(op->lease, e->opts.drift_factor);
+        if (h->watchdog)
+            h->next_renew = op->started + op->lease / 3;
+        renew_schedule(e, h);
+        op->validity_out = h->valid_until - now;
+    } else if (gone > e->n - e->q) {
+        rc = not_held(h, true, msg, sizeof msg);
+        h->lost = RLC_E_LOST;
+        h->watchdog = false;
+        renew_schedule(e, h);
+    } else {
+        rc = round_fail(e, op, msg, sizeof msg);
+    }
+    finish(e, op, rc, msg, now);
+}
+
+void extend_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
+                  const char *msg, int64_t now)
+{
+    const redisReply *ok = round_note(op, node, r, status, msg);
+    if (ok && ok->type == REDIS_REPLY_ARRAY && ok->elements == 1 &&
+        ok->element[0]->type == REDIS_REPLY_INTEGER) {
+        op->rep[node].a = ok->element[0]->integer;
+    } else if (ok) {
+        op->rep[node].status = RLC_E_PROTOCOL;
+        op->rep[node].err = strdup("unexpected reply to the renew script");
+    }
+    if (op->answered == e->n) {
+        if (op->kind == OP_RENEW)
+            renew_decide(e, op, now);
+        else
+            extend_decide(e, op, now);
+    }
+}

@@ -1,0 +1,140 @@
+/*
+ * engine_renew.c - the watchdog: renewing watchdog holds, finding lost ones.
+ *
+ * A watchdog hold is renewed every lease/3 from when its last renewal (or
+ * its acquire) was sent. A renewal round waits at most until the hold's
+ * validity ends: a hung node must not keep a hold "valid" past the time it
+ * may have expired. A hold is lost when a quorum says it is gone, or when
+ * its validity ends before a renewal got a quorum; the driver hears it as an
+ * RLC_EV_LOST event, once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <hiredis/hiredis.h>
+
+#include "engine_int.h"
+#include "quorum.h"
+#include "scripts.h"
+
+/* The renew script for one hold (KEYS lock, attempts; ARGV lease, field,
+ * the id of its oldest level: it renews only the life that level is in). */
+struct rlc_cmd *cmd_renew(const rlc_engine *e, const struct hold *h, int64_t lease)
+{
+    const struct eng_lock *l = h->lock;
+    char lease_s[24], id[ENG_ATTEMPT_LEN];
+    const char *argv[5] = {l->key, l->attempts_key, lease_s, h->field, id};
+    size_t lens[5] = {l->key_len, l->attempts_key_len,
+                      (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease),
+                      h->field_len,
+                      h->n_levels ? (size_t)eng_attempt_name(e, h->levels[0], id, sizeof id)
+                                  : 0};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_renew, 2, 3, argv, lens);
+    if (!cmd)
+        abort();
+    return cmd;
+}
+
+void renew_schedule(rlc_engine *e, struct hold *h)
+{
+    int64_t at = -1;
+    if (h->count > 0 && !h->lost && h->watchdog) {
+        at = h->valid_until;
+        if (!h->renewing && h->next_renew < at)
+            at = h->next_renew;
+    }
+    timer_set(e, &h->timer, T_HOLD, h, at);
+}
+
+static void end_renewal(rlc_engine *e, struct hold *h)
+{
+    struct eng_op *op = h->renewing;
+    if (!op)
+        return;
+    h->renewing = NULL;
+    round_abandon(op);
+    timer_clear(&op->timer);
+    op_free(op);
+    (void)e;
+}
+
+static void lose(rlc_engine *e, struct hold *h, int why)
+{
+    end_renewal(e, h);
+    h->lost = why;
+    h->watchdog = false;
+    renew_schedule(e, h);
+    char msg[300];
+    if (why == RLC_E_LOST)
+        snprintf(msg, sizeof msg, "lock '%.60s' was lost: it expired or was taken",
+                 h->lock->name);
+    else
+        snprintf(msg, sizeof msg,
+                 "lock '%.60s' was lost: renewals failed (%s) until its lease ran out",
+                 h->lock->name, rlc_strerror(why));
+    eng_event_lost(e, h, why, msg);
+}
+
+void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
+{
+    if (h->count <= 0 || h->lost || !h->watchdog) {
+        renew_schedule(e, h);
+        return;
+    }
+    if (now >= h->valid_until) {
+        lose(e, h, h->renew_fail ? h->renew_fail : RLC_E_TIMEOUT);
+        return;
+    }
+    if (!h->renewing && now >= h->next_renew) {
+        struct eng_op *op = calloc(1, sizeof *op);
+        if (!op)
+            abort();
+        op->id = 0;
+        op->kind = OP_RENEW;
+        op->hold = h;
+        op->lease = h->lease_ms;
+        op->timer.at = -1;
+        h->renewing = op;
+        op->phase = P_ROUND;
+        round_begin(e, op, now);
+        if (op->round_deadline > h->valid_until)
+            op->round_deadline = h->valid_until;
+        struct rlc_cmd *cmd = cmd_renew(e, h, op->lease);
+        round_send(e, op, R_RENEW, &script_renew, cmd);
+        cmd_unref(cmd);
+    }
+    renew_schedule(e, h);
+}
+
+void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    int yes = 0, gone = 0;
+    round_timeout(op, e->n);
+    for (int i = 0; i < e->n; i++)
+        if (op->rep[i].status == RLC_OK)
+            op->rep[i].a == 1 ? yes++ : gone++;
+    char msg[300];
+    int fail = yes >= e->q ? 0 : round_fail(e, op, msg, sizeof msg);
+    int64_t started = op->started, lease = op->lease;
+    end_renewal(e, h);
+    if (h->count <= 0 || h->lost || !h->watchdog) {
+        renew_schedule(e, h);
+        hold_maybe_free(e, h);
+        return;
+    }
+    if (yes >= e->q) {
+        h->renew_fail = 0;
+        h->valid_until = started + lease - quorum_drift_ms(lease, e->opts.drift_factor);
+        h->next_renew = started + lease / 3;
+    } else if (gone > e->n - e->q) {
+        lose(e, h, RLC_E_LOST);
+        return;
+    } else {
+        /* try again soon; the hold is lost if its validity ends first */
+        h->renew_fail = fail;
+        int64_t again = lease / 6 < 1000 ? lease / 6 : 1000;
+        h->next_renew = now + (again > 10 ? again : 10);
+    }
+    renew_schedule(e, h);
+}

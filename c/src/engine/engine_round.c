@@ -1,0 +1,179 @@
+/*
+ * engine_round.c - a round: one command to every node, answers counted.
+ *
+ * A round ends when every node answered or at its deadline (the call
+ * deadline: io_timeout_ms for one node, node_timeout_ms for N; plus
+ * connect_timeout_ms when a connection must be made first). Requests still
+ * unanswered then are abandoned: their replies, if they ever come, reach
+ * nobody. What each kind of operation does with the answers is its own file's.
+ *
+ * Also here: the commands more than one operation sends (release, undo).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "engine_int.h"
+#include "scripts.h"
+
+void round_clear(struct eng_op *op)
+{
+    for (int i = 0; i < RLC_MAX_NODES; i++) {
+        free(op->rep[i].holder);
+        free(op->rep[i].err);
+        op->rep[i] = (struct node_reply){0};
+        op->rep[i].status = 1; /* no answer yet */
+    }
+    op->answered = 0;
+}
+
+void round_begin(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    round_abandon(op);
+    round_clear(op);
+    op->started = now;
+    bool all_up = true;
+    for (int i = 0; i < e->n; i++)
+        all_up = all_up && e->conns[2 * i].state == C_UP;
+    op->round_deadline = now + e->call_timeout_ms + (all_up ? 0 : e->opts.connect_timeout_ms);
+}
+
+void round_send(rlc_engine *e, struct eng_op *op, int kind, const struct script *s,
+                struct rlc_cmd *cmd)
+{
+    bool redo = kind == R_RELEASE;
+    for (int i = 0; i < e->n; i++)
+        op->reqs[i] = conn_send(e, i, kind, op, s, cmd, redo);
+    timer_set(e, &op->timer, T_OP, op, op->round_deadline);
+}
+
+void round_abandon(struct eng_op *op)
+{
+    for (int i = 0; i < RLC_MAX_NODES; i++) {
+        if (op->reqs[i])
+            op->reqs[i]->op = NULL;
+        op->reqs[i] = NULL;
+    }
+}
+
+/* The status of a round that got neither its quorum nor a clear refusal. */
+int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t size)
+{
+    int first = RLC_E_TIMEOUT;
+    const char *why = NULL;
+    int node = 0, failed = 0;
+    for (int i = 0; i < e->n; i++) {
+        const struct node_reply *r = &op->rep[i];
+        if (r->status == RLC_OK && !r->err)
+            continue;
+        failed++;
+        if (!why) {
+            node = i;
+            first = r->status == 1 ? RLC_E_TIMEOUT : r->status == RLC_OK ? RLC_E_SERVER
+                                                                          : r->status;
+            why = r->err ? r->err : r->status == 1 ? "no answer in time" : rlc_strerror(first);
+        }
+    }
+    if (!why)
+        why = "no answer in time";
+    if (e->n > 1) {
+        snprintf(msg, size, "only %d of %d nodes answered for lock '%.60s' (quorum %d); %s: %s",
+                 e->n - failed, e->n, op->hold->lock->name, e->q, e->addrs[node].label, why);
+        return RLC_E_NO_QUORUM;
+    }
+    snprintf(msg, size, "%s for key '%.60s' at %s", why, op->hold->lock->key,
+             e->addrs[node].label);
+    return first;
+}
+
+struct rlc_cmd *cmd_release(const rlc_engine *e, const struct hold *h, uint64_t level,
+                            uint64_t upto, const uint64_t *extra, int64_t n_extra)
+{
+    const struct eng_lock *l = h->lock;
+    int64_t argc = 7 + n_extra;
+    const char **argv = malloc(sizeof *argv * (size_t)argc);
+    size_t *lens = malloc(sizeof *lens * (size_t)argc);
+    char (*ids)[ENG_ATTEMPT_LEN] = malloc(ENG_ATTEMPT_LEN * (size_t)(n_extra + 1));
+    struct rlc_cmd *cmd = NULL;
+    if (argv && lens && ids) {
+        char lease[24], up[20] = "";
+        argv[0] = l->key, lens[0] = l->key_len;
+        argv[1] = l->channel, lens[1] = l->channel_len;
+        argv[2] = l->attempts_key, lens[2] = l->attempts_key_len;
+        argv[3] = lease, lens[3] = (size_t)snprintf(lease, sizeof lease, "%lld",
+                                                   (long long)h->lease_ms);
+        argv[4] = h->field, lens[4] = h->field_len;
+        argv[5] = ids[0], lens[5] = level ? (size_t)eng_attempt_name(e, level, ids[0],
+                                                                      ENG_ATTEMPT_LEN)
+                                          : 0;
+        argv[6] = up, lens[6] = upto ? (size_t)snprintf(up, sizeof up, "%llx",
+                                                        (unsigned long long)upto)
+                                     : 0;
+        for (int64_t k = 0; k < n_extra; k++) {
+            argv[7 + k] = ids[k + 1];
+            lens[7 + k] = (size_t)eng_attempt_name(e, extra[k], ids[k + 1], ENG_ATTEMPT_LEN);
+        }
+        cmd = cmd_evalsha(&script_release, 3, (int)(argc - 3), argv, lens);
+    }
+    free(argv);
+    free(lens);
+    free(ids);
+    if (!cmd)
+        abort();
+    return cmd;
+}
+
+void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
+               const bool *which)
+{
+    const struct eng_lock *l = h->lock;
+    char id[ENG_ATTEMPT_LEN], ttl[24];
+    /* A tombstone outlives any acquire still on its way: a connection is
+     * answered or dropped within a call's deadline plus a connect; a minute
+     * more covers a server stalled longer. */
+    int64_t tomb = lease + 2 * (e->call_timeout_ms + e->opts.connect_timeout_ms) + 60000;
+    const char *argv[5] = {l->key, l->attempts_key, id, h->field, ttl};
+    size_t lens[5] = {l->key_len, l->attempts_key_len,
+                      (size_t)eng_attempt_name(e, attempt, id, sizeof id), h->field_len,
+                      (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)tomb)};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_undo, 2, 3, argv, lens);
+    if (!cmd)
+        abort();
+    for (int i = 0; i < e->n; i++)
+        if (which[i])
+            conn_send(e, i, R_UNDO, NULL, &script_undo, cmd, true);
+    cmd_unref(cmd);
+}
+
+const redisReply *round_note(struct eng_op *op, int node, const redisReply *r, int status,
+                             const char *msg)
+{
+    struct node_reply *nr = &op->rep[node];
+    op->reqs[node] = NULL;
+    op->answered++;
+    if (!r) {
+        nr->status = status == RLC_OK ? RLC_E_PROTOCOL : status;
+        nr->err = msg ? strdup(msg) : NULL;
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        nr->status = RLC_E_SERVER;
+        nr->err = strndup(r->str, 300);
+        return NULL;
+    }
+    nr->status = RLC_OK;
+    return r;
+}
+
+/* The nodes whose answer did not come in time: "no answer". */
+void round_timeout(struct eng_op *op, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (op->rep[i].status == 1 && op->reqs[i]) {
+            op->reqs[i]->op = NULL;
+            op->reqs[i] = NULL;
+            op->rep[i].status = RLC_E_TIMEOUT;
+        }
+}

@@ -1,0 +1,238 @@
+/*
+ * engine_sub.c - waiting: the subscriber connections and whom they wake.
+ *
+ * Each node has one subscriber connection, shared by every waiter of the
+ * engine. A lock with waiters is subscribed on every node; its waiters queue
+ * in arrival order. What wakes a sleeping waiter:
+ *
+ *   - an unlock message ("0" on redisson_lock__channel:{name}): the first
+ *     sleeping waiter, one per message, so a release starts one try, not a
+ *     stampede; the winner's own release wakes the next;
+ *   - a release by this engine that freed the lock: the same, at once,
+ *     without waiting for the message's round trip;
+ *   - a subscription confirmed (first, or again after a reconnect): every
+ *     waiter, since a message may have been missed while unsubscribed;
+ *   - the lock's one timer: the holder's lease end as the last busy reply
+ *     reported it, else a safety poll each second: one waiter.
+ *
+ * A message that arrives between a waiter's try and its sleep is not lost:
+ * the lock counts its wakes (seq), and a waiter whose try was sent before
+ * the latest wake tries again at once instead of sleeping.
+ */
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "engine_int.h"
+
+#define SAFETY_POLL_MS 1000
+#define MIN_RETRY_MS 5
+
+static void send_sub(rlc_engine *e, struct conn *c, const char *verb, const struct eng_lock *l)
+{
+    const char *argv[2] = {verb, l->channel};
+    size_t lens[2] = {strlen(verb), l->channel_len};
+    struct rlc_cmd *cmd = cmd_format(2, argv, lens);
+    if (!cmd)
+        abort();
+    conn_append(e, c, cmd->data, cmd->len);
+    cmd_unref(cmd);
+}
+
+static void each_node_sub(rlc_engine *e, const char *verb, struct eng_lock *l)
+{
+    for (int i = 0; i < e->n; i++) {
+        struct conn *c = &e->conns[2 * i + 1];
+        if (c->state == C_UP)
+            send_sub(e, c, verb, l);
+    }
+}
+
+bool sub_wanted(const rlc_engine *e, int node)
+{
+    (void)node;
+    return e->n_subscribed > 0;
+}
+
+void sub_join(rlc_engine *e, struct eng_op *op)
+{
+    struct eng_lock *l = op->hold->lock;
+    if (op->waiting)
+        return;
+    op->waiting = true;
+    op->woken = false;
+    op->wnext = NULL;
+    op->wprev = l->wait_tail;
+    if (l->wait_tail)
+        l->wait_tail->wnext = op;
+    else
+        l->wait_head = op;
+    l->wait_tail = op;
+    l->waiters++;
+    if (!l->subscribed) {
+        l->subscribed = true;
+        l->confirms = 0;
+        e->n_subscribed++;
+        each_node_sub(e, "SUBSCRIBE", l);
+    }
+}
+
+void sub_leave(rlc_engine *e, struct eng_op *op)
+{
+    struct eng_lock *l = op->hold->lock;
+    if (!op->waiting)
+        return;
+    op->waiting = false;
+    if (op->wprev)
+        op->wprev->wnext = op->wnext;
+    else
+        l->wait_head = op->wnext;
+    if (op->wnext)
+        op->wnext->wprev = op->wprev;
+    else
+        l->wait_tail = op->wprev;
+    op->wnext = op->wprev = NULL;
+    if (--l->waiters == 0) {
+        l->subscribed = false;
+        l->confirms = 0;
+        e->n_subscribed--;
+        each_node_sub(e, "UNSUBSCRIBE", l);
+        timer_clear(&l->timer);
+        l->timer_want = -1;
+    } else if (op->woken) {
+        /* it was woken and leaves without having used the wake */
+        sub_wake_one(e, l, e->now);
+    }
+}
+
+void sub_wake_one(rlc_engine *e, struct eng_lock *l, int64_t now)
+{
+    l->seq++;
+    for (struct eng_op *op = l->wait_head; op; op = op->wnext) {
+        if (!op->woken) {
+            op->woken = true;
+            acquire_wake(e, op, now);
+            return;
+        }
+    }
+}
+
+static void wake_all(rlc_engine *e, struct eng_lock *l, int64_t now)
+{
+    l->seq++;
+    /* acquire_wake may end an op (and unlink it): walk a snapshot of ids */
+    struct eng_op *op = l->wait_head;
+    while (op) {
+        struct eng_op *next = op->wnext;
+        if (!op->woken) {
+            op->woken = true;
+            acquire_wake(e, op, now);
+        }
+        op = next;
+    }
+}
+
+void sub_holder_expires(rlc_engine *e, struct eng_lock *l, int64_t at, int64_t now)
+{
+    int64_t poll = now + SAFETY_POLL_MS;
+    if (at < 0 || at > poll)
+        at = poll;
+    if (at < now + MIN_RETRY_MS)
+        at = now + MIN_RETRY_MS;
+    if (l->timer.at < 0 || !l->timer.slot || at < l->timer.at)
+        timer_set(e, &l->timer, T_CHAN, l, at);
+}
+
+void sub_timer(rlc_engine *e, struct eng_lock *l, int64_t now)
+{
+    if (!l->waiters)
+        return;
+    sub_wake_one(e, l, now);
+    if (l->waiters)
+        timer_set(e, &l->timer, T_CHAN, l, now + SAFETY_POLL_MS);
+}
+
+static void for_each_lock(rlc_engine *e, void (*fn)(rlc_engine *, struct eng_lock *, void *),
+                          void *arg)
+{
+    for (int b = 0; b < ENG_BUCKETS; b++)
+        for (struct eng_lock *l = e->buckets[b], *n; l; l = n) {
+            n = l->next;
+            fn(e, l, arg);
+        }
+}
+
+static void resubscribe(rlc_engine *e, struct eng_lock *l, void *arg)
+{
+    if (l->subscribed)
+        send_sub(e, arg, "SUBSCRIBE", l);
+}
+
+void sub_on_connected(rlc_engine *e, struct conn *c)
+{
+    for_each_lock(e, resubscribe, c);
+}
+
+static void unconfirm(rlc_engine *e, struct eng_lock *l, void *arg)
+{
+    (void)e;
+    l->confirms &= ~(UINT64_C(1) << *(int *)arg);
+}
+
+void sub_on_closed(rlc_engine *e, struct conn *c)
+{
+    for_each_lock(e, unconfirm, &c->node);
+}
+
+struct refusal {
+    int node;
+    const char *why;
+};
+
+static void refuse(rlc_engine *e, struct eng_lock *l, void *arg)
+{
+    const struct refusal *r = arg;
+    if (!l->subscribed || (l->confirms & (UINT64_C(1) << r->node)))
+        return;
+    struct eng_op *op = l->wait_head;
+    while (op) {
+        struct eng_op *next = op->wnext;
+        sub_leave(e, op);
+        eng_event_done(e, op, RLC_E_SERVER,
+                       "cannot wait for lock '%.60s': %s refused SUBSCRIBE (%.150s); the ACL "
+                       "user needs the channel permission '&redisson_lock__channel:*' to wait "
+                       "for unlock messages (a try without waiting needs none)",
+                       l->name, e->addrs[r->node].label, r->why);
+        op_finish(e, op, e->now);
+        op = next;
+    }
+}
+
+void sub_on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t now)
+{
+    if (r->type == REDIS_REPLY_ERROR) {
+        if (strstr(r->str, "NOAUTH") || strstr(r->str, "WRONGPASS")) {
+            /* the handshake's refusal: the waiters time out or are served by
+             * the other nodes; the connection is retried with backoff */
+            e->conns[2 * c->node + 1].state = C_DROPPED;
+            sub_on_closed(e, c);
+            return;
+        }
+        struct refusal rf = {c->node, r->str};
+        for_each_lock(e, refuse, &rf);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
+        return; /* +OK of the handshake, or a shape we do not use */
+    const char *kind = r->element[0]->str;
+    struct eng_lock *l = lock_by_channel(e, r->element[1]->str, r->element[1]->len);
+    if (!l || !l->subscribed)
+        return;
+    if (strcmp(kind, "message") == 0) {
+        sub_wake_one(e, l, now);
+    } else if (strcmp(kind, "subscribe") == 0) {
+        l->confirms |= UINT64_C(1) << c->node;
+        wake_all(e, l, now);
+    }
+}

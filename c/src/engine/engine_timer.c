@@ -1,0 +1,120 @@
+/*
+ * engine_timer.c - every timed thing of an engine in one min-heap.
+ *
+ * A timer lives in its object (an op, a lock's waiter timer, a hold, a
+ * connection) and points at a slot in the heap. Changing or clearing it
+ * disowns the old slot (obj = NULL) and, for a change, pushes a new one;
+ * disowned slots are freed when they reach the top. So a change costs
+ * O(log n), nothing searches the heap, and an object may be freed at any
+ * time once its timer is cleared.
+ */
+#include <stdlib.h>
+
+#include "engine_int.h"
+
+struct tslot {
+    int64_t at;
+    int kind;
+    void *obj; /* NULL: disowned */
+};
+
+static void swap(struct tslot **a, struct tslot **b)
+{
+    struct tslot *t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void sift_down(struct tslot **h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && h[l]->at < h[m]->at)
+            m = l;
+        if (r < n && h[r]->at < h[m]->at)
+            m = r;
+        if (m == i)
+            return;
+        swap(&h[i], &h[m]);
+        i = m;
+    }
+}
+
+static void pop_top(rlc_engine *e)
+{
+    e->heap[0] = e->heap[--e->heap_len];
+    sift_down(e->heap, e->heap_len, 0);
+}
+
+void timer_clear(struct timer *t)
+{
+    if (t->slot)
+        t->slot->obj = NULL;
+    t->slot = NULL;
+    t->at = -1;
+}
+
+void timer_set(rlc_engine *e, struct timer *t, int kind, void *obj, int64_t at)
+{
+    if (t->slot && t->at == at)
+        return;
+    timer_clear(t);
+    if (at < 0)
+        return;
+    struct tslot *s = malloc(sizeof *s);
+    if (!s || (e->heap_len == e->heap_cap && !(e->heap_cap = e->heap_cap ? e->heap_cap * 2 : 64,
+                                                e->heap = realloc(e->heap, e->heap_cap *
+                                                                               sizeof *e->heap))))
+        abort(); /* a timer that cannot be kept would hang an operation forever */
+    *s = (struct tslot){at, kind, obj};
+    t->slot = s;
+    t->at = at;
+    size_t i = e->heap_len++;
+    e->heap[i] = s;
+    while (i > 0 && e->heap[i]->at < e->heap[(i - 1) / 2]->at) {
+        swap(&e->heap[i], &e->heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+}
+
+int64_t timer_next(const rlc_engine *e)
+{
+    rlc_engine *m = (rlc_engine *)e; /* dropping disowned slots changes nothing visible */
+    while (m->heap_len > 0 && !m->heap[0]->obj) {
+        free(m->heap[0]);
+        pop_top(m);
+    }
+    return m->heap_len ? m->heap[0]->at : -1;
+}
+
+int timer_pop(rlc_engine *e, int64_t now, int *kind, void **obj)
+{
+    int64_t at = timer_next(e);
+    if (at < 0 || at > now)
+        return 0;
+    struct tslot *s = e->heap[0];
+    pop_top(e);
+    *kind = s->kind;
+    *obj = s->obj;
+    /* the owner's timer no longer points here */
+    struct timer *t = NULL;
+    switch (s->kind) {
+    case T_OP: t = &((struct eng_op *)s->obj)->timer; break;
+    case T_CHAN: t = &((struct eng_lock *)s->obj)->timer; break;
+    case T_HOLD: t = &((struct hold *)s->obj)->timer; break;
+    default: t = &((struct conn *)s->obj)->timer; break;
+    }
+    t->slot = NULL;
+    t->at = -1;
+    free(s);
+    return 1;
+}
+
+void timer_free_all(rlc_engine *e)
+{
+    for (size_t i = 0; i < e->heap_len; i++)
+        free(e->heap[i]);
+    free(e->heap);
+    e->heap = NULL;
+    e->heap_len = e->heap_cap = 0;
+}

@@ -1,0 +1,334 @@
+/*
+ * test_engine.c - the sans-I/O engine (redlockc.h, "Engine") on real
+ * servers, driven by the poll loop of engine_loop.h on this thread.
+ */
+#include <unistd.h>
+
+#include "engine_loop.h"
+#include "fixture.h"
+
+#define UUID_A "6d7a1c3e-0000-4000-8000-00000000000a"
+#define UUID_B "6d7a1c3e-0000-4000-8000-00000000000b"
+
+static long long field_count(const struct redis_server *s, const char *key, const char *uuid,
+                             uint64_t owner)
+{
+    char field[80];
+    snprintf(field, sizeof field, "%s:%llu", uuid, (unsigned long long)owner);
+    redisReply *r = rs_cmd(s, "HGET %s %s", key, field);
+    long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+/* Turns both loops until op in a is done (or limit). */
+static const struct el_done *wait_two(struct eloop *a, struct eloop *b, uint64_t op,
+                                      int64_t limit_ms)
+{
+    int64_t end = el_now() + limit_ms;
+    while (el_now() < end) {
+        const struct el_done *d = el_wait(a, op, 0);
+        if (d)
+            return d;
+        el_turn(a, 5);
+        el_turn(b, 5);
+    }
+    return NULL;
+}
+
+TEST(acquire_release_in_redisson_format)
+{
+    START(s);
+    struct eloop L;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    const struct el_done *d = NULL;
+    CHECK_RC(el_acquire(&L, "orders", 7, 0, -1, &d), RLC_OK);
+    CHECK(d->token >= 1, "token %llu", (unsigned long long)d->token);
+    CHECK(d->validity_ms > 20000, "validity %lld", (long long)d->validity_ms);
+    CHECK(field_count(&s, "orders", UUID_A, 7) == 1, "hold count on the server");
+    CHECK(rs_int(&s, "PTTL orders") > 25000, "watchdog lease 30 s");
+    CHECK(rlc_engine_hold_count(L.e, "orders", 6, 7) == 1, "engine count");
+    CHECK_RC(el_release(&L, "orders", 7), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS orders") == 0, "key gone");
+    CHECK(rlc_engine_hold_count(L.e, "orders", 6, 7) == 0, "engine count 0");
+    CHECK(rlc_engine_idle(L.e) == 1, "idle after the release");
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
+TEST(reentrant_levels_and_not_owner)
+{
+    START(s);
+    struct eloop L;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&L, "r", 1, 0, 5000, NULL), RLC_OK);
+    const struct el_done *d = NULL;
+    CHECK_RC(el_acquire(&L, "r", 1, 0, 5000, &d), RLC_OK);
+    CHECK(d->count == 2, "count %lld", (long long)d->count);
+    CHECK(field_count(&s, "r", UUID_A, 1) == 2, "server count 2");
+    CHECK_RC(el_acquire(&L, "r", 2, 0, 5000, NULL), RLC_NOT_ACQUIRED);
+    CHECK_RC(el_release(&L, "r", 2), RLC_E_NOT_OWNER);
+    CHECK_RC(el_release(&L, "r", 1), RLC_OK);
+    CHECK(field_count(&s, "r", UUID_A, 1) == 1, "server count 1");
+    CHECK_RC(el_release(&L, "r", 1), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS r") == 0, "key gone");
+    CHECK_RC(el_release(&L, "r", 1), RLC_E_NOT_OWNER);
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
+TEST(waiter_in_another_engine_is_woken_by_the_unlock_message)
+{
+    START(s);
+    struct eloop A, B;
+    CHECK_RC(el_init(&A, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_init(&B, s.uri, UUID_B, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&A, "w", 1, 0, -1, NULL), RLC_OK);
+    uint64_t op;
+    CHECK_RC(rlc_engine_acquire(B.e, "w", 1, 1, 20000, -1, el_now(), &op), RLC_OK);
+    /* B is waiting once it subscribed */
+    for (int i = 0; i < 200 && rs_int(&s, "PUBSUB NUMSUB redisson_lock__channel:{w}") == 0; i++) {
+        el_turn(&A, 5);
+        el_turn(&B, 5);
+    }
+    CHECK(el_wait(&B, op, 0) == NULL, "B must still wait");
+    int64_t t0 = el_now();
+    uint64_t rel;
+    CHECK_RC(rlc_engine_release(A.e, "w", 1, 1, el_now(), &rel), RLC_OK);
+    const struct el_done *d = wait_two(&B, &A, op, 10000);
+    CHECK(d && d->status == RLC_OK, "B got it: %d %s", d ? d->status : -100,
+          d ? d->message : "");
+    /* woken by the message, not by the 30 s lease or a 1 s poll */
+    CHECK(el_now() - t0 < 900, "woken after %lld ms", (long long)(el_now() - t0));
+    CHECK(field_count(&s, "w", UUID_B, 1) == 1, "B holds it on the server");
+done:
+    el_free(&A);
+    el_free(&B);
+    rs_stop(&s);
+}
+
+TEST(same_engine_waiters_are_served_in_turn)
+{
+    START(s);
+    struct eloop L;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    uint64_t ops[20];
+    for (int i = 0; i < 20; i++)
+        CHECK_RC(rlc_engine_acquire(L.e, "q", 1, (uint64_t)i + 1, 30000, -1, el_now(), &ops[i]),
+                 RLC_OK);
+    int served = 0;
+    int64_t end = el_now() + 30000;
+    while (served < 20 && el_now() < end) {
+        el_turn(&L, 20);
+        for (int i = 0; i < 20; i++) {
+            const struct el_done *d = ops[i] ? el_wait(&L, ops[i], 0) : NULL;
+            if (!d)
+                continue;
+            CHECK(d->status == RLC_OK, "op %d: %d %s", i, d->status, d->message);
+            /* exactly one holder at a time */
+            CHECK(rs_int(&s, "HLEN q") == 1, "one field");
+            ops[i] = 0;
+            served++;
+            uint64_t rel;
+            CHECK_RC(rlc_engine_release(L.e, "q", 1, (uint64_t)i + 1, el_now(), &rel), RLC_OK);
+        }
+    }
+    CHECK(served == 20, "served %d of 20", served);
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
+TEST(blocking_api_and_engine_exclude_each_other)
+{
+    START(s);
+    struct eloop L;
+    rlc_client *c = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "x", 3);
+    CHECK(c && l, "client");
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK_RC(el_acquire(&L, "x", 1, 0, -1, NULL), RLC_NOT_ACQUIRED);
+    uint64_t op;
+    CHECK_RC(rlc_engine_acquire(L.e, "x", 1, 1, 20000, -1, el_now(), &op), RLC_OK);
+    for (int i = 0; i < 200 && rs_int(&s, "PUBSUB NUMSUB redisson_lock__channel:{x}") == 0; i++)
+        el_turn(&L, 5);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    const struct el_done *d = el_wait(&L, op, 10000);
+    CHECK(d && d->status == RLC_OK, "engine got it after the blocking release");
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_NOT_ACQUIRED);
+    CHECK_RC(el_release(&L, "x", 1), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+done:
+    el_free(&L);
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
+TEST(watchdog_renews_and_reports_a_deleted_key_as_lost)
+{
+    START(s);
+    struct eloop L;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, "watchdog_timeout_ms=300"), RLC_OK);
+    CHECK_RC(el_acquire(&L, "wd", 1, 0, -1, NULL), RLC_OK);
+    int64_t end = el_now() + 1000;
+    while (el_now() < end)
+        el_turn(&L, 20);
+    CHECK(rs_int(&s, "EXISTS wd") == 1, "renewed past three leases");
+    CHECK(L.lost == 0, "not lost");
+    rs_int(&s, "DEL wd");
+    end = el_now() + 3000;
+    while (L.lost == 0 && el_now() < end)
+        el_turn(&L, 20);
+    CHECK(L.lost == 1, "lost event");
+    CHECK(L.lost_status == RLC_E_LOST && L.lost_owner == 1 && strcmp(L.lost_name, "wd") == 0,
+          "lost %d %llu %s", L.lost_status, (unsigned long long)L.lost_owner, L.lost_name);
+    CHECK_RC(el_release(&L, "wd", 1), RLC_E_LOST);
+    CHECK_RC(el_release(&L, "wd", 1), RLC_E_NOT_OWNER);
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
+TEST(cancel_ends_a_wait_and_leaves_nothing_held)
+{
+    START(s);
+    struct eloop L;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&L, "c", 1, 0, -1, NULL), RLC_OK);
+    uint64_t op;
+    CHECK_RC(rlc_engine_acquire(L.e, "c", 1, 2, -1, -1, el_now(), &op), RLC_OK);
+    for (int i = 0; i < 20; i++)
+        el_turn(&L, 5);
+    CHECK_RC(rlc_engine_cancel(L.e, op, el_now()), RLC_OK);
+    const struct el_done *d = el_wait(&L, op, 1000);
+    CHECK(d && d->status == RLC_E_CANCELED, "cancelled");
+    CHECK_RC(rlc_engine_cancel(L.e, op, el_now()), RLC_NOT_ACQUIRED);
+    /* a cancel while the try is on the wire: undone wherever it lands */
+    CHECK_RC(el_release(&L, "c", 1), RLC_OK);
+    CHECK_RC(rlc_engine_acquire(L.e, "c", 1, 3, -1, -1, el_now(), &op), RLC_OK);
+    CHECK_RC(rlc_engine_cancel(L.e, op, el_now()), RLC_OK);
+    d = el_wait(&L, op, 1000);
+    CHECK(d && d->status == RLC_E_CANCELED, "cancelled in flight");
+    for (int i = 0; i < 100 && !rlc_engine_idle(L.e); i++)
+        el_turn(&L, 5);
+    CHECK(rlc_engine_idle(L.e), "undo answered");
+    CHECK(rs_int(&s, "EXISTS c") == 0, "nothing held after the cancel");
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
+TEST(fixed_lease_expires_and_extend_moves_it)
+{
+    START(s);
+    struct eloop L;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    const struct el_done *d = NULL;
+    CHECK_RC(el_acquire(&L, "f", 1, 0, 400, &d), RLC_OK);
+    CHECK(d->validity_ms > 0 && d->validity_ms <= 400, "validity %lld",
+          (long long)d->validity_ms);
+    CHECK_RC(el_extend(&L, "f", 1, 5000), RLC_OK);
+    CHECK(rs_int(&s, "PTTL f") > 4000, "extended");
+    CHECK_RC(el_extend(&L, "f", 1, 300), RLC_OK);
+    for (int i = 0; i < 200 && rs_int(&s, "EXISTS f") == 1; i++)
+        usleep(10000);
+    CHECK(rs_int(&s, "EXISTS f") == 0, "expired");
+    CHECK_RC(el_release(&L, "f", 1), RLC_E_LOST);
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
+TEST(script_flush_is_survived)
+{
+    START(s);
+    struct eloop L;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&L, "sf", 1, 0, -1, NULL), RLC_OK);
+    rs_cmd(&s, "SCRIPT FLUSH");
+    CHECK_RC(el_release(&L, "sf", 1), RLC_OK);
+    rs_cmd(&s, "SCRIPT FLUSH");
+    CHECK_RC(el_acquire(&L, "sf", 1, 0, -1, NULL), RLC_OK);
+    CHECK_RC(el_release(&L, "sf", 1), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS sf") == 0, "released");
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
+TEST(redlock_over_three_nodes_needs_a_quorum)
+{
+    START_CLUSTER(cl, 3);
+    struct eloop L;
+    CHECK_RC(el_init(&L, cl.uris, UUID_A, "node_timeout_ms=500"), RLC_OK);
+    CHECK_RC(el_acquire(&L, "rl", 1, 0, -1, NULL), RLC_OK);
+    for (int i = 0; i < 3; i++)
+        CHECK(field_count(&cl.node[i], "rl", UUID_A, 1) == 1, "node %d holds", i);
+    CHECK_RC(el_release(&L, "rl", 1), RLC_OK);
+    rs_stop(&cl.node[2]);
+    CHECK_RC(el_acquire(&L, "rl", 1, 0, -1, NULL), RLC_OK);
+    CHECK_RC(el_release(&L, "rl", 1), RLC_OK);
+    rs_stop(&cl.node[1]);
+    CHECK_RC(el_acquire(&L, "rl", 1, 0, -1, NULL), RLC_E_NO_QUORUM);
+    for (int i = 0; i < 200 && !rlc_engine_idle(L.e); i++)
+        el_turn(&L, 5);
+    CHECK(rs_int(&cl.node[0], "EXISTS rl") == 0, "the failed round was undone");
+done:
+    el_free(&L);
+    cluster_stop(&cl);
+}
+
+TEST(a_stopped_server_ends_a_wait_with_an_error_in_bounded_time)
+{
+    START(s);
+    struct eloop L;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, "io_timeout_ms=300;connect_timeout_ms=300"), RLC_OK);
+    CHECK_RC(el_acquire(&L, "down", 1, 0, -1, NULL), RLC_OK);
+    rs_stop(&s);
+    const struct el_done *d = NULL;
+    int64_t t0 = el_now();
+    int rc = el_acquire(&L, "down", 2, 0, -1, &d);
+    CHECK(rc == RLC_E_CONNECT || rc == RLC_E_TIMEOUT, "rc %d", rc);
+    CHECK(el_now() - t0 < 5000, "took %lld ms", (long long)(el_now() - t0));
+done:
+    el_free(&L);
+}
+
+TEST(bad_input_is_refused_with_a_message)
+{
+    rlc_engine *e = NULL;
+    CHECK_RC(rlc_engine_new(&e, "redis://127.0.0.1:1", "not-a-uuid", NULL), RLC_E_INVAL);
+    CHECK(strstr(rlc_errmsg(), "UUID"), "%s", rlc_errmsg());
+    CHECK_RC(rlc_engine_new(&e, "bogus://x", UUID_A, NULL), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_new(&e, "redis://127.0.0.1:1", UUID_A, "nope=1"), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_new(&e, "redis://127.0.0.1:1", UUID_A, NULL), RLC_OK);
+    uint64_t op;
+    CHECK_RC(rlc_engine_acquire(e, "x", 1, 0, 0, -1, 0, &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_acquire(e, "", 0, 1, 0, -1, 0, &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_acquire(e, "x", 1, UINT64_C(1) << 62, 0, -1, 0, &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_acquire(e, "x", 1, 1, 0, 1, 0, &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_acquire(NULL, "x", 1, 1, 0, -1, 0, &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_cancel(e, 12345, 0), RLC_NOT_ACQUIRED);
+    CHECK(rlc_engine_received(e, 99, "x", 1, 0) == RLC_E_INVAL, "bad conn");
+    CHECK(rlc_engine_want_open(e, 0) == 0, "nothing to do");
+done:
+    rlc_engine_free(e);
+    rlc_engine_free(NULL);
+}
+
+RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_not_owner),
+          CASE(waiter_in_another_engine_is_woken_by_the_unlock_message),
+          CASE(same_engine_waiters_are_served_in_turn),
+          CASE(blocking_api_and_engine_exclude_each_other),
+          CASE(watchdog_renews_and_reports_a_deleted_key_as_lost),
+          CASE(cancel_ends_a_wait_and_leaves_nothing_held),
+          CASE(fixed_lease_expires_and_extend_moves_it), CASE(script_flush_is_survived),
+          CASE(redlock_over_three_nodes_needs_a_quorum),
+          CASE(a_stopped_server_ends_a_wait_with_an_error_in_bounded_time),
+          CASE(bad_input_is_refused_with_a_message))
