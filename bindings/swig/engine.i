@@ -1,28 +1,30 @@
 /*
- * engine.i - the engine (REDLOCKC_1.1, "a core that never blocks") for SWIG.
+ * engine.i - the engine (REDLOCKC_1.1, "a core that never blocks") for
+ * Python's asyncio driver (bindings/python/redlockc/_aio.py).
  *
- * %included by redlockc.i (Python only) before the header: the engine for
- * the asyncio driver (bindings/python/redlockc/_aio.py).
- *
- * Python: the engine's functions never block and touch no thread, so every
- * one keeps the GIL (%nothread: no release/re-take around a call of a few
- * hundred nanoseconds). Shapes, besides redlockc.i's conventions (status ->
- * exception or True/False, out-parameter -> return value):
- *   - a lock name (const char *name, size_t name_len) is a str (UTF-8) or bytes;
- *   - received bytes (const char *data, size_t len) are bytes or a bytearray;
- *   - rlc_engine_pending(e, conn) returns the bytes (b"" when none);
- *   - rlc_engine_acquire/release/extend return the operation id (an int);
- *   - rlc_engine_node_address(e, i) returns (host, port);
- *   - rlc_engine_next_event(e) returns an event tuple (below), or None;
- *   - rlcpy_engine_flush(e), the driver's one call after each step: all of
- *     the above that a driver needs, in one crossing.
- * An event tuple:
- *   (type, status, op, owner, name, token, validity_ms, count, message)
+ * %included by redlockc.i (Python only), near its top. The raw rlc_engine_*
+ * functions are not wrapped (redlockc.i ignores them for every language);
+ * the driver calls the rlcpy_engine_* functions below instead, each shaped
+ * for it and self-contained (they do not depend on redlockc.i's typemaps,
+ * which come later in the file):
+ *   - a lock name is a str (sent as UTF-8) or bytes;
+ *   - failures raise the redlockc.Error subclass of the status (rlcpy_raise);
+ *   - acquire/release/extend return the operation id (an int);
+ *   - rlcpy_engine_flush(e), the driver's one call after each step, returns
+ *     everything a driver must act on, in one crossing; rlcpy_engine_step
+ *     feeds bytes read (or a tick) first.
+ * An event is the tuple
+ *     (type, status, op, owner, name, token, validity_ms, count, message)
  * with name and message as str (invalid UTF-8 replaced).
+ *
+ * The engine never blocks and touches no thread, so every call keeps the GIL
+ * (%nothread: no release and re-take around a call of a microsecond).
  */
 
-#ifdef SWIGPYTHON
 %{
+/* Defined further down, with the binding's other Python helpers. */
+static void rlcpy_raise(int status);
+
 /* One event as the tuple above; NULL with an exception set on failure. */
 static PyObject *rlcpy_event_tuple(const rlc_engine_event *ev)
 {
@@ -39,119 +41,173 @@ static PyObject *rlcpy_event_tuple(const rlc_engine_event *ev)
     Py_XDECREF(message);
     return t;
 }
+
+/* A lock name: str (its UTF-8, cached in the object the caller holds) or bytes. */
+static int rlcpy_name(PyObject *name, const char **p, size_t *n)
+{
+    Py_ssize_t len = 0;
+    if (PyUnicode_Check(name)) {
+        *p = PyUnicode_AsUTF8AndSize(name, &len);
+        if (!*p)
+            return 0;
+    } else if (PyBytes_Check(name)) {
+        *p = PyBytes_AS_STRING(name);
+        len = PyBytes_GET_SIZE(name);
+    } else {
+        PyErr_SetString(PyExc_TypeError, "name must be a str or bytes");
+        return 0;
+    }
+    *n = (size_t)len;
+    return 1;
+}
+
+/* An operation's id, or the status's exception. */
+static PyObject *rlcpy_op_result(int status, uint64_t op)
+{
+    if (status != RLC_OK) {
+        rlcpy_raise(status);
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong((unsigned long long)op);
+}
 %}
 
-/* Counts and flags, not statuses. */
-%typemap(out) int rlc_engine_nodes "$result = PyLong_FromLong($1);"
-
-%typemap(in, numinputs=0) rlc_engine **out (rlc_engine *tmp = NULL) "$1 = &tmp;"
-%typemap(argout) rlc_engine **out {
-  Py_DECREF($result);
-  $result = SWIG_NewPointerObj(*$1, $*1_descriptor, 0);
-}
-
-/* A lock name: str (sent as UTF-8) or bytes. The str's UTF-8 is cached in
- * the object, which the caller holds through the call. */
-%typemap(in) (const char *name, size_t name_len) {
-  if (PyUnicode_Check($input)) {
-    Py_ssize_t rlcpy_n = 0;
-    $1 = (char *)PyUnicode_AsUTF8AndSize($input, &rlcpy_n);
-    if (!$1)
-      SWIG_fail;
-    $2 = (size_t)rlcpy_n;
-  } else if (PyBytes_Check($input)) {
-    $1 = PyBytes_AS_STRING($input);
-    $2 = (size_t)PyBytes_GET_SIZE($input);
-  } else {
-    PyErr_SetString(PyExc_TypeError, "name must be a str or bytes");
+/* NULL: rlc_engine_new failed and rlcpy_engine_new raised. */
+%typemap(out) rlc_engine *rlcpy_engine_new {
+  if (!$1)
     SWIG_fail;
-  }
+  $result = SWIG_NewPointerObj($1, $1_descriptor, 0);
 }
 
-/* Bytes read from a connection. */
-%typemap(in) (const char *data, size_t len) {
-  if (PyBytes_Check($input)) {
-    $1 = PyBytes_AS_STRING($input);
-    $2 = (size_t)PyBytes_GET_SIZE($input);
-  } else if (PyByteArray_Check($input)) {
-    $1 = PyByteArray_AS_STRING($input);
-    $2 = (size_t)PyByteArray_GET_SIZE($input);
-  } else {
-    PyErr_SetString(PyExc_TypeError, "data must be bytes or a bytearray");
-    SWIG_fail;
-  }
-}
-
-/* rlc_engine_pending: the bytes themselves (a copy: the engine's buffer is
- * valid only until the next call on it). */
-%typemap(in, numinputs=0) const char **data (const char *tmp = NULL) "$1 = ($1_ltype)&tmp;"
-%typemap(out) size_t rlc_engine_pending "";
-%typemap(argout) const char **data {
-  $result = PyBytes_FromStringAndSize(result && *$1 ? *$1 : "", (Py_ssize_t)(*$1 ? result : 0));
-  if (!$result)
-    SWIG_fail;
-}
-
-/* The operation id. */
-%apply uint64_t *out { uint64_t *op };
-
-/* rlc_engine_node_address -> (host, port). */
-%typemap(in, numinputs=0) (const char **host, int *port) (const char *h = NULL, int p = 0)
-  "$1 = ($1_ltype)&h; $2 = &p;"
-%typemap(argout) (const char **host, int *port) {
-  Py_DECREF($result);
-  $result = Py_BuildValue("(si)", *$1 ? *$1 : "", *$2);
-  if (!$result)
-    SWIG_fail;
-}
-
-/* rlc_engine_next_event -> an event tuple, or None. */
-%typemap(in, numinputs=0) rlc_engine_event *ev (rlc_engine_event tmp) "$1 = &tmp;"
-%typemap(argout) rlc_engine_event *ev {
-  Py_DECREF($result);
-  if (result == 1) {
-    $result = rlcpy_event_tuple($1);
-    if (!$result)
-      SWIG_fail;
-  } else {
-    Py_INCREF(Py_None);
-    $result = Py_None;
-  }
-}
-/* The struct itself: read through the tuples, never built by Python. */
-%ignore rlc_engine_event;
-
-%nothread rlc_engine_new;
-%nothread rlc_engine_free;
-%nothread rlc_engine_nodes;
-%nothread rlc_engine_node_address;
-%nothread rlc_engine_uuid;
-%nothread rlc_engine_want_open;
-%nothread rlc_engine_connected;
-%nothread rlc_engine_closed;
-%nothread rlc_engine_pending;
-%nothread rlc_engine_sent;
-%nothread rlc_engine_received;
-%nothread rlc_engine_deadline;
-%nothread rlc_engine_tick;
-%nothread rlc_engine_idle;
-%nothread rlc_engine_acquire;
-%nothread rlc_engine_release;
-%nothread rlc_engine_extend;
-%nothread rlc_engine_cancel;
-%nothread rlc_engine_hold_count;
-%nothread rlc_engine_next_event;
+%nothread rlcpy_engine_new;
+%nothread rlcpy_engine_free;
+%nothread rlcpy_engine_info;
+%nothread rlcpy_engine_connected;
+%nothread rlcpy_engine_closed;
+%nothread rlcpy_engine_idle;
+%nothread rlcpy_engine_acquire;
+%nothread rlcpy_engine_release;
+%nothread rlcpy_engine_extend;
+%nothread rlcpy_engine_cancel;
+%nothread rlcpy_engine_hold_count;
 %nothread rlcpy_engine_flush;
 %nothread rlcpy_engine_step;
 
 %inline %{
+/* rlc_engine_new; raises (InvalidArgument...) on failure. options may be None. */
+rlc_engine *rlcpy_engine_new(const char *nodes, const char *client_uuid, const char *options)
+{
+    rlc_engine *e = NULL;
+    int st = rlc_engine_new(&e, nodes, client_uuid, options);
+    if (st != RLC_OK) {
+        rlcpy_raise(st < 0 ? st : RLC_E_INVAL);
+        return NULL;
+    }
+    return e;
+}
+
+void rlcpy_engine_free(rlc_engine *e)
+{
+    rlc_engine_free(e);
+}
+
+/* (uuid, [(host, port) of each node]); port 0: host is a unix socket's path. */
+PyObject *rlcpy_engine_info(rlc_engine *e)
+{
+    int n = rlc_engine_nodes(e);
+    PyObject *nodes = PyList_New(0);
+    for (int i = 0; nodes && i < n; i++) {
+        const char *host = NULL;
+        int port = 0;
+        if (rlc_engine_node_address(e, i, &host, &port) != RLC_OK)
+            host = "", port = 0;
+        PyObject *item = Py_BuildValue("(si)", host ? host : "", port);
+        if (!item || PyList_Append(nodes, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(nodes);
+            break;
+        }
+        Py_DECREF(item);
+    }
+    return nodes ? Py_BuildValue("(sN)", rlc_engine_uuid(e), nodes) : NULL;
+}
+
+void rlcpy_engine_connected(rlc_engine *e, int conn, int64_t now_ms)
+{
+    rlc_engine_connected(e, conn, now_ms);
+}
+
+void rlcpy_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
+{
+    rlc_engine_closed(e, conn, now_ms);
+}
+
+PyObject *rlcpy_engine_idle(rlc_engine *e)
+{
+    return PyBool_FromLong(rlc_engine_idle(e) == 1);
+}
+
+/* The operation's id; raises InvalidArgument (bad name, owner, lease). */
+PyObject *rlcpy_engine_acquire(rlc_engine *e, PyObject *name, uint64_t owner, int64_t wait_ms,
+                               int64_t lease_ms, int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    return rlcpy_op_result(rlc_engine_acquire(e, p, n, owner, wait_ms, lease_ms, now_ms, &op), op);
+}
+
+PyObject *rlcpy_engine_release(rlc_engine *e, PyObject *name, uint64_t owner, int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    return rlcpy_op_result(rlc_engine_release(e, p, n, owner, now_ms, &op), op);
+}
+
+PyObject *rlcpy_engine_extend(rlc_engine *e, PyObject *name, uint64_t owner, int64_t lease_ms,
+                              int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    return rlcpy_op_result(rlc_engine_extend(e, p, n, owner, lease_ms, now_ms, &op), op);
+}
+
+/* True: the acquire was running and ends with RLC_E_CANCELED; False: it had
+ * already ended (its DONE is queued or was read). */
+PyObject *rlcpy_engine_cancel(rlc_engine *e, uint64_t op, int64_t now_ms)
+{
+    int st = rlc_engine_cancel(e, op, now_ms);
+    if (st < 0) {
+        rlcpy_raise(st);
+        return NULL;
+    }
+    return PyBool_FromLong(st == RLC_OK);
+}
+
+PyObject *rlcpy_engine_hold_count(rlc_engine *e, PyObject *name, uint64_t owner)
+{
+    const char *p;
+    size_t n;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    return PyLong_FromLongLong((long long)rlc_engine_hold_count(e, p, n, owner));
+}
+
 /* What the driver does after every call into the engine, in one crossing:
  *   (writes, wants, events, deadline)
- * writes  [(conn, bytes)]: everything pending, already counted as sent
- *         (an asyncio transport takes every byte: it buffers what the
- *         socket does not); None when nothing is pending;
- *   wants   [conn]: the connections the engine wants open;
- *   events  [event tuple]: every event, in order; None when there are none;
+ *   writes   [(conn, bytes)]: everything pending, already counted as sent
+ *            (an asyncio transport takes every byte: it buffers what the
+ *            socket does not); None when nothing is pending;
+ *   wants    [conn]: the connections the engine wants open;
+ *   events   [event tuple]: every event, in order; None when there are none;
  *   deadline rlc_engine_deadline(): when to tick, or -1. */
 PyObject *rlcpy_engine_flush(rlc_engine *e)
 {
@@ -186,9 +242,15 @@ PyObject *rlcpy_engine_flush(rlc_engine *e)
             goto fail;
         Py_CLEAR(item);
     }
-    return Py_BuildValue("(NNNL)", writes ? writes : (Py_INCREF(Py_None), Py_None), wants,
-                         events ? events : (Py_INCREF(Py_None), Py_None),
-                         (long long)rlc_engine_deadline(e));
+    if (!writes) {
+        Py_INCREF(Py_None);
+        writes = Py_None;
+    }
+    if (!events) {
+        Py_INCREF(Py_None);
+        events = Py_None;
+    }
+    return Py_BuildValue("(NNNL)", writes, wants, events, (long long)rlc_engine_deadline(e));
 fail:
     Py_XDECREF(item);
     Py_XDECREF(writes);
@@ -197,10 +259,10 @@ fail:
     return NULL;
 }
 
-/* rlc_engine_received or rlc_engine_tick (data None), then the flush: the
- * hot path of a read or a timer, one crossing. Returns the flush's tuple,
- * or raises (ProtocolError from rlc_engine_received: the engine then
- * treats conn as closed, and the driver closes the socket). */
+/* rlc_engine_received (data: bytes) or rlc_engine_tick (data: None), then
+ * the flush: the hot path of a read or a timer, in one crossing. Raises
+ * ProtocolError when the bytes are not RESP (the engine then counts conn as
+ * closed: the driver closes the socket and flushes). */
 PyObject *rlcpy_engine_step(rlc_engine *e, int conn, PyObject *data, int64_t now_ms)
 {
     if (data == Py_None) {
@@ -219,4 +281,3 @@ PyObject *rlcpy_engine_step(rlc_engine *e, int conn, PyObject *data, int64_t now
     return rlcpy_engine_flush(e);
 }
 %}
-#endif

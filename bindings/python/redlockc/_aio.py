@@ -28,7 +28,7 @@ _log = logging.getLogger("redlockc")
 
 _flush = _core.rlcpy_engine_flush
 _step = _core.rlcpy_engine_step
-_cancel = _core.rlc_engine_cancel
+_cancel = _core.rlcpy_engine_cancel
 
 EV_DONE = _core.RLC_EV_DONE
 EV_LOST = _core.RLC_EV_LOST
@@ -63,7 +63,7 @@ class _Conn(asyncio.Protocol):
             transport.abort()  # the client closed while this one connected
             return
         d.retry.pop(self.k, None)
-        _core.rlc_engine_connected(d.engine, self.k, d.now())
+        _core.rlcpy_engine_connected(d.engine, self.k, d.now())
         d.apply(_flush(d.engine))
 
     def data_received(self, data):
@@ -87,10 +87,8 @@ class Driver:
     """One engine on one event loop: its connections, timer and operations."""
 
     def __init__(self, nodes, options, connect_timeout_s):
-        self.engine = _core.rlc_engine_new(nodes, str(uuid.uuid4()), options)
-        self.uuid = _core.rlc_engine_uuid(self.engine)
-        self.addresses = [_core.rlc_engine_node_address(self.engine, i)
-                          for i in range(_core.rlc_engine_nodes(self.engine))]
+        self.engine = _core.rlcpy_engine_new(nodes, str(uuid.uuid4()), options)
+        self.uuid, self.addresses = _core.rlcpy_engine_info(self.engine)
         self.connect_timeout_s = connect_timeout_s
         self.loop = None
         self.conns = {}  # conn -> _Conn, connecting or connected
@@ -156,7 +154,7 @@ class Driver:
         if events:
             self._dispatch(events)
         self._arm(deadline)
-        if self.idle_waiter is not None and _core.rlc_engine_idle(self.engine):
+        if self.idle_waiter is not None and _core.rlcpy_engine_idle(self.engine):
             if not self.idle_waiter.done():
                 self.idle_waiter.set_result(None)
 
@@ -216,7 +214,7 @@ class Driver:
             delay = min(_RETRY_CAP_S, _RETRY_FIRST_S * 2 ** (failures - 1))
             self.retry[c.k] = (self.loop.time() + delay, failures)
             _log.debug("redlockc.asyncio: connection %d to %s:%s failed: %r", c.k, host, port, e)
-            _core.rlc_engine_closed(self.engine, c.k, self.now())
+            _core.rlcpy_engine_closed(self.engine, c.k, self.now())
             self.apply(_flush(self.engine))
 
     def conn_gone(self, c):
@@ -224,7 +222,7 @@ class Driver:
             return
         del self.conns[c.k]
         if self.engine is not None:
-            _core.rlc_engine_closed(self.engine, c.k, self.now())
+            _core.rlcpy_engine_closed(self.engine, c.k, self.now())
             self.apply(_flush(self.engine))
 
     # ---- operations ---------------------------------------------------------------
@@ -263,7 +261,7 @@ class Driver:
         if self.engine is None:
             return
         try:
-            op = _core.rlc_engine_release(self.engine, name, owner, self.now())
+            op = _core.rlcpy_engine_release(self.engine, name, owner, self.now())
         except Exception as e:  # refused at once: nothing was held to give back
             _log.debug("redlockc.asyncio: release of %r for a cancelled task: %r", name, e)
             return
@@ -302,7 +300,7 @@ class Driver:
             if t is not None:
                 t.cancel()
         self.timer = self.retry_timer = None
-        _core.rlc_engine_free(e)
+        _core.rlcpy_engine_free(e)
 
     def error(self, ev):
         return error_for(ev[1], ev[8] or None)

@@ -55,9 +55,9 @@ _AUTO_OWNER_BASE = 2**61
 _OK = _core.RLC_OK
 _NOT_ACQUIRED = _core.RLC_NOT_ACQUIRED
 _E_CANCELED = _core.RLC_E_CANCELED
-_acquire = _core.rlc_engine_acquire
-_release = _core.rlc_engine_release
-_extend = _core.rlc_engine_extend
+_acquire = _core.rlcpy_engine_acquire
+_release = _core.rlcpy_engine_release
+_extend = _core.rlcpy_engine_extend
 _get_running_loop = _asyncio.get_running_loop
 
 
@@ -205,7 +205,7 @@ class Client:
 def _free_engine(driver):
     e, driver.engine = driver.engine, None
     if e is not None:
-        _core.rlc_engine_free(e)
+        _core.rlcpy_engine_free(e)
 
 
 class Lock:
@@ -403,7 +403,7 @@ class Lock:
         d = self._client._driver
         if d.engine is None:
             return 0
-        return _core.rlc_engine_hold_count(d.engine, self._name, self._owner_id)
+        return _core.rlcpy_engine_hold_count(d.engine, self._name, self._owner_id)
 
     def owned(self):
         """True if this owner holds it and it was not reported lost. No I/O."""
