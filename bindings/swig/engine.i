@@ -156,7 +156,8 @@ PyObject *rlcpy_engine_acquire(rlc_engine *e, PyObject *name, uint64_t owner, in
     uint64_t op = 0;
     if (!rlcpy_name(name, &p, &n))
         return NULL;
-    return rlcpy_op_result(rlc_engine_acquire(e, p, n, owner, wait_ms, lease_ms, now_ms, &op), op);
+    int st = rlc_engine_acquire(e, p, n, owner, wait_ms, lease_ms, now_ms, &op);
+    return rlcpy_op_result(st, op);
 }
 
 PyObject *rlcpy_engine_release(rlc_engine *e, PyObject *name, uint64_t owner, int64_t now_ms)
@@ -166,7 +167,8 @@ PyObject *rlcpy_engine_release(rlc_engine *e, PyObject *name, uint64_t owner, in
     uint64_t op = 0;
     if (!rlcpy_name(name, &p, &n))
         return NULL;
-    return rlcpy_op_result(rlc_engine_release(e, p, n, owner, now_ms, &op), op);
+    int st = rlc_engine_release(e, p, n, owner, now_ms, &op);
+    return rlcpy_op_result(st, op);
 }
 
 PyObject *rlcpy_engine_extend(rlc_engine *e, PyObject *name, uint64_t owner, int64_t lease_ms,
@@ -177,7 +179,8 @@ PyObject *rlcpy_engine_extend(rlc_engine *e, PyObject *name, uint64_t owner, int
     uint64_t op = 0;
     if (!rlcpy_name(name, &p, &n))
         return NULL;
-    return rlcpy_op_result(rlc_engine_extend(e, p, n, owner, lease_ms, now_ms, &op), op);
+    int st = rlc_engine_extend(e, p, n, owner, lease_ms, now_ms, &op);
+    return rlcpy_op_result(st, op);
 }
 
 /* True: the acquire was running and ends with RLC_E_CANCELED; False: it had
