@@ -353,7 +353,7 @@ class Lock:
         loop = self._client._loop
         for task in self._cancel_tasks or ():
             if not task.done():
-                task.cancel(f"lock {self._name!r} was lost")
+                _cancel_task(task, f"lock {self._name!r} was lost")
         self._cancel_tasks = None
         for fn in list(self._lost_fns or ()):
             loop.call_soon(self._call_lost, fn, error)
@@ -463,7 +463,7 @@ class Lock:
             if task is None:
                 raise RuntimeError("cancel_on_lost() needs a task (call it from one, or pass one)")
         if self._lost_error is not None:
-            task.cancel(f"lock {self._name!r} was lost")
+            _cancel_task(task, f"lock {self._name!r} was lost")
             return lambda: None
         if self._cancel_tasks is None:
             self._cancel_tasks = []
@@ -515,6 +515,13 @@ class Lock:
     def __repr__(self):
         owner = "object" if self._owner is None else self._owner
         return f"<redlockc.asyncio.Lock {self._name!r} owner={owner}>"
+
+
+def _cancel_task(task, why):
+    try:
+        task.cancel(why)
+    except TypeError:  # Python 3.8: no message
+        task.cancel()
 
 
 def _release_orphan(driver, name, owner, levels):
