@@ -235,6 +235,22 @@ async def test_wait_for_timeout_cancels_the_wait(server, raw):
 
 # ---- leases, extend, lost holds ---------------------------------------------------------
 
+async def test_the_watchdog_renews_on_the_loop_past_its_lease(server, raw):
+    async with aclient(server.uri, watchdog_timeout=0.6) as c:
+        lock = c.lock("renewed")
+        await lock.acquire()
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 1.5  # 2.5 leases: only renewals keep it
+        lowest = 600
+        while loop.time() < end:
+            lowest = min(lowest, raw.pttl("renewed"))
+            await asyncio.sleep(0.05)
+        assert lowest > 0, f"the key expired (pttl {lowest}) though the watchdog should renew it"
+        assert lock.owned() and not lock.lost.is_set()
+        await lock.release()
+        assert not raw.exists("renewed")
+
+
 async def test_extend_sets_a_fixed_lease_and_none_hands_back_to_the_watchdog(server, raw):
     async with aclient(server.uri, watchdog_timeout=3) as c:
         lock = c.lock("ext")
