@@ -19,6 +19,7 @@ started when no other is in flight is written at once instead.
 """
 import asyncio
 import logging
+import time
 import uuid
 
 from . import redlockc_core as _core
@@ -91,6 +92,7 @@ class Driver:
         self.uuid, self.addresses = _core.rlcpy_engine_info(self.engine)
         self.connect_timeout_s = connect_timeout_s
         self.loop = None
+        self.clock = None
         self.conns = {}  # conn -> _Conn, connecting or connected
         self.retry = {}  # conn -> (earliest next attempt, failures) after a failed connect
         self.retry_timer = None
@@ -105,10 +107,14 @@ class Driver:
 
     def now(self):
         """The engine's clock: the loop's (monotonic) time in ms."""
-        return int(self.loop.time() * 1000)
+        return int(self.clock() * 1000)
 
     def bind(self, loop):
         self.loop = loop
+        # The loop's clock (call_at's): time.monotonic itself for asyncio's
+        # own loops, without the method call around it.
+        self.clock = time.monotonic if type(loop).time is asyncio.BaseEventLoop.time \
+            else loop.time
 
     def kick(self):
         """Apply on the next loop iteration (after an operation was started)."""

@@ -111,6 +111,8 @@ class Client:
     def _bind(self):
         """The driver, on the running loop (the first one used); raises if closed."""
         loop = _get_running_loop()
+        if loop is self._loop and not self._closed:
+            return self._driver
         if loop is not self._loop:
             if self._loop is not None:
                 raise RuntimeError("this redlockc.asyncio.Client belongs to another event loop "
@@ -276,7 +278,9 @@ class Lock:
         AuthenticationError, LockLostError (a nested acquire on a lost hold),
         ClosedError; InvalidArgument or TypeError for bad arguments.
         """
-        return await self._acquire(_wait_ms(blocking, timeout), _lease_ms(lease), lease)
+        # The defaults need no conversion (the hot path of `async with`).
+        wait = -1 if blocking is True and timeout is None else _wait_ms(blocking, timeout)
+        return await self._acquire(wait, 0 if lease is None else _lease_ms(lease), lease)
 
     async def _acquire(self, wait, lease_ms, lease):
         d = self._client._bind()
