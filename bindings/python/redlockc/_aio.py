@@ -191,9 +191,11 @@ class Driver:
     def _open(self, k):
         wait = self.retry.get(k)
         if wait is not None and wait[0] > self.loop.time():
-            if self.retry_timer is None:
-                self.retry_timer = self.loop.call_at(min(w[0] for w in self.retry.values()),
-                                                     self._retry_due)
+            # Not yet: come back when this connection may be tried again.
+            if self.retry_timer is None or wait[0] < self.retry_timer.when():
+                if self.retry_timer is not None:
+                    self.retry_timer.cancel()
+                self.retry_timer = self.loop.call_at(wait[0], self._retry_due)
             return
         c = _Conn(self, k)
         self.conns[k] = c
@@ -212,7 +214,7 @@ class Driver:
             else:
                 coro = self.loop.create_connection(lambda: c, host, port)
             await asyncio.wait_for(coro, self.connect_timeout_s)
-        except (OSError, asyncio.TimeoutError) as e:
+        except Exception as e:  # OSError, TimeoutError, a bad address...
             if self.conns.get(c.k) is not c or self.engine is None:
                 return
             del self.conns[c.k]
