@@ -323,8 +323,11 @@ async def test_lost_when_the_server_is_stopped(server):
 async def test_redlock_over_three_nodes(servers3):
     raws = [s.raw() for s in servers3]
     try:
-        async with aclient([s.uri for s in servers3]) as c, \
-                aclient([s.uri for s in servers3]) as other:
+        # Short timeouts: close() waits (bounded by them) for the release that
+        # the killed node never answers.
+        opts = dict(io_timeout=0.5, connect_timeout=0.3)
+        async with aclient([s.uri for s in servers3], **opts) as c, \
+                aclient([s.uri for s in servers3], **opts) as other:
             assert c.quorum == 2
             lock = c.lock("red")
             async with lock:
@@ -377,6 +380,23 @@ async def test_a_server_stopped_mid_wait_ends_the_wait_with_an_error(server, raw
             got = e
         assert isinstance(got, aio.ConnectionError), \
             f"the wait ends with the connection's error (well before its 8 s), got {got!r}"
+
+
+async def test_reconnects_after_a_server_restart(server, raw):
+    async with aclient(server.uri, connect_timeout=0.5) as c:
+        lock = c.lock("again")
+        async with lock:
+            pass
+        server.restart()  # the same port: the old connections are dead
+        ok = False
+        for _ in range(20):  # the first try may find the dead socket
+            try:
+                ok = await asyncio.wait_for(lock.acquire(timeout=2), 10)
+                break
+            except aio.ConnectionError:
+                continue
+        assert ok, "acquired again after the restart"
+        await lock.release()
 
 
 # ---- resources ----------------------------------------------------------------------------
