@@ -55,6 +55,7 @@ function upToDate(cmd) {
     const built = fs.statSync(output).mtimeMs;
     return built >= fs.statSync(source).mtimeMs &&
       built >= fs.statSync(path.join(here, 'src', 'rlcnode_family.c')).mtimeMs &&
+      built >= fs.statSync(path.join(here, 'src', 'rlcnode_engine.c')).mtimeMs &&
       fs.readFileSync(stamp, 'utf8') === JSON.stringify(cmd);
   } catch {
     return false;

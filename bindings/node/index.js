@@ -1,8 +1,11 @@
 'use strict';
 // redlockc for Node.js: Redisson-compatible distributed locks and Redlock,
 // over libredlockc.so.1. Every call that may touch the network returns a
-// Promise and runs on a helper thread (see lib/native.js); times are
-// milliseconds, like setTimeout.
+// Promise; times are milliseconds, like setTimeout. A Lock's acquire,
+// release and extend run on the library's engine, driven from this thread
+// with net.Sockets (lib/engine_driver.js): a waiting acquire holds no
+// thread. The rest (queries, fencedSet, the lock family) calls the blocking
+// API on a helper thread (lib/native.js).
 //
 //   const { Client } = require('redlockc');
 //   const client = new Client('redis://127.0.0.1:6379');
@@ -13,10 +16,12 @@
 // of its own: acquiring the same Lock again is reentrant, two Lock objects of
 // one name exclude each other. Give each task its own Lock (withLock does).
 const { EventEmitter } = require('node:events');
+const { randomUUID } = require('node:crypto');
 const { fn, OP, scratch, syncResult, getChannel } = require('./lib/native.js');
+const { EngineDriver, StartError, nowMs } = require('./lib/engine_driver.js');
 const errors = require('./lib/errors.js');
 
-const { STATUS, errorFor, NotAcquiredError, ClosedError, LockLostError } = errors;
+const { STATUS, errorFor, NotAcquiredError, ClosedError, LockLostError, NotOwnerError } = errors;
 const strerror = (rc) => fn.strerror(rc);
 const fail = (rec) => errorFor(rec.rc, rec.msg, strerror);
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
@@ -74,9 +79,29 @@ function leaseMs(lease, where = 'acquire') {
   return Math.ceil(lease);
 }
 
-const ACQUIRE_OPTIONS = ['wait', 'lease'];
+const ACQUIRE_OPTIONS = ['wait', 'lease', 'signal'];
 const CLIENT_OPTIONS = ['watchdog_timeout_ms', 'io_timeout_ms', 'node_timeout_ms', 'connect_timeout_ms',
   'retry_jitter_ms', 'drift_factor', 'pool_size', 'key_prefix'];
+
+// An AbortSignal, or nothing.
+function signalOption(where, signal) {
+  if (signal === undefined || signal === null) return null;
+  if (typeof signal !== 'object' || typeof signal.aborted !== 'boolean' ||
+      typeof signal.addEventListener !== 'function') {
+    throw invalid(`${where}: signal must be an AbortSignal`);
+  }
+  return signal;
+}
+
+// "a=1;b=2" -> {a: '1', b: '2'} (for the few values the driver needs).
+function parseOptions(text) {
+  const out = {};
+  for (const part of text.split(';')) {
+    const at = part.indexOf('=');
+    if (at > 0) out[part.slice(0, at).trim()] = part.slice(at + 1).trim();
+  }
+  return out;
+}
 
 // {watchdog_timeout_ms: 600} -> "watchdog_timeout_ms=600"
 function optionString(options) {
@@ -90,15 +115,71 @@ function optionString(options) {
   }).join(';');
 }
 
+const MAX_NAME_BYTES = 65536;
+const CLOSE_BOUND_MS = 2000; // how long client.close() lets releases in flight end
+
+// What a Client shares with its driver's callbacks and its Locks, and
+// nothing that keeps the Client itself alive (the sockets keep the driver).
+function makeState(client) {
+  const buckets = [];
+  for (let i = 0; ; i++) {
+    const le = fn.metricBucketMs(i);
+    if (le < 0) break;
+    buckets.push(le >= Number.MAX_SAFE_INTEGER ? Infinity : Number(le));
+  }
+  return {
+    client: new WeakRef(client),
+    locks: new Map(), // owner -> WeakRef(Lock): lost notices
+    bucketLe: buckets,
+    fastest: Infinity, // ms, the quickest acquire that got the lock
+    counts: { acquires: 0, busy: 0, waits: 0, lost: 0, waitMsSum: 0, buckets: buckets.map(() => 0) },
+  };
+}
+
+// The metrics of an acquire that ran on the engine, counted as the blocking
+// API counts its own (rlc_client_metrics): acquires, busy, and waits. The
+// engine does not say whether an acquire that got the lock had found it busy
+// first, so a wait is: an acquire with a wait that ended busy or cancelled,
+// or that got the lock later than 5 ms + twice the fastest acquire seen
+// (one round trip) after it began.
+function countAcquire(state, ev, wait) {
+  const c = state.counts;
+  if (ev.status === STATUS.OK) {
+    c.acquires++;
+    state.fastest = Math.min(state.fastest, ev.tookMs);
+  } else if (ev.status === STATUS.NOT_ACQUIRED) {
+    c.busy++;
+  }
+  const waited = ev.status === STATUS.NOT_ACQUIRED || ev.status === STATUS.E_CANCELED ||
+    (ev.status === STATUS.OK && ev.tookMs > 5 + 2 * state.fastest);
+  if (wait === 0 || !waited) return;
+  c.waits++;
+  c.waitMsSum += ev.tookMs;
+  const i = state.bucketLe.findIndex((le) => ev.tookMs <= le);
+  c.buckets[i < 0 ? c.buckets.length - 1 : i]++;
+}
+
 // Native handles not closed by the program are freed when their object is
-// collected. A Lock with a job in flight is still referenced by that job.
-const lockRegistry = new FinalizationRegistry(({ handle, id }) => {
-  getChannel().locks.delete(id);
-  fn.lockFree(handle);
+// collected. A Lock dropped while held stops being renewed: its hold turns
+// into a fixed lease of one watchdog period, and expires.
+const lockRegistry = new FinalizationRegistry(({ driver, key, owner, query, locks, leaseMs }) => {
+  locks.delete(owner);
+  abandon(driver, key, owner, leaseMs);
+  if (query.handle) fn.lockFree(query.handle);
 });
-const clientRegistry = new FinalizationRegistry((handle) => {
+const clientRegistry = new FinalizationRegistry(({ handle, driver }) => {
+  driver.close(0);
   getChannel().run(OP.CLIENT_FREE, handle); // it joins the watchdog: not on this thread
 });
+
+function abandon(driver, key, owner, leaseMs) {
+  if (driver.closing || driver.holdCount(key, owner) === 0) return;
+  try {
+    driver.extend(key, owner, leaseMs); // its end is of no interest
+  } catch {
+    // the engine refused it (closed): the hold expires anyway
+  }
+}
 
 class Client extends EventEmitter {
   // nodes: "redis://host:port" or a comma-separated list (>= 2: Redlock).
@@ -107,12 +188,43 @@ class Client extends EventEmitter {
   // first listener on (silent without one).
   constructor(nodes, options = {}) {
     super();
-    this._handle = fn.clientNew(nodes, optionString(options), scratch);
+    const text = optionString(options);
+    this._handle = fn.clientNew(nodes, text, scratch);
     if (!this._handle) throw fail(syncResult());
+    const given = parseOptions(text);
+    this._watchdogMs = Number(given.watchdog_timeout_ms) || 30000;
+    const state = makeState(this);
+    this._state = state;
+    // The engine has a UUID of its own: two writers of one UUID would give
+    // their attempts the same ids ("<uuid>:<n>", counted by each) and could
+    // take each other's attempt records for their own.
+    try {
+      this._driver = new EngineDriver(nodes, randomUUID(), text, {
+        connectTimeoutMs: Number(given.connect_timeout_ms) || 1000,
+        lost: (owner, status, message) => {
+          state.counts.lost++;
+          const lock = state.locks.get(owner)?.deref();
+          const client = state.client.deref();
+          if (client && client.listenerCount('log')) {
+            client._log(2, `lock ${lock ? `'${lock.name}' ` : ''}(owner ${owner}) was lost: ${message || strerror(status)}`);
+          }
+          if (lock) lock._lost(status, message);
+        },
+        log: (level, message) => {
+          const client = state.client.deref();
+          if (client && client.listenerCount('log')) client._log(level, message);
+        },
+      });
+    } catch (e) {
+      getChannel().run(OP.CLIENT_FREE, this._handle);
+      this._handle = null;
+      if (e instanceof StartError) throw errorFor(e.status, e.message, strerror);
+      throw e;
+    }
     this._closed = null;
     this._id = nextClientId++;
     this._sink = null;
-    clientRegistry.register(this, this._handle, this);
+    clientRegistry.register(this, { handle: this._handle, driver: this._driver }, this);
     this.on('newListener', (event) => { if (event === 'log') this._logging(true); });
     this.on('removeListener', (event) => {
       if (event === 'log' && this.listenerCount('log') === 0) this._logging(false);
@@ -138,13 +250,19 @@ class Client extends EventEmitter {
     this.emit('log', { level: LOG_LEVELS[level] || String(level), message });
   }
 
-  // The client's counters (rlc_client_metrics), no I/O: {acquires, busy,
-  // waits, renewals, lost, reconnects, scriptReloads, waitMsSum, waitBuckets:
-  // [{le (ms, Infinity last), count (cumulative)}]}.
+  // The client's counters, no I/O: {acquires, busy, waits, renewals, lost,
+  // reconnects, scriptReloads, waitMsSum, waitBuckets: [{le (ms, Infinity
+  // last), count (cumulative)}]}. Locks (on the engine) are counted here;
+  // the lock family by the library (rlc_client_metrics); both are summed.
   metrics() {
     if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
     const buf = Buffer.alloc(8 * METRICS_MAX);
     const n = Math.min(fn.clientMetrics(this._handle, buf, METRICS_MAX), METRICS_MAX);
+    const mine = this._state.counts;
+    const extra = {
+      acquires: mine.acquires, busy: mine.busy, waits: mine.waits, lost: mine.lost,
+      reconnects: this._driver.reconnects, waitMsSum: mine.waitMsSum,
+    };
     const out = { waitBuckets: [] };
     const camel = (name) => name.replace(/_([a-z])/g, (_, ch) => ch.toUpperCase());
     let bucket = 0;
@@ -153,18 +271,22 @@ class Client extends EventEmitter {
       const name = fn.metricName(i);
       const value = Number(buf.readBigUInt64LE(8 * i));
       if (name === 'wait_bucket') {
-        const le = fn.metricBucketMs(bucket++);
-        total += value;
+        const le = fn.metricBucketMs(bucket);
+        total += value + (mine.buckets[bucket] || 0);
+        bucket++;
         out.waitBuckets.push({ le: le >= Number.MAX_SAFE_INTEGER ? Infinity : Number(le), count: total });
       } else if (name) {
-        out[camel(name)] = value;
+        const key = camel(name);
+        out[key] = value + (extra[key] || 0);
       }
     }
     return out;
   }
 
+  // The UUID in the hash fields of this client's Lock holds
+  // ("<uuid>:<lock.owner>"). The lock family writes another one's.
   get uuid() {
-    return this._handle ? fn.clientUuid(this._handle) : null;
+    return this._handle ? this._driver.uuid : null;
   }
 
   // A new Lock object (a new owner) for `name`. No network I/O.
@@ -176,11 +298,11 @@ class Client extends EventEmitter {
   // `await using lock = await client.acquire(name)`; throws NotAcquiredError
   // when the wait runs out. Release with lock.release(), then lock.close().
   async acquire(name, options = {}) {
-    const { wait = -1, lease = 0 } = checkNames('client.acquire', options, ACQUIRE_OPTIONS);
-    waitMs(wait, 'client.acquire'); leaseMs(lease, 'client.acquire');
+    const { wait = -1, lease = 0, signal } = checkNames('client.acquire', options, ACQUIRE_OPTIONS);
+    waitMs(wait, 'client.acquire'); leaseMs(lease, 'client.acquire'); signalOption('client.acquire', signal);
     const lock = this.lock(name);
     try {
-      if (!(await lock.acquire({ wait, lease }))) {
+      if (!(await lock.acquire({ wait, lease, signal }))) {
         throw new NotAcquiredError(STATUS.NOT_ACQUIRED, `lock '${name}' is busy: the wait of ${wait} ms ran out`);
       }
       return lock;
@@ -195,9 +317,10 @@ class Client extends EventEmitter {
   // NotAcquiredError when the wait runs out; when fn succeeded but the
   // release finds the lock lost, throws that LockLostError (the section was
   // not protected to the end). fn's own error wins over a release error.
+  // options.signal (an AbortSignal) cancels the wait.
   async withLock(name, body, options = {}) {
-    const { wait = -1, lease = 0 } = checkNames('client.withLock', options, ACQUIRE_OPTIONS);
-    const lock = await this.acquire(name, { wait, lease });
+    const { wait = -1, lease = 0, signal } = checkNames('client.withLock', options, ACQUIRE_OPTIONS);
+    const lock = await this.acquire(name, { wait, lease, signal });
     let result;
     try {
       result = await body(lock.signal, lock);
@@ -213,7 +336,6 @@ class Client extends EventEmitter {
     }
     return result;
   }
-
   // Writes value (a string, as UTF-8, or a Buffer) at key only if token
   // (lock.fencingToken(), a bigint or integer >= 1) is at least the fence
   // stored with it in "redlockc_fence:{key}". Resolves true (written) or
@@ -240,9 +362,10 @@ class Client extends EventEmitter {
     }
   }
 
-  // Stops the watchdog and closes connections. Held locks are not released
-  // on the server (they expire); later calls on its locks reject ClosedError.
-  // A fencedSet() in flight ends first.
+  // Stops renewing and closes connections. Held locks are not released on
+  // the server (they expire); a waiting acquire rejects ClosedError, and
+  // later calls on its locks too. Releases and fencedSet() in flight end
+  // first (releases: for at most 2 s).
   close() {
     if (!this._closed) {
       const handle = this._handle;
@@ -250,7 +373,7 @@ class Client extends EventEmitter {
       clientRegistry.unregister(this);
       const sink = this._sink;
       this._sink = null;
-      const before = Promise.allSettled([...(this._inflight || [])]);
+      const before = Promise.allSettled([...(this._inflight || []), this._driver.close(CLOSE_BOUND_MS)]);
       // rlc_client_free silences the log first: the sink may go after it.
       this._closed = before.then(() => getChannel().run(OP.CLIENT_FREE, handle)).then(() => {
         if (sink) fn.sinkFree(sink);
@@ -265,26 +388,77 @@ class Lock extends EventEmitter {
   constructor(client, name) {
     super();
     if (!client._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
-    const channel = getChannel();
+    if (typeof name !== 'string' || name === '' || name.includes('\0')) {
+      throw invalid(`lock name must be a non-empty string without NUL, got ${JSON.stringify(name)}`);
+    }
+    const key = Buffer.from(name, 'utf8');
+    if (key.length > MAX_NAME_BYTES) throw invalid(`lock name is longer than ${MAX_NAME_BYTES} bytes`);
     this.name = name;
     this.owner = nextOwner++;
     this.client = client; // keeps the client alive as long as its locks
-    this._handle = fn.lockNew(client._handle, name, this.owner, this.owner, channel.ptr, scratch);
-    if (!this._handle) throw fail(syncResult());
-    this._channel = channel;
-    this._jobs = 0;        // in flight: the handle is freed only after them
+    this._key = key;
+    this._driver = client._driver;
+    this._state = client._state;
+    this._query = { handle: null }; // a blocking handle for the queries, made on first use
+    this._jobs = 0;        // in flight: the query handle is freed only after them
     this._closing = false;
-    this._depth = 0;       // levels held through this object, as far as we know
+    this._depth = 0;       // levels held through this object, as the engine counts them
     this._controller = null;
-    channel.locks.set(this.owner, new WeakRef(this));
-    lockRegistry.register(this, { handle: this._handle, id: this.owner }, this);
+    this._token = 0n;
+    this._validUntil = 0;  // driver clock (nowMs)
+    this._lostKnown = false;
+    this._watchdog = false; // the hold is renewed by the engine (lease 0)
+    this._state.locks.set(this.owner, new WeakRef(this));
+    lockRegistry.register(this, {
+      driver: this._driver, key, owner: this.owner, query: this._query,
+      locks: this._state.locks, leaseMs: client._watchdogMs,
+    }, this);
   }
 
-  async _run(op, a = 0, b = 0) {
+  _usable() {
     if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `lock '${this.name}' is closed`);
+    if (!this.client._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+  }
+
+  _fail(ev) {
+    let msg = ev.message || '';
+    if (ev.detail && !msg.includes(ev.detail)) msg = msg ? `${msg} (${ev.detail})` : ev.detail;
+    if (!msg.includes(`'${this.name}'`)) msg = msg ? `lock '${this.name}': ${msg}` : `lock '${this.name}'`;
+    if (ev.status === STATUS.E_CLOSED) return new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    return errorFor(ev.status, msg, strerror);
+  }
+
+  // Starts an engine operation; resolves with its DONE event. onStart gets
+  // the operation's id before anything can end it.
+  async _engine(start, onStart) {
+    this._usable();
+    let job;
+    try {
+      job = start();
+    } catch (e) {
+      if (e instanceof StartError) throw errorFor(e.status, e.message, strerror);
+      throw e;
+    }
+    if (onStart) onStart(job.op);
     this._jobs++;
     try {
-      return await this._channel.run(op, this._handle, a, b, this);
+      return await job.promise;
+    } finally {
+      if (--this._jobs === 0 && this._closing) this._free();
+    }
+  }
+
+  // A blocking query on a helper thread (one round trip, no wait).
+  async _run(op, a = 0, b = 0) {
+    this._usable();
+    if (!this._query.handle) {
+      // No channel: the handle never holds, so it needs no lost notices.
+      this._query.handle = fn.lockNew(this.client._handle, this.name, this.owner, this.owner, null, scratch);
+      if (!this._query.handle) throw fail(syncResult());
+    }
+    this._jobs++;
+    try {
+      return await getChannel().run(op, this._query.handle, a, b, this);
     } finally {
       if (--this._jobs === 0 && this._closing) this._free();
     }
@@ -292,19 +466,49 @@ class Lock extends EventEmitter {
 
   // Resolves true when held, false when the wait (ms; default forever, 0 =
   // try once) ran out. lease (ms): 0 lets the watchdog renew it until
-  // release; > 0 is a fixed lease.
+  // release; > 0 is a fixed lease. signal (an AbortSignal): aborting it ends
+  // the wait, rejecting with signal.reason; nothing stays held.
   async acquire(options = {}) {
-    const { wait = -1, lease = 0 } = checkNames('lock.acquire', options, ACQUIRE_OPTIONS);
-    const rec = await this._run(OP.ACQUIRE, waitMs(wait, 'lock.acquire'), leaseMs(lease, 'lock.acquire'));
-    if (rec.rc === STATUS.NOT_ACQUIRED) return false;
-    if (rec.rc !== STATUS.OK) throw fail(rec);
-    if (this._depth++ === 0) {
-      // A notice about an earlier hold is stale now. (The handle is gone if
-      // close() came while this call was in flight.)
-      if (this._handle) fn.takeLost(this._handle);
+    const { wait = -1, lease = 0, signal } = checkNames('lock.acquire', options, ACQUIRE_OPTIONS);
+    const w = waitMs(wait, 'lock.acquire');
+    const l = leaseMs(lease, 'lock.acquire');
+    const sig = signalOption('lock.acquire', signal);
+    if (sig && sig.aborted) throw sig.reason;
+    let cancel = null;
+    let ev;
+    try {
+      ev = await this._engine(() => this._driver.acquire(this._key, this.owner, w, l), (op) => {
+        if (!sig) return;
+        cancel = () => this._driver.cancel(op);
+        sig.addEventListener('abort', cancel, { once: true });
+      });
+    } finally {
+      if (cancel) sig.removeEventListener('abort', cancel);
+    }
+    countAcquire(this._state, ev, w);
+    if (ev.status === STATUS.OK) {
+      this._held(ev, l);
+      if (this._closing) abandon(this._driver, this._key, this.owner, this.client._watchdogMs);
+      return true;
+    }
+    if (ev.status === STATUS.NOT_ACQUIRED) return false;
+    if (ev.status === STATUS.E_CANCELED) {
+      if (sig && sig.aborted) throw sig.reason;
+      if (this._driver.closing) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    }
+    throw this._fail(ev);
+  }
+
+  _held(ev, lease) {
+    const fresh = this._depth === 0 || this._lostKnown || !this._controller;
+    this._depth = ev.count;
+    this._token = ev.token;
+    this._validUntil = nowMs() + ev.validity;
+    this._watchdog = lease === 0;
+    if (fresh) {
+      this._lostKnown = false;
       this._controller = new AbortController();
     }
-    return true;
   }
 
   async tryAcquire(options = {}) {
@@ -315,20 +519,26 @@ class Lock extends EventEmitter {
   // Releases one level. Rejects NotOwnerError if this owner does not hold it,
   // LockLostError if it was held but expired or was taken.
   async release() {
-    const rec = await this._run(OP.RELEASE);
-    if (rec.rc === STATUS.OK) {
-      if (this._depth > 0) this._depth--;
+    const ev = await this._engine(() => this._driver.release(this._key, this.owner));
+    if (ev.status === STATUS.OK) {
+      this._depth = ev.count;
       return;
     }
-    if (rec.rc === STATUS.E_LOST) this._lost(rec.rc, rec.msg);
-    if (rec.rc === STATUS.E_LOST || rec.rc === STATUS.E_NOT_OWNER) this._depth = 0;
-    throw fail(rec);
+    if (ev.status === STATUS.E_LOST) this._lost(ev.status, ev.message);
+    if (ev.status === STATUS.E_LOST || ev.status === STATUS.E_NOT_OWNER) this._depth = 0;
+    throw this._fail(ev);
   }
 
   // lease > 0: a fixed lease from now; 0: back to the watchdog.
   async extend(lease = 0) {
-    const rec = await this._run(OP.EXTEND, leaseMs(lease, 'lock.extend'));
-    if (rec.rc !== STATUS.OK) throw fail(rec);
+    const l = leaseMs(lease, 'lock.extend');
+    const ev = await this._engine(() => this._driver.extend(this._key, this.owner, l));
+    if (ev.status !== STATUS.OK) {
+      if (ev.status === STATUS.E_LOST) this._lost(ev.status, ev.message);
+      throw this._fail(ev);
+    }
+    this._validUntil = nowMs() + ev.validity;
+    this._watchdog = l === 0;
   }
 
   // Deletes the lock whoever holds it, and wakes waiters.
@@ -337,30 +547,55 @@ class Lock extends EventEmitter {
     if (rec.rc !== STATUS.OK) throw fail(rec);
   }
 
-  async _query(op) {
+  async _ask(op) {
     const rec = await this._run(op);
     if (rec.rc !== STATUS.OK) throw fail(rec);
     return rec.value;
   }
 
-  async isLocked() { return (await this._query(OP.IS_LOCKED)) !== 0n; }
-  async isHeld() { return (await this._query(OP.IS_HELD)) !== 0n; }
-  async holdCount() { return Number(await this._query(OP.HOLD_COUNT)); }
+  async isLocked() { return (await this._ask(OP.IS_LOCKED)) !== 0n; }
+
+  // Whether this owner holds it, as the engine that renews it knows (no I/O:
+  // a hold taken away is known at its next renewal, within lease/3).
+  async isHeld() {
+    this._usable();
+    return !this._lostKnown && this._driver.holdCount(this._key, this.owner) > 0;
+  }
+
+  // Levels held by this owner, as the engine counts them (no I/O).
+  async holdCount() {
+    this._usable();
+    return this._lostKnown ? 0 : this._driver.holdCount(this._key, this.owner);
+  }
   // The key's PTTL in ms: -2 no lock, -1 no expiry.
-  async ttl() { return Number(await this._query(OP.TTL)); }
+  async ttl() { return Number(await this._ask(OP.TTL)); }
 
   // ms this owner's hold is certainly still valid (0 if not held). No I/O.
+  // Known: the validity of the last acquire or extend. For a watchdog hold
+  // the engine renews it without an event, but its next timer (deadline) is
+  // never after the end of any watchdog hold it still counts valid (it
+  // would have found it lost there): so the hold is valid at least until
+  // then. A lower bound, never more than the truth.
   validity() {
     if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `lock '${this.name}' is closed`);
-    if (fn.validity(this._handle, scratch) !== STATUS.OK) throw fail(syncResult());
-    return Number(syncResult().value);
+    if (this._depth === 0 || this._lostKnown) return 0;
+    const now = nowMs();
+    let left = this._validUntil - now;
+    if (this._watchdog && this._driver.holdCount(this._key, this.owner) > 0) {
+      const at = this._driver.deadline();
+      if (at >= 0) left = Math.max(left, at - now);
+    }
+    return Math.max(0, left);
   }
 
   // The fencing token (BigInt) of the current hold. No I/O.
   fencingToken() {
     if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `lock '${this.name}' is closed`);
-    if (fn.fencingToken(this._handle, scratch) !== STATUS.OK) throw fail(syncResult());
-    return BigInt.asUintN(64, syncResult().value);
+    if (this._lostKnown) throw new LockLostError(STATUS.E_LOST, `lock '${this.name}' was lost`);
+    if (this._depth === 0) {
+      throw new NotOwnerError(STATUS.E_NOT_OWNER, `lock '${this.name}' is not held through this object`);
+    }
+    return this._token;
   }
 
   // An AbortSignal for the current hold: aborted, with a LockLostError as its
@@ -369,14 +604,8 @@ class Lock extends EventEmitter {
     return this._controller && this._depth > 0 ? this._controller.signal : null;
   }
 
-  // Called on the JS thread when the helper's pipe said some lock was lost.
-  _pollLost() {
-    if (this._closing) return;
-    const reason = fn.takeLost(this._handle);
-    if (reason !== 0 && this._depth > 0) this._lost(reason, null);
-  }
-
   _lost(reason, detail) {
+    this._lostKnown = true;
     const controller = this._controller;
     if (!controller || controller.signal.aborted) return;
     const err = new LockLostError(STATUS.E_LOST,
@@ -386,19 +615,21 @@ class Lock extends EventEmitter {
     this.emit('lost', err);
   }
 
-  // Frees the native handle once no call is in flight. A hold still held is
-  // not released on the server: it stops being renewed and expires.
+  // Ends this object: later calls reject ClosedError. A hold still held is
+  // not released on the server: it stops being renewed and expires (within
+  // one watchdog period). Calls in flight end as they would have.
   close() {
     if (this._closing) return;
     this._closing = true;
-    this._channel.locks.delete(this.owner);
+    this._state.locks.delete(this.owner);
     lockRegistry.unregister(this);
+    abandon(this._driver, this._key, this.owner, this.client._watchdogMs);
     if (this._jobs === 0) this._free();
   }
 
   _free() {
-    const handle = this._handle;
-    this._handle = null;
+    const handle = this._query.handle;
+    this._query.handle = null;
     if (handle) fn.lockFree(handle);
   }
 

@@ -5,6 +5,6 @@ export const {
   Client, Lock, ReadWriteLock, FairLock, Semaphore, PermitExpirableSemaphore, MultiLock,
   version, strerror, STATUS, RedlockcError, NotAcquiredError,
   InvalidArgumentError, OutOfMemoryError, ConnectionError, TimeoutError, NotOwnerError,
-  LockLostError, NoQuorumError, ServerError, ProtocolError, ClosedError, AuthError,
+  LockLostError, NoQuorumError, ServerError, ProtocolError, ClosedError, AuthError, CanceledError,
 } = redlockc;
 export default redlockc;

@@ -434,7 +434,11 @@ RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void
  *     earlier is needed, a later call only makes a timeout late);
  *   - reads the events with rlc_engine_next_event() until it returns 0.
  *   A connection the engine no longer wants (want_open 0) may be closed or
- *   kept; a driver closes it by calling rlc_engine_closed().
+ *   kept; a driver closes it by calling rlc_engine_closed(). want_open -1:
+ *   the engine has given the connection up (its server stalled past the
+ *   call deadline plus connect_timeout_ms, or sent bytes that are not
+ *   RESP): close the socket and say rlc_engine_closed(); bytes that still
+ *   arrive on it are ignored.
  *
  * Time: now_ms comes from one monotonic millisecond clock, never going back.
  *
@@ -464,6 +468,7 @@ RLC_API int rlc_engine_nodes(const rlc_engine *e);
 RLC_API int rlc_engine_node_address(const rlc_engine *e, int node, const char **host, int *port);
 RLC_API const char *rlc_engine_uuid(const rlc_engine *e);
 
+/* 1: open it (or keep it open); 0: not needed; -1: close it (above). */
 RLC_API int rlc_engine_want_open(const rlc_engine *e, int conn);
 RLC_API void rlc_engine_connected(rlc_engine *e, int conn, int64_t now_ms);
 RLC_API void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms);
@@ -501,6 +506,10 @@ RLC_API int rlc_engine_cancel(rlc_engine *e, uint64_t op, int64_t now_ms);
  * levels until they are released). */
 RLC_API int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name_len,
                                       uint64_t owner);
+/* How long the owner's hold of name is certainly still held, from now_ms
+ * (renewals move it on): > 0, or 0 when it is not held, lost, or expired. */
+RLC_API int64_t rlc_engine_validity_ms(const rlc_engine *e, const char *name, size_t name_len,
+                                       uint64_t owner, int64_t now_ms);
 
 enum { RLC_EV_DONE = 1, RLC_EV_LOST = 2 };
 

@@ -80,3 +80,29 @@ if [[ -f $build/bindings/python/redlockc/asyncio.py ]]; then
 else
   echo "asyncio: not run (no Python module in $build)"
 fi
+
+# The Node binding on the engine (tests/bench/node/engine_bench.js): 10,000
+# acquires waiting at once over 100 locks, and 64 tasks' cycles over one
+# connection beside a bare client and node-redlock (when npm installed it).
+if command -v node >/dev/null && [ -d "$root/bindings/node/node_modules/koffi" ]; then
+  nb_args=(--seconds 3)
+  [[ " ${args[*]:-} " == *" --quick "* ]] && nb_args=(--seconds 1)
+  (cd "$root/bindings/node" &&
+    REDLOCKC_INCLUDE_DIR=$root/c/include REDLOCKC_LIB_DIR=$build/c node build.js) &&
+    NODE_PATH=$node_dir/node_modules timeout 600 node --expose-gc \
+      "$root/tests/bench/node/engine_bench.js" "${nb_args[@]}" 2>>"$out/bench.log" |
+    tee "$out/node_engine.txt" || echo "run.sh: the Node engine benchmark failed (see $out/bench.log)" >&2
+else
+  echo "run.sh: no node or no bindings/node/node_modules/koffi (scripts/install-deps.sh): Node engine benchmark not run" >&2
+fi
+
+# OpenResty (tests/bench/openresty): one nginx worker, resty.redlockc beside
+# the blocking module. Needs nginx + libnginx-mod-http-lua; says why not.
+if command -v nginx >/dev/null && [ -e /usr/lib/nginx/modules/ngx_http_lua_module.so ]; then
+  resty_args=()
+  [[ " ${args[*]:-} " == *" --quick "* ]] && resty_args=(--quick)
+  RLC_BENCH_BUILD=$build bash "$root/tests/bench/openresty/run.sh" "${resty_args[@]}" ||
+    echo "run.sh: the OpenResty benchmark failed" >&2
+else
+  echo "OpenResty: not run (nginx or libnginx-mod-http-lua is not installed)"
+fi

@@ -55,6 +55,13 @@ static inline int64_t el_now(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static inline int64_t el_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static inline int el_init(struct eloop *L, const char *nodes, const char *uuid,
                           const char *opts)
 {
@@ -161,6 +168,9 @@ static inline void el_turn(struct eloop *L, int max_ms)
         size_t len;
         while (!L->connecting[k] && (len = rlc_engine_pending(L->e, k, &data)) > 0) {
             ssize_t w = send(L->fd[k], data, len, MSG_NOSIGNAL);
+            if (getenv("EL_TRACE"))
+                fprintf(stderr, "%lld %p conn %d sent %zd\n", (long long)el_now_us() % 100000000,
+                        (void *)L, k, w);
             if (w <= 0)
                 break;
             rlc_engine_sent(L->e, k, (size_t)w);
@@ -195,6 +205,9 @@ static inline void el_turn(struct eloop *L, int max_ms)
             char buf[16384];
             ssize_t r = recv(L->fd[k], buf, sizeof buf, 0);
             if (r > 0) {
+                if (getenv("EL_TRACE"))
+                    fprintf(stderr, "%lld %p conn %d got %.*s\n", (long long)el_now_us() % 100000000,
+                            (void *)L, k, (int)(r > 60 ? 60 : r), buf);
                 if (rlc_engine_received(L->e, k, buf, (size_t)r, el_now()) != RLC_OK)
                     el_close(L, k);
             } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {

@@ -235,6 +235,8 @@ TEST(fixed_lease_expires_and_extend_moves_it)
           (long long)d->validity_ms);
     CHECK_RC(el_extend(&L, "f", 1, 5000), RLC_OK);
     CHECK(rs_int(&s, "PTTL f") > 4000, "extended");
+    CHECK(rlc_engine_validity_ms(L.e, "f", 1, 1, el_now()) > 4000, "validity moved on");
+    CHECK(rlc_engine_validity_ms(L.e, "f", 1, 2, el_now()) == 0, "another owner holds nothing");
     CHECK_RC(el_extend(&L, "f", 1, 300), RLC_OK);
     for (int i = 0; i < 200 && rs_int(&s, "EXISTS f") == 1; i++)
         usleep(10000);

@@ -95,7 +95,8 @@ installed() {
   local cmod lmod rdir so out
   cmod=$(cache RLC_LUA_CMOD_DIR) lmod=$(cache RLC_LUA_LMOD_DIR) rdir=$(cache RLC_LUA_RESTY_DIR)
   so=$prefix/$cmod/redlockc_core.so
-  for f in "$so" "$prefix/$lmod/redlockc.lua" "$prefix/$rdir/resty/redlockc.lua"; do
+  for f in "$so" "$prefix/$lmod/redlockc.lua" "$prefix/$rdir/resty/redlockc.lua" \
+    "$prefix/$rdir/resty/redlockc/blocking.lua"; do
     [ -f "$f" ] || { echo "missing after install: $f"; return 1; }
   done
   echo "RUNPATH: $(readelf -d "$so" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')"

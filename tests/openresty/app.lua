@@ -202,8 +202,9 @@ function _M.selftest()
   check("io_timeout_ms a fraction raises", "^false .*io_timeout_ms must be an integer",
         pcall(redlockc.client, uri, { io_timeout_ms = 1.5 }))
 
-  -- Metrics: a client of its own, so that the counts are this test's.
-  local mc = assert(redlockc.client(uri))
+  -- Metrics and fenced writes: the blocking module's (a client of its own,
+  -- so that the counts are this test's).
+  local mc = assert(redlockc.blocking.client(uri))
   local m0 = assert(mc:metrics())
   check("metrics start at 0", "^0 0 nil$", m0.acquires, m0.busy)
   local ml = assert(mc:lock(name .. ":metrics", 5))

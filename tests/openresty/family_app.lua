@@ -8,7 +8,7 @@
 --   /family/stats     what the counters saw
 -- One client per worker, from app.lua's init_worker.
 
-local redlockc = require "resty.redlockc"
+local redlockc = require "resty.redlockc.blocking" -- the family stays blocking
 
 local _M = {}
 local stats = ngx.shared.rlc_test

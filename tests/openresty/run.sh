@@ -16,6 +16,17 @@
 #   - the lock family (tests/openresty/family_app.lua): each type's results
 #     in a request; concurrent readers overlap and writers are alone; a
 #     semaphore of 3 never has more than 3 holders.
+#   - resty.redlockc on the engine (tests/openresty/engine_app.lua): results
+#     in a request; a waiter woken by a release and by an unlock message; a
+#     lock left held by a request, or by a client that aborts while holding
+#     or while waiting, released at the request's end (finish_request in the
+#     log phase); renewals keep a watchdog hold; a waiter gets a lock whose
+#     holder expired without a message; a hold deleted behind its back is
+#     lost; Redis SIGSTOPped 2 s while unrelated requests are answered;
+#     Redlock over 3 nodes (one stopped: quorum of 2); two workers contending
+#     (a second nginx with 2 workers: counter exact, both took the lock).
+#   The /incr, /wait and /ping checks above use resty.redlockc too; the
+#   family stays on resty.redlockc.blocking.
 # Fails (never skips) when nginx, its Lua module, curl or the library is missing.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -49,20 +60,27 @@ fi
 work=$(mktemp -d /tmp/rlc-openresty-XXXXXX)
 prefix=$work/nginx
 NGINX_PID=
+DUO_PID=
+# stop_nginx PIDVAR: graceful (the workers finish, exit), SIGKILL after 10 s.
 stop_nginx() {
-  [ -n "$NGINX_PID" ] || return 0
-  kill -QUIT "$NGINX_PID" 2>/dev/null # graceful: the worker finishes, exits
-  local i
-  for i in $(seq 100); do # 10 s, then SIGKILL
-    kill -0 "$NGINX_PID" 2>/dev/null || break
+  local var=${1:-NGINX_PID} pid i
+  pid=${!var}
+  [ -n "$pid" ] || return 0
+  kill -QUIT "$pid" 2>/dev/null
+  for i in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
-  kill -9 "$NGINX_PID" 2>/dev/null
-  wait "$NGINX_PID" 2>/dev/null
-  NGINX_PID=
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  printf -v "$var" %s ""
 }
+STOPPED_PIDS=() # redis servers under SIGSTOP: continued before the cleanup
 cleanup() {
-  stop_nginx
+  local p
+  for p in "${STOPPED_PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; done
+  stop_nginx NGINX_PID
+  stop_nginx DUO_PID
   redis_stop_all
   rm -rf "$work"
 }
@@ -71,35 +89,41 @@ trap "exit 130" INT
 trap "exit 143" TERM # so that the EXIT trap runs on these too
 
 redis_start REDIS || { echo "FAIL - redis-server did not start"; exit 1; }
-PORT=$(free_port) || { echo "FAIL - no free port"; exit 1; }
-URL=http://127.0.0.1:$PORT
+redis_start REDIS2 || { echo "FAIL - redis-server did not start"; exit 1; }
+redis_start REDIS3 || { echo "FAIL - redis-server did not start"; exit 1; }
 
 # As root, nginx would switch its worker to "nobody", who may not read the
 # work tree: keep the worker as whoever runs the test.
 user=
 [ "$(id -u)" -eq 0 ] && user="user $(id -un) $(id -gn);"
-mkdir -p "$prefix/tmp"
-sed -e "s|@PREFIX@|$prefix|g" -e "s|@PORT@|$PORT|g" -e "s|@SRC@|$TOP|g" \
-  -e "s|@LIB@|$LIB|g" -e "s|@REDIS_PORT@|$REDIS_PORT|g" -e "s|@USER@|$user|g" \
-  "$HERE/nginx.conf.in" >"$prefix/nginx.conf"
 
-echo "--- nginx on 127.0.0.1:$PORT, prefix $prefix"
-nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" &
-NGINX_PID=$!
-up=
-for i in $(seq 100); do # 10 s
-  kill -0 "$NGINX_PID" 2>/dev/null || break
-  if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/ping")" = 200 ]; then
-    up=1
-    break
-  fi
-  sleep 0.1
-done
-if [ -z "$up" ]; then
+# start_nginx PREFIX PORT WORKERS PIDVAR: nginx in the foreground, its pid in
+# PIDVAR; waits (10 s at most) until it answers /ping.
+start_nginx() {
+  local pfx=$1 port=$2 workers=$3 var=$4 i
+  mkdir -p "$pfx/tmp"
+  sed -e "s|@PREFIX@|$pfx|g" -e "s|@PORT@|$port|g" -e "s|@SRC@|$TOP|g" \
+    -e "s|@LIB@|$LIB|g" -e "s|@REDIS_PORT@|$REDIS_PORT|g" -e "s|@USER@|$user|g" \
+    -e "s|@REDIS_PORT2@|$REDIS2_PORT|g" -e "s|@REDIS_PORT3@|$REDIS3_PORT|g" \
+    -e "s|@WORKERS@|$workers|g" "$HERE/nginx.conf.in" >"$pfx/nginx.conf"
+  echo "--- nginx ($workers worker(s)) on 127.0.0.1:$port, prefix $pfx"
+  nginx -p "$pfx" -c "$pfx/nginx.conf" -e "$pfx/error.log" &
+  printf -v "$var" %s "$!"
+  for i in $(seq 100); do # 10 s
+    kill -0 "${!var}" 2>/dev/null || break
+    if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/ping")" = 200 ]; then
+      return 0
+    fi
+    sleep 0.1
+  done
   echo "FAIL - nginx did not answer /ping; its error log:"
-  cat "$prefix/error.log"
-  exit 1
-fi
+  cat "$pfx/error.log"
+  return 1
+}
+
+PORT=$(free_port) || { echo "FAIL - no free port"; exit 1; }
+URL=http://127.0.0.1:$PORT
+start_nginx "$prefix" "$PORT" 1 NGINX_PID || exit 1
 
 echo "--- error names"
 # The statuses: RLC_NOT_ACQUIRED and RLC_E_* (not RLC_M_* / RLC_LOG_* of 1.1).
@@ -159,7 +183,10 @@ else
   fail "the waiting request is still in flight" "curl running, no status yet" \
     "status '$(cat "$work/wait.code")'"
 fi
-redis-cli -p "$REDIS_PORT" del or:held >/dev/null # the other client lets go
+# The other client lets go as Redisson does: DEL, then the unlock message,
+# which wakes the waiter (its wait is the engine's, on the subscription).
+redis-cli -p "$REDIS_PORT" del or:held >/dev/null
+redis-cli -p "$REDIS_PORT" publish "redisson_lock__channel:{or:held}" 0 >/dev/null
 for i in $(seq 100); do # 10 s
   kill -0 "$waiter" 2>/dev/null || break
   sleep 0.1
@@ -200,8 +227,140 @@ expect_match "never more than 3 of the semaphore's permits out, and all 3 used" 
 expect_eq "the read-write lock is free afterwards" "0" "$(redis-cli -p "$REDIS_PORT" exists or:rw)"
 expect_eq "the semaphore's 3 permits are back" "3" "$(redis-cli -p "$REDIS_PORT" get or:sem)"
 
+echo "--- the non-blocking driver (resty.redlockc on the engine)"
+expect_eq "/e/selftest (acquire, reentry, extend, release, a waiter woken by a release)" \
+  "engine selftest done" "$(curl -s --max-time 30 "$URL/e/selftest")"
+
+# await_eq WHAT EXPECTED CMD...: runs CMD every 0.1 s until it prints
+# EXPECTED (5 s at most), then checks.
+await_eq() {
+  local what=$1 expected=$2 seen i
+  shift 2
+  for i in $(seq 50); do
+    seen=$("$@")
+    [ "$seen" = "$expected" ] && break
+    sleep 0.1
+  done
+  expect_eq "$what" "$expected" "$seen"
+}
+rexists() { redis-cli -p "$REDIS_PORT" exists "$1"; }
+
+body=$(curl -s --max-time 10 "$URL/e/hold?lock=or:e:end&ms=0")
+expect_eq "a request that acquires and returns without releasing" \
+  "held returning without release" "$(echo $body)"
+await_eq "its lock is released at the request's end (log phase; the watchdog lease is 30 s)" \
+  0 rexists or:e:end
+
+# A client that leaves while the request holds the lock (20 s sleep).
+curl -s --max-time 1 -o "$work/abort.body" "$URL/e/hold?lock=or:e:abort&ms=20000"
+expect_eq "the aborted request had taken the lock" "held" "$(head -n 1 "$work/abort.body")"
+await_eq "the aborting client's lock is released at once (not after the request's 20 s)" \
+  0 rexists or:e:abort
+
+# A client that leaves while its request waits for a lock held elsewhere.
+redis-cli -p "$REDIS_PORT" hset or:e:abw "external-holder:1" 1 >/dev/null
+redis-cli -p "$REDIS_PORT" pexpire or:e:abw 30000 >/dev/null
+curl -s --max-time 1 -o /dev/null "$URL/e/hold?lock=or:e:abw&wait_ms=20000&ms=0"
+engine_ops() { curl -s --max-time 5 "$URL/e/stats" | sed 's/ .*//'; }
+await_eq "its acquire is ended (the engine has no op in flight)" "ops=0" engine_ops
+redis-cli -p "$REDIS_PORT" del or:e:abw >/dev/null
+redis-cli -p "$REDIS_PORT" publish "redisson_lock__channel:{or:e:abw}" 0 >/dev/null
+expect_match "the lock is free for the next request" "^ok pid=" \
+  "$(curl -s --max-time 10 "$URL/e/cycle?lock=or:e:abw")"
+expect_eq "and nobody holds it" 0 "$(rexists or:e:abw)"
+
+expect_eq "a watchdog hold (lease 1.5 s) kept 4 s by the pump's renewals" \
+  "held 4 s: pttl>0=true owned=true release=true" "$(curl -s --max-time 20 "$URL/e/renew")"
+
+# A holder that dies: its key expires and no unlock message is ever sent.
+# The waiter must not depend on the message (the engine's timer on the
+# lease end the busy reply reported).
+redis-cli -p "$REDIS_PORT" hset or:e:nomsg "external-holder:1" 1 >/dev/null
+redis-cli -p "$REDIS_PORT" pexpire or:e:nomsg 1500 >/dev/null
+expect_match "a waiter gets a lock whose holder expired without an unlock message" \
+  "^ok pid=" "$(curl -s --max-time 20 "$URL/e/cycle?lock=or:e:nomsg&wait_ms=10000")"
+
+expect_eq "a hold deleted behind its back is lost (watchdog 1.5 s); its release says so" \
+  "owned before=true lost seen=true validity=0 release=E_LOST (lost)" \
+  "$(curl -s --max-time 20 "$URL/e/lost" | sed 's/ (.*)$/ (lost)/')"
+
+echo "--- connections killed by the server"
+redis-cli -p "$REDIS_PORT" hset or:e:kill "external-holder:1" 1 >/dev/null
+redis-cli -p "$REDIS_PORT" pexpire or:e:kill 30000 >/dev/null
+curl -s --max-time 30 -o "$work/kill.body" "$URL/e/cycle?lock=or:e:kill&wait_ms=20000" &
+killw=$!
+subscribed() { redis-cli -p "$REDIS_PORT" pubsub numsub "redisson_lock__channel:{or:e:kill}" | tail -n 1; }
+await_eq "the waiter is subscribed" 1 subscribed
+redis-cli -p "$REDIS_PORT" client kill type pubsub >/dev/null
+redis-cli -p "$REDIS_PORT" client kill type normal >/dev/null # redis-cli's own too: harmless
+await_eq "it subscribes again on a new connection" 1 subscribed
+redis-cli -p "$REDIS_PORT" del or:e:kill >/dev/null
+redis-cli -p "$REDIS_PORT" publish "redisson_lock__channel:{or:e:kill}" 0 >/dev/null
+wait "$killw"
+expect_match "the waiter gets the lock after its connections were killed" "^ok pid=" \
+  "$(cat "$work/kill.body")"
+
+echo "--- Redis stopped (SIGSTOP) for 2 s: the worker answers unrelated requests"
+mkdir -p "$work/stall"
+kill -STOP "$REDIS_PID"
+STOPPED_PIDS+=("$REDIS_PID")
+stuck=()
+for i in 1 2 3 4 5; do # lock requests stuck on the stopped Redis
+  curl -s --max-time 30 -o "$work/stall/$i" -w '%{http_code}' \
+    "$URL/e/cycle?lock=or:e:stall$i&wait_ms=5000" >"$work/stall/$i.code" &
+  stuck+=($!)
+done
+served=0
+for i in $(seq 20); do # about 2 s
+  [ "$(curl -s --max-time 1 "$URL/e/ping")" = pong ] && served=$((served + 1))
+  sleep 0.1
+done
+kill -CONT "$REDIS_PID"
+STOPPED_PIDS=()
+expect_eq "20 /e/ping answered (within 1 s each) while Redis was stopped" 20 "$served"
+wait "${stuck[@]}"
+answered=0
+for i in 1 2 3 4 5; do
+  [[ "$(cat "$work/stall/$i.code")" =~ ^(200|503)$ ]] && answered=$((answered + 1))
+done
+expect_eq "the 5 lock requests caught in the stall all got an answer" 5 "$answered"
+expect_match "a lock cycle after Redis is back" "^ok pid=" \
+  "$(curl -s --max-time 10 "$URL/e/cycle?lock=or:e:after")"
+
+echo "--- Redlock over 3 nodes"
+expect_eq "acquire + release over 3 nodes (the key on all 3)" \
+  "acquired nodes_with_key=3 release=true" \
+  "$(curl -s --max-time 10 "$URL/e/redlock?lock=or:e:red1" | sed 's/ token=[0-9]*//')"
+kill -STOP "$REDIS3_PID"
+STOPPED_PIDS+=("$REDIS3_PID")
+expect_eq "with one node stopped: a quorum of 2" "acquired nodes_with_key=2 release=true" \
+  "$(curl -s --max-time 20 "$URL/e/redlock?lock=or:e:red2" | sed 's/ token=[0-9]*//')"
+kill -CONT "$REDIS3_PID"
+STOPPED_PIDS=()
+
+echo "--- two workers contending for one lock"
+DUO_PORT=$(free_port) || { echo "FAIL - no free port"; exit 1; }
+if start_nginx "$work/duo" "$DUO_PORT" 2 DUO_PID; then
+  redis-cli -p "$REDIS_PORT" del or:duo >/dev/null
+  mkdir -p "$work/duo-incr"
+  codes=$(curl -s --no-progress-meter -Z --parallel-immediate --parallel-max 100 --max-time 60 \
+    -o "$work/duo-incr/#1" -w '%{http_code}\n' \
+    "http://127.0.0.1:$DUO_PORT/incr?key=or:duo&lock=or:duo-lock&n=[1-200]" | sort | uniq -c | xargs)
+  expect_eq "HTTP statuses of 200 requests over 2 workers" "200 200" "$codes"
+  expect_eq "the counter after 200 GET, ngx.sleep, SET under the lock, 2 workers" "200" \
+    "$(redis-cli -p "$REDIS_PORT" get or:duo)"
+  pids=$(cat "$work"/duo-incr/* | sed -n 's/^ok owner=\([0-9]*\) .*/\1/p' |
+    while read -r o; do echo $((o >> 32)); done | sort -u | wc -l)
+  expect_eq "both workers took the lock" 2 "$pids"
+  stop_nginx DUO_PID
+  expect_eq "no error lines in the 2-worker nginx's log" "" \
+    "$(grep -E '\[(error|crit|alert|emerg)\]' "$work/duo/error.log")"
+else
+  fail "the 2-worker nginx started" "it answering /ping" "no answer"
+fi
+
 echo "--- nginx's error log"
-stop_nginx
+stop_nginx NGINX_PID
 bad=$(grep -E '\[(error|crit|alert|emerg)\]' "$prefix/error.log")
 expect_eq "no error, crit, alert or emerg lines" "" "$bad"
 expect_match "the worker exited normally" "exit" "$(grep -E 'worker process [0-9]+ exited' "$prefix/error.log" | head -n 1)"

@@ -1,278 +1,585 @@
 --[[
-resty.redlockc - distributed locks on Redis for OpenResty (LuaJIT FFI over
-libredlockc.so.1). The same methods as the Lua 5.4 module "redlockc".
+resty.redlockc - distributed locks on Redis for OpenResty that never block
+the nginx worker: the lock protocol is libredlockc's engine (rlc_engine_*,
+no I/O of its own, driven here through the LuaJIT FFI) and every byte goes
+through nginx cosockets.
 
-  local redlockc = require "resty.redlockc"
-  -- one client per worker (init_worker_by_lua*, or lazily on first use)
-  local client = assert(redlockc.client("redis://127.0.0.1:6379",
-                                        { io_timeout_ms = 200, connect_timeout_ms = 200 }))
-  -- in a request: a new lock object, owned by this request
-  local lock = assert(client:lock("orders"))
-  local ok, err, code = lock:acquire{ wait_ms = 5000 }
-  if not ok then return ngx.exit(503) end
-  -- critical section
-  lock:release()
+  init_worker_by_lua_block {
+    package.loaded.locks = assert(require("resty.redlockc").client("redis://127.0.0.1:6379"))
+  }
+  log_by_lua_block { require("resty.redlockc").finish_request() }   -- see below
+  content_by_lua_block {
+    local lock = assert(package.loaded.locks:lock("orders"))  -- owned by this request
+    local ok, err, code = lock:acquire{ wait_ms = 5000 }
+    if not ok then return ngx.exit(503) end
+    -- critical section
+    lock:release()
+  }
 
-Every call is ONE BLOCKING ROUND TRIP to Redis on the worker's thread (the
-C library does its own socket I/O; it is not a cosocket). On a local network
-that is a fraction of a millisecond; bound it with io_timeout_ms and
-connect_timeout_ms. acquire never blocks longer than one round trip at a
-time: it tries once, then sleeps with ngx.sleep (backoff with jitter) and
-tries again until its wait runs out, so the worker serves other requests
-meanwhile. validity() and fencing_token() do no I/O.
-
-Owners: a lock object made without an owner belongs to the current request
-(one id per request, kept in ngx.ctx), so two requests of one worker exclude
-each other, and the same request reenters. Do not share a lock object
-between requests. See bindings/luajit/README.md.
+How it runs (one client per worker; see bindings/luajit/README.md):
+  - the client owns one engine and one "pump": a background ngx.timer whose
+    light threads own the cosockets, one reader and one writer thread per
+    connection (node i: 2i commands, 2i+1 its subscriber). Cosockets belong
+    to the request or timer that made them, so only the pump can use them;
+    requests never touch a socket;
+  - a request calls rlc_engine_acquire/release/extend (pure computation,
+    no I/O), wakes the pump's writers and waits on an ngx.semaphore that is
+    posted when the op's DONE event comes out of the engine. Waiting for a
+    busy lock is the engine's wait: one subscription per worker, woken by
+    the unlock message; the worker serves other requests meanwhile;
+  - the pump calls rlc_engine_tick at rlc_engine_deadline (renewals, time
+    outs, retries).
+A lock still held when its request ends is released by finish_request(),
+which must be called in the log phase (log_by_lua*); it also ends the
+request's acquires still waiting (a client that aborted).
 ]]
 
 local ffi = require "ffi"
+local blocking = require "resty.redlockc.blocking"
 
+local ngx = ngx
 local C = ffi.C
-local ffi_new, ffi_gc, ffi_string, ffi_cast = ffi.new, ffi.gc, ffi.string, ffi.cast
-local type, error, pairs, ipairs, tostring, tonumber = type, error, pairs, ipairs, tostring, tonumber
-local setmetatable, getmetatable, pcall = setmetatable, getmetatable, pcall
-local floor, min, random = math.floor, math.min, math.random
-local concat, sort, format, find = table.concat, table.sort, string.format, string.find
-local ngx = ngx -- nil outside OpenResty (plain LuaJIT: waits block in C)
+local ffi_new, ffi_string, ffi_cast = ffi.new, ffi.string, ffi.cast
+local type, error, pairs, tostring, tonumber, setmetatable, getmetatable, pcall =
+  type, error, pairs, tostring, tonumber, setmetatable, getmetatable, pcall
+local floor, min, max = math.floor, math.min, math.max
+local format, concat, byte = string.format, table.concat, string.byte
 
--- The public ABI of c/include/redlockc.h (REDLOCKC_1.0), on_lost left out:
--- it runs on the library's watchdog thread, where LuaJIT must not run.
--- Declared once per LuaJIT state, even if this module is loaded again.
-if not pcall(ffi.typeof, "rlc_lock") then
-  ffi.cdef [[
-    enum {
-      RLC_OK = 0, RLC_NOT_ACQUIRED = 1,
-      RLC_E_INVAL = -1, RLC_E_NOMEM = -2, RLC_E_CONNECT = -3, RLC_E_TIMEOUT = -4,
-      RLC_E_NOT_OWNER = -5, RLC_E_LOST = -6, RLC_E_NO_QUORUM = -7, RLC_E_SERVER = -8,
-      RLC_E_PROTOCOL = -9, RLC_E_CLOSED = -10, RLC_E_AUTH = -11
-    };
-    typedef struct rlc_client rlc_client;
-    typedef struct rlc_lock rlc_lock;
-    const char *rlc_version(void);
-    const char *rlc_strerror(int status);
-    const char *rlc_errmsg(void);
-    int rlc_client_new(rlc_client **out, const char *nodes, const char *options);
-    void rlc_client_free(rlc_client *c);
-    const char *rlc_client_uuid(const rlc_client *c);
-    int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out);
-    void rlc_lock_free(rlc_lock *l);
-    int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms);
-    int rlc_lock_release(rlc_lock *l);
-    int rlc_lock_extend(rlc_lock *l, int64_t lease_ms);
-    int rlc_lock_force_release(rlc_lock *l);
-    int rlc_lock_is_locked(rlc_lock *l, int *out);
-    int rlc_lock_is_held(rlc_lock *l, int *out);
-    int rlc_lock_hold_count(rlc_lock *l, int64_t *out);
-    int rlc_lock_ttl_ms(rlc_lock *l, int64_t *out);
-    int rlc_lock_validity_ms(rlc_lock *l, int64_t *out);
-    int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
-  ]]
-end
--- REDLOCKC_1.1; alone, so that a state that declared 1.0 above gets it too.
+local I = blocking._internal
+local integer_arg, owner_in_range, options_string, has_nul, CAN_SLEEP =
+  I.integer_arg, I.owner_in_range, I.options_string, I.has_nul, I.CAN_SLEEP
+
 pcall(ffi.cdef, [[
-  int rlc_fenced_set(rlc_client *c, const char *key, const char *value, size_t value_len,
-                     uint64_t token, int *applied);
+  typedef struct rlc_engine rlc_engine;
+  typedef struct rlc_engine_event {
+    int type;
+    int status;
+    uint64_t op;
+    uint64_t owner;
+    const char *name;
+    size_t name_len;
+    uint64_t token;
+    int64_t validity_ms;
+    int64_t count;
+    const char *message;
+    int64_t reserved[4];
+  } rlc_engine_event;
+  int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
+                     const char *options);
+  void rlc_engine_free(rlc_engine *e);
+  int rlc_engine_nodes(const rlc_engine *e);
+  int rlc_engine_node_address(const rlc_engine *e, int node, const char **host, int *port);
+  const char *rlc_engine_uuid(const rlc_engine *e);
+  int rlc_engine_want_open(const rlc_engine *e, int conn);
+  void rlc_engine_connected(rlc_engine *e, int conn, int64_t now_ms);
+  void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms);
+  size_t rlc_engine_pending(rlc_engine *e, int conn, const char **data);
+  void rlc_engine_sent(rlc_engine *e, int conn, size_t n);
+  int rlc_engine_received(rlc_engine *e, int conn, const char *data, size_t len, int64_t now_ms);
+  int64_t rlc_engine_deadline(const rlc_engine *e);
+  void rlc_engine_tick(rlc_engine *e, int64_t now_ms);
+  int rlc_engine_idle(const rlc_engine *e);
+  int rlc_engine_acquire(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                         int64_t wait_ms, int64_t lease_ms, int64_t now_ms, uint64_t *op);
+  int rlc_engine_release(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                         int64_t now_ms, uint64_t *op);
+  int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                        int64_t lease_ms, int64_t now_ms, uint64_t *op);
+  int rlc_engine_cancel(rlc_engine *e, uint64_t op, int64_t now_ms);
+  int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name_len,
+                                uint64_t owner);
+  int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev);
 ]])
--- For owner ids outside nginx; another module may have declared it already.
-pcall(ffi.cdef, "int getpid(void);")
+-- The monotonic clock (CLOCK_MONOTONIC = 1 on Linux). Declared with a
+-- void * so that another module's declaration with struct timespec * does
+-- not clash; if one exists with another type, now_ms() falls back below.
+pcall(ffi.cdef, "typedef struct { long tv_sec; long tv_nsec; } rlc_luajit_timespec;")
+pcall(ffi.cdef, "int clock_gettime(int clk_id, void *tp);")
 
-local _M = { _VERSION = "1.0.0" }
+local _M = { _VERSION = "1.0.0" } -- the project's version (CMakeLists.txt)
 
--- ---- status codes (the same table as the Lua 5.4 module's) ------------------
-
-local NAMES = {
-  "NOT_ACQUIRED", "E_INVAL", "E_NOMEM", "E_CONNECT", "E_TIMEOUT", "E_NOT_OWNER",
-  "E_LOST", "E_NO_QUORUM", "E_SERVER", "E_PROTOCOL", "E_CLOSED", "E_AUTH",
-}
-local errors, name_of = {}, {}
-for _, name in ipairs(NAMES) do
-  local code = tonumber(C["RLC_" .. name])
-  errors[name], name_of[code] = code, name
-end
+local errors = blocking.errors
 _M.errors = errors
+_M.errname = blocking.errname
+_M.version = blocking.version
+_M.load = blocking.load
+_M.request_owner = blocking.request_owner
 
-local OK, NOT_ACQUIRED, E_INVAL, E_CLOSED = tonumber(C.RLC_OK), errors.NOT_ACQUIRED, errors.E_INVAL, errors.E_CLOSED
+local OK, NOT_ACQUIRED, E_INVAL, E_CLOSED = 0, errors.NOT_ACQUIRED, errors.E_INVAL, errors.E_CLOSED
 local E_NOT_OWNER, E_LOST = errors.E_NOT_OWNER, errors.E_LOST
+local E_CANCELED = -12
+local EV_DONE, EV_LOST = 1, 2
 
--- errname(-6) -> "E_LOST"; nil for a number that is no status (or 0).
-function _M.errname(code)
-  return name_of[code]
-end
+local lib -- libredlockc, loaded by the first client()
 
--- ---- the library -----------------------------------------------------------
+-- ---- time --------------------------------------------------------------------
 
-local lib -- the ffi.load()ed libredlockc
+local ts = ffi_new("rlc_luajit_timespec")
+local last_ms = 0
+local have_clock = pcall(function() return C.clock_gettime(1, ts) end)
 
--- _M.load([path]) -> true | nil, err. Loads libredlockc once per worker:
--- path, else $REDLOCKC_LIB (nginx passes it only with `env REDLOCKC_LIB;`),
--- else "libredlockc.so.1" from the system's library path. client() calls it.
-function _M.load(path)
-  if lib then return true end
-  path = path or os.getenv("REDLOCKC_LIB") or "libredlockc.so.1"
-  local ok, l = pcall(ffi.load, path)
-  if not ok then return nil, "cannot load " .. path .. ": " .. tostring(l) end
-  lib = l
-  return true
-end
-
-local function need_lib()
-  if not lib then
-    local ok, err = _M.load()
-    if not ok then error("resty.redlockc: " .. err, 3) end
+-- ms on one clock that never goes back (the engine's contract).
+local function now_ms()
+  local t
+  if have_clock then
+    C.clock_gettime(1, ts)
+    t = tonumber(ts.tv_sec) * 1000 + floor(tonumber(ts.tv_nsec) / 1000000)
+  else
+    ngx.update_time()
+    t = floor(ngx.now() * 1000)
   end
-  return lib
+  if t < last_ms then t = last_ms end
+  last_ms = t
+  return t
 end
 
-function _M.version()
-  return ffi_string(need_lib().rlc_version())
-end
+-- ---- results -------------------------------------------------------------------
 
--- nil, err, code for a status other than RLC_OK. rlc_errmsg() belongs to
--- the OS thread and lasts until its next failing call: read it now.
-local function failed(rc)
+local function closed() return nil, "closed", E_CLOSED end
+
+local function failed(rc, msg)
   if rc == NOT_ACQUIRED then return nil, "busy", rc end
+  if rc == E_CANCELED then return nil, "canceled", rc end
+  if not msg or msg == "" then
+    msg = ffi_string(lib.rlc_strerror(rc))
+  end
+  return nil, msg, rc
+end
+
+-- A call's own failure (E_INVAL with rlc_errmsg()).
+local function call_failed(rc)
   return nil, ffi_string(lib.rlc_errmsg()), rc
 end
 
--- Out-parameter buffers, shared: each is read right after its call, and no
--- other call can come between on the worker's one Lua thread.
-local client_out = ffi_new("rlc_client *[1]")
-local lock_out = ffi_new("rlc_lock *[1]")
-local int_out = ffi_new("int[1]")
-local i64_out = ffi_new("int64_t[1]")
-local u64_out = ffi_new("uint64_t[1]")
+local op_out = ffi_new("uint64_t[1]")
+local data_out = ffi_new("const char *[1]")
+local ev = ffi_new("rlc_engine_event")
+local host_out = ffi_new("const char *[1]")
+local port_out = ffi_new("int[1]")
 
--- ---- argument checks (programming errors raise) ----------------------------
+-- ---- the per-request record ------------------------------------------------------
 
--- Numbers are doubles: beyond 2^53 they are no longer every integer, and
--- beyond int64's range (1e300, 2^63) the FFI turns them into INT64_MIN in
--- an int64_t argument, which the library reads as "watchdog" or "forever".
-local MAX_EXACT = 2 ^ 53
+-- ngx.ctx[REQ_KEY] = { locks = { [lock] = true }, ops = { [rec] = true } }:
+-- the lock objects of this request that took a level, and its acquires in
+-- flight. finish_request() gives them back.
+local REQ_KEY = {}
 
--- level: where the error points, 3 (the default) being the caller of the
--- function that called integer_arg. NaN fails v == floor(v); inf the bound.
-local function integer_arg(v, what, level)
-  if type(v) ~= "number" or v ~= floor(v) or v > MAX_EXACT or v < -MAX_EXACT then
-    error(format("resty.redlockc: %s must be an integer from -2^53 to 2^53, got %s", what,
-                 type(v) == "number" and tostring(v) or type(v)), level or 3)
+local function request_state()
+  local ok, ctx = pcall(function() return ngx.ctx end)
+  if not ok or not ctx then return nil end
+  local rs = ctx[REQ_KEY]
+  if not rs then
+    rs = { locks = {}, ops = {} }
+    ctx[REQ_KEY] = rs
   end
-  return v
+  return rs
 end
 
-local function has_nul(s)
-  return find(s, "\0", 1, true) ~= nil
+local function can_wait()
+  return CAN_SLEEP[ngx.get_phase()] == true
 end
 
--- ---- owners: one id per request ---------------------------------------------
+-- ---- semaphores ----------------------------------------------------------------
 
--- id = worker pid * 2^32 + a per-worker counter (1 .. 2^32-1): nonzero,
--- below 2^54 (Linux pids are below 2^22), so inside the library's explicit
--- range 1 .. 2^62-1; and the pid in it tells which worker holds a lock when
--- one looks at the hash field "<uuid>:<owner>" in Redis.
-local owner_seq = 0
-local owner_pid
+local semaphore -- ngx.semaphore, required on first use (it needs nginx)
+local sema_pool, sema_pool_n = {}, 0
 
-local function new_owner()
-  if not owner_pid then
-    -- the worker's pid (not the master's: ids are made in workers)
-    owner_pid = ngx and ngx.worker and ngx.worker.pid() or C.getpid()
+local function sema_get()
+  if sema_pool_n > 0 then
+    local s = sema_pool[sema_pool_n]
+    sema_pool[sema_pool_n] = nil
+    sema_pool_n = sema_pool_n - 1
+    return s
   end
-  owner_seq = owner_seq + 1
-  if owner_seq >= 4294967296 then owner_seq = 1 end
-  return ffi_cast("uint64_t", owner_pid) * 4294967296ULL + owner_seq
+  return semaphore.new(0)
 end
 
-local OWNER_KEY = {} -- private key in ngx.ctx
+-- Only a semaphore whose one post was consumed by a wait goes back.
+local function sema_put(s)
+  if sema_pool_n < 1024 and s:count() == 0 then
+    sema_pool_n = sema_pool_n + 1
+    sema_pool[sema_pool_n] = s
+  end
+end
 
--- The current request's owner id (made on first use in the request). ngx.ctx
--- is per request (and per timer); outside any (init phase, plain LuaJIT)
--- every call gets a new owner.
-local function request_owner()
-  if ngx then
-    local ok, ctx = pcall(function() return ngx.ctx end)
-    if ok and ctx then
-      local id = ctx[OWNER_KEY]
-      if not id then
-        id = new_owner()
-        ctx[OWNER_KEY] = id
+-- ---- the client: engine + pump ----------------------------------------------------
+
+local Client = {}
+Client.__index = Client
+
+local CLOSED, OPENING, OPEN = 0, 1, 2
+-- A reader's read timeout: reads wait for Redis (see connection()).
+local READ_TIMEOUT_MS = 86400000
+-- The pump's longest sleep when nothing is timed.
+local IDLE_MS = 1000
+
+local service -- forward
+
+local function lost_key(name, owner)
+  return name .. "\0" .. tostring(owner)
+end
+
+-- An event out of the engine: DONE wakes the op's waiter, LOST marks the hold.
+local function dispatch(c)
+  while lib.rlc_engine_next_event(c.e, ev) == 1 do
+    local name = ev.name ~= nil and ffi_string(ev.name, ev.name_len) or ""
+    if ev.type == EV_LOST then
+      c.lost[lost_key(name, ev.owner)] = true
+      ngx.log(ngx.WARN, "resty.redlockc: lost the hold of ", name, " (owner ",
+              tostring(ev.owner), "): ", ffi_string(ev.message))
+    elseif ev.type == EV_DONE then
+      local id = tonumber(ev.op)
+      local rec = c.ops[id]
+      if rec then
+        c.ops[id] = nil
+        rec.done = true
+        rec.status = ev.status
+        rec.token = ev.token
+        rec.validity_ms = tonumber(ev.validity_ms)
+        rec.count = tonumber(ev.count)
+        rec.message = ev.message ~= nil and ffi_string(ev.message) or ""
+        rec.at = c.last_now
+        if rec.count == 0 then c.lost[lost_key(name, ev.owner)] = nil end
+        if rec.sema then
+          rec.sema:post(1)
+        elseif ev.status ~= OK and ev.status ~= E_CANCELED then
+          -- nobody waits (finish_request, a release in the log phase)
+          ngx.log(ngx.WARN, "resty.redlockc: ", rec.kind, " of ", name, " ended with ",
+                  tostring(_M.errname(ev.status)), ": ", rec.message)
+        end
       end
-      return id
     end
   end
-  return new_owner()
 end
 
--- Phases where ngx.sleep yields (elsewhere it raises).
-local CAN_SLEEP = {
-  rewrite = true, access = true, content = true, timer = true, preread = true,
-  ssl_cert = true, ssl_session_fetch = true, ssl_client_hello = true,
-}
+local function wake_pump(c)
+  if not c.wake_posted then
+    c.wake_posted = true
+    c.wake:post(1)
+  end
+end
 
--- ---- lock ------------------------------------------------------------------
+local pump -- forward
+
+local function start_pump(c, delay)
+  if c.pump_running or c.closed then return end
+  local ok, err = ngx.timer.at(delay or 0, pump, c)
+  if ok then
+    c.pump_running = true
+  else
+    ngx.log(ngx.ERR, "resty.redlockc: cannot start the pump timer: ", err)
+  end
+end
+
+-- After every call into the engine: hand out its events, wake the writers
+-- of connections with bytes to send, and the pump if a connection must be
+-- opened or the next deadline came closer.
+function service(c)
+  if not c.e then return end
+  dispatch(c)
+  local e = c.e
+  for k = 0, c.nconns - 1 do
+    local cn = c.conns[k]
+    if cn.state == OPEN then
+      if not cn.writing and lib.rlc_engine_pending(e, k, data_out) > 0 then
+        cn.writing = true
+        cn.wsem:post(1)
+      end
+      if lib.rlc_engine_want_open(e, k) < 0 then c.need_open = true end -- dropped
+    elseif cn.state == CLOSED and lib.rlc_engine_want_open(e, k) == 1 then
+      c.need_open = true
+    end
+  end
+  local dl = tonumber(lib.rlc_engine_deadline(e))
+  if c.need_open or (dl >= 0 and dl < c.pump_deadline) then
+    wake_pump(c)
+  end
+  if not c.pump_running then start_pump(c) end
+end
+
+-- The connection is gone: tell the engine (once per connection's life).
+local function conn_down(c, k, gen, why)
+  local cn = c.conns[k]
+  if cn.gen ~= gen or cn.state == CLOSED then return end
+  cn.gen = cn.gen + 1
+  cn.state = CLOSED
+  cn.writing = false
+  cn.sock = nil
+  cn.wsem:post(1) -- the writer ends
+  if why then
+    ngx.log(ngx.INFO, "resty.redlockc: connection ", k, " closed: ", why)
+  end
+  if c.e then
+    c.last_now = now_ms()
+    lib.rlc_engine_closed(c.e, k, c.last_now)
+    service(c)
+  end
+end
+
+-- The writer of connection k while its generation is gen: sends what the
+-- engine has for it whenever woken (service() posts cn.wsem).
+local function writer(c, k, gen)
+  local cn = c.conns[k]
+  while cn.gen == gen and c.e do
+    local n = cn.state == OPEN and tonumber(lib.rlc_engine_pending(c.e, k, data_out)) or 0
+    if n == 0 then
+      cn.writing = false
+      cn.wsem:wait(IDLE_MS / 1000)
+    else
+      cn.writing = true
+      local bytes, err = cn.sock:send(ffi_string(data_out[0], n))
+      if cn.gen ~= gen or not c.e then return end
+      if not bytes then
+        -- ngx_lua closed the socket; the reader sees it too
+        conn_down(c, k, gen, "send: " .. tostring(err))
+        return
+      end
+      lib.rlc_engine_sent(c.e, k, n)
+      service(c)
+    end
+  end
+end
+
+-- A connection's life: connect, then read until it ends. The writer is a
+-- light thread of its own, so that a slow send never holds up reading.
+-- Reads have no time limit of their own (the engine times its requests
+-- out through tick, and a cosocket read timeout would log an error on
+-- every idle connection); the pump ends the thread with ngx.thread.kill.
+local function connection(c, k, gen)
+  local cn = c.conns[k]
+  local node = floor(k / 2)
+  local sock = ngx.socket.tcp()
+  sock:settimeouts(c.connect_timeout_ms, c.send_timeout_ms, READ_TIMEOUT_MS)
+  local ok, err
+  if c.node_port[node] == 0 then
+    ok, err = sock:connect("unix:" .. c.node_host[node])
+  else
+    ok, err = sock:connect(c.node_host[node], c.node_port[node])
+  end
+  if cn.gen ~= gen or not c.e then
+    sock:close()
+    return
+  end
+  if not ok then
+    cn.fails = cn.fails + 1
+    cn.next_try = now_ms() + min(1000, 25 * 2 ^ min(cn.fails, 6))
+    conn_down(c, k, gen, "connect: " .. tostring(err))
+    return
+  end
+  cn.fails = 0
+  cn.state = OPEN
+  cn.sock = sock
+  c.last_now = now_ms()
+  lib.rlc_engine_connected(c.e, k, c.last_now)
+  service(c)
+  while true do
+    local data, rerr = sock:receiveany(65536)
+    if cn.gen ~= gen or not c.e then
+      sock:close()
+      return
+    end
+    if data then
+      c.last_now = now_ms()
+      if lib.rlc_engine_received(c.e, k, data, #data, c.last_now) ~= OK then
+        sock:close()
+        conn_down(c, k, gen, "not RESP")
+        return
+      end
+      service(c)
+    elseif rerr ~= "timeout" then
+      sock:close()
+      conn_down(c, k, gen, rerr)
+      return
+    end
+  end
+end
+
+-- A light thread that ended stays a zombie of its parent (the pump) until
+-- the parent waits for it: each one hands itself to the pump to be reaped.
+local function reap_me(c)
+  c.reap[#c.reap + 1] = coroutine.running()
+  if c.wake then wake_pump(c) end
+end
+
+local function connection_guard(c, k, gen)
+  local ok, err = pcall(connection, c, k, gen)
+  if not ok then
+    ngx.log(ngx.ERR, "resty.redlockc: connection ", k, ": ", err)
+    local cn = c.conns[k]
+    if cn.sock then pcall(cn.sock.close, cn.sock) end
+    conn_down(c, k, gen, "error")
+  end
+  if c.conns[k].reader == coroutine.running() then c.conns[k].reader = nil end
+  reap_me(c)
+end
+
+local function writer_guard(c, k, gen)
+  local ok, err = pcall(writer, c, k, gen)
+  if not ok then
+    ngx.log(ngx.ERR, "resty.redlockc: writer ", k, ": ", err)
+    conn_down(c, k, gen, "error")
+  end
+  reap_me(c)
+end
+
+-- Ends every op still waited for with E_CLOSED (the engine is going away,
+-- and it ends them without events).
+local function fail_all(c)
+  for id, rec in pairs(c.ops) do
+    c.ops[id] = nil
+    rec.done, rec.status, rec.message = true, E_CLOSED, "closed"
+    if rec.sema then rec.sema:post(1) end
+  end
+end
+
+-- The pump's loop: ticks at the deadline, opens the connections the engine
+-- wants, sleeps on c.wake until the next deadline. On close or worker exit
+-- it waits (bounded) for the engine to be idle so that releases sent from
+-- the last requests go out, then closes everything.
+local function pump_loop(c)
+  local stop_at
+  while true do
+    local now = now_ms()
+    local e = c.e
+    if not e then return end
+    local dl = tonumber(lib.rlc_engine_deadline(e))
+    if dl >= 0 and dl <= now then
+      c.last_now = now
+      lib.rlc_engine_tick(e, now)
+      service(c)
+      dl = tonumber(lib.rlc_engine_deadline(e))
+    end
+    if c.closing or ngx.worker.exiting() then
+      c.closing = true
+      stop_at = stop_at or now + c.shutdown_ms
+      if lib.rlc_engine_idle(e) == 1 or now >= stop_at then
+        c.e = nil
+        fail_all(c)
+        for k = 0, c.nconns - 1 do
+          local cn = c.conns[k]
+          cn.gen = cn.gen + 1
+          cn.state = CLOSED
+          -- a reader waits in receive: kill it (its parent, this thread,
+          -- may), then the socket is free to close
+          if cn.reader then ngx.thread.kill(cn.reader) end
+          if cn.sock then cn.sock:close() end
+          cn.reader, cn.sock = nil, nil
+          cn.wsem:post(1)
+        end
+        lib.rlc_engine_free(e)
+        return
+      end
+    end
+    for i = #c.reap, 1, -1 do
+      ngx.thread.wait(c.reap[i]) -- already dead: returns at once
+      c.reap[i] = nil
+    end
+    local wake_at = dl >= 0 and dl or now + IDLE_MS
+    c.need_open = false
+    for k = 0, c.nconns - 1 do
+      local cn = c.conns[k]
+      if cn.state == OPEN and lib.rlc_engine_want_open(e, k) < 0 then
+        -- The engine dropped it (a stalled server: its oldest request waited
+        -- too long). Its reader waits in receive: this thread, its parent,
+        -- kills it, then closes the socket and tells the engine.
+        if cn.reader then ngx.thread.kill(cn.reader) end
+        local sock = cn.sock
+        cn.reader = nil
+        if sock then sock:close() end
+        conn_down(c, k, cn.gen, "dropped by the engine")
+      end
+      if cn.state == CLOSED and lib.rlc_engine_want_open(e, k) == 1 then
+        if now >= cn.next_try then
+          cn.state = OPENING
+          cn.gen = cn.gen + 1
+          cn.reader = ngx.thread.spawn(connection_guard, c, k, cn.gen)
+          ngx.thread.spawn(writer_guard, c, k, cn.gen)
+        else
+          wake_at = min(wake_at, cn.next_try)
+        end
+      end
+    end
+    wake_at = min(wake_at, now + (c.closing and 50 or IDLE_MS))
+    c.pump_deadline = wake_at
+    c.wake_posted = false
+    c.wake:wait(max(1, wake_at - now_ms()) / 1000)
+  end
+end
+
+function pump(premature, c)
+  if premature then
+    c.pump_running = false
+    return
+  end
+  local ok, err = pcall(pump_loop, c)
+  c.pump_running = false
+  c.pump_deadline = -1
+  if not ok then
+    ngx.log(ngx.ERR, "resty.redlockc: pump: ", err)
+    if c.e and not ngx.worker.exiting() then start_pump(c, 0.1) end
+  end
+end
+
+-- ---- ops ---------------------------------------------------------------------------
+
+-- Registers op id (just started) and returns its record; with wait, the
+-- record has a semaphore the DONE event posts.
+local function new_op(c, kind, wait)
+  local rec = { kind = kind, done = false, sema = wait and sema_get() or nil }
+  c.ops[tonumber(op_out[0])] = rec
+  rec.id = op_out[0]
+  return rec
+end
+
+-- Waits for the op's end. The engine ends every op (its own time outs), so
+-- the loop only guards a wait that the semaphore cut short.
+local function await(rec)
+  while not rec.done do
+    local ok, err = rec.sema:wait(60)
+    if not ok and err ~= "timeout" then
+      return nil, err
+    end
+  end
+  sema_put(rec.sema)
+  rec.sema = nil
+  return true
+end
+
+-- ---- lock ------------------------------------------------------------------------
 
 local Lock = {}
 Lock.__index = Lock
-
--- Lock fields: h the rlc_lock cdata (nil once freed; ffi.gc frees it when
--- collected), client keeps the client alive, name, owner, levels = holds
--- taken through this object and not yet released (what close() gives back).
 
 local function lock_self(self)
   if getmetatable(self) ~= Lock then
     error("resty.redlockc: call lock methods as lock:method()", 3)
   end
-  return self.h
+  return self.client
 end
 
-local function closed() return nil, "closed", E_CLOSED end
-
--- The backoff between tries (ms): starts at step_ms, doubles up to
--- max_step_ms; each sleep is that times a random factor in [0.5, 1.5), so
--- that waiters of one lock do not come back in step.
-local STEP_MS, MAX_STEP_MS = 2, 100
-
-local function now_ms()
-  ngx.update_time()
-  return ngx.now() * 1000
+local function usable(self)
+  local c = lock_self(self)
+  if self.is_closed or not c.e or c.closing then return nil end
+  return c
 end
 
--- Tries again every backoff step until OK, a failure, or the deadline (ms
--- on ngx.now()'s clock; false: none).
-local function wait_loop(self, h, deadline, lease_ms, step, max_step)
-  while true do
-    local delay = step * (0.5 + random())
-    if deadline then
-      local left = deadline - now_ms()
-      if left <= 0 then return nil, "busy", NOT_ACQUIRED end
-      delay = min(delay, left)
-    end
-    ngx.sleep(delay / 1000)
-    if not self.h then return closed() end -- closed by another coroutine
-    local rc = lib.rlc_lock_acquire(h, 0, lease_ms)
-    if rc == OK then
-      self.levels = self.levels + 1
-      return true
-    end
-    if rc ~= NOT_ACQUIRED then return failed(rc) end
-    step = min(step * 2, max_step)
+local function need_wait_phase(what)
+  if not can_wait() then
+    error("resty.redlockc: " .. what .. " waits for Redis, which the " .. tostring(ngx.get_phase())
+          .. " phase cannot do (no yielding there); use resty.redlockc.blocking", 3)
   end
 end
 
--- lock:acquire{ wait_ms = -1, lease_ms = -1, step_ms = 2, max_step_ms = 100 }
---   -> true | nil, err, code
+-- lock:acquire{ wait_ms = -1, lease_ms = -1 } -> true | nil, err, code
 --   wait_ms   0 try once; > 0 wait at most that long; < 0 (default) forever.
---   lease_ms  <= 0 (default) the watchdog renews it until release;
---             > 0 a fixed lease, no watchdog.
---   step_ms, max_step_ms  the backoff between tries (see above).
--- Busy until the wait ran out: nil, "busy", errors.NOT_ACQUIRED.
--- Waiting needs ngx.sleep: in a phase without it (init_worker, set, log,
--- header/body filter, balancer) only wait_ms = 0 is allowed. Outside
--- OpenResty (plain LuaJIT) the C library waits, blocking.
+--   lease_ms  <= 0 (default) a watchdog hold, renewed until release;
+--             > 0 a fixed lease.
+-- Busy: nil, "busy", errors.NOT_ACQUIRED. Needs a phase that can yield
+-- (rewrite, access, content, timer, ...). The request waits on a
+-- semaphore; the worker goes on serving others.
 function Lock:acquire(opts)
-  local h = lock_self(self)
-  local wait_ms, lease_ms, step, max_step = -1, -1, STEP_MS, MAX_STEP_MS
+  local c0 = lock_self(self)
+  local wait_ms, lease_ms = -1, -1
   if opts ~= nil then
     if type(opts) ~= "table" then
       error("resty.redlockc: acquire takes a table {wait_ms=, lease_ms=}, got " .. type(opts), 2)
@@ -280,319 +587,332 @@ function Lock:acquire(opts)
     for k, v in pairs(opts) do
       if k == "wait_ms" then wait_ms = integer_arg(v, "wait_ms")
       elseif k == "lease_ms" then lease_ms = integer_arg(v, "lease_ms")
-      elseif k == "step_ms" then step = integer_arg(v, "step_ms")
-      elseif k == "max_step_ms" then max_step = integer_arg(v, "max_step_ms")
+      elseif k == "step_ms" or k == "max_step_ms" then integer_arg(v, k) -- 1.0's; unused
       else error("resty.redlockc: unknown acquire option " .. tostring(k), 2) end
     end
-    if step < 1 or max_step < step then
-      error("resty.redlockc: need 1 <= step_ms <= max_step_ms", 2)
+  end
+  need_wait_phase("acquire")
+  local c = usable(self)
+  if not c then return closed() end
+  c.last_now = now_ms()
+  local rc = lib.rlc_engine_acquire(c.e, self.name, #self.name, self.owner, wait_ms, lease_ms,
+                                    c.last_now, op_out)
+  if rc ~= OK then return call_failed(rc) end
+  local rec = new_op(c, "acquire", true)
+  local rs = self.rs
+  if rs then rs.ops[rec] = c0; rs.locks[self] = true end
+  service(c)
+  local ok, err = await(rec)
+  if rs then rs.ops[rec] = nil end
+  if not ok then
+    -- the semaphore refused to wait: end the op, undoing what it took
+    if c.e and not rec.done then
+      rec.sema = nil
+      c.last_now = now_ms()
+      lib.rlc_engine_cancel(c.e, rec.id, c.last_now)
+      service(c)
     end
+    return nil, err, E_INVAL
   end
-  local phase = ngx and ngx.get_phase()
-  if wait_ms ~= 0 and ngx and not CAN_SLEEP[phase] then
-    error("resty.redlockc: cannot wait in the " .. tostring(phase) .. " phase (ngx.sleep is"
-          .. " not allowed there): use wait_ms = 0", 2)
-  end
-  if not h then return closed() end
-  local deadline = ngx and wait_ms > 0 and now_ms() + wait_ms
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  self.levels = self.levels + 1
+  self.token = rec.token
+  self.lease_ms = lease_ms
+  self.valid_until = rec.at + rec.validity_ms
+  return true
+end
 
-  -- Plain LuaJIT: no event loop to keep free; let the library wait (it
-  -- sleeps on the unlock message).
-  local rc = lib.rlc_lock_acquire(h, ngx and 0 or wait_ms, lease_ms)
-  if rc == OK then
-    self.levels = self.levels + 1
-    return true
-  end
-  if rc ~= NOT_ACQUIRED or wait_ms == 0 or not ngx then return failed(rc) end
-  return wait_loop(self, h, deadline, lease_ms, step, max_step)
+-- Sends a release without waiting (log phase, finish_request).
+local function release_nowait(c, name, owner)
+  c.last_now = now_ms()
+  local rc = lib.rlc_engine_release(c.e, name, #name, owner, c.last_now, op_out)
+  if rc == OK then new_op(c, "release", false) end
+  return rc
 end
 
 -- lock:release() -> true | nil, err, code. One level; at zero the key is
--- deleted and a waiter is woken. E_NOT_OWNER: not held by this owner;
--- E_LOST: it was, and expired or was taken.
+-- deleted and the unlock message wakes a waiter. E_NOT_OWNER: not held by
+-- this owner; E_LOST: it was, and expired or was taken. In a phase that
+-- cannot yield (log, header_filter, ...) the release is sent without
+-- waiting for Redis's answer: true, "sent" (a failure goes to the error log).
 function Lock:release()
-  local h = lock_self(self)
-  if not h then return closed() end
-  local rc = lib.rlc_lock_release(h)
-  if rc == E_NOT_OWNER or rc == E_LOST or rc == E_CLOSED then
+  lock_self(self)
+  local c = usable(self)
+  if not c then return closed() end
+  if not can_wait() then
+    local rc = release_nowait(c, self.name, self.owner)
+    if rc ~= OK then return call_failed(rc) end
+    if self.levels > 0 then self.levels = self.levels - 1 end
+    service(c)
+    return true, "sent"
+  end
+  c.last_now = now_ms()
+  local rc = lib.rlc_engine_release(c.e, self.name, #self.name, self.owner, c.last_now, op_out)
+  if rc ~= OK then return call_failed(rc) end
+  local rec = new_op(c, "release", true)
+  service(c)
+  local ok, err = await(rec)
+  if not ok then return nil, err, errors.E_INVAL end
+  if rec.status == E_NOT_OWNER or rec.status == E_LOST or rec.status == E_CLOSED then
     self.levels = 0
   elseif self.levels > 0 then
-    -- OK, or an I/O failure after which the library dropped the level too.
     self.levels = self.levels - 1
   end
-  if rc ~= OK then return failed(rc) end
+  if self.levels == 0 and self.rs then self.rs.locks[self] = nil end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
   return true
 end
 
--- lock:extend(ms) -> true | nil, err, code. ms > 0: a fixed lease of ms from
--- now; ms <= 0: the watchdog takes the hold over.
+-- lock:extend(ms) -> true | nil, err, code. ms > 0: a fixed lease of ms
+-- from now; ms <= 0: the watchdog takes the hold over.
 function Lock:extend(ms)
-  local h = lock_self(self)
+  lock_self(self)
   integer_arg(ms, "extend's lease (ms)")
-  if not h then return closed() end
-  local rc = lib.rlc_lock_extend(h, ms)
-  if rc ~= OK then return failed(rc) end
+  need_wait_phase("extend")
+  local c = usable(self)
+  if not c then return closed() end
+  c.last_now = now_ms()
+  local rc = lib.rlc_engine_extend(c.e, self.name, #self.name, self.owner, ms, c.last_now, op_out)
+  if rc ~= OK then return call_failed(rc) end
+  local rec = new_op(c, "extend", true)
+  service(c)
+  local ok, err = await(rec)
+  if not ok then return nil, err, errors.E_INVAL end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  self.lease_ms = ms
+  self.valid_until = rec.at + rec.validity_ms
   return true
 end
 
--- lock:force_release() -> true | nil, err, code: deletes it whoever holds
--- it (true also when nobody did) and wakes waiters.
-function Lock:force_release()
-  local h = lock_self(self)
-  if not h then return closed() end
-  local rc = lib.rlc_lock_force_release(h)
-  if rc ~= OK then return failed(rc) end
-  self.levels = 0
-  return true
+-- lock:hold_count() -> the owner's reentrancy count as the engine knows it
+-- (0: not held; a lost hold counts until released). No I/O.
+function Lock:hold_count()
+  local c = usable(self)
+  if not c then return closed() end
+  return tonumber(lib.rlc_engine_hold_count(c.e, self.name, #self.name, self.owner))
 end
 
--- Queries: value | nil, err, code.
-local function bool_query(self, fn)
-  local h = lock_self(self)
-  if not h then return closed() end
-  local rc = fn(h, int_out)
-  if rc ~= OK then return failed(rc) end
-  return int_out[0] ~= 0
+local function is_lost(c, self)
+  return c.lost[lost_key(self.name, self.owner)] == true
 end
 
-local function i64_query(self, fn)
-  local h = lock_self(self)
-  if not h then return closed() end
-  local rc = fn(h, i64_out)
-  if rc ~= OK then return failed(rc) end
-  return tonumber(i64_out[0])
+-- lock:owned() -> held by this owner and not lost. No I/O.
+function Lock:owned()
+  local c = usable(self)
+  if not c then return closed() end
+  return lib.rlc_engine_hold_count(c.e, self.name, #self.name, self.owner) > 0
+    and not is_lost(c, self)
 end
 
--- lock:locked() -> boolean: held by anyone.
-function Lock:locked() return bool_query(self, lib.rlc_lock_is_locked) end
--- lock:owned() -> boolean: held by this owner, and not lost.
-function Lock:owned() return bool_query(self, lib.rlc_lock_is_held) end
--- lock:hold_count() -> number: the owner's reentrancy count (0: not held).
-function Lock:hold_count() return i64_query(self, lib.rlc_lock_hold_count) end
--- lock:ttl() -> ms, as Redis's PTTL: -2 no such lock, -1 no expiry.
-function Lock:ttl() return i64_query(self, lib.rlc_lock_ttl_ms) end
--- lock:validity() -> ms the hold is certainly still valid (0: not held or
--- lost). No I/O.
-function Lock:validity() return i64_query(self, lib.rlc_lock_validity_ms) end
+-- lock:validity() -> ms the hold is certainly held, 0 when not held or lost.
+-- A watchdog hold counts from its last acquire or extend (renewals are not
+-- reported by the engine), so it may read 0 while renewals keep it held:
+-- owned() tells. No I/O.
+function Lock:validity()
+  local c = usable(self)
+  if not c then return closed() end
+  if self.levels == 0 or is_lost(c, self) or
+     lib.rlc_engine_hold_count(c.e, self.name, #self.name, self.owner) == 0 then
+    return 0
+  end
+  return max(0, (self.valid_until or 0) - now_ms())
+end
 
--- lock:fencing_token() -> number (exact below 2^53). E_NOT_OWNER when not
--- held, E_LOST when lost. No I/O.
+-- lock:fencing_token() -> number (exact below 2^53), of the last acquire
+-- through this object. E_NOT_OWNER when not held, E_LOST when lost. No I/O.
 function Lock:fencing_token()
-  local h = lock_self(self)
-  if not h then return closed() end
-  local rc = lib.rlc_lock_fencing_token(h, u64_out)
-  if rc ~= OK then return failed(rc) end
-  return tonumber(u64_out[0])
+  local c = usable(self)
+  if not c then return closed() end
+  if is_lost(c, self) then return nil, "lost", E_LOST end
+  if not self.token or lib.rlc_engine_hold_count(c.e, self.name, #self.name, self.owner) == 0 then
+    return nil, "not held", E_NOT_OWNER
+  end
+  return tonumber(self.token)
 end
 
--- lock:close(): gives back every level taken through this object (a failed
--- release is not retried: the lease ends it) and frees the handle now.
+-- Queries that need Redis but no hold: one blocking round trip on the
+-- client's resty.redlockc.blocking twin (see the README).
+local function twin_lock(self)
+  local c = usable(self)
+  if not c then return nil end
+  if not self.twin then
+    local b, err, code = c:blocking()
+    if not b then return nil, err, code end
+    self.twin, err, code = b:lock(self.name, self.owner)
+    if not self.twin then return nil, err, code end
+  end
+  return self.twin
+end
+
+for _, m in pairs{ "locked", "ttl", "force_release" } do
+  Lock[m] = function(self)
+    lock_self(self)
+    local t, err, code = twin_lock(self)
+    if not t then
+      if err then return nil, err, code end
+      return closed()
+    end
+    return t[m](t)
+  end
+end
+
+-- lock:close(): gives back every level taken through this object (waiting
+-- for each release where the phase can yield, else sent without waiting).
 -- Later calls return nil, "closed", E_CLOSED.
 function Lock:close()
-  local h = lock_self(self)
-  if not h then return end
-  while self.levels > 0 do
-    self.levels = self.levels - 1
-    if lib.rlc_lock_release(h) ~= OK then break end
+  lock_self(self)
+  local c = usable(self)
+  if c then
+    while self.levels > 0 do
+      local ok = self:release()
+      if not ok then break end
+    end
   end
-  self.h, self.levels = nil, 0
-  lib.rlc_lock_free(ffi_gc(h, nil))
+  if self.twin then self.twin:close() end
+  if self.rs then self.rs.locks[self] = nil end
+  self.is_closed, self.levels = true, 0
 end
 
 function Lock:__tostring()
-  return format("resty.redlockc.lock(%q)%s", self.name, self.h and "" or " closed")
+  return format("resty.redlockc.lock(%q)%s", self.name, self.is_closed and " closed" or "")
 end
 
--- ---- client ----------------------------------------------------------------
-
-local Client = {}
-Client.__index = Client
+-- ---- client methods ------------------------------------------------------------------
 
 local function client_self(self)
   if getmetatable(self) ~= Client then
     error("resty.redlockc: call client methods as client:method()", 3)
   end
-  return self.h
-end
-
-local MAX_OWNER = 4611686018427387903ULL -- 2^62-1; thread owners come after
-
--- An explicit owner: true if it is 1 .. 2^62-1, whatever its type (0ULL
--- must not pass where 0 does not); a number only up to 2^53, where doubles
--- stop being exact. Raises for a fraction, NaN or another type.
-local function owner_in_range(owner)
-  if type(owner) == "number" then
-    if owner ~= floor(owner) then
-      error("resty.redlockc: owner must be an integer, got " .. tostring(owner), 3)
-    end
-    return owner >= 1 and owner <= MAX_EXACT
-  end
-  if not (ffi.istype("int64_t", owner) or ffi.istype("uint64_t", owner)) then
-    error("resty.redlockc: owner must be an integer (a number, or an int64_t or uint64_t"
-          .. " cdata), got " .. (type(owner) == "cdata" and tostring(ffi.typeof(owner))
-          or type(owner)), 3)
-  end
-  -- Compared with a uint64_t, a negative int64_t is huge: out of range too.
-  return owner >= 1 and owner <= MAX_OWNER
+  return self
 end
 
 -- client:lock(name [, owner]) -> lock | nil, err, code. No I/O.
---   owner nil: the current request (see request_owner); a number
---   1 .. 2^53 or an int64_t/uint64_t cdata 1 .. 2^62-1: that explicit owner.
+--   owner nil: the current request (ngx.ctx; redlockc.request_owner());
+--   else a number 1 .. 2^53 or an int64_t/uint64_t cdata 1 .. 2^62-1.
 function Client:lock(name, owner)
-  local h = client_self(self)
+  client_self(self)
   if type(name) ~= "string" then
     error("resty.redlockc: lock name must be a string, got " .. type(name), 2)
   end
+  local rs
   if owner == nil then
-    owner = request_owner()
+    owner = blocking.request_owner()
+    rs = request_state()
   elseif not owner_in_range(owner) then
     return nil, "owner must be 1 .. 2^62-1", E_INVAL
   end
-  if has_nul(name) then return nil, "lock name contains a NUL byte", E_INVAL end
-  if not h then return closed() end
-  local rc = lib.rlc_lock_new(h, name, owner, lock_out)
-  if rc ~= OK then return failed(rc) end
-  local lh = ffi_gc(lock_out[0], lib.rlc_lock_free)
-  return setmetatable({ h = lh, client = self, name = name, owner = owner, levels = 0 }, Lock)
+  if has_nul(name) or name == "" then
+    return nil, "lock name must be a non-empty string without NUL bytes", E_INVAL
+  end
+  if not self.e or self.closing then return closed() end
+  return setmetatable({ client = self, name = name, owner = ffi_cast("uint64_t", owner),
+                        levels = 0, rs = rs }, Lock)
 end
 
--- client:uuid() -> the client's random UUID (the "<uuid>" of "<uuid>:<owner>").
 function Client:uuid()
-  local h = client_self(self)
-  if not h then return closed() end
-  return ffi_string(lib.rlc_client_uuid(h))
+  client_self(self)
+  return self.uuid_str
 end
 
--- client:metrics() -> a table of the client's counters (no network I/O), as
--- the Lua 5.4 module gives them: acquires, busy, waits, renewals, lost,
--- reconnects, script_reloads, wait_ms_sum (numbers), and wait_buckets =
--- { {le = ms or math.huge, count = n}, ... } (cumulative counts).
-pcall(ffi.cdef, [[
-  int rlc_client_metrics(rlc_client *c, uint64_t *out, int n);
-  const char *rlc_metric_name(int i);
-  int64_t rlc_metric_bucket_ms(int i);
-]])
-local metrics_out = ffi_new("uint64_t[64]")
-function Client:metrics()
-  local h = client_self(self)
-  if not h then return closed() end
-  local n = lib.rlc_client_metrics(h, metrics_out, 64)
-  if n < 0 then return failed(n) end
-  local out, bucket, total = { wait_buckets = {} }, 0, 0
-  for i = 0, math.min(n, 64) - 1 do
-    local name = lib.rlc_metric_name(i)
-    if name == nil then break end
-    name = ffi_string(name)
-    local value = tonumber(metrics_out[i])
-    if name == "wait_bucket" then
-      local le = lib.rlc_metric_bucket_ms(bucket)
-      bucket = bucket + 1
-      total = total + value
-      out.wait_buckets[bucket] = { le = le >= 2^62 and math.huge or tonumber(le), count = total }
-    else
-      out[name] = value
-    end
+-- The blocking twin: a resty.redlockc.blocking client on the same nodes and
+-- options (made on first use, no I/O until used), for the calls the engine
+-- does not drive: locked, ttl, force_release, metrics, fenced_set, family.
+function Client:blocking()
+  client_self(self)
+  if not self.twin then
+    local b, err, code = blocking.client(self.nodes, self.options)
+    if not b then return nil, err, code end
+    self.twin = b
   end
-  return out
+  return self.twin
 end
 
--- client:fenced_set(key, value, token) -> true (written) | false (refused:
--- a larger token is stored; nothing written) | nil, err, code.
---   Writes value at key only if token (lock:fencing_token(), a number
---   1 .. 2^53 or a uint64_t cdata) is at least the fence stored with it in
---   "redlockc_fence:{key}". The client must have one node: the resource's
---   Redis. One blocking round trip, like every call.
-function Client:fenced_set(key, value, token)
-  local h = client_self(self)
-  if type(key) ~= "string" or type(value) ~= "string" then
-    error("resty.redlockc: key and value must be strings", 2)
+for _, m in pairs{ "metrics", "fenced_set", "rwlock", "fair_lock", "multi_lock", "semaphore",
+                   "permit_semaphore" } do
+  Client[m] = function(self, ...)
+    client_self(self)
+    if not self.e or self.closing then return closed() end
+    local b, err, code = self:blocking()
+    if not b then return nil, err, code end
+    return b[m](b, ...)
   end
-  if type(token) == "number" then
-    integer_arg(token, "token")
-  elseif not ffi.istype("uint64_t", token) then
-    error("resty.redlockc: token must be a number or a uint64_t cdata", 2)
-  end
-  if token < 1 then return nil, "token must be >= 1 (a lock's fencing_token)", E_INVAL end
-  if has_nul(key) then return nil, "key contains a NUL byte", E_INVAL end
-  if not h then return closed() end
-  local ok, fn = pcall(function() return lib.rlc_fenced_set end)
-  if not ok then return nil, "libredlockc is older than 1.1 (no rlc_fenced_set)", E_INVAL end
-  local rc = fn(h, key, value, #value, token, int_out)
-  if rc ~= OK then return failed(rc) end
-  return int_out[0] ~= 0
 end
 
--- client:close(): stops the watchdog and closes the connections now (it
--- waits for a renewal round in progress). Holds are not released (they
--- expire); this client's locks then return E_CLOSED.
+-- client:close(): stops the pump once the engine is idle (bounded by
+-- shutdown_ms, default 2000) so that releases already sent go out; holds
+-- not released expire. Ops still waiting end with E_CLOSED.
 function Client:close()
-  local h = client_self(self)
-  if not h then return end
-  self.h = nil
-  lib.rlc_client_free(ffi_gc(h, nil))
+  client_self(self)
+  if self.closing or not self.e then return end
+  self.closing = true
+  if self.twin then self.twin:close() end
+  if self.pump_running then
+    wake_pump(self)
+  else
+    local e = self.e
+    self.e = nil
+    fail_all(self)
+    lib.rlc_engine_free(e)
+  end
 end
 
 function Client:__tostring()
-  return "resty.redlockc.client" .. (self.h and "" or " closed")
+  return "resty.redlockc.client" .. ((self.e and not self.closing) and "" or " closed")
 end
 
--- Options whose value is a whole number (ms, or a count): a fraction there
--- is a programming error, as in acquire{ wait_ms = }.
-local INTEGER_OPTIONS = {
-  watchdog_timeout_ms = true, io_timeout_ms = true, node_timeout_ms = true,
-  connect_timeout_ms = true, retry_jitter_ms = true, pool_size = true,
-}
-
--- A number in plain decimals ("0.00001", not "1e-05": the C option parser
--- takes digits and a '.', never an exponent), to 12 places as the Python
--- binding writes it, without trailing zeros.
-local function decimal(v)
-  local s = format("%.12f", v)
-  if find(s, ".", 1, true) then
-    s = s:gsub("0+$", ""):gsub("%.$", "")
+-- client:stats() -> { ops = in flight, conns_open = n, pump = bool }. No I/O.
+function Client:stats()
+  local n, open = 0, 0
+  for _ in pairs(self.ops) do n = n + 1 end
+  for k = 0, self.nconns - 1 do
+    if self.conns[k].state == OPEN then open = open + 1 end
   end
-  return s
+  return { ops = n, conns_open = open, pump = self.pump_running }
 end
 
--- An options table as the C library's "name=value;..." (sorted).
-local function options_string(opts)
-  if opts == nil or type(opts) == "string" then return opts end
-  if type(opts) ~= "table" then
-    error("resty.redlockc: client options must be a table, got " .. type(opts), 3)
-  end
-  local parts = {}
-  for k, v in pairs(opts) do
-    if type(k) ~= "string" then
-      error("resty.redlockc: option names must be strings, got " .. type(k), 3)
-    end
-    local s
-    if INTEGER_OPTIONS[k] then
-      s = format("%d", integer_arg(v, "option " .. k, 4))
-    elseif type(v) == "number" then
-      s = decimal(v)
-    elseif type(v) == "string" then
-      s = v
-    else
-      error(format("resty.redlockc: option %s must be a number or a string, got %s", k, type(v)), 3)
-    end
-    if find(k, "[=;]") or find(s, ";", 1, true) or has_nul(k) or has_nul(s) then
-      return nil, format("option %q: '=', ';' and NUL cannot be written in an option", k)
-    end
-    parts[#parts + 1] = k .. "=" .. s
-  end
-  sort(parts)
-  return concat(parts, ";")
+-- ---- module functions -------------------------------------------------------------------
+
+local function read_random(n)
+  local f = io.open("/dev/urandom", "rb")
+  if not f then return nil end
+  local s = f:read(n)
+  f:close()
+  return s and #s == n and s or nil
+end
+
+-- A version 4 UUID from /dev/urandom (the engine seeds its jitter with it).
+local function new_uuid()
+  local r = read_random(16)
+  if not r then return nil end
+  local b = { byte(r, 1, 16) }
+  b[7] = b[7] % 16 + 0x40
+  b[9] = b[9] % 64 + 0x80
+  local h = {}
+  for i = 1, 16 do h[i] = format("%02x", b[i]) end
+  return concat(h, "", 1, 4) .. "-" .. concat(h, "", 5, 6) .. "-" .. concat(h, "", 7, 8) .. "-"
+    .. concat(h, "", 9, 10) .. "-" .. concat(h, "", 11, 16)
+end
+
+-- Options the driver reads itself (the engine accepts them too).
+local function option_number(options, name, default)
+  if not options then return default end
+  local v = options:match("%f[%w_]" .. name .. "%s*=%s*(%d+)")
+  return v and tonumber(v) or default
 end
 
 -- redlockc.client(nodes [, opts]) -> client | nil, err, code. No I/O.
--- nodes and opts as in the Lua 5.4 module (redis:// or unix:// URIs, a
--- comma-separated string or a list; N >= 2 nodes is Redlock). Make one
--- client per worker, in the worker (not in init_by_lua: a client made before
--- nginx forks its workers answers E_CLOSED in them). Prefer IP addresses:
--- a host name is resolved by the C library, blocking.
+-- nodes: "redis://host:port[/db]" or unix:// URIs, a comma-separated string
+-- or a list (N >= 2 nodes: Redlock). Host names must be IP addresses (the
+-- cosocket connect would resolve them, the engine's address is used as
+-- given). opts as resty.redlockc.blocking's, plus shutdown_ms (driver:
+-- how long close() or a worker's exit waits for the engine to be idle).
+-- Make one client per worker, in init_worker_by_lua* or later.
 function _M.client(nodes, opts)
-  local l = need_lib()
+  if not ngx then
+    error("resty.redlockc needs OpenResty; outside nginx use resty.redlockc.blocking", 2)
+  end
+  semaphore = semaphore or require "ngx.semaphore"
+  lib = lib or blocking.lib()
   if type(nodes) == "table" then
     for i = 1, #nodes do
       if type(nodes[i]) ~= "string" then
@@ -603,424 +923,82 @@ function _M.client(nodes, opts)
   elseif type(nodes) ~= "string" then
     error("resty.redlockc: nodes must be a string or a list of strings, got " .. type(nodes), 2)
   end
+  local shutdown_ms = 2000
+  if type(opts) == "table" and opts.shutdown_ms ~= nil then
+    shutdown_ms = integer_arg(opts.shutdown_ms, "option shutdown_ms")
+    local o = {}
+    for k, v in pairs(opts) do if k ~= "shutdown_ms" then o[k] = v end end
+    opts = o
+  end
   local options, oerr = options_string(opts)
   if oerr then return nil, oerr, E_INVAL end
   if has_nul(nodes) or (options and has_nul(options)) then
     return nil, "nodes or options contain a NUL byte", E_INVAL
   end
-  local rc = l.rlc_client_new(client_out, nodes, options)
-  if rc ~= OK then return failed(rc) end
-  return setmetatable({ h = ffi_gc(client_out[0], l.rlc_client_free) }, Client)
-end
-
--- The owner id the current request would get (for logs and tests).
-_M.request_owner = request_owner
-
--- ---- the lock family (REDLOCKC_1.1; docs/FAMILY.md) ------------------------
---
--- The same methods as the Lua 5.4 module's family (client:rwlock, fair_lock,
--- semaphore, permit_semaphore, multi_lock); owners as for client:lock (the
--- current request unless given). Waiting is as for lock:acquire: one try
--- per round trip, ngx.sleep with backoff in between (plain LuaJIT: the
--- library waits, blocking).
--- LIMIT: the C library joins the fair queue, and registers a waiting writer
--- (writer preference), only inside a call with wait_ms != 0, and leaves when
--- that call gives up. The tries here have wait_ms = 0, so in OpenResty a
--- waiting fair lock keeps no place in the queue (hand-off is first-come
--- among C-side waiters only, and a resty waiter gets it when it finds it
--- free and the queue empty), and a waiting writer does not hold back new
--- readers. Fixing it needs a C call that tries and keeps the place.
-
-pcall(ffi.cdef, [[
-  typedef struct rlc_rwlock rlc_rwlock;
-  int rlc_rwlock_new(rlc_client *c, const char *name, uint64_t owner, rlc_rwlock **out);
-  void rlc_rwlock_free(rlc_rwlock *l);
-  int rlc_rwlock_read_acquire(rlc_rwlock *l, int64_t wait_ms, int64_t lease_ms);
-  int rlc_rwlock_read_release(rlc_rwlock *l);
-  int rlc_rwlock_write_acquire(rlc_rwlock *l, int64_t wait_ms, int64_t lease_ms);
-  int rlc_rwlock_write_release(rlc_rwlock *l);
-  int rlc_rwlock_mode(rlc_rwlock *l, int *out);
-  int rlc_rwlock_hold_count(rlc_rwlock *l, int write, int64_t *out);
-  int rlc_rwlock_validity_ms(rlc_rwlock *l, int write, int64_t *out);
-  typedef struct rlc_fairlock rlc_fairlock;
-  int rlc_fairlock_new(rlc_client *c, const char *name, uint64_t owner,
-                       int64_t thread_wait_ms, rlc_fairlock **out);
-  void rlc_fairlock_free(rlc_fairlock *l);
-  int rlc_fairlock_acquire(rlc_fairlock *l, int64_t wait_ms, int64_t lease_ms);
-  int rlc_fairlock_release(rlc_fairlock *l);
-  int rlc_fairlock_hold_count(rlc_fairlock *l, int64_t *out);
-  int rlc_fairlock_validity_ms(rlc_fairlock *l, int64_t *out);
-  typedef struct rlc_semaphore rlc_semaphore;
-  int rlc_semaphore_new(rlc_client *c, const char *name, rlc_semaphore **out);
-  void rlc_semaphore_free(rlc_semaphore *s);
-  int rlc_semaphore_try_set_permits(rlc_semaphore *s, int64_t permits, int *set);
-  int rlc_semaphore_available(rlc_semaphore *s, int64_t *out);
-  int rlc_semaphore_acquire(rlc_semaphore *s, int64_t n, int64_t wait_ms);
-  int rlc_semaphore_release(rlc_semaphore *s, int64_t n);
-  typedef struct rlc_psemaphore rlc_psemaphore;
-  int rlc_psemaphore_new(rlc_client *c, const char *name, rlc_psemaphore **out);
-  void rlc_psemaphore_free(rlc_psemaphore *s);
-  int rlc_psemaphore_try_set_permits(rlc_psemaphore *s, int64_t permits, int *set);
-  int rlc_psemaphore_available(rlc_psemaphore *s, int64_t *out);
-  int rlc_psemaphore_acquire(rlc_psemaphore *s, int64_t n, int64_t wait_ms,
-                             int64_t lease_ms, char *id_out);
-  int rlc_psemaphore_release(rlc_psemaphore *s, const char *id);
-  typedef struct rlc_multilock rlc_multilock;
-  int rlc_multilock_new(rlc_client *c, const char *const *names, int n, uint64_t owner,
-                        rlc_multilock **out);
-  void rlc_multilock_free(rlc_multilock *m);
-  int rlc_multilock_acquire(rlc_multilock *m, int64_t wait_ms, int64_t lease_ms);
-  int rlc_multilock_release(rlc_multilock *m);
-  int rlc_multilock_size(rlc_multilock *m, int *out);
-]])
-
-local unpack, select = unpack, select
-local handle_out = ffi_new("void *[1]")
-local id_buf = ffi_new("char[33]")
-
--- Each family class: its free function and a metatable.
-local function fam_class(name, free_name)
-  local mt = { __name = name, free_name = free_name }
-  mt.__index = mt
-  mt.__tostring = function(self)
-    return format("%s(%q)%s", name, self.name, self.h and "" or " closed")
+  local uuid = new_uuid()
+  if not uuid then return nil, "cannot read /dev/urandom", errors.E_NOMEM end
+  local out = ffi_new("rlc_engine *[1]")
+  local rc = lib.rlc_engine_new(out, nodes, uuid, options)
+  if rc ~= OK then return call_failed(rc) end
+  local e = out[0]
+  local n = lib.rlc_engine_nodes(e)
+  local c = setmetatable({
+    e = e, nodes = nodes, options = options, uuid_str = uuid, nconns = 2 * n,
+    conns = {}, ops = {}, lost = {}, reap = {}, node_host = {}, node_port = {},
+    wake = semaphore.new(0), wake_posted = false, pump_running = false, pump_deadline = -1,
+    need_open = false, closing = false, last_now = now_ms(),
+    connect_timeout_ms = option_number(options, "connect_timeout_ms", 1000),
+    send_timeout_ms = max(option_number(options, "io_timeout_ms", 1000), 10000),
+    shutdown_ms = shutdown_ms,
+  }, Client)
+  for i = 0, n - 1 do
+    lib.rlc_engine_node_address(e, i, host_out, port_out)
+    c.node_host[i], c.node_port[i] = ffi_string(host_out[0]), tonumber(port_out[0])
   end
-  return mt
-end
-
-local function fam_self(self, mt)
-  if getmetatable(self) ~= mt then
-    error("resty.redlockc: call " .. mt.__name .. " methods as x:method()", 3)
+  for k = 0, 2 * n - 1 do
+    c.conns[k] = { state = CLOSED, gen = 0, writing = false, wsem = semaphore.new(0),
+                   fails = 0, next_try = 0 }
   end
-  return self.h
+  -- The pump keeps c alive while it runs; engine freed by close() or at exit.
+  return c
 end
 
--- Options of an acquire -> o.wait_ms, o.lease_ms, o.permits, o.step, o.max_step.
-local function fam_opts(opts, allowed)
-  local o = { wait_ms = -1, lease_ms = -1, permits = 1, step_ms = STEP_MS,
-              max_step_ms = MAX_STEP_MS }
-  if opts ~= nil then
-    if type(opts) ~= "table" then
-      error("resty.redlockc: acquire takes a table of options, got " .. type(opts), 3)
+-- redlockc.finish_request(): call it in log_by_lua* (on every location
+-- where locks are taken, or at http level). Ends the request's acquires
+-- still in flight (what they took is undone: a client that aborted) and
+-- releases every level its lock objects still hold, without waiting (the
+-- pump sends them). Returns the number of releases sent.
+function _M.finish_request()
+  local ok, ctx = pcall(function() return ngx.ctx end)
+  local rs = ok and ctx and ctx[REQ_KEY]
+  if not rs then return 0 end
+  ctx[REQ_KEY] = nil
+  local sent = 0
+  for rec, c in pairs(rs.ops) do
+    if c.e and not rec.done then
+      c.last_now = now_ms()
+      lib.rlc_engine_cancel(c.e, rec.id, c.last_now)
+      service(c)
     end
-    for k, v in pairs(opts) do
-      if not allowed[k] and k ~= "step_ms" and k ~= "max_step_ms" then
-        error("resty.redlockc: unknown acquire option " .. tostring(k), 3)
+  end
+  local seen = {}
+  for lock in pairs(rs.locks) do
+    local c = lock.client
+    local key = lost_key(lock.name, lock.owner)
+    if c.e and not c.closing and not lock.is_closed and not seen[key] then
+      seen[key] = true
+      local n = tonumber(lib.rlc_engine_hold_count(c.e, lock.name, #lock.name, lock.owner))
+      for _ = 1, n do
+        if release_nowait(c, lock.name, lock.owner) == OK then sent = sent + 1 end
       end
-      o[k] = integer_arg(v, k, 4)
-    end
-    if o.step_ms < 1 or o.max_step_ms < o.step_ms then
-      error("resty.redlockc: need 1 <= step_ms <= max_step_ms", 3)
+      lock.levels = 0
+      service(c)
     end
   end
-  local phase = ngx and ngx.get_phase()
-  if o.wait_ms ~= 0 and ngx and not CAN_SLEEP[phase] then
-    error("resty.redlockc: cannot wait in the " .. tostring(phase) .. " phase (ngx.sleep is"
-          .. " not allowed there): use wait_ms = 0", 3)
-  end
-  return o
+  return sent
 end
 
--- try(wait_ms) -> status, tried until OK, a failure or the wait's end;
--- alive() false stops it (the handle was closed by another coroutine).
-local function fam_wait(o, try, alive)
-  if not ngx then return try(o.wait_ms) end
-  local rc = try(0)
-  if rc ~= NOT_ACQUIRED or o.wait_ms == 0 then return rc end
-  local deadline = o.wait_ms > 0 and now_ms() + o.wait_ms
-  local step = o.step_ms
-  while true do
-    local delay = step * (0.5 + random())
-    if deadline then
-      local left = deadline - now_ms()
-      if left <= 0 then return NOT_ACQUIRED end
-      delay = min(delay, left)
-    end
-    ngx.sleep(delay / 1000)
-    if not alive() then return E_CLOSED end
-    rc = try(0)
-    if rc ~= NOT_ACQUIRED then return rc end
-    step = min(step * 2, o.max_step_ms)
-  end
-end
-
-local function fam_failed(rc)
-  if rc == E_CLOSED then return closed() end
-  return failed(rc)
-end
-
-local LOCK_OPTS = { wait_ms = true, lease_ms = true }
-
--- Owner-bound acquire/release with levels counted in holder.levels[key].
-local function owner_methods(mt, get, acq, rel, key)
-  function mt:acquire(opts)
-    local h, holder, extra = get(self)
-    local o = fam_opts(opts, LOCK_OPTS)
-    if not h then return closed() end
-    local rc = fam_wait(o, function(w) return lib[acq](h, w, o.lease_ms) end,
-                        function() return holder.h ~= nil end)
-    if rc ~= OK then return fam_failed(rc) end
-    holder.levels[key] = holder.levels[key] + 1
-    return true
-  end
-  function mt:release()
-    local h, holder = get(self)
-    if not h then return closed() end
-    local rc = lib[rel](h)
-    if rc == E_NOT_OWNER or rc == E_LOST or rc == E_CLOSED then
-      holder.levels[key] = 0
-    elseif holder.levels[key] > 0 then
-      holder.levels[key] = holder.levels[key] - 1
-    end
-    if rc ~= OK then return failed(rc) end
-    return true
-  end
-end
-
-local function fam_close(self, mt, order)
-  local h = fam_self(self, mt)
-  if not h then return end
-  for _, kr in ipairs(order) do
-    while self.levels[kr[1]] > 0 do
-      self.levels[kr[1]] = self.levels[kr[1]] - 1
-      if lib[kr[2]](h) ~= OK then break end
-    end
-  end
-  self.h = nil
-  lib[mt.free_name](ffi_gc(h, nil))
-end
-
-local function fam_i64(h, fn, ...)
-  if not h then return closed() end
-  local rc
-  if select("#", ...) > 0 then rc = lib[fn](h, ..., i64_out) else rc = lib[fn](h, i64_out) end
-  if rc ~= OK then return failed(rc) end
-  return tonumber(i64_out[0])
-end
-
--- Makes a handle of class mt with lib[new](client_h, ...args, out).
-local function fam_new(client, mt, fields, new, ctype, ...)
-  local h = client_self(client)
-  if not h then return closed() end
-  local out = ffi_cast(ctype .. " **", handle_out)
-  local args = { ... }
-  args[#args + 1] = out
-  local rc = lib[new](h, unpack(args))
-  if rc ~= OK then return failed(rc) end
-  fields.h = ffi_gc(out[0], lib[mt.free_name])
-  fields.client = client
-  fields.levels = fields.levels or {}
-  return setmetatable(fields, mt)
-end
-
-local function fam_name(name, what)
-  if type(name) ~= "string" then
-    error("resty.redlockc: " .. what .. " must be a string, got " .. type(name), 3)
-  end
-  return not has_nul(name)
-end
-
-local function fam_owner(owner)
-  if owner == nil then return request_owner() end
-  if not owner_in_range(owner) then return nil end
-  return owner
-end
-
--- Read-write lock: rw:read() and rw:write() are its sides, each with
--- acquire{ wait_ms, lease_ms }, release(), hold_count(), validity().
-local RWLock = fam_class("resty.redlockc.rwlock", "rlc_rwlock_free")
-local RWSide = { __name = "resty.redlockc.rwlock side" }
-RWSide.__index = RWSide
-local function side_get(self)
-  if getmetatable(self) ~= RWSide then
-    error("resty.redlockc: call side methods as side:method()", 3)
-  end
-  return self.rw.h, self.rw
-end
-local ReadOps, WriteOps = {}, {}
-owner_methods(ReadOps, side_get, "rlc_rwlock_read_acquire", "rlc_rwlock_read_release", "read")
-owner_methods(WriteOps, side_get, "rlc_rwlock_write_acquire", "rlc_rwlock_write_release", "write")
-function RWSide:acquire(opts) return (self.write and WriteOps or ReadOps).acquire(self, opts) end
-function RWSide:release() return (self.write and WriteOps or ReadOps).release(self) end
-function RWSide:hold_count()
-  return fam_i64(side_get(self), "rlc_rwlock_hold_count", self.write and 1 or 0)
-end
-function RWSide:validity()
-  return fam_i64(side_get(self), "rlc_rwlock_validity_ms", self.write and 1 or 0)
-end
-function RWLock:read() fam_self(self, RWLock); return self.sides[1] end
-function RWLock:write() fam_self(self, RWLock); return self.sides[2] end
-local MODES = { [0] = "free", [1] = "read", [2] = "write" }
--- rw:mode() -> "free" | "read" | "write" (the server's mode field).
-function RWLock:mode()
-  local h = fam_self(self, RWLock)
-  if not h then return closed() end
-  local rc = lib.rlc_rwlock_mode(h, int_out)
-  if rc ~= OK then return failed(rc) end
-  return MODES[int_out[0]]
-end
--- rw:close(): gives back this object's read, then write levels; frees it.
-function RWLock:close()
-  fam_close(self, RWLock, { { "read", "rlc_rwlock_read_release" },
-                            { "write", "rlc_rwlock_write_release" } })
-end
-
-function Client:rwlock(name, owner)
-  if not fam_name(name, "lock name") then return nil, "lock name contains a NUL byte", E_INVAL end
-  local o = fam_owner(owner)
-  if not o then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
-  local rw, err, code = fam_new(self, RWLock, { name = name, owner = o,
-                                                levels = { read = 0, write = 0 } },
-                                "rlc_rwlock_new", "rlc_rwlock", name, o)
-  if not rw then return nil, err, code end
-  rw.sides = { setmetatable({ rw = rw, write = false }, RWSide),
-               setmetatable({ rw = rw, write = true }, RWSide) }
-  return rw
-end
-
--- Fair lock: acquire{ wait_ms, lease_ms }, release(), hold_count(), validity().
-local FairLock = fam_class("resty.redlockc.fair_lock", "rlc_fairlock_free")
-owner_methods(FairLock, function(self) return fam_self(self, FairLock), self end,
-              "rlc_fairlock_acquire", "rlc_fairlock_release", "lock")
-function FairLock:hold_count() return fam_i64(fam_self(self, FairLock), "rlc_fairlock_hold_count") end
-function FairLock:validity() return fam_i64(fam_self(self, FairLock), "rlc_fairlock_validity_ms") end
-function FairLock:close() fam_close(self, FairLock, { { "lock", "rlc_fairlock_release" } }) end
-
-function Client:fair_lock(name, owner, thread_wait_ms)
-  if not fam_name(name, "lock name") then return nil, "lock name contains a NUL byte", E_INVAL end
-  local o = fam_owner(owner)
-  if not o then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
-  local tw = thread_wait_ms == nil and 0 or integer_arg(thread_wait_ms, "thread_wait_ms")
-  return fam_new(self, FairLock, { name = name, owner = o, levels = { lock = 0 } },
-                 "rlc_fairlock_new", "rlc_fairlock", name, o, tw)
-end
-
--- Multi-name lock: acquire{ wait_ms, lease_ms }, release(), size().
-local MultiLock = fam_class("resty.redlockc.multi_lock", "rlc_multilock_free")
-owner_methods(MultiLock, function(self) return fam_self(self, MultiLock), self end,
-              "rlc_multilock_acquire", "rlc_multilock_release", "lock")
-function MultiLock:size()
-  local h = fam_self(self, MultiLock)
-  if not h then return closed() end
-  local rc = lib.rlc_multilock_size(h, int_out)
-  if rc ~= OK then return failed(rc) end
-  return tonumber(int_out[0])
-end
-function MultiLock:close() fam_close(self, MultiLock, { { "lock", "rlc_multilock_release" } }) end
-
-function Client:multi_lock(names, owner)
-  if type(names) ~= "table" then
-    error("resty.redlockc: multi_lock names must be a list of strings, got " .. type(names), 2)
-  end
-  local n = #names
-  local arr = ffi_new("const char *[?]", n + 1)
-  for i = 1, n do
-    if not fam_name(names[i], "name " .. i) then
-      return nil, "name " .. i .. " contains a NUL byte", E_INVAL
-    end
-    arr[i - 1] = names[i] -- the strings stay alive in `names` during the call
-  end
-  local o = fam_owner(owner)
-  if not o then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
-  return fam_new(self, MultiLock, { name = concat(names, ","), owner = o, levels = { lock = 0 },
-                                    names = names },
-                 "rlc_multilock_new", "rlc_multilock", arr, n, o)
-end
-
--- Semaphore: acquire{ permits = 1, wait_ms = -1 }, release([n]),
--- available(), try_set_permits(n).
-local Semaphore = fam_class("resty.redlockc.semaphore", "rlc_semaphore_free")
-local SEM_OPTS = { wait_ms = true, permits = true }
-function Semaphore:acquire(opts)
-  local h = fam_self(self, Semaphore)
-  local o = fam_opts(opts, SEM_OPTS)
-  if not h then return closed() end
-  local rc = fam_wait(o, function(w) return lib.rlc_semaphore_acquire(h, o.permits, w) end,
-                      function() return self.h ~= nil end)
-  if rc ~= OK then return fam_failed(rc) end
-  return true
-end
-function Semaphore:release(n)
-  local h = fam_self(self, Semaphore)
-  n = n == nil and 1 or integer_arg(n, "permits")
-  if not h then return closed() end
-  local rc = lib.rlc_semaphore_release(h, n)
-  if rc ~= OK then return failed(rc) end
-  return true
-end
-function Semaphore:available() return fam_i64(fam_self(self, Semaphore), "rlc_semaphore_available") end
-
--- Permit-expirable semaphore: acquire{ permits = 1, wait_ms = -1, lease_ms
--- (required) } -> id | nil, err, code; release(id) (E_LOST: it had expired).
-local PSemaphore = fam_class("resty.redlockc.permit_semaphore", "rlc_psemaphore_free")
-local PSEM_OPTS = { wait_ms = true, permits = true, lease_ms = true }
-function PSemaphore:acquire(opts)
-  local h = fam_self(self, PSemaphore)
-  local o = fam_opts(opts, PSEM_OPTS)
-  if o.lease_ms <= 0 then
-    error("resty.redlockc: a permit needs lease_ms > 0 (expirable permits have no watchdog)", 2)
-  end
-  if not h then return closed() end
-  local rc = fam_wait(o, function(w)
-    return lib.rlc_psemaphore_acquire(h, o.permits, w, o.lease_ms, id_buf)
-  end, function() return self.h ~= nil end)
-  if rc ~= OK then return fam_failed(rc) end
-  return ffi_string(id_buf)
-end
-function PSemaphore:release(id)
-  local h = fam_self(self, PSemaphore)
-  if type(id) ~= "string" then
-    error("resty.redlockc: permit id must be a string, got " .. type(id), 2)
-  end
-  if has_nul(id) then return nil, "permit id contains a NUL byte", E_INVAL end
-  if not h then return closed() end
-  local rc = lib.rlc_psemaphore_release(h, id)
-  if rc ~= OK then return failed(rc) end
-  return true
-end
-function PSemaphore:available() return fam_i64(fam_self(self, PSemaphore), "rlc_psemaphore_available") end
-
-for _, pair in ipairs{ { Semaphore, "rlc_semaphore" }, { PSemaphore, "rlc_psemaphore" } } do
-  local mt, prefix = pair[1], pair[2]
-  mt.try_set_permits = function(self, n)
-    local h = fam_self(self, mt)
-    integer_arg(n, "permits")
-    if not h then return closed() end
-    local rc = lib[prefix .. "_try_set_permits"](h, n, int_out)
-    if rc ~= OK then return failed(rc) end
-    return int_out[0] ~= 0
-  end
-  mt.close = function(self)
-    local h = fam_self(self, mt)
-    if not h then return end
-    self.h = nil
-    lib[mt.free_name](ffi_gc(h, nil))
-  end
-end
-
-local function semaphore_of(client, mt, prefix, name, permits)
-  if not fam_name(name, "semaphore name") then
-    return nil, "semaphore name contains a NUL byte", E_INVAL
-  end
-  if permits ~= nil then integer_arg(permits, "permits", 4) end
-  local s, err, code = fam_new(client, mt, { name = name }, prefix .. "_new", prefix, name)
-  if not s then return nil, err, code end
-  if permits ~= nil then
-    local ok, e2, c2 = s:try_set_permits(permits)
-    if ok == nil then
-      s:close()
-      return nil, e2, c2
-    end
-  end
-  return s
-end
--- client:semaphore(name [, permits]), client:permit_semaphore(name [, permits]):
--- with permits, the count is set if the semaphore has none.
-function Client:semaphore(name, permits)
-  return semaphore_of(self, Semaphore, "rlc_semaphore", name, permits)
-end
-function Client:permit_semaphore(name, permits)
-  return semaphore_of(self, PSemaphore, "rlc_psemaphore", name, permits)
-end
+-- The blocking module, for the calls that stay blocking.
+_M.blocking = blocking
 
 return _M

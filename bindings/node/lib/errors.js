@@ -15,7 +15,7 @@ class RedlockcError extends Error {
 const STATUS = {
   OK: 0, NOT_ACQUIRED: 1, E_INVAL: -1, E_NOMEM: -2, E_CONNECT: -3, E_TIMEOUT: -4,
   E_NOT_OWNER: -5, E_LOST: -6, E_NO_QUORUM: -7, E_SERVER: -8, E_PROTOCOL: -9,
-  E_CLOSED: -10, E_AUTH: -11,
+  E_CLOSED: -10, E_AUTH: -11, E_CANCELED: -12,
 };
 const STATUS_NAMES = Object.fromEntries(Object.entries(STATUS).map(([k, v]) => [v, `RLC_${k}`]));
 
@@ -33,6 +33,9 @@ class ServerError extends RedlockcError {}
 class ProtocolError extends RedlockcError {}
 class ClosedError extends RedlockcError {}
 class AuthError extends RedlockcError {}
+// An acquire ended by rlc_engine_cancel (an aborted signal rejects with
+// signal.reason instead: this one is seen only if the engine cancels alone).
+class CanceledError extends RedlockcError {}
 
 const CLASS_OF = {
   [STATUS.NOT_ACQUIRED]: NotAcquiredError,
@@ -47,6 +50,7 @@ const CLASS_OF = {
   [STATUS.E_PROTOCOL]: ProtocolError,
   [STATUS.E_CLOSED]: ClosedError,
   [STATUS.E_AUTH]: AuthError,
+  [STATUS.E_CANCELED]: CanceledError,
 };
 
 // "lock lost: lock 'orders' was lost ..." from rlc_strerror + rlc_errmsg.
@@ -59,5 +63,5 @@ function errorFor(status, detail, strerror) {
 module.exports = {
   STATUS, RedlockcError, NotAcquiredError, InvalidArgumentError, OutOfMemoryError,
   ConnectionError, TimeoutError, NotOwnerError, LockLostError, NoQuorumError, ServerError,
-  ProtocolError, ClosedError, AuthError, errorFor,
+  ProtocolError, ClosedError, AuthError, CanceledError, errorFor,
 };

@@ -1,6 +1,7 @@
 'use strict';
 // The native side: librlcnode.so (src/rlcnode.c) loaded with koffi, and the
-// pipe on which its worker threads report results and lost notices.
+// pipe on which its worker threads report results and lost notices. (Lock's
+// acquire, release and extend do not come here: lib/engine_driver.js.)
 //
 // Every blocking libredlockc call becomes a job: rlcn_submit() queues it
 // (never blocks), a worker thread of the helper runs it, copies rlc_errmsg()

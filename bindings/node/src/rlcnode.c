@@ -1,8 +1,14 @@
 /*
  * rlcnode.c - the Node binding's helper library (librlcnode.so), built by
  * build.js with cc. It adds no feature to libredlockc and uses only
- * redlockc.h; it exists for three facts of running a blocking C API under a
- * JS event loop:
+ * redlockc.h. Two halves:
+ *
+ * - Lock's acquire, release and extend run on the engine (rlcnode_engine.c
+ *   wraps it for koffi; lib/engine_driver.js moves its bytes on net.Sockets
+ *   and its time with one timer). No thread there, and none per waiter.
+ *
+ * - Everything else (the lock family, Lock's queries, fencedSet, closing a
+ *   client) still calls the blocking API. For those calls:
  *
  * 1. Blocking calls need threads that nothing else needs. koffi's fn.async
  *    queues calls on libuv's thread pool (4 threads by default, shared with
@@ -10,7 +16,7 @@
  *    all four, and the holder's release would queue behind them: a deadlock
  *    until a wait runs out. So every blocking call runs here on a thread of a
  *    cached pool: idle threads are reused, and a job that finds none idle gets
- *    a new one. 200 waiting acquisitions are 200 sleeping threads.
+ *    a new one. A waiting family acquisition holds one of them.
  *
  * 2. rlc_errmsg() belongs to the OS thread that made the failing call. The
  *    worker copies it right after the call, on that thread, into the result.
@@ -164,6 +170,7 @@ static void pool_init(void)
 }
 
 #include "rlcnode_family.c" /* the lock family's jobs and handles */
+#include "rlcnode_engine.c" /* Lock's engine, driven from JS (no thread) */
 
 static void run(struct job *j)
 {
@@ -378,7 +385,7 @@ API struct rlcn_lock *rlcn_lock_new(rlc_client *c, const char *name, uint64_t ow
     s->id = id;
     s->ch = ch;
     res->rc = rlc_lock_new(c, name, owner, &s->l);
-    if (res->rc == RLC_OK)
+    if (res->rc == RLC_OK && ch) /* no channel: a handle for queries only */
         res->rc = rlc_lock_on_lost(s->l, on_lost, s);
     set_msg(res, res->rc);
     if (res->rc != RLC_OK) {

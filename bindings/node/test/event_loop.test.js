@@ -1,7 +1,8 @@
 'use strict';
 // 200 acquisitions wait for one busy lock. The event loop must keep serving
 // timers meanwhile, and libuv's thread pool (fs, dns, zlib) must stay free:
-// waits run on the helper's own threads, not on the loop nor the pool.
+// waits are engine state driven by the loop's sockets, never a blocked
+// thread (test/engine.test.js counts the threads).
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs/promises');

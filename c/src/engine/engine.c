@@ -355,6 +355,19 @@ int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name
     return h ? h->count : 0;
 }
 
+int64_t rlc_engine_validity_ms(const rlc_engine *e, const char *name, size_t name_len,
+                               uint64_t owner, int64_t now_ms)
+{
+    if (!e || !name)
+        return 0;
+    struct eng_lock *l = lock_find(e, name, name_len);
+    struct hold *h = l ? hold_get((rlc_engine *)e, l, owner, false) : NULL;
+    if (!h || h->count <= 0 || h->lost)
+        return 0;
+    int64_t now = now_ms > e->now ? now_ms : e->now;
+    return h->valid_until > now ? h->valid_until - now : 0;
+}
+
 /* ---- connections and time ------------------------------------------------------ */
 
 static bool conn_ok(const rlc_engine *e, int k)
@@ -405,7 +418,9 @@ void rlc_engine_sent(rlc_engine *e, int conn, size_t n)
     struct conn *c = &e->conns[conn];
     if (c->state != C_UP)
         return;
-    c->out_sent += n < c->out_len - c->out_sent ? n : c->out_len - c->out_sent;
+    size_t took = n < c->out_len - c->out_sent ? n : c->out_len - c->out_sent;
+    c->out_sent += took;
+    c->taken += took;
     if (c->out_sent == c->out_len)
         c->out_sent = c->out_len = 0;
 }

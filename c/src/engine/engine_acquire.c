@@ -30,7 +30,6 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     struct eng_lock *l = h->lock;
     op->phase = P_ROUND;
     op->attempt = ++e->next_attempt;
-    op->seen_seq = l->seq;
     round_begin(e, op, now);
     char lease_s[24], id[ENG_ATTEMPT_LEN], in[ENG_ATTEMPT_LEN];
     const char *argv[7] = {l->key, l->token_key, l->attempts_key, lease_s, h->field, id, in};
@@ -159,8 +158,9 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
         op->retry_at = at;
         if (until < 0 || at < until)
             until = at;
-    } else if (l->seq != op->seen_seq) {
-        /* a wake came while the try was out: it was meant for a sleeper */
+    } else if (l->missed_wake) {
+        /* a wake came while every waiter was trying: it is this one's */
+        l->missed_wake = false;
         op->woken = true;
         try_round(e, op, now);
         return;

@@ -78,6 +78,7 @@ void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len)
     }
     memcpy(c->out + c->out_len, data, len);
     c->out_len += len;
+    c->appended += len;
 }
 
 static void schedule(rlc_engine *e, struct conn *c)
@@ -101,6 +102,7 @@ static void write_req(rlc_engine *e, struct conn *c, struct req *r)
         c->head = r;
     c->tail = r;
     conn_append(e, c, r->cmd->data, r->cmd->len);
+    r->end_at = c->appended;
 }
 
 static void queue_req(struct conn *c, struct req *r, bool front)
@@ -164,6 +166,7 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
     if (!c->reader)
         abort();
     c->out_len = c->out_sent = 0;
+    c->taken = c->appended;
     (void)now;
     /* the handshake goes first, then what waited, in order */
     for (int i = 0; i < 2; i++) {
@@ -208,7 +211,10 @@ static void no_reply(rlc_engine *e, struct req *r, int why, const char *msg)
 }
 
 /* Everything in flight on c is settled: redo requests go back to the front
- * of the queue (in order), the others hear `why`. */
+ * of the queue (in order), the others hear `why`. A request whose bytes the
+ * driver had not all taken never reached the server (an incomplete command
+ * does not run): it goes on the next connection like one never written,
+ * unless nobody needs it any more (an abandoned acquire, a handshake). */
 static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool connected)
 {
     struct req *redo_head = NULL, *redo_tail = NULL;
@@ -216,7 +222,10 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
     c->head = c->tail = NULL;
     while (r) {
         struct req *next = r->next;
-        if (r->redo && r->kind != R_HELLO) {
+        bool unsent = connected && r->end_at > c->taken;
+        if (unsent && (r->kind == R_HELLO || (!r->op && !r->redo))) {
+            req_free(e, r);
+        } else if (unsent || (r->redo && r->kind != R_HELLO)) {
             r->next = NULL;
             if (redo_tail)
                 redo_tail->next = r;
@@ -229,6 +238,7 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
         }
         r = next;
     }
+    c->taken = c->appended; /* what was not taken is discarded with out */
     if (redo_head) {
         redo_tail->next = c->qhead;
         c->qhead = redo_head;
@@ -277,6 +287,7 @@ static void end_conn(rlc_engine *e, struct conn *c, int why, const char *msg, in
         sub_on_closed(e, c);
     else
         settle(e, c, why, msg, was_up);
+    c->taken = c->appended;
     schedule(e, c);
 }
 

@@ -58,6 +58,7 @@ struct req {
     bool redo;          /* must be answered: sent again on the next connection */
     bool eval;          /* already sent as EVAL (after NOSCRIPT) */
     int64_t sent_at;    /* when it was written (its connection was up) */
+    uint64_t end_at;    /* its connection's `appended` after its bytes */
 };
 
 enum conn_state { C_DOWN, C_CONNECTING, C_UP, C_DROPPED };
@@ -68,6 +69,7 @@ struct conn {
     int node;
     char *out;             /* bytes not yet taken by the driver */
     size_t out_len, out_cap, out_sent;
+    uint64_t appended, taken; /* bytes queued in out / taken by the driver, ever */
     struct req *head, *tail; /* written, waiting for their replies, in order */
     struct req *qhead, *qtail; /* to write once the connection is up */
     struct redisReader *reader;
@@ -82,7 +84,8 @@ struct conn {
 /* ---- locks and holds (engine_lock.c) ---- */
 
 struct hold {
-    struct hold *next;     /* in its lock's list */
+    struct hold *next, *prev; /* in its lock's list */
+    struct hold *hnext;    /* in the engine's table by (lock, owner) */
     struct eng_lock *lock;
     uint64_t owner;
     char *field;           /* "<uuid>:<owner>" */
@@ -116,7 +119,8 @@ struct eng_lock {
     uint64_t confirms;     /* bit i: node i confirmed the subscription */
     struct timer timer;    /* the holder's lease end or the safety poll */
     int64_t timer_want;
-    uint64_t seq;          /* wakes so far: a try sent before the latest one retries */
+    bool missed_wake;      /* a wake found no sleeper: the next busy try retries */
+    int own_msgs;          /* unlock messages of our own releases still to come */
     struct eng_lock *cnext; /* in the engine's channel buckets */
 };
 
@@ -160,7 +164,6 @@ struct eng_op {
     struct node_reply rep[RLC_MAX_NODES];
     uint64_t token;
     bool granted[RLC_MAX_NODES];
-    uint64_t seen_seq;     /* the lock's seq when this try was sent */
     int floor_pending, stored;
     /* release */
     uint64_t level;
@@ -184,6 +187,8 @@ struct rlc_engine {
     struct rlc_cmd *hello[RLC_MAX_NODES][2]; /* AUTH, SELECT (each may be NULL) */
     struct eng_lock *buckets[ENG_BUCKETS];
     struct eng_lock *cbuckets[ENG_BUCKETS]; /* the same locks by channel */
+    struct hold **hbuckets;   /* holds by (lock, owner); hcap of them */
+    size_t hcap, n_holds;
     int n_subscribed;         /* locks with waiters */
     uint64_t next_op, next_attempt;
     uint64_t rng;

@@ -124,12 +124,44 @@ static void unlink_lock(rlc_engine *e, struct eng_lock *l)
         *pp = l->cnext;
 }
 
+static size_t hold_slot(const rlc_engine *e, const struct eng_lock *l, uint64_t owner)
+{
+    uint64_t k = (uint64_t)(uintptr_t)l * 0x9E3779B97F4A7C15ULL ^ owner * 0xC2B2AE3D27D4EB4FULL;
+    return (size_t)((k ^ (k >> 29)) % e->hcap);
+}
+
+/* The table doubles when it is as full as it is long: chains stay short
+ * with ten thousand waiting owners. */
+static bool hold_table_grow(rlc_engine *e)
+{
+    size_t cap = e->hcap ? e->hcap * 2 : 256;
+    struct hold **b = calloc(cap, sizeof *b);
+    if (!b)
+        return false;
+    struct hold **old = e->hbuckets;
+    size_t old_cap = e->hcap;
+    e->hbuckets = b;
+    e->hcap = cap;
+    for (size_t i = 0; i < old_cap; i++)
+        for (struct hold *h = old[i], *n; h; h = n) {
+            n = h->hnext;
+            size_t k = hold_slot(e, h->lock, h->owner);
+            h->hnext = b[k];
+            b[k] = h;
+        }
+    free(old);
+    return true;
+}
+
 struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool create)
 {
-    for (struct hold *h = l->holds; h; h = h->next)
-        if (h->owner == owner)
-            return h;
+    if (e->hcap)
+        for (struct hold *h = e->hbuckets[hold_slot(e, l, owner)]; h; h = h->hnext)
+            if (h->owner == owner && h->lock == l)
+                return h;
     if (!create)
+        return NULL;
+    if (e->n_holds >= e->hcap && !hold_table_grow(e))
         return NULL;
     struct hold *h = calloc(1, sizeof *h);
     char field[80];
@@ -144,7 +176,13 @@ struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool cr
     h->owner = owner;
     h->timer.at = -1;
     h->next = l->holds;
+    if (l->holds)
+        l->holds->prev = h;
     l->holds = h;
+    size_t k = hold_slot(e, l, owner);
+    h->hnext = e->hbuckets[k];
+    e->hbuckets[k] = h;
+    e->n_holds++;
     return h;
 }
 
@@ -161,11 +199,18 @@ void hold_maybe_free(rlc_engine *e, struct hold *h)
         return;
     struct eng_lock *l = h->lock;
     timer_clear(&h->timer);
-    struct hold **pp = &l->holds;
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        l->holds = h->next;
+    if (h->next)
+        h->next->prev = h->prev;
+    struct hold **pp = &e->hbuckets[hold_slot(e, l, h->owner)];
     while (*pp && *pp != h)
-        pp = &(*pp)->next;
+        pp = &(*pp)->hnext;
     if (*pp)
-        *pp = h->next;
+        *pp = h->hnext;
+    e->n_holds--;
     hold_free(h);
     if (!l->holds && !l->waiters) {
         timer_clear(&l->timer);
@@ -219,4 +264,7 @@ void lock_free_all(rlc_engine *e)
         e->buckets[b] = NULL;
         e->cbuckets[b] = NULL;
     }
+    free(e->hbuckets);
+    e->hbuckets = NULL;
+    e->hcap = e->n_holds = 0;
 }

@@ -120,9 +120,12 @@ static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         h->n_levels = 0;
         renew_schedule(e, h);
     }
-    /* our own waiters hear of it now, not a message's round trip later */
-    if (freed >= e->q)
+    /* our own waiters hear of it now, not a message's round trip later;
+     * the messages of this release then wake nobody more (engine_sub.c) */
+    if (freed >= e->q && h->lock->waiters) {
+        h->lock->own_msgs += freed;
         sub_wake_one(e, h->lock, now);
+    }
     finish(e, op, rc, msg, now);
 }
 

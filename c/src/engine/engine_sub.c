@@ -15,9 +15,15 @@
  *   - the lock's one timer: the holder's lease end as the last busy reply
  *     reported it, else a safety poll each second: one waiter.
  *
- * A message that arrives between a waiter's try and its sleep is not lost:
- * the lock counts its wakes (seq), and a waiter whose try was sent before
- * the latest wake tries again at once instead of sleeping.
+ * A wake that finds no sleeper (every waiter is trying) is not lost: it is
+ * kept (missed_wake), and the next try that comes back busy tries again at
+ * once instead of sleeping. One kept wake buys one retry, so tries never
+ * outnumber wakes however many are in flight.
+ *
+ * Our own release wakes one local waiter at once; the unlock message of that
+ * same release then arrives too. Those messages are counted (own_msgs) and
+ * wake nobody: a second waiter would only find the lock taken by the first.
+ * A resubscription forgets the count (it wakes everyone anyway).
  */
 #include <string.h>
 
@@ -95,6 +101,8 @@ void sub_leave(rlc_engine *e, struct eng_op *op)
     if (--l->waiters == 0) {
         l->subscribed = false;
         l->confirms = 0;
+        l->missed_wake = false;
+        l->own_msgs = 0;
         e->n_subscribed--;
         each_node_sub(e, "UNSUBSCRIBE", l);
         timer_clear(&l->timer);
@@ -107,7 +115,6 @@ void sub_leave(rlc_engine *e, struct eng_op *op)
 
 void sub_wake_one(rlc_engine *e, struct eng_lock *l, int64_t now)
 {
-    l->seq++;
     for (struct eng_op *op = l->wait_head; op; op = op->wnext) {
         if (!op->woken) {
             op->woken = true;
@@ -115,11 +122,13 @@ void sub_wake_one(rlc_engine *e, struct eng_lock *l, int64_t now)
             return;
         }
     }
+    if (l->waiters)
+        l->missed_wake = true;
 }
 
 static void wake_all(rlc_engine *e, struct eng_lock *l, int64_t now)
 {
-    l->seq++;
+    l->own_msgs = 0;
     /* acquire_wake may end an op (and unlink it): walk a snapshot of ids */
     struct eng_op *op = l->wait_head;
     while (op) {
@@ -230,7 +239,10 @@ void sub_on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t no
     if (!l || !l->subscribed)
         return;
     if (strcmp(kind, "message") == 0) {
-        sub_wake_one(e, l, now);
+        if (l->own_msgs > 0)
+            l->own_msgs--;
+        else
+            sub_wake_one(e, l, now);
     } else if (strcmp(kind, "subscribe") == 0) {
         l->confirms |= UINT64_C(1) << c->node;
         wake_all(e, l, now);

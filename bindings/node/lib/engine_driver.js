@@ -1,0 +1,364 @@
+'use strict';
+// The event-loop driver of one rlc_engine (redlockc.h, "Engine (1.1)"): the
+// lock protocol runs in the engine, and this file only moves its bytes and
+// its time. Per node it owns two net.Sockets (the command connection 2i and
+// the subscriber 2i+1, opened when the engine wants them, setNoDelay), one
+// timer for rlc_engine_deadline(), and the map from operation ids to the
+// promises that RLC_EV_DONE events resolve. Nothing blocks and no thread is
+// started: 10,000 waiting acquisitions are 10,000 entries in a Map.
+//
+// After every call into the engine the driver "pumps" (see pump()): opens
+// the connections the engine wants, writes what it has pending, reads its
+// events, and re-arms the timer. Calls made by the program (acquire,
+// release...) pump from setImmediate: the operations started in one turn of
+// the loop leave in one write, and after the I/O of that turn was read - a
+// connection the server closed a moment ago is known closed then, and its
+// requests go on a new one instead of into the dead socket.
+const net = require('node:net');
+const { koffi } = require('./native.js');
+const { ensureBuilt } = require('../build.js');
+const { STATUS } = require('./errors.js');
+
+const lib = koffi.load(ensureBuilt());
+const efn = {
+  engineNew: lib.func('void *rlcn_engine_new(const char *nodes, const char *uuid, const char *options, void *res)'),
+  address: lib.func('int rlcn_engine_node_address(void *e, int node, void *res)'),
+  take: lib.func('size_t rlcn_engine_take(void *e, int conn, uint8_t *buf, size_t cap)'),
+  start: lib.func('uint64_t rlcn_engine_start(void *e, int kind, const uint8_t *name, size_t len, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
+  event: lib.func('int rlcn_engine_event(void *e, uint8_t *buf, size_t cap)'),
+  // libredlockc's own (the helper links it: its symbols are found through it)
+  free: lib.func('void rlc_engine_free(void *e)'),
+  nodes: lib.func('int rlc_engine_nodes(void *e)'),
+  wantOpen: lib.func('int rlc_engine_want_open(void *e, int conn)'),
+  connected: lib.func('void rlc_engine_connected(void *e, int conn, int64_t now)'),
+  closed: lib.func('void rlc_engine_closed(void *e, int conn, int64_t now)'),
+  received: lib.func('int rlc_engine_received(void *e, int conn, const uint8_t *data, size_t len, int64_t now)'),
+  deadline: lib.func('int64_t rlc_engine_deadline(void *e)'),
+  tick: lib.func('void rlc_engine_tick(void *e, int64_t now)'),
+  idle: lib.func('int rlc_engine_idle(void *e)'),
+  cancel: lib.func('int rlc_engine_cancel(void *e, uint64_t op, int64_t now)'),
+  holdCount: lib.func('int64_t rlc_engine_hold_count(void *e, const uint8_t *name, size_t len, uint64_t owner)'),
+};
+
+const KIND = { ACQUIRE: 0, RELEASE: 1, EXTEND: 2 };
+const EV_DONE = 1;
+const EV_LOST = 2;
+const EV_HEAD = 56;
+const OUT_CAP = 1 << 16;
+const RECORD = 256;
+
+// One monotonic ms clock for every engine of the process (never 0, never back).
+const CLOCK_BASE = 1000 - Math.floor(performance.now());
+const nowMs = () => Math.floor(performance.now()) + CLOCK_BASE;
+
+// Shared scratch buffers: the JS thread is the only caller, and each is read
+// right after the call that filled it.
+const outBuf = Buffer.alloc(OUT_CAP);
+const evBuf = Buffer.alloc(EV_HEAD + 1024);
+const res = Buffer.alloc(RECORD);
+const resMsg = () => {
+  const end = res.indexOf(0, 24);
+  return res.toString('utf8', 24, end < 0 ? RECORD : end);
+};
+
+function readEvent() {
+  return {
+    type: evBuf.readInt32LE(0),
+    status: evBuf.readInt32LE(4),
+    op: Number(evBuf.readBigUInt64LE(8)),
+    owner: Number(evBuf.readBigUInt64LE(16)),
+    token: evBuf.readBigUInt64LE(24),
+    validity: Number(evBuf.readBigInt64LE(32)),
+    count: Number(evBuf.readBigInt64LE(40)),
+    message: evBuf.toString('utf8', EV_HEAD, EV_HEAD + evBuf.readUInt32LE(52)),
+  };
+}
+
+// A failure that the engine reported synchronously (a bad name or lease).
+class StartError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+class EngineDriver {
+  // nodes, uuid, options: as rlc_engine_new. hooks: {lost(owner, status,
+  // message), log(level, message), connectTimeoutMs}.
+  constructor(nodes, uuid, options, hooks) {
+    this.e = efn.engineNew(nodes, uuid, options, res);
+    if (!this.e) throw new StartError(res.readInt32LE(16), resMsg());
+    this.hooks = hooks;
+    this.uuid = uuid;
+    const n = efn.nodes(this.e);
+    this.addresses = [];
+    for (let i = 0; i < n; i++) {
+      efn.address(this.e, i, res);
+      this.addresses.push({ host: resMsg(), port: Number(res.readBigInt64LE(8)) });
+    }
+    this.conns = new Array(2 * n).fill(null);
+    this.everUp = new Array(2 * n).fill(false);
+    this.lastError = new Array(2 * n).fill(null);
+    this.ops = new Map();      // op id -> {resolve, kind, started}
+    this.timer = null;
+    this.timerAt = -1;
+    this.scheduled = false;
+    this.pumping = false;
+    this.again = false;
+    this.referenced = false;   // sockets and timer keep the process alive
+    this.closing = false;
+    this.waitIdle = null;      // close(): resolves when nothing is in flight
+    this.reconnects = 0;
+  }
+
+  // ---- operations -----------------------------------------------------------
+
+  // Starts an operation; resolves with its RLC_EV_DONE event (never rejects).
+  // Throws StartError when the engine refuses it at once.
+  start(kind, name, owner, waitMs = 0, leaseMs = 0) {
+    if (!this.e) throw new StartError(STATUS.E_CLOSED, 'the client is closed');
+    const op = Number(efn.start(this.e, kind, name, name.length, owner, waitMs, leaseMs, nowMs(), res));
+    if (op === 0) throw new StartError(res.readInt32LE(16), resMsg());
+    const promise = new Promise((resolve) => this.ops.set(op, { resolve, kind, started: nowMs() }));
+    this.reference();
+    this.schedule();
+    return { op, promise };
+  }
+
+  acquire(name, owner, waitMs, leaseMs) { return this.start(KIND.ACQUIRE, name, owner, waitMs, leaseMs); }
+  release(name, owner) { return this.start(KIND.RELEASE, name, owner); }
+  extend(name, owner, leaseMs) { return this.start(KIND.EXTEND, name, owner, 0, leaseMs); }
+
+  // Ends a running acquire with RLC_E_CANCELED (its DONE event says so).
+  cancel(op) {
+    if (!this.e || !this.ops.has(op)) return;
+    efn.cancel(this.e, op, nowMs());
+    this.schedule();
+  }
+
+  // When the engine next wants tick() (ms, driver clock), or -1.
+  deadline() {
+    return this.e ? Number(efn.deadline(this.e)) : -1;
+  }
+
+  holdCount(name, owner) {
+    return this.e ? Number(efn.holdCount(this.e, name, name.length, owner)) : 0;
+  }
+
+  // ---- the loop ---------------------------------------------------------------
+
+  schedule() {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.pump();
+    });
+  }
+
+  // Does what the engine asks for now; re-entrant calls (an event handler
+  // that starts an operation) make the running pump go round again.
+  pump() {
+    if (!this.e) return;
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      for (let rounds = 0; rounds < 1000; rounds++) {
+        this.again = false;
+        this.service();
+        if (!this.again) break;
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  service() {
+    const e = this.e;
+    for (let k = 0; k < this.conns.length; k++) {
+      const c = this.conns[k];
+      if (!c) {
+        if (efn.wantOpen(e, k)) this.open(k);
+      } else if (c.up) {
+        for (let n = OUT_CAP; n === OUT_CAP;) {
+          n = Number(efn.take(e, k, outBuf, OUT_CAP));
+          if (n > 0) c.socket.write(Buffer.from(outBuf.subarray(0, n)));
+        }
+      }
+    }
+    const done = [];
+    while (efn.event(e, evBuf, evBuf.length)) done.push(readEvent());
+    for (const ev of done) this.dispatch(ev);
+    this.arm();
+    if (this.waitIdle && this.ops.size === 0 && efn.idle(e)) this.waitIdle();
+  }
+
+  dispatch(ev) {
+    if (ev.type === EV_LOST) {
+      this.hooks.lost(ev.owner, ev.status, ev.message);
+      return;
+    }
+    if (ev.type !== EV_DONE) return;
+    const job = this.ops.get(ev.op);
+    if (!job) return;
+    this.ops.delete(ev.op);
+    ev.kind = job.kind;
+    ev.tookMs = nowMs() - job.started;
+    if (ev.status === STATUS.E_CONNECT || ev.status === STATUS.E_TIMEOUT) ev.detail = this.errorDetail();
+    if (this.ops.size === 0) this.unreference();
+    job.resolve(ev);
+  }
+
+  // What the sockets saw last ("127.0.0.1:6379: connect ECONNREFUSED ..."),
+  // for a connection error whose engine message does not say it.
+  errorDetail() {
+    const seen = this.lastError.map((err, k) => {
+      if (!err) return null;
+      const a = this.addresses[k >> 1];
+      return `${a.port ? `${a.host}:${a.port}` : a.host}: ${err.message}`;
+    }).filter(Boolean);
+    return [...new Set(seen)].join('; ');
+  }
+
+  // One timer, at the engine's deadline (a timer fires no earlier than asked).
+  arm() {
+    const at = efn.deadline(this.e);
+    const when = at < 0 ? -1 : Number(at);
+    if (when === this.timerAt) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.timerAt = when;
+    if (when < 0) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.timerAt = -1;
+      if (!this.e) return;
+      efn.tick(this.e, nowMs());
+      this.pump();
+    }, Math.max(0, when - nowMs()));
+    if (!this.referenced) this.timer.unref();
+  }
+
+  // ---- connections ----------------------------------------------------------
+
+  open(k) {
+    const { host, port } = this.addresses[k >> 1];
+    const socket = port === 0 ? net.createConnection({ path: host }) : net.createConnection({ host, port });
+    const c = { socket, up: false, gone: false };
+    this.conns[k] = c;
+    socket.setNoDelay(true);
+    if (!this.referenced) socket.unref();
+    const limit = this.hooks.connectTimeoutMs;
+    const timer = setTimeout(() => {
+      socket.destroy(new Error(`connect timed out after ${limit} ms`));
+    }, limit);
+    timer.unref();
+    socket.on('connect', () => {
+      clearTimeout(timer);
+      if (c.gone || !this.e) return;
+      c.up = true;
+      this.lastError[k] = null;
+      if (this.everUp[k]) {
+        this.reconnects++;
+        this.hooks.log(3, `reconnecting to ${this.where(k)} (${k & 1 ? 'subscriber' : 'commands'}): connected again`);
+      }
+      this.everUp[k] = true;
+      efn.connected(this.e, k, nowMs());
+      this.pump();
+    });
+    socket.on('data', (chunk) => {
+      if (c.gone || !this.e) return;
+      if (efn.received(this.e, k, chunk, chunk.length, nowMs()) !== STATUS.OK) {
+        // Not RESP: the engine counts the connection closed already.
+        c.gone = true;
+        this.conns[k] = null;
+        this.lastError[k] = new Error('the server sent something that is not RESP');
+        socket.destroy();
+      }
+      this.pump();
+    });
+    socket.on('error', (err) => { this.lastError[k] = err; });
+    // EOF ends the connection at once ('close' comes later, after our own
+    // side is shut): nothing more may be written into it meanwhile.
+    const ended = () => {
+      clearTimeout(timer);
+      if (c.gone) return;
+      c.gone = true;
+      if (this.conns[k] === c) this.conns[k] = null;
+      socket.destroy();
+      if (!this.e) return;
+      if (c.up && !this.lastError[k]) this.lastError[k] = new Error('the server closed the connection');
+      efn.closed(this.e, k, nowMs());
+      this.pump();
+    };
+    socket.on('end', ended);
+    socket.on('close', ended);
+  }
+
+  where(k) {
+    const a = this.addresses[k >> 1];
+    return a.port ? `${a.host}:${a.port}` : a.host;
+  }
+
+  // While an operation is in flight the process stays alive; otherwise the
+  // sockets and the timer do not keep it (a held lock renews in the
+  // background, like an unref'd timer).
+  reference() {
+    if (this.referenced) return;
+    this.referenced = true;
+    for (const c of this.conns) if (c) c.socket.ref();
+    if (this.timer) this.timer.ref();
+  }
+
+  unreference() {
+    if (!this.referenced || this.closing) return;
+    this.referenced = false;
+    for (const c of this.conns) if (c) c.socket.unref();
+    if (this.timer) this.timer.unref();
+  }
+
+  // ---- shutdown -------------------------------------------------------------
+
+  // Cancels the waiting acquisitions, lets releases and extends in flight end
+  // (at most boundMs), then frees the engine and closes the sockets. Returns
+  // the operations still in flight then, already resolved with RLC_E_CLOSED.
+  async close(boundMs) {
+    if (this.closing) return this.closed;
+    this.closing = true;
+    this.reference();
+    this.closed = (async () => {
+      for (const [op, job] of this.ops) {
+        if (job.kind === KIND.ACQUIRE) efn.cancel(this.e, op, nowMs());
+      }
+      let timer;
+      await new Promise((resolve) => {
+        this.waitIdle = resolve;
+        timer = setTimeout(resolve, boundMs);
+        this.pump();
+      });
+      clearTimeout(timer);
+      this.waitIdle = null;
+      const e = this.e;
+      this.e = null;
+      for (const [op, job] of this.ops) {
+        job.resolve({ type: EV_DONE, status: STATUS.E_CLOSED, op, kind: job.kind, message: 'the client is closed' });
+      }
+      this.ops.clear();
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = null;
+      for (const c of this.conns) {
+        if (c) {
+          c.gone = true;
+          c.socket.destroy();
+        }
+      }
+      efn.free(e);
+    })();
+    return this.closed;
+  }
+}
+
+module.exports = { EngineDriver, StartError, KIND, nowMs };

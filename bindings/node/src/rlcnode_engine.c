@@ -1,0 +1,104 @@
+/*
+ * rlcnode_engine.c - included by rlcnode.c: thin wrappers that let
+ * lib/engine_driver.js drive an rlc_engine (redlockc.h, "Engine (1.1)") from
+ * the JS thread. No thread, no lock, no I/O here: every function is called
+ * on the JS thread, one engine per Client.
+ *
+ * They exist only where koffi would otherwise need out-pointers or C
+ * structs: bytes go out through a JS Buffer (rlcn_engine_take copies what
+ * the engine wants written and marks it sent, because the socket keeps its
+ * own copy), events come back packed in a Buffer (layout below), and the
+ * failure detail of a call is copied into a record on the calling thread.
+ */
+
+/* An event in the Buffer given to rlcn_engine_event (little-endian, as
+ * lib/engine_driver.js reads it):
+ *   0 int32 type      4 int32 status    8 uint64 op       16 uint64 owner
+ *  24 uint64 token   32 int64 validity  40 int64 count    48 uint32 name_len
+ *  52 uint32 msg_len 56 the message bytes (truncated to fit), no NUL
+ * The name is not copied: the driver knows an owner's lock by its owner id. */
+enum { EV_HEAD = 56 };
+
+static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+API rlc_engine *rlcn_engine_new(const char *nodes, const char *uuid, const char *options,
+                                struct rlcn_record *res)
+{
+    rlc_engine *e = NULL;
+    res->rc = rlc_engine_new(&e, nodes, uuid, options);
+    set_msg(res, res->rc);
+    return res->rc == RLC_OK ? e : NULL;
+}
+
+/* Node i's host (into res->msg) and port (res->value); the status. */
+API int rlcn_engine_node_address(rlc_engine *e, int node, struct rlcn_record *res)
+{
+    const char *host = NULL;
+    int port = 0;
+    res->rc = rlc_engine_node_address(e, node, &host, &port);
+    res->value = port;
+    if (res->rc == RLC_OK)
+        snprintf(res->msg, sizeof res->msg, "%s", host);
+    else
+        set_msg(res, res->rc);
+    return res->rc;
+}
+
+/* Copies up to cap of the bytes waiting for conn into buf and tells the
+ * engine they went out; returns how many. */
+API size_t rlcn_engine_take(rlc_engine *e, int conn, unsigned char *buf, size_t cap)
+{
+    const char *data = NULL;
+    size_t n = rlc_engine_pending(e, conn, &data);
+    if (n > cap)
+        n = cap;
+    if (n == 0)
+        return 0;
+    memcpy(buf, data, n);
+    rlc_engine_sent(e, conn, n);
+    return n;
+}
+
+/* kind 0 acquire, 1 release, 2 extend. The operation's id, or 0 with the
+ * status and rlc_errmsg() in res (the engine refused it at once). */
+API uint64_t rlcn_engine_start(rlc_engine *e, int kind, const char *name, size_t name_len,
+                               uint64_t owner, int64_t wait_ms, int64_t lease_ms, int64_t now_ms,
+                               struct rlcn_record *res)
+{
+    uint64_t op = 0;
+    switch (kind) {
+    case 0: res->rc = rlc_engine_acquire(e, name, name_len, owner, wait_ms, lease_ms, now_ms, &op); break;
+    case 1: res->rc = rlc_engine_release(e, name, name_len, owner, now_ms, &op); break;
+    case 2: res->rc = rlc_engine_extend(e, name, name_len, owner, lease_ms, now_ms, &op); break;
+    default:
+        res->rc = RLC_E_INVAL;
+        snprintf(res->msg, sizeof res->msg, "unknown engine operation %d", kind);
+        return 0;
+    }
+    set_msg(res, res->rc);
+    return res->rc == RLC_OK ? op : 0;
+}
+
+/* 1 and the next event packed into buf (cap >= EV_HEAD), or 0. */
+API int rlcn_engine_event(rlc_engine *e, unsigned char *buf, size_t cap)
+{
+    rlc_engine_event ev;
+    if (cap < EV_HEAD || !rlc_engine_next_event(e, &ev))
+        return 0;
+    size_t msg_len = ev.message ? strlen(ev.message) : 0;
+    if (msg_len > cap - EV_HEAD)
+        msg_len = cap - EV_HEAD;
+    put_u32(buf, (uint32_t)ev.type);
+    put_u32(buf + 4, (uint32_t)ev.status);
+    put_u64(buf + 8, ev.op);
+    put_u64(buf + 16, ev.owner);
+    put_u64(buf + 24, ev.token);
+    put_u64(buf + 32, (uint64_t)ev.validity_ms);
+    put_u64(buf + 40, (uint64_t)ev.count);
+    put_u32(buf + 48, (uint32_t)ev.name_len);
+    put_u32(buf + 52, (uint32_t)msg_len);
+    if (msg_len)
+        memcpy(buf + EV_HEAD, ev.message, msg_len);
+    return 1;
+}

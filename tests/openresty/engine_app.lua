@@ -1,0 +1,227 @@
+-- engine_app.lua - handlers for the non-blocking driver's checks
+-- (resty.redlockc on the engine; tests/openresty/run.sh):
+--   /e/hold?lock=&ms=&wait_ms=   acquires (watchdog), sleeps ms, and returns
+--                                WITHOUT releasing: finish_request() in the
+--                                log phase must release it
+--   /e/cycle?lock=&hold_ms=      acquire, sleep, release; says the owner
+--   /e/ping                      answers at once, no Redis
+--   /e/stats                     the engine client's ops in flight, open conns
+--   /e/lost?lock=                a watchdog hold whose key is deleted behind
+--                                its back: owned() turns false, release E_LOST
+--   /e/renew?lock=               a watchdog hold (1.5 s) kept 4 s by renewals
+--   /e/redlock?lock=&expect=     acquire + release over 3 nodes; how many
+--                                nodes had the key while held
+--   /e/selftest                  acquire/extend/release results in a request
+-- Clients: one per worker each (made in init_worker): `main` on REDIS_PORT,
+-- `fast` with a 1.5 s watchdog (renewals every 0.5 s), `red` over REDIS_PORT,
+-- REDIS_PORT2, REDIS_PORT3 (Redlock).
+
+local redlockc = require "resty.redlockc"
+
+local _M = {}
+local PORTS = { tonumber(os.getenv("REDIS_PORT")), tonumber(os.getenv("REDIS_PORT2")),
+                tonumber(os.getenv("REDIS_PORT3")) }
+local main, fast, red
+
+function _M.init_worker()
+  local uri = "redis://127.0.0.1:" .. PORTS[1]
+  main = assert(redlockc.client(uri, { io_timeout_ms = 1000, connect_timeout_ms = 1000 }))
+  fast = assert(redlockc.client(uri, { watchdog_timeout_ms = 1500 }))
+  if PORTS[2] and PORTS[3] then
+    red = assert(redlockc.client({ uri, "redis://127.0.0.1:" .. PORTS[2],
+                                   "redis://127.0.0.1:" .. PORTS[3] },
+                                 { node_timeout_ms = 200, io_timeout_ms = 300 }))
+  end
+end
+
+function _M.main() return main end
+
+-- One Redis command over a cosocket to node i (default 1).
+local function redis(i, ...)
+  local args = { ... }
+  local req = { "*", #args, "\r\n" }
+  for _, a in ipairs(args) do
+    a = tostring(a)
+    req[#req + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
+  end
+  local sock = ngx.socket.tcp()
+  sock:settimeout(3000)
+  assert(sock:connect("127.0.0.1", PORTS[i]))
+  assert(sock:send(table.concat(req)))
+  local line = assert(sock:receive("*l"))
+  local kind, rest = line:sub(1, 1), line:sub(2)
+  local value = rest
+  if kind == ":" then
+    value = tonumber(rest)
+  elseif kind == "-" then
+    error("redis: " .. line)
+  elseif kind == "$" then
+    local n = tonumber(rest)
+    value = n >= 0 and assert(sock:receive(n + 2)):sub(1, n) or nil
+  end
+  sock:setkeepalive(10000, 16)
+  return value
+end
+
+local function arg(name, default)
+  local v = ngx.var["arg_" .. name]
+  return v and v ~= "" and v or default
+end
+
+local function pid_of(owner)
+  return tostring(owner / 4294967296ULL):gsub("ULL$", "")
+end
+
+function _M.hold()
+  local lock = assert(main:lock(arg("lock", "or:e:hold")))
+  local ok, err, code = lock:acquire{ wait_ms = tonumber(arg("wait_ms", "0")) }
+  if not ok then
+    ngx.status = 503
+    return ngx.say("acquire: ", err, " (", code, ")")
+  end
+  ngx.say("held")
+  ngx.flush(true)
+  ngx.sleep(tonumber(arg("ms", "0")) / 1000)
+  ngx.say("returning without release")
+end
+
+function _M.cycle()
+  local lock = assert(main:lock(arg("lock", "or:e:cycle")))
+  local ok, err, code = lock:acquire{ wait_ms = tonumber(arg("wait_ms", "30000")) }
+  if not ok then
+    ngx.status = 503
+    return ngx.say("acquire: ", err, " (", code, ")")
+  end
+  local hold = tonumber(arg("hold_ms", "0"))
+  if hold > 0 then ngx.sleep(hold / 1000) end
+  local rok, rerr, rcode = lock:release()
+  if not rok then
+    ngx.status = 500
+    return ngx.say("release: ", rerr, " (", rcode, ")")
+  end
+  ngx.say("ok pid=", pid_of(lock.owner))
+end
+
+function _M.ping()
+  ngx.say("pong")
+end
+
+function _M.stats()
+  local s = main:stats()
+  ngx.say("ops=", s.ops, " conns_open=", s.conns_open, " pump=", tostring(s.pump))
+end
+
+function _M.lost()
+  local name = arg("lock", "or:e:lost")
+  local lock = assert(fast:lock(name))
+  assert(lock:acquire{ wait_ms = 0 })
+  local before = lock:owned()
+  redis(1, "DEL", name) -- taken away behind the holder's back
+  local seen = false
+  for _ = 1, 100 do -- 10 s at most; renewals come every 0.5 s
+    if not lock:owned() then seen = true break end
+    ngx.sleep(0.1)
+  end
+  local _, err, code = lock:release()
+  ngx.say("owned before=", tostring(before), " lost seen=", tostring(seen), " validity=",
+          lock:validity(), " release=", tostring(redlockc.errname(code)), " (", tostring(err), ")")
+end
+
+-- A watchdog hold (1.5 s lease) kept for 4 s: the pump's renewals keep it.
+function _M.renew()
+  local name = arg("lock", "or:e:renew")
+  local lock = assert(fast:lock(name))
+  assert(lock:acquire{ wait_ms = 0 })
+  ngx.sleep(4)
+  local pttl = redis(1, "PTTL", name)
+  local owned = lock:owned()
+  local ok, err = lock:release()
+  ngx.say("held 4 s: pttl>0=", tostring(pttl > 0), " owned=", tostring(owned), " release=",
+          tostring(ok or err))
+end
+
+function _M.redlock()
+  if not red then return ngx.say("no Redlock nodes") end
+  local name = arg("lock", "or:e:red")
+  local lock = assert(red:lock(name))
+  local ok, err, code = lock:acquire{ wait_ms = 2000 }
+  if not ok then
+    ngx.status = 503
+    return ngx.say("acquire: ", err, " (", tostring(redlockc.errname(code)), ")")
+  end
+  local have = 0
+  for i = 1, 3 do
+    local okq, n = pcall(redis, i, "EXISTS", name)
+    if okq and n == 1 then have = have + 1 end
+  end
+  local token = lock:fencing_token()
+  local rok, rerr, rcode = lock:release()
+  ngx.say("acquired nodes_with_key=", have, " token=", tostring(token), " release=",
+          tostring(rok or redlockc.errname(rcode)), rok and "" or (" " .. tostring(rerr)))
+end
+
+-- Results of the engine-driven calls in a request; one FAIL line per
+-- failed check, then "engine selftest done".
+function _M.selftest()
+  local function check(what, expected, ...)
+    local seen = table.concat({ tostring((select(1, ...))), tostring((select(2, ...))),
+                                tostring((select(3, ...))) }, " ")
+    if not seen:find(expected) then
+      ngx.say("FAIL ", what, ": expected /", expected, "/, saw ", seen)
+    end
+  end
+  -- status codes as pattern text ("-5" has a magic "-")
+  local E = setmetatable({}, { __index = function(_, k)
+    return (tostring(redlockc.errors[k]):gsub("%-", "%%-"))
+  end })
+  local name = "or:e:self"
+  local a = assert(main:lock(name))
+  check("acquire", "^true", a:acquire{ wait_ms = 0 })
+  check("reenter", "^true", a:acquire{ wait_ms = 0 })
+  check("hold_count 2", "^2 ", a:hold_count())
+  check("owned", "^true", a:owned())
+  check("the key has our field", "^2 ", tostring(redis(1, "HGET", name, main:uuid() .. ":"
+    .. tostring(a.owner):gsub("ULL$", ""))))
+  check("fencing token", "^%d+ ", a:fencing_token())
+  check("validity of a watchdog hold", "^%d+ ", a:validity())
+  local other = assert(main:lock(name, 99))
+  check("another owner: busy at once", "^nil busy " .. E.NOT_ACQUIRED, other:acquire{ wait_ms = 0 })
+  check("another owner: busy after 100 ms", "^nil busy " .. E.NOT_ACQUIRED,
+        other:acquire{ wait_ms = 100 })
+  check("another owner's release", "^nil .+ " .. E.E_NOT_OWNER, other:release())
+  check("extend to a fixed lease", "^true", a:extend(60000))
+  local ttl = redis(1, "PTTL", name)
+  check("its PTTL", "true", ttl > 50000 and ttl <= 60000)
+  check("validity after extend", "true", a:validity() > 50000)
+  check("release 1", "^true", a:release())
+  check("release 2", "^true", a:release())
+  check("key gone", "^0 ", tostring(redis(1, "EXISTS", name)))
+  check("release once more", "^nil .+ " .. E.E_NOT_OWNER, a:release())
+  check("hold_count 0", "^0 ", a:hold_count())
+  check("fixed lease", "^true", a:acquire{ wait_ms = 0, lease_ms = 30000 })
+  local pttl = redis(1, "PTTL", name)
+  check("its PTTL", "true", pttl > 20000 and pttl <= 30000)
+  a:close()
+  check("close released it", "^0 ", tostring(redis(1, "EXISTS", name)))
+  check("closed object", "^nil closed " .. E.E_CLOSED, a:acquire{ wait_ms = 0 })
+  check("locked (blocking twin)", "^false", other:locked())
+  check("bad name", "^nil .+ " .. E.E_INVAL, main:lock(""))
+  check("a fraction raises", "^false .*wait_ms must be an integer",
+        pcall(other.acquire, other, { wait_ms = 0.5 }))
+  -- a waiter woken by a release from another request of this worker
+  local b = assert(main:lock(name .. ":w", 1001))
+  assert(b:acquire{ wait_ms = 0 })
+  local t = ngx.thread.spawn(function()
+    local w = assert(main:lock(name .. ":w", 1002))
+    local ok, err = w:acquire{ wait_ms = 10000 }
+    if ok then w:release() end
+    return ok, err
+  end)
+  ngx.sleep(0.05)
+  check("release wakes the waiter", "^true", b:release())
+  local _, wok, werr = ngx.thread.wait(t)
+  check("the waiter got it", "^true", wok, werr)
+  ngx.say("engine selftest done")
+end
+
+return _M
