@@ -90,6 +90,7 @@ static PyObject *rlcpy_op_result(int status, uint64_t op)
 %nothread rlcpy_engine_extend;
 %nothread rlcpy_engine_cancel;
 %nothread rlcpy_engine_hold_count;
+%nothread rlcpy_engine_validity_ms;
 %nothread rlcpy_engine_flush;
 %nothread rlcpy_engine_step;
 
@@ -195,6 +196,16 @@ PyObject *rlcpy_engine_cancel(rlc_engine *e, uint64_t op, int64_t now_ms)
     return PyBool_FromLong(st == RLC_OK);
 }
 
+/* rlc_engine_validity_ms: ms the hold is certainly still held, or 0. */
+PyObject *rlcpy_engine_validity_ms(rlc_engine *e, PyObject *name, uint64_t owner, int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    return PyLong_FromLongLong((long long)rlc_engine_validity_ms(e, p, n, owner, now_ms));
+}
+
 PyObject *rlcpy_engine_hold_count(rlc_engine *e, PyObject *name, uint64_t owner)
 {
     const char *p;
@@ -209,7 +220,9 @@ PyObject *rlcpy_engine_hold_count(rlc_engine *e, PyObject *name, uint64_t owner)
  *   writes   [(conn, bytes)]: everything pending, already counted as sent
  *            (an asyncio transport takes every byte: it buffers what the
  *            socket does not); None when nothing is pending;
- *   wants    [conn]: the connections the engine wants open;
+ *   wants    [conn]: the connections the engine wants open (conn), and
+ *            those it gave up (-conn - 1: close the socket, then say
+ *            rlcpy_engine_closed);
  *   events   [event tuple]: every event, in order; None when there are none;
  *   deadline rlc_engine_deadline(): when to tick, or -1. */
 PyObject *rlcpy_engine_flush(rlc_engine *e)
@@ -219,8 +232,10 @@ PyObject *rlcpy_engine_flush(rlc_engine *e)
     if (!(wants = PyList_New(0)))
         goto fail;
     for (int k = 0; k < conns; k++) {
-        if (rlc_engine_want_open(e, k) == 1) {
-            if (!(item = PyLong_FromLong(k)) || PyList_Append(wants, item) < 0)
+        int want = rlc_engine_want_open(e, k);
+        if (want != 0) {
+            if (!(item = PyLong_FromLong(want > 0 ? k : -k - 1)) ||
+                PyList_Append(wants, item) < 0)
                 goto fail;
             Py_CLEAR(item);
         }

@@ -73,10 +73,8 @@ class _Conn(asyncio.Protocol):
             return
         try:
             r = _step(d.engine, self.k, data, d.now())
-        except Exception:  # ProtocolError: the engine counts conn as closed
-            del d.conns[self.k]
-            self.transport.abort()
-            d.apply(_flush(d.engine))
+        except Exception:  # ProtocolError: the engine gave conn up (want_open -1),
+            d.apply(_flush(d.engine))  # which the apply closes
             return
         d.apply(r)
 
@@ -155,8 +153,11 @@ class Driver:
                 if c is not None and c.transport is not None:
                     c.transport.write(data)
         for k in wants:
-            if k not in conns:
-                self._open(k)
+            if k >= 0:
+                if k not in conns:
+                    self._open(k)
+            else:
+                self._give_up(-k - 1)
         if events:
             self._dispatch(events)
         self._arm(deadline)
@@ -224,6 +225,16 @@ class Driver:
             _log.debug("redlockc.asyncio: connection %d to %s:%s failed: %r", c.k, host, port, e)
             _core.rlcpy_engine_closed(self.engine, c.k, self.now())
             self.apply(_flush(self.engine))
+
+    def _give_up(self, k):
+        """The engine gave connection k up (a stalled server, bytes not RESP)."""
+        c = self.conns.pop(k, None)
+        if c is None:
+            return
+        if c.transport is not None:
+            c.transport.abort()  # its connection_lost finds it gone from conns
+        _core.rlcpy_engine_closed(self.engine, k, self.now())
+        self.kick()
 
     def conn_gone(self, c):
         if self.conns.get(c.k) is not c:

@@ -409,6 +409,16 @@ class Lock:
             return 0
         return _core.rlcpy_engine_hold_count(d.engine, self._name, self._owner_id)
 
+    @property
+    def validity(self):
+        """Seconds (float) this owner's hold is still certainly held, by the loop's
+        clock (renewals move it on); 0.0 when not held, lost or expired. No I/O."""
+        d = self._client._driver
+        if d.engine is None or d.loop is None:
+            return 0.0
+        return _core.rlcpy_engine_validity_ms(d.engine, self._name, self._owner_id,
+                                              d.now()) / 1000
+
     def owned(self):
         """True if this owner holds it and it was not reported lost. No I/O."""
         return self.hold_count > 0 and self._lost_error is None
