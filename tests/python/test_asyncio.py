@@ -399,6 +399,29 @@ async def test_reconnects_after_a_server_restart(server, raw):
         await lock.release()
 
 
+async def test_a_stalled_server_is_given_up_then_reconnected(server):
+    async with aclient(server.uri, io_timeout=0.3, connect_timeout=0.3) as c:
+        lock = c.lock("paused")
+        async with lock:
+            pass
+        server.pause()
+        try:
+            with pytest.raises(aio.Error):
+                await asyncio.wait_for(lock.acquire(timeout=1), 10)
+        finally:
+            server.resume()
+        ok = False
+        for _ in range(20):  # the stalled attempt may be undone first
+            try:
+                ok = await asyncio.wait_for(lock.acquire(timeout=2), 10)
+                break
+            except aio.Error:
+                continue
+        assert ok, "acquired once the server answers again"
+        assert lock.validity > 0
+        await lock.release()
+
+
 # ---- resources ----------------------------------------------------------------------------
 
 async def test_waiting_tasks_start_no_threads(server, raw):
