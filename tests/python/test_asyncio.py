@@ -408,6 +408,10 @@ async def test_a_stalled_server_is_given_up_then_reconnected(server):
         try:
             with pytest.raises(aio.Error):
                 await asyncio.wait_for(lock.acquire(timeout=1), 10)
+            # The engine gives the silent connection up (want_open -1) after
+            # the call's deadline plus connect_timeout; the driver closes it.
+            assert await until(lambda: 0 not in c._driver.conns, timeout=5), \
+                "the stalled command connection was not given up"
         finally:
             server.resume()
         ok = False
