@@ -404,13 +404,15 @@ async def test_a_stalled_server_is_given_up_then_reconnected(server):
         lock = c.lock("paused")
         async with lock:
             pass
+        given_up, give_up = [], c._driver._give_up
+        c._driver._give_up = lambda k: (given_up.append(k), give_up(k))
         server.pause()
         try:
             with pytest.raises(aio.Error):
                 await asyncio.wait_for(lock.acquire(timeout=1), 10)
             # The engine gives the silent connection up (want_open -1) after
             # the call's deadline plus connect_timeout; the driver closes it.
-            assert await until(lambda: 0 not in c._driver.conns, timeout=5), \
+            assert await until(lambda: 0 in given_up, timeout=5), \
                 "the stalled command connection was not given up"
         finally:
             server.resume()
