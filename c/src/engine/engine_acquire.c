@@ -92,19 +92,28 @@ static void parse(struct node_reply *nr, const redisReply *r)
     }
 }
 
-/* When a loser should look again: it needs q free nodes; the nodes that did
- * not refuse are free (or ours, undone), so it waits until enough of the
- * refusing nodes' leases have run out. -1: unknown. */
-static int64_t sleep_for(const int64_t *busy_pttl, int busy, int n, int q)
+/* The token counts only once a quorum stores it (fencing): the granting
+ * nodes whose counter is below it get token_floor first. */
+static void start_floor(rlc_engine *e, struct eng_op *op, int stored, int k, int64_t now)
 {
-    int need = q - (n - busy);
-    if (need <= 0)
-        return 0;
-    int64_t v[RLC_MAX_NODES];
-    for (int i = 0; i < busy; i++)
-        v[i] = busy_pttl[i] < 0 ? INT64_MAX : busy_pttl[i];
-    int64_t t = quorum_kth_largest(v, busy, busy - need + 1, -1);
-    return t == INT64_MAX ? -1 : t;
+    struct hold *h = op->hold;
+    op->phase = P_FLOOR;
+    op->stored = stored;
+    op->floor_pending = k;
+    char floor[24];
+    const char *argv[2] = {h->lock->token_key, floor};
+    size_t lens[2] = {h->lock->token_key_len,
+                      (size_t)snprintf(floor, sizeof floor, "%llu",
+                                       (unsigned long long)op->token)};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
+    if (!cmd)
+        abort();
+    op->round_deadline = now + e->call_timeout_ms;
+    for (int i = 0; i < e->n; i++)
+        if (op->granted[i] && (uint64_t)op->rep[i].b < op->token)
+            op->reqs[i] = conn_send(e, i, R_FLOOR, op, &script_token_floor, cmd, false);
+    cmd_unref(cmd);
+    timer_set(e, &op->timer, T_OP, op, op->round_deadline);
 }
 
 static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
@@ -175,116 +184,78 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     int n = e->n, q = e->q;
-    int yes = 0, inner = 0, busy = 0, unanswered = 0, holders = 0;
-    int64_t busy_pttl[RLC_MAX_NODES];
-    const struct node_reply *holder_of[RLC_MAX_NODES];
-    int holder_nodes[RLC_MAX_NODES];
-    bool undo[RLC_MAX_NODES];
-    uint64_t token = 0;
+    struct quorum_vote votes[RLC_MAX_NODES];
     round_timeout(op, n);
     for (int i = 0; i < n; i++) {
         const struct node_reply *r = &op->rep[i];
-        op->granted[i] = false;
-        undo[i] = true; /* a yes, or no answer: it may hold our level */
-        if (r->status != RLC_OK) {
-            unanswered++;
-        } else if (r->a >= 1) {
-            yes++;
-            inner += r->inner;
-            op->granted[i] = true;
-            if ((uint64_t)r->b > token)
-                token = (uint64_t)r->b;
-        } else if (r->a == 0) {
-            undo[i] = false;
-            busy_pttl[busy++] = r->b;
-            int k = 0;
-            while (k < holders && !(holder_of[k]->holder_len == r->holder_len &&
-                                    (r->holder_len == 0 ||
-                                     memcmp(holder_of[k]->holder, r->holder, r->holder_len) == 0)))
-                k++;
-            if (k == holders) {
-                holder_of[holders] = r;
-                holder_nodes[holders++] = 0;
-            }
-            holder_nodes[k]++;
-        } else {
-            undo[i] = false; /* -1: undone before it ran; it did nothing */
-            unanswered++;
-        }
+        votes[i] = (struct quorum_vote){QV_NONE, 0, false, NULL, 0};
+        if (r->status != RLC_OK)
+            continue;
+        votes[i].kind = r->a >= 1 ? QV_YES : r->a == 0 ? QV_BUSY : QV_UNDONE;
+        votes[i].value = r->b;
+        votes[i].inner = r->inner;
+        votes[i].holder = r->holder;
+        votes[i].holder_len = r->holder_len;
     }
-    int64_t validity = quorum_validity_ms(op->lease, (now - op->started) * 1000000,
-                                          e->opts.drift_factor);
+    struct quorum_verdict vd;
+    quorum_decide(votes, n, op->nested, op->lease, (now - op->started) * 1000000,
+                  e->opts.drift_factor, &vd);
+    for (int i = 0; i < n; i++)
+        op->granted[i] = votes[i].kind == QV_YES;
     char msg[400] = "";
     int rc;
-    bool split = false;
     int64_t sleep_ms = 0;
-    if (yes >= q && op->nested && inner < q) {
+    switch (vd.outcome) {
+    case Q_OUTER_LOST:
         /* the hold this nests in is gone from a quorum: this acquire made a
          * new hold there; counting it as a level would let the owner's next
          * release free it while the owner still believes it holds (A7) */
-        send_undo(e, h, op->attempt, op->lease, undo);
+        send_undo(e, h, op->attempt, op->lease, vd.undo);
         h->lost = RLC_E_LOST;
         h->watchdog = false;
         renew_schedule(e, h);
-        snprintf(msg, sizeof msg,
-                 "lock '%.60s' was lost before this nested acquire: it expired or was taken; "
-                 "nothing was kept", h->lock->name);
         sub_leave(e, op);
-        eng_event_done(e, op, RLC_E_LOST, "%s", msg);
+        eng_event_done(e, op, RLC_E_LOST,
+                       "lock '%.60s' was lost before this nested acquire: it expired or was "
+                       "taken; nothing was kept", h->lock->name);
         op_finish(e, op, now);
         return;
-    }
-    if (yes >= q && validity > 0) {
-        op->token = token;
+    case Q_HELD: {
+        op->token = vd.token;
         int k = 0;
         for (int i = 0; i < n; i++)
-            if (op->granted[i] && (uint64_t)op->rep[i].b < token)
-                k++;
+            k += op->granted[i] && (uint64_t)op->rep[i].b < vd.token;
         if (n > 1 && !op->nested && k > 0) {
-            /* the token counts only once a quorum stores it (fencing) */
-            op->phase = P_FLOOR;
-            op->stored = yes - k;
-            op->floor_pending = k;
-            char floor[24];
-            const char *argv[2] = {h->lock->token_key, floor};
-            size_t lens[2] = {h->lock->token_key_len,
-                              (size_t)snprintf(floor, sizeof floor, "%llu",
-                                               (unsigned long long)token)};
-            struct rlc_cmd *cmd = cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
-            if (!cmd)
-                abort();
-            op->round_deadline = now + e->call_timeout_ms;
-            for (int i = 0; i < n; i++)
-                if (op->granted[i] && (uint64_t)op->rep[i].b < token)
-                    op->reqs[i] = conn_send(e, i, R_FLOOR, op, &script_token_floor, cmd, false);
-            cmd_unref(cmd);
-            timer_set(e, &op->timer, T_OP, op, op->round_deadline);
+            start_floor(e, op, vd.yes - k, k, now);
             return;
         }
         grant(e, op, now);
         return;
     }
-    if (yes >= q) {
+    case Q_LEASE_USED:
         rc = RLC_NOT_ACQUIRED;
         snprintf(msg, sizeof msg,
                  "lock '%.60s' was granted, but its %lld ms lease was used up by the %lld ms "
                  "the nodes took to answer (and the drift allowance); use a longer lease",
                  h->lock->name, (long long)op->lease, (long long)(now - op->started));
         sleep_ms = MIN_RETRY_MS;
-    } else if (yes + busy >= q) {
+        break;
+    case Q_BUSY:
         rc = RLC_NOT_ACQUIRED;
         snprintf(msg, sizeof msg, "lock '%.60s' is held by another owner", h->lock->name);
-        split = quorum_split_vote(n, q, yes, holder_nodes, holders, unanswered);
-        sleep_ms = sleep_for(busy_pttl, busy, n, q);
-    } else {
+        sleep_ms = vd.sleep_ms;
+        break;
+    default:
         rc = round_fail(e, op, msg, sizeof msg);
+        break;
     }
+    (void)q;
     bool any = false;
     for (int i = 0; i < n; i++)
-        any = any || undo[i];
+        any = any || vd.undo[i];
     if (any)
-        send_undo(e, h, op->attempt, op->lease, undo);
-    not_now(e, op, rc, split, sleep_ms, msg, now);
+        send_undo(e, h, op->attempt, op->lease, vd.undo);
+    not_now(e, op, rc, vd.outcome == Q_BUSY && vd.split, sleep_ms, msg, now);
 }
 
 static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)

@@ -4,6 +4,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "quorum.h"
 
@@ -48,4 +49,76 @@ bool quorum_split_vote(int n, int q, int yes, const int *holder_nodes, int holde
         if (holder_nodes[i] + unanswered >= q)
             return false;
     return true;
+}
+
+/* When a loser should look again: it needs q free nodes; the nodes that did
+ * not refuse are free (or ours, undone), so it waits until enough of the
+ * refusing nodes' leases have run out. -1: unknown (a holder without expiry). */
+static int64_t sleep_for(const int64_t *busy_pttl, int busy, int n, int q)
+{
+    int need = q - (n - busy);
+    if (need <= 0)
+        return 0;
+    int64_t v[QUORUM_MAX_NODES];
+    for (int i = 0; i < busy; i++)
+        v[i] = busy_pttl[i] < 0 ? INT64_MAX : busy_pttl[i];
+    int64_t t = quorum_kth_largest(v, busy, busy - need + 1, -1);
+    return t == INT64_MAX ? -1 : t;
+}
+
+static bool same_holder(const struct quorum_vote *a, const struct quorum_vote *b)
+{
+    size_t la = a->holder ? a->holder_len : 0, lb = b->holder ? b->holder_len : 0;
+    return la == lb && (la == 0 || memcmp(a->holder, b->holder, la) == 0);
+}
+
+void quorum_decide(const struct quorum_vote *v, int n, bool nested, int64_t lease_ms,
+                   int64_t elapsed_ns, double drift_factor, struct quorum_verdict *out)
+{
+    memset(out, 0, sizeof *out);
+    int q = quorum_of(n), inner = 0, holders = 0;
+    int64_t busy_pttl[QUORUM_MAX_NODES];
+    const struct quorum_vote *holder_of[QUORUM_MAX_NODES];
+    int holder_nodes[QUORUM_MAX_NODES];
+    for (int i = 0; i < n; i++) {
+        /* a yes, or no answer: the node may hold our level */
+        out->undo[i] = v[i].kind == QV_YES || v[i].kind == QV_NONE;
+        switch (v[i].kind) {
+        case QV_YES:
+            out->yes++;
+            inner += v[i].inner;
+            if ((uint64_t)v[i].value > out->token)
+                out->token = (uint64_t)v[i].value;
+            break;
+        case QV_BUSY: {
+            busy_pttl[out->busy++] = v[i].value;
+            int k = 0;
+            while (k < holders && !same_holder(holder_of[k], &v[i]))
+                k++;
+            if (k == holders) {
+                holder_of[holders] = &v[i];
+                holder_nodes[holders++] = 0;
+            }
+            holder_nodes[k]++;
+            break;
+        }
+        default:
+            out->unanswered++;
+            break;
+        }
+    }
+    out->validity_ms = quorum_validity_ms(lease_ms, elapsed_ns, drift_factor);
+    if (out->yes >= q && nested && inner < q) {
+        out->outcome = Q_OUTER_LOST;
+    } else if (out->yes >= q && out->validity_ms > 0) {
+        out->outcome = Q_HELD;
+    } else if (out->yes >= q) {
+        out->outcome = Q_LEASE_USED;
+    } else if (out->yes + out->busy >= q) {
+        out->outcome = Q_BUSY;
+        out->split = quorum_split_vote(n, q, out->yes, holder_nodes, holders, out->unanswered);
+        out->sleep_ms = sleep_for(busy_pttl, out->busy, n, q);
+    } else {
+        out->outcome = Q_OUTAGE;
+    }
 }

@@ -31,4 +31,46 @@ int64_t quorum_kth_largest(int64_t *v, int n, int k, int64_t fallback);
 bool quorum_split_vote(int n, int q, int yes, const int *holder_nodes, int holders,
                        int unanswered);
 
+/* ---- the verdict of one acquire round ------------------------------------ */
+
+#define QUORUM_MAX_NODES 64
+
+enum quorum_kind {
+    QV_NONE = 0, /* no usable answer: cut, timed out, an error reply */
+    QV_YES,      /* granted: value = the node's token */
+    QV_BUSY,     /* held by holder: value = its pttl (-1: no expiry) */
+    QV_UNDONE    /* the attempt was undone before it arrived: it did nothing */
+};
+
+struct quorum_vote {
+    int kind;
+    int64_t value;
+    bool inner;          /* QV_YES of a nested acquire: the outer level is in this life */
+    const char *holder;  /* QV_BUSY: the holder's field ("" or NULL unknown) */
+    size_t holder_len;
+};
+
+enum quorum_outcome {
+    Q_HELD = 1,      /* a quorum granted it in time */
+    Q_OUTER_LOST,    /* nested, but the hold it nests in is gone on a quorum */
+    Q_LEASE_USED,    /* granted, but the lease was used up by the answers' time */
+    Q_BUSY,          /* another owner holds it (or the vote split) */
+    Q_OUTAGE         /* too few answers to say */
+};
+
+struct quorum_verdict {
+    int outcome;
+    int yes, busy, unanswered;
+    uint64_t token;   /* Q_HELD: the largest token of the granting nodes */
+    int64_t validity_ms;
+    bool split;       /* Q_BUSY: contenders split the vote: retry after a jitter */
+    int64_t sleep_ms; /* Q_BUSY: when enough holders' leases end (-1 unknown) */
+    bool undo[QUORUM_MAX_NODES]; /* nodes that may hold our level if it is not kept */
+};
+
+/* Decides an acquire round over n nodes from their votes. Pure: the engine
+ * and the tests call it the same way (tests/c/test_quorum.c). */
+void quorum_decide(const struct quorum_vote *v, int n, bool nested, int64_t lease_ms,
+                   int64_t elapsed_ns, double drift_factor, struct quorum_verdict *out);
+
 #endif

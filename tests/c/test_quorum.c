@@ -1,0 +1,156 @@
+/*
+ * test_quorum.c - the quorum decisions (c/src/engine/quorum.c) alone: pure
+ * functions, no Redis. Every acquire round of the engine ends in
+ * quorum_decide; these cases pin what each mix of votes means.
+ */
+#include "check.h"
+#include "quorum.h"
+
+#define LEASE 30000
+#define DRIFT 0.01
+
+static struct quorum_vote yes(int64_t token) { return (struct quorum_vote){QV_YES, token, true, NULL, 0}; }
+static struct quorum_vote busy(const char *holder, int64_t pttl)
+{
+    return (struct quorum_vote){QV_BUSY, pttl, false, holder, strlen(holder)};
+}
+static struct quorum_vote none(void) { return (struct quorum_vote){QV_NONE, 0, false, NULL, 0}; }
+
+TEST(one_node_yes_is_held_with_its_token)
+{
+    struct quorum_vote v[1] = {yes(7)};
+    struct quorum_verdict d;
+    quorum_decide(v, 1, false, LEASE, 2000000, DRIFT, &d);
+    CHECK(d.outcome == Q_HELD, "outcome %d", d.outcome);
+    CHECK(d.token == 7, "token %llu", (unsigned long long)d.token);
+    CHECK(d.validity_ms == LEASE - 2 - quorum_drift_ms(LEASE, DRIFT), "validity %lld",
+          (long long)d.validity_ms);
+done:;
+}
+
+TEST(one_node_busy_sleeps_until_the_holders_lease_ends_and_undoes_nothing)
+{
+    struct quorum_vote v[1] = {busy("u:1", 1234)};
+    struct quorum_verdict d;
+    quorum_decide(v, 1, false, LEASE, 1000000, DRIFT, &d);
+    CHECK(d.outcome == Q_BUSY && !d.split, "outcome %d split %d", d.outcome, d.split);
+    CHECK(d.sleep_ms == 1234, "sleep %lld", (long long)d.sleep_ms);
+    CHECK(!d.undo[0], "a busy node ran nothing of ours");
+done:;
+}
+
+TEST(no_answer_is_an_outage_and_is_undone)
+{
+    struct quorum_vote v[1] = {none()};
+    struct quorum_verdict d;
+    quorum_decide(v, 1, false, LEASE, 0, DRIFT, &d);
+    CHECK(d.outcome == Q_OUTAGE, "outcome %d", d.outcome);
+    CHECK(d.undo[0], "a node that did not answer may hold our level");
+done:;
+}
+
+TEST(two_of_three_is_a_quorum_and_the_token_is_the_largest)
+{
+    struct quorum_vote v[3] = {yes(4), none(), yes(9)};
+    struct quorum_verdict d;
+    quorum_decide(v, 3, false, LEASE, 3000000, DRIFT, &d);
+    CHECK(d.outcome == Q_HELD && d.yes == 2 && d.unanswered == 1, "outcome %d", d.outcome);
+    CHECK(d.token == 9, "token %llu", (unsigned long long)d.token);
+done:;
+}
+
+TEST(one_of_three_with_two_other_holders_is_a_split_vote)
+{
+    struct quorum_vote v[3] = {yes(1), busy("a:1", 500), busy("b:1", 800)};
+    struct quorum_verdict d;
+    quorum_decide(v, 3, false, LEASE, 1000000, DRIFT, &d);
+    CHECK(d.outcome == Q_BUSY && d.split, "outcome %d split %d", d.outcome, d.split);
+    CHECK(d.undo[0] && !d.undo[1] && !d.undo[2], "only our yes is undone");
+done:;
+}
+
+TEST(one_of_three_with_one_holder_on_two_is_not_a_split)
+{
+    struct quorum_vote v[3] = {yes(1), busy("a:1", 500), busy("a:1", 800)};
+    struct quorum_verdict d;
+    quorum_decide(v, 3, false, LEASE, 1000000, DRIFT, &d);
+    CHECK(d.outcome == Q_BUSY && !d.split, "one owner may hold it: sleep, do not spin");
+    /* it needs 2 free nodes: node 0 is free; one more lease must end: 500 */
+    CHECK(d.sleep_ms == 500, "sleep %lld", (long long)d.sleep_ms);
+done:;
+}
+
+TEST(an_unanswered_node_may_give_a_holder_its_quorum)
+{
+    struct quorum_vote v[3] = {yes(1), busy("a:1", 500), none()};
+    struct quorum_verdict d;
+    quorum_decide(v, 3, false, LEASE, 1000000, DRIFT, &d);
+    CHECK(d.outcome == Q_OUTAGE || (d.outcome == Q_BUSY && !d.split),
+          "a:1 plus the silent node could be a quorum: no split; outcome %d", d.outcome);
+    CHECK(d.undo[0] && d.undo[2] && !d.undo[1], "undo the yes and the silent node");
+done:;
+}
+
+TEST(granted_too_late_is_not_held)
+{
+    struct quorum_vote v[1] = {yes(3)};
+    struct quorum_verdict d;
+    quorum_decide(v, 1, false, 100, 99000000, DRIFT, &d);
+    CHECK(d.outcome == Q_LEASE_USED, "outcome %d", d.outcome);
+    CHECK(d.undo[0], "the level must be undone");
+done:;
+}
+
+TEST(nested_acquire_whose_outer_hold_is_gone_is_lost)
+{
+    struct quorum_vote v[3] = {yes(2), yes(2), yes(2)};
+    v[0].inner = v[1].inner = false;
+    struct quorum_verdict d;
+    quorum_decide(v, 3, true, LEASE, 1000000, DRIFT, &d);
+    CHECK(d.outcome == Q_OUTER_LOST, "outcome %d", d.outcome);
+    v[0].inner = true;
+    quorum_decide(v, 3, true, LEASE, 1000000, DRIFT, &d);
+    CHECK(d.outcome == Q_HELD, "two inner of three is a quorum: outcome %d", d.outcome);
+done:;
+}
+
+TEST(holder_without_expiry_gives_an_unknown_sleep)
+{
+    struct quorum_vote v[1] = {busy("a:1", -1)};
+    struct quorum_verdict d;
+    quorum_decide(v, 1, false, LEASE, 0, DRIFT, &d);
+    CHECK(d.outcome == Q_BUSY && d.sleep_ms == -1, "sleep %lld", (long long)d.sleep_ms);
+done:;
+}
+
+TEST(undone_before_arrival_counts_as_no_vote_and_needs_no_undo)
+{
+    struct quorum_vote v[3] = {yes(1), yes(1), {QV_UNDONE, 0, false, NULL, 0}};
+    struct quorum_verdict d;
+    quorum_decide(v, 3, false, LEASE, 0, DRIFT, &d);
+    CHECK(d.outcome == Q_HELD && !d.undo[2], "outcome %d", d.outcome);
+done:;
+}
+
+TEST(arithmetic)
+{
+    CHECK(quorum_of(1) == 1 && quorum_of(2) == 2 && quorum_of(3) == 2 && quorum_of(5) == 3,
+          "quorum_of");
+    CHECK(quorum_drift_ms(30000, 0.01) == 302, "drift %lld", (long long)quorum_drift_ms(30000, 0.01));
+    CHECK(quorum_validity_ms(1000, 1, 0.01) == 1000 - 1 - 12, "elapsed rounds up");
+    int64_t v[4] = {5, 1, 9, 3};
+    CHECK(quorum_kth_largest(v, 4, 2, -1) == 5, "2nd largest");
+    CHECK(quorum_kth_largest(v, 4, 5, -7) == -7, "fallback");
+done:;
+}
+
+RUN_TESTS(CASE(one_node_yes_is_held_with_its_token),
+          CASE(one_node_busy_sleeps_until_the_holders_lease_ends_and_undoes_nothing),
+          CASE(no_answer_is_an_outage_and_is_undone),
+          CASE(two_of_three_is_a_quorum_and_the_token_is_the_largest),
+          CASE(one_of_three_with_two_other_holders_is_a_split_vote),
+          CASE(one_of_three_with_one_holder_on_two_is_not_a_split),
+          CASE(an_unanswered_node_may_give_a_holder_its_quorum), CASE(granted_too_late_is_not_held),
+          CASE(nested_acquire_whose_outer_hold_is_gone_is_lost),
+          CASE(holder_without_expiry_gives_an_unknown_sleep),
+          CASE(undone_before_arrival_counts_as_no_vote_and_needs_no_undo), CASE(arithmetic))
