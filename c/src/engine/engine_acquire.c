@@ -47,7 +47,7 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
         round_send_sync(e, op);
 }
 
-void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
+static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     if (h->lost && h->count > 0) {
@@ -339,7 +339,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     not_now(e, op, RLC_NOT_ACQUIRED, false, MIN_RETRY_MS, msg, now);
 }
 
-void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
+static void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
                    const char *msg, int64_t now)
 {
     if (op->phase == P_FLOOR) {
@@ -359,7 +359,7 @@ void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply 
         decide(e, op, now);
 }
 
-void acquire_timer(rlc_engine *e, struct eng_op *op, int64_t now)
+static void acquire_timer(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     switch (op->phase) {
     case P_ROUND:
@@ -381,7 +381,7 @@ void acquire_timer(rlc_engine *e, struct eng_op *op, int64_t now)
     }
 }
 
-void acquire_wake(rlc_engine *e, struct eng_op *op, int64_t now)
+static void acquire_wake(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     if (op->phase != P_WAIT) {
         op->woken = false; /* it is trying already; the wake goes to nobody */
@@ -406,3 +406,15 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
                    h->lock->name);
     op_finish(e, op, now);
 }
+
+/* Ended from below (a refused SUBSCRIBE): nothing was taken while it slept. */
+static void acquire_abort(rlc_engine *e, struct eng_op *op, int status, const char *why,
+                          int64_t now)
+{
+    sub_leave(e, op);
+    eng_event_done(e, op, status, "%s", why);
+    op_finish(e, op, now);
+}
+
+const struct op_class op_acquire_class = {acquire_start, acquire_reply, acquire_timer,
+                                          acquire_wake, acquire_abort};

@@ -13,6 +13,21 @@
 #include "engine_int.h"
 #include "quorum.h"
 
+/* xorshift64*: seeded from the client's UUID, so a simulation replays */
+uint64_t eng_random(rlc_engine *e)
+{
+    e->rng ^= e->rng >> 12;
+    e->rng ^= e->rng << 25;
+    e->rng ^= e->rng >> 27;
+    return e->rng * 0x2545F4914F6CDD1DULL;
+}
+
+/* "<uuid>:<hex seq>": an attempt's id, never reused by this engine. */
+int eng_attempt_name(const rlc_engine *e, uint64_t attempt, char *buf, size_t size)
+{
+    return snprintf(buf, size, "%s:%llx", e->uuid, (unsigned long long)attempt);
+}
+
 static uint64_t hash(const char *s, size_t len)
 {
     uint64_t h = 1469598103934665603ULL; /* FNV-1a */
@@ -318,14 +333,6 @@ void lock_free_all(rlc_engine *e)
             struct hold *h = l->holds;
             while (h) {
                 struct hold *hn = h->next;
-                struct eng_op *op = h->ops_head;
-                while (op) {
-                    struct eng_op *on = op->next;
-                    op_free(op);
-                    op = on;
-                }
-                if (h->renewing)
-                    op_free(h->renewing);
                 hold_free(h);
                 h = hn;
             }

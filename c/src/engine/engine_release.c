@@ -69,7 +69,7 @@ static bool take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool r
     return true;
 }
 
-void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
+static void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     if (take_lost(e, op, "release", true, now))
@@ -129,7 +129,7 @@ static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     finish(e, op, rc, msg, now);
 }
 
-void release_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
+static void release_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
                    const char *msg, int64_t now)
 {
     const redisReply *ok = round_note(op, node, r, status, msg);
@@ -143,17 +143,11 @@ void release_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply 
         release_decide(e, op, now);
 }
 
-void release_timer(rlc_engine *e, struct eng_op *op, int64_t now)
-{
-    if (op->kind == OP_RELEASE)
-        release_decide(e, op, now);
-    else
-        extend_decide(e, op, now);
-}
+
 
 /* ---- extend ---------------------------------------------------------------- */
 
-void extend_start(rlc_engine *e, struct eng_op *op, int64_t now)
+static void extend_start(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     if (take_lost(e, op, "extend", false, now))
@@ -174,7 +168,7 @@ void extend_start(rlc_engine *e, struct eng_op *op, int64_t now)
     cmd_unref(cmd);
 }
 
-void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
+static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     int yes = 0, gone = 0;
@@ -228,21 +222,14 @@ void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     finish(e, op, rc, msg, now);
 }
 
-void extend_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
+static void extend_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
                   const char *msg, int64_t now)
 {
-    const redisReply *ok = round_note(op, node, r, status, msg);
-    if (ok && ok->type == REDIS_REPLY_ARRAY && ok->elements == 1 &&
-        ok->element[0]->type == REDIS_REPLY_INTEGER) {
-        op->rep[node].a = ok->element[0]->integer;
-    } else if (ok) {
-        op->rep[node].status = RLC_E_PROTOCOL;
-        op->rep[node].err = strdup("unexpected reply to the renew script");
-    }
-    if (op->answered == e->n) {
-        if (op->kind == OP_RENEW)
-            renew_decide(e, op, now);
-        else
-            extend_decide(e, op, now);
-    }
+    round_note_renew(op, node, r, status, msg);
+    if (op->answered == e->n)
+        extend_decide(e, op, now);
 }
+
+const struct op_class op_release_class = {release_start, release_reply, release_decide, NULL,
+                                          NULL};
+const struct op_class op_extend_class = {extend_start, extend_reply, extend_decide, NULL, NULL};

@@ -229,3 +229,17 @@ void round_timeout(struct eng_op *op, int n)
         }
     }
 }
+
+/* The renew script's reply for one hold: {1} renewed, {0} gone. */
+void round_note_renew(struct eng_op *op, int node, const redisReply *r, int status,
+                      const char *msg)
+{
+    const redisReply *ok = round_note(op, node, r, status, msg);
+    if (ok && ok->type == REDIS_REPLY_ARRAY && ok->elements == 1 &&
+        ok->element[0]->type == REDIS_REPLY_INTEGER) {
+        op->rep[node].a = ok->element[0]->integer;
+    } else if (ok) {
+        op->rep[node].status = RLC_E_PROTOCOL;
+        op->rep[node].err = strdup("unexpected reply to the renew script");
+    }
+}
