@@ -57,7 +57,9 @@ static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
                                           e->next_attempt, h->levels + (h->n_levels ? 1 : 0),
                                           h->n_levels ? h->n_levels - 1 : 0);
         for (int i = 0; i < e->n; i++)
-            conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true);
+            /* it may leave a level of this owner at its lease (E8) */
+            hold_mark_ttl(h, conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true),
+                          h->lease_ms);
         cmd_unref(cmd);
         h->count = 0;
         h->n_levels = 0;
@@ -131,7 +133,7 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
         bool all[RLC_MAX_NODES];
         for (int i = 0; i < e->n; i++)
             all[i] = true;
-        send_undo(e, h, op->attempt, op->lease, all, op->nested);
+        send_undo(e, h, op->attempt, op->lease, all);
         char msg[300];
         if (op->nested) {
             h->lost = RLC_E_LOST;
@@ -254,7 +256,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         /* the hold this nests in is gone from a quorum: this acquire made a
          * new hold there; counting it as a level would let the owner's next
          * release free it while the owner still believes it holds (A7) */
-        send_undo(e, h, op->attempt, op->lease, vd.undo, op->nested);
+        send_undo(e, h, op->attempt, op->lease, vd.undo);
         h->lost = RLC_E_LOST;
         h->watchdog = false;
         renew_schedule(e, h);
@@ -306,7 +308,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     for (int i = 0; i < n; i++)
         any = any || vd.undo[i];
     if (any)
-        send_undo(e, h, op->attempt, op->lease, vd.undo, op->nested);
+        send_undo(e, h, op->attempt, op->lease, vd.undo);
     not_now(e, op, rc, vd.outcome == Q_BUSY && vd.split, sleep_ms, msg, now);
 }
 
@@ -331,7 +333,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     bool undo[RLC_MAX_NODES];
     for (int i = 0; i < e->n; i++)
         undo[i] = may_hold(op, i);
-    send_undo(e, h, op->attempt, op->lease, undo, op->nested);
+    send_undo(e, h, op->attempt, op->lease, undo);
     char msg[300];
     snprintf(msg, sizeof msg,
              "lock '%.60s' was granted, but its fencing token could not be stored on a quorum "
@@ -399,7 +401,7 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
         for (int i = 0; i < e->n; i++)
             undo[i] = may_hold(op, i);
         round_abandon(op);
-        send_undo(e, h, op->attempt, op->lease, undo, op->nested);
+        send_undo(e, h, op->attempt, op->lease, undo);
     }
     sub_leave(e, op);
     eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",

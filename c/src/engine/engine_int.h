@@ -93,8 +93,10 @@ struct conn {
 struct ttl_mark {
     struct ttl_mark *next, *prev;
     struct hold *hold;
-    struct req *req;    /* NULL once the request is gone unanswered */
+    struct req *req;    /* NULL once the request is gone */
     int64_t ttl;
+    int64_t answered_at; /* -1 pending; else it ran before this time, and still
+                            counts for a round that started before it */
 };
 
 struct hold {
@@ -293,8 +295,9 @@ struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool cr
 void hold_maybe_free(rlc_engine *e, struct hold *h);
 bool hold_push_level(struct hold *h, uint64_t attempt);
 void hold_mark_ttl(struct hold *h, struct req *r, int64_t ttl);
-void req_answered(struct req *r);
-void req_gone(struct req *r, bool reached);
+void req_answered(rlc_engine *e, struct req *r);
+void hold_prune_marks(rlc_engine *e, struct hold *h);
+void req_gone(rlc_engine *e, struct req *r, bool reached);
 int64_t hold_valid_until(const struct hold *h, int64_t started, int64_t lease, double drift);
 uint64_t hold_pop_level(struct hold *h);
 void lock_free_all(rlc_engine *e);
@@ -336,6 +339,6 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
 struct rlc_cmd *cmd_release(const rlc_engine *e, const struct hold *h, uint64_t level,
                             uint64_t upto, const uint64_t *extra, int64_t n_extra);
 void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
-               const bool *which, bool nested);
+               const bool *which);
 
 #endif

@@ -185,10 +185,11 @@ void op_finish(rlc_engine *e, struct eng_op *op, int64_t now)
     e->n_ops--;
     op_free(op);
     struct eng_op *next = h->ops_head;
-    if (next && next->phase == P_QUEUED)
+    if (next && next->phase == P_QUEUED) {
         op_start(e, next, now);
-    else
-        hold_maybe_free(e, h);
+    } else {
+        hold_prune_marks(e, h); /* frees h when nothing keeps it */
+    }
 }
 
 /* A reply (or its absence: reply NULL, status why) reaches the round that

@@ -52,7 +52,9 @@ static bool take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool r
         struct rlc_cmd *cmd = cmd_release(e, h, h->levels[0], e->next_attempt, h->levels + 1,
                                           h->n_levels - 1);
         for (int i = 0; i < e->n; i++)
-            conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true);
+            /* it may leave a level of this owner at its lease (E8) */
+            hold_mark_ttl(h, conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true),
+                          h->lease_ms);
         cmd_unref(cmd);
         h->n_levels = 0;
     }
@@ -83,6 +85,7 @@ static void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
     op->had_hold = true;
     op->level = hold_pop_level(h);
     uint64_t upto = h->count == 1 ? e->next_attempt : 0;
+    op->lease = h->lease_ms; /* what the release leaves a level still held (its mark) */
     op->phase = P_ROUND;
     round_begin(e, op, now);
     struct rlc_cmd *cmd = cmd_release(e, h, op->level, upto, NULL, 0);
