@@ -63,22 +63,6 @@ struct attempt {
     bool split;       /* we got votes but not a quorum, and no other owner can have one */
 };
 
-/* When should a loser look again? It needs q free nodes; the nodes that did
- * not refuse are free (or ours, undone), so it waits until enough of the
- * refusing nodes' leases have run out. */
-static int64_t sleep_for(const int64_t *busy_pttl, int busy, int n, int q)
-{
-    int need = q - (n - busy);
-    if (need <= 0)
-        return 0;
-    int64_t v[RLC_MAX_NODES];
-    for (int i = 0; i < busy; i++)
-        v[i] = busy_pttl[i] < 0 ? INT64_MAX : busy_pttl[i];
-    /* the need-th smallest = the (busy - need + 1)-th largest */
-    int64_t t = quorum_kth_largest(v, busy, busy - need + 1, -1);
-    return t == INT64_MAX ? -1 : t;
-}
-
 /* Records a granted acquisition in h (under mu). Returns whether the
  * watchdog thread must wake up to renew it in time. */
 static bool record_grant(rlc_client *c, struct hold *h, bool watchdog, int64_t lease,
@@ -219,70 +203,57 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
         restart_guard_collect(c, info, lease, guarded, guard_why, sizeof guard_why,
                               &guard_wait_ms);
     int64_t elapsed_ns = rlc_now_ns() - f.started_ns;
-    int not_counted = 0;
-
-    int yes = 0, inner = 0, busy = 0, unanswered = 0, holders = 0;
-    uint64_t token = 0, tokens[RLC_MAX_NODES];
-    bool granted[RLC_MAX_NODES], undo[RLC_MAX_NODES];
-    int64_t busy_pttl[RLC_MAX_NODES];
-    const struct acquire_reply *holder_of[RLC_MAX_NODES];
+    /* Each node's answer as a vote; quorum_decide (quorum.c, shared with the
+     * engine) gives the verdict. A guarded node's yes (restart guard) may
+     * hold the key, so it is undone, but it does not count. */
+    struct quorum_vote votes[RLC_MAX_NODES];
     struct acquire_reply replies[RLC_MAX_NODES];
-    int holder_nodes[RLC_MAX_NODES];
+    uint64_t tokens[RLC_MAX_NODES];
+    bool granted[RLC_MAX_NODES];
+    int not_counted = 0, granting = 0;
     for (int i = 0; i < n; i++) {
         const redisReply *r = fanout_reply(&f, i);
         struct acquire_reply *ar = &replies[i];
+        votes[i] = (struct quorum_vote){QV_NONE, 0, false, NULL, 0};
         granted[i] = false;
-        /* Every node that may have run it is undone if the round fails: one
-         * that said yes, and one whose answer we do not have. */
-        undo[i] = true;
-        if (!r || !parse_acquire(r, ar)) {
-            unanswered++;
+        if (!r || !parse_acquire(r, ar))
+            continue;
+        if (ar->count >= 1 && guarded[i]) {
+            not_counted++;
             continue;
         }
-        if (ar->count >= 1 && guarded[i]) {
-            not_counted++; /* it may hold the key, but its vote does not count */
-        } else if (ar->count >= 1) {
-            yes++;
-            inner += ar->inner;
-            granted[i] = true;
-            tokens[i] = (uint64_t)ar->x;
-            if ((uint64_t)ar->x > token)
-                token = (uint64_t)ar->x;
-        } else if (ar->count == 0) {
-            undo[i] = false;
-            busy_pttl[busy++] = ar->x;
-            int k = 0;
-            while (k < holders && !(holder_of[k]->holder_len == ar->holder_len &&
-                                    memcmp(holder_of[k]->holder, ar->holder, ar->holder_len) == 0))
-                k++;
-            if (k == holders) {
-                holder_of[holders] = ar;
-                holder_nodes[holders++] = 0;
-            }
-            holder_nodes[k]++;
-        } else {
-            unanswered++; /* cannot happen: the id is new */
-        }
+        votes[i].kind = ar->count >= 1 ? QV_YES : ar->count == 0 ? QV_BUSY : QV_UNDONE;
+        votes[i].value = ar->x;
+        votes[i].inner = ar->inner;
+        votes[i].holder = ar->holder;
+        votes[i].holder_len = ar->holder_len;
+        granted[i] = votes[i].kind == QV_YES;
+        tokens[i] = (uint64_t)ar->x;
+        granting += granted[i];
     }
 
     /* sync_replicas: a grant counts only once WAIT says enough replicas have
      * it; WAIT goes on the owner's connection, right behind the acquire */
     int unsynced = 0;
-    if (c->opts.sync_replicas > 0 && yes > 0) {
+    if (c->opts.sync_replicas > 0 && granting > 0) {
         unsynced = sync_replicas_check(c, owner, granted, n);
-        yes -= unsynced;
         for (int i = 0; i < n; i++)
-            if (!granted[i] && replies[i].count >= 1 && !guarded[i] && fanout_reply(&f, i))
-                inner -= replies[i].inner;
+            if (votes[i].kind == QV_YES && !granted[i])
+                votes[i].kind = QV_NONE; /* not counted, undone */
         elapsed_ns = rlc_now_ns() - f.started_ns;
     }
 
+    struct quorum_verdict vd;
+    quorum_decide(votes, n, nested, lease, elapsed_ns, c->opts.drift_factor, &vd);
+    uint64_t token = vd.token;
+    const bool *undo = vd.undo;
+    int yes = vd.yes;
+
     int rc;
     bool wake = false;
-    int64_t validity = quorum_validity_ms(lease, elapsed_ns, c->opts.drift_factor);
     char name[80];
     bool outer_lost = false;
-    if (yes >= q && nested && inner < q) {
+    if (vd.outcome == Q_OUTER_LOST) {
         /* The hold this nests in is gone from a quorum (it expired): this
          * acquire made a new hold there. Counting it as one more level
          * would let the owner's next release free those nodes while it
@@ -291,7 +262,7 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
         rc = rlc_fail(RLC_E_LOST,
                       "lock '%s' was lost before this nested acquire: it expired or was "
                       "taken; nothing was kept", lock_shown(l, name, sizeof name));
-    } else if (yes >= q && validity > 0) {
+    } else if (vd.outcome == Q_HELD) {
         rc = RLC_OK;
         /* A new hold's token counts only once a quorum stores it (fence.c);
          * the round that stores it is part of the acquire's elapsed time. */
@@ -307,7 +278,7 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
             a->split = false;
             a->sleep_ms = 0;
         }
-    } else if (yes >= q) {
+    } else if (vd.outcome == Q_LEASE_USED) {
         rc = rlc_fail(RLC_NOT_ACQUIRED,
                       "lock '%s' was granted, but its %lld ms lease was used up by the %lld ms "
                       "the nodes took to answer (and the drift allowance); use a longer lease",
@@ -322,11 +293,11 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
                       yes, q, guard_why);
         a->split = false;
         a->sleep_ms = guard_wait_ms;
-    } else if (yes + busy >= q) {
+    } else if (vd.outcome == Q_BUSY) {
         rc = rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner",
                       lock_shown(l, name, sizeof name));
-        a->split = quorum_split_vote(n, q, yes, holder_nodes, holders, unanswered);
-        a->sleep_ms = sleep_for(busy_pttl, busy, n, q);
+        a->split = vd.split;
+        a->sleep_ms = vd.sleep_ms;
     } else {
         rc = unsynced > 0 ? sync_replicas_fail(c, l, unsynced) : fanout_fail(c, &f, l->key);
     }
