@@ -193,6 +193,7 @@ struct pipe {
     int client, conn, node;
     enum pipe_state state;
     bool told;            /* the client was told it is closed (or closed it) */
+    bool authed, selected; /* node side: AUTH and SELECT came (password schedules) */
     int keep;             /* after a cut: forward segments the node still reads */
     struct seg *fh, *ft;  /* to the node */
     struct seg *bh, *bt;  /* to the client */
@@ -243,7 +244,7 @@ struct stats {
     long overlaps, tokens, residue, liveness, protocol, contract;
     long grants, busy, failed, canceled, lost, extends, releases;
     long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes;
-    long commands, messages, events;
+    long commands, messages, events, claims;
 };
 
 struct config {
@@ -254,6 +255,8 @@ struct config {
                            dropped connections are noticed (see liveness) */
     int rounds;
     bool faults;
+    const char *prefix;   /* key_prefix ("" or "app:") */
+    bool password;        /* nodes want AUTH and SELECT 3 */
 };
 
 static struct {
@@ -769,6 +772,26 @@ static void node_exec(int p, redisReply *r, struct buf *out)
         }
     redisReply **a = r->element;
     size_t argc = r->elements;
+    if (S.cfg.password && !pp->authed) {
+        if (is(a[0], "auth") && argc >= 2 && a[argc - 1]->len == 6 &&
+            memcmp(a[argc - 1]->str, "s3cret", 6) == 0) {
+            pp->authed = true;
+            buf_printf(out, "+OK\r\n");
+        } else if (is(a[0], "auth")) {
+            buf_printf(out, "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+            S.st.protocol++;
+        } else {
+            buf_printf(out, "-NOAUTH Authentication required.\r\n");
+            S.st.protocol++; /* the handshake must come first */
+        }
+        goto done;
+    }
+    if (S.cfg.password && !pp->selected && !is(a[0], "select")) {
+        S.st.protocol++; /* a command before SELECT would use the wrong database */
+        buf_printf(out, "-ERR the simulation wants SELECT 3 before '%.*s'\r\n", (int)a[0]->len,
+                   a[0]->str);
+        goto done;
+    }
     if (pp->nsubs > 0 && !is(a[0], "subscribe") && !is(a[0], "unsubscribe") &&
         !is(a[0], "ping") && !is(a[0], "quit")) {
         buf_printf(out, "-ERR Can't execute '%.*s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
@@ -846,8 +869,17 @@ static void node_exec(int p, redisReply *r, struct buf *out)
             buf_printf(out, "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
         else
             buf_printf(out, "+PONG\r\n");
-    } else if (is(a[0], "auth") || is(a[0], "select")) {
+    } else if (is(a[0], "auth")) {
         buf_printf(out, "+OK\r\n");
+    } else if (is(a[0], "select") && argc == 2) {
+        if (a[1]->len == 1 && a[1]->str[0] == (S.cfg.password ? '3' : '0')) {
+            pp->selected = true;
+            buf_printf(out, "+OK\r\n");
+        } else {
+            S.st.protocol++;
+            buf_printf(out, "-ERR the simulation's nodes have database %c only\r\n",
+                       S.cfg.password ? '3' : '0');
+        }
     } else if (is(a[0], "client") && argc >= 2 && is(a[1], "id")) {
         buf_printf(out, ":%d\r\n", p + 1);
     } else if (is(a[0], "client") && argc >= 2 && (is(a[1], "setname") || is(a[1], "tracking"))) {
@@ -968,6 +1000,32 @@ static void check_overlap(int ci, int ti)
                   " (valid to %s%" PRId64 ")",
                   lock_names[me->lock], ci, me->owner, me->valid_end, cj, o->owner,
                   o->valid_end == NEVER ? "watchdog " : "", o->valid_end == NEVER ? 0 : o->valid_end);
+        }
+    }
+}
+
+/* The engine's own word, rlc_engine_validity_ms(): while it says the hold is
+ * still certainly held, no other owner may hold a valid grant of the lock. */
+static void check_claim(int ci, int ti)
+{
+    struct client *c = &S.cl[ci];
+    struct task *me = &c->task[ti];
+    const char *name = lock_names[me->lock];
+    int64_t v = rlc_engine_validity_ms(c->e, name, strlen(name), me->owner, local_now(c));
+    if (v <= 0)
+        return;
+    S.st.claims++;
+    for (int cj = 0; cj < S.cfg.clients; cj++) {
+        if (client_paused(cj))
+            continue;
+        for (int tj = 0; tj < S.cl[cj].ntasks; tj++) {
+            struct task *o = &S.cl[cj].task[tj];
+            if ((cj == ci && tj == ti) || !o->active || o->lock != me->lock || o->valid_end <= S.now)
+                continue;
+            S.st.overlaps++;
+            trace("OVERLAP %s: rlc_engine_validity_ms says c%d/o%" PRIu64 " holds it %" PRId64
+                  " ms more, and c%d/o%" PRIu64 " holds a valid grant", name, ci, me->owner, v,
+                  cj, o->owner);
         }
     }
 }
@@ -1253,6 +1311,8 @@ static void app_step(int ci, int ti)
         break;
     case T_HELD: {
         name = lock_names[t->lock];
+        check_count(ci, t);
+        check_claim(ci, ti);
         int64_t k = rnd(0, 9);
         if (t->levels > 0 && t->levels < 3 && k < 2) {
             rc = rlc_engine_acquire(c->e, name, strlen(name), t->owner, 0, t->lease, local_now(c), &op);
@@ -1496,9 +1556,11 @@ static void check_residue(void)
 {
     for (int n = 0; n < S.cfg.nodes; n++)
         for (int l = 0; l < S.cfg.locks; l++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s%s", S.cfg.prefix, lock_names[l]);
             lua_getglobal(S.L, "exists");
             lua_pushinteger(S.L, n + 1);
-            lua_pushstring(S.L, lock_names[l]);
+            lua_pushstring(S.L, key);
             lua_pushinteger(S.L, S.now);
             lua_call(S.L, 3, 1);
             bool there = lua_toboolean(S.L, -1);
@@ -1509,7 +1571,7 @@ static void check_residue(void)
             if (S.verbose) {
                 lua_getglobal(S.L, "dump");
                 lua_pushinteger(S.L, n + 1);
-                lua_pushstring(S.L, lock_names[l]);
+                lua_pushstring(S.L, key);
                 lua_pushinteger(S.L, S.now);
                 lua_call(S.L, 3, 1);
                 trace("RESIDUE n%d %s: %s", n, lock_names[l], lua_tostring(S.L, -1));
@@ -1534,6 +1596,8 @@ static void make_config(void)
     g->hold_max = g->lease_max / 2;
     g->rounds = (int)rnd(1, 3);
     g->faults = chance(0.85);
+    g->prefix = chance(0.3) ? "app:" : "";
+    g->password = chance(0.3);
     g->quiet_at = g->faults ? rnd(0, 3000) : 0;
     g->settled_at = g->faults ? g->quiet_at + 2 * g->lease_max + 2 * (g->io + g->connect) + 100 : 0;
 }
@@ -1562,16 +1626,18 @@ static int schedule(uint64_t seed)
     char nodes[512] = "", options[512];
     for (int n = 0; n < g->nodes; n++) {
         char one[64];
-        snprintf(one, sizeof one, "%sredis://10.0.0.%d:6379", n ? "," : "", n + 1);
+        snprintf(one, sizeof one, "%sredis://%s10.0.0.%d:6379%s", n ? "," : "",
+                 g->password ? ":s3cret@" : "", n + 1, g->password ? "/3" : "");
         strcat(nodes, one);
     }
     snprintf(options, sizeof options,
              "watchdog_timeout_ms=%" PRId64 ";io_timeout_ms=%" PRId64 ";node_timeout_ms=%" PRId64
-             ";connect_timeout_ms=%" PRId64 ";retry_jitter_ms=%" PRId64 ";drift_factor=0.01",
-             g->watchdog, g->io, g->node_timeout, g->connect, g->jitter);
-    trace("schedule seed=%" PRIu64 ": %d nodes, %d clients, %d locks, faults %s until %" PRId64
-          ", %s", seed, g->nodes, g->clients, g->locks, g->faults ? "on" : "off", g->quiet_at,
-          options);
+             ";connect_timeout_ms=%" PRId64 ";retry_jitter_ms=%" PRId64 ";drift_factor=0.01%s%s",
+             g->watchdog, g->io, g->node_timeout, g->connect, g->jitter,
+             *g->prefix ? ";key_prefix=" : "", g->prefix);
+    trace("schedule seed=%" PRIu64 ": %d nodes%s, %d clients, %d locks, faults %s until %" PRId64
+          ", %s", seed, g->nodes, g->password ? " (AUTH, SELECT 3)" : "", g->clients, g->locks,
+          g->faults ? "on" : "off", g->quiet_at, options);
     S.tasks_left = 0;
     int failed_setup = 0;
     for (int ci = 0; ci < g->clients; ci++) {
@@ -1909,8 +1975,8 @@ int main(int argc, char **argv)
            replay ? ", each run twice" : "", secs, secs > 0 ? count * (replay ? 2 : 1) / secs : 0,
            S.mutate && *S.mutate ? ", mutation " : "", S.mutate ? S.mutate : "");
     printf("sim_engine: grants %ld, busy %ld, failed %ld, canceled %ld, lost %ld, extends %ld, "
-           "releases %ld, events %ld\n", tot.grants, tot.busy, tot.failed, tot.canceled, tot.lost,
-           tot.extends, tot.releases, tot.events);
+           "releases %ld, events %ld, validity claims checked %ld\n", tot.grants, tot.busy,
+           tot.failed, tot.canceled, tot.lost, tot.extends, tot.releases, tot.events, tot.claims);
     printf("sim_engine: commands %ld, unlock messages %ld, NOSCRIPT %ld, cuts %ld, stalls %ld, "
            "node pauses %ld, client pauses %ld, script flushes %ld, short writes %ld\n",
            tot.commands, tot.messages, tot.noscript, tot.cuts, tot.stalls, tot.node_pauses,
