@@ -243,7 +243,7 @@ struct script_slot {
 struct stats {
     long overlaps, tokens, residue, liveness, protocol, contract;
     long grants, busy, failed, canceled, lost, extends, releases;
-    long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes;
+    long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes, restarts;
     long commands, messages, events, claims;
 };
 
@@ -279,6 +279,7 @@ static struct {
     struct pipe *pipes;
     int npipes, cappipes;
     int64_t node_paused[MAX_NODES];
+    int64_t node_down[MAX_NODES]; /* restarting: connects fail until then */
     uint32_t node_scripts[MAX_NODES]; /* bit i: scripts[i] is in the node's cache */
     int cur_node;
     bool quiet;
@@ -1387,25 +1388,36 @@ static void fault(void)
         return;
     int64_t k = rnd(0, 99);
     int p = random_open_pipe();
-    if (k < 30 && p >= 0) {
+    if (k < 25 && p >= 0) {
         cut(p, true, chance(0.7) ? rnd(0, 5) : rnd(0, 2 * S.cfg.io), "fault");
-    } else if (k < 50 && p >= 0) {
+    } else if (k < 42 && p >= 0) {
         S.pipes[p].stall_until = S.now + rnd(S.cfg.io / 2, 4 * S.cfg.io);
         S.st.stalls++;
         trace("c%d conn%d stalls until %" PRId64, S.pipes[p].client, S.pipes[p].conn,
               S.pipes[p].stall_until);
-    } else if (k < 65) {
+    } else if (k < 55) {
         int n = (int)rnd(0, S.cfg.nodes - 1);
         S.node_paused[n] = S.now + rnd(S.cfg.io / 2, 3 * S.cfg.io);
         S.st.node_pauses++;
         trace("node n%d paused until %" PRId64, n, S.node_paused[n]);
-    } else if (k < 80) {
+    } else if (k < 67) {
         int n = (int)rnd(0, S.cfg.nodes - 1);
         if (S.no_flush)
             goto next;
         S.node_scripts[n] = 0;
         S.st.flushes++;
         trace("node n%d SCRIPT FLUSH", n);
+    } else if (k < 75) {
+        /* a restart (with its data kept, as with AOF): every connection to
+         * it breaks, connects fail until it is back, its script cache is empty */
+        int n = (int)rnd(0, S.cfg.nodes - 1);
+        S.node_down[n] = S.now + rnd(5, 3 * S.cfg.io);
+        S.node_scripts[n] = 0;
+        S.st.restarts++;
+        trace("node n%d restarts, back at %" PRId64, n, S.node_down[n]);
+        for (int q = 0; q < S.npipes; q++)
+            if (S.pipes[q].node == n && S.pipes[q].state != P_CUT)
+                cut(q, true, rnd(0, 5), "the node restarts");
     } else if (k < 92) {
         int ci = (int)rnd(0, S.cfg.clients - 1);
         if (!client_paused(ci)) {
@@ -1478,7 +1490,7 @@ static void dispatch(const struct event *ev)
         struct client *c = &S.cl[pp->client];
         if (pp->state == P_CUT || c->pipe[pp->conn] != ev->a)
             return; /* EV_NOTIFY tells the client */
-        if (!S.quiet && S.cfg.faults && chance(0.05)) {
+        if ((!S.quiet && S.cfg.faults && chance(0.05)) || S.node_down[pp->node] > S.now) {
             trace("c%d conn%d could not connect", pp->client, pp->conn);
             pp->state = P_CUT;
             pp->told = true;
@@ -1614,6 +1626,7 @@ static int schedule(uint64_t seed)
     S.quiet = false;
     S.digest = 0xcbf29ce484222325ULL;
     memset(S.node_paused, 0, sizeof S.node_paused);
+    memset(S.node_down, 0, sizeof S.node_down);
     memset(S.last_token, 0, sizeof S.last_token);
     make_config();
     struct config *g = &S.cfg;
@@ -1978,9 +1991,9 @@ int main(int argc, char **argv)
            "releases %ld, events %ld, validity claims checked %ld\n", tot.grants, tot.busy,
            tot.failed, tot.canceled, tot.lost, tot.extends, tot.releases, tot.events, tot.claims);
     printf("sim_engine: commands %ld, unlock messages %ld, NOSCRIPT %ld, cuts %ld, stalls %ld, "
-           "node pauses %ld, client pauses %ld, script flushes %ld, short writes %ld\n",
-           tot.commands, tot.messages, tot.noscript, tot.cuts, tot.stalls, tot.node_pauses,
-           tot.client_pauses, tot.flushes, tot.short_writes);
+           "node pauses %ld, node restarts %ld, client pauses %ld, script flushes %ld, short "
+           "writes %ld\n", tot.commands, tot.messages, tot.noscript, tot.cuts, tot.stalls,
+           tot.node_pauses, tot.restarts, tot.client_pauses, tot.flushes, tot.short_writes);
     printf("sim_engine: overlaps %ld, token regressions %ld, residue %ld, liveness %ld, "
            "protocol %ld, contract %ld%s\n", tot.overlaps, tot.tokens, tot.residue, tot.liveness,
            tot.protocol, tot.contract,
