@@ -130,7 +130,7 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     h->count++;
     h->renew_fail = 0;
-    h->valid_until = op->started + op->lease - quorum_drift_ms(op->lease, e->opts.drift_factor);
+    h->valid_until = hold_valid_until(h, op->started, op->lease, e->opts.drift_factor);
     if (h->watchdog)
         h->next_renew = op->started + op->lease / 3;
     renew_schedule(e, h);
@@ -225,7 +225,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         /* the hold this nests in is gone from a quorum: this acquire made a
          * new hold there; counting it as a level would let the owner's next
          * release free it while the owner still believes it holds (A7) */
-        send_undo(e, h, op->attempt, op->lease, vd.undo);
+        send_undo(e, h, op->attempt, op->lease, vd.undo, op->nested);
         h->lost = RLC_E_LOST;
         h->watchdog = false;
         renew_schedule(e, h);
@@ -277,7 +277,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     for (int i = 0; i < n; i++)
         any = any || vd.undo[i];
     if (any)
-        send_undo(e, h, op->attempt, op->lease, vd.undo);
+        send_undo(e, h, op->attempt, op->lease, vd.undo, op->nested);
     not_now(e, op, rc, vd.outcome == Q_BUSY && vd.split, sleep_ms, msg, now);
 }
 
@@ -302,7 +302,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     bool undo[RLC_MAX_NODES];
     for (int i = 0; i < e->n; i++)
         undo[i] = may_hold(op, i);
-    send_undo(e, h, op->attempt, op->lease, undo);
+    send_undo(e, h, op->attempt, op->lease, undo, op->nested);
     char msg[300];
     snprintf(msg, sizeof msg,
              "lock '%.60s' was granted, but its fencing token could not be stored on a quorum "
@@ -370,7 +370,7 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
         for (int i = 0; i < e->n; i++)
             undo[i] = may_hold(op, i);
         round_abandon(op);
-        send_undo(e, h, op->attempt, op->lease, undo);
+        send_undo(e, h, op->attempt, op->lease, undo, op->nested);
     }
     sub_leave(e, op);
     eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",

@@ -56,6 +56,7 @@ int conn_make_all(rlc_engine *e)
 
 static void req_free(rlc_engine *e, struct req *r)
 {
+    req_gone(r, true);
     cmd_unref(r->cmd);
     free(r);
     e->in_flight--;
@@ -233,6 +234,7 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
         struct req *next = r->next;
         bool unsent = connected && r->end_at > c->taken;
         if (unsent && (r->kind == R_HELLO || (!r->op && !r->redo))) {
+            req_gone(r, false);
             req_free(e, r);
         } else if (unsent || (r->redo && r->kind != R_HELLO)) {
             r->next = NULL;
@@ -267,6 +269,7 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
             r->next = NULL;
             if (!r->redo) {
                 no_reply(e, r, why, msg);
+                req_gone(r, false); /* never written: it cannot run */
                 req_free(e, r);
             } else {
                 if (keep_tail)
@@ -381,6 +384,7 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
             return;
         }
     }
+    req_answered(r); /* it ran (or, NOSCRIPT, never will): its TTL is known */
     if (r->op)
         op_on_reply(e, r, reply, RLC_OK, NULL, e->now);
     req_free(e, r);
