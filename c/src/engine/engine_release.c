@@ -216,12 +216,6 @@ void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         renew_schedule(e, h);
     } else {
         rc = round_fail(e, op, msg, sizeof msg);
-        /* It may have landed on nodes that did not answer in time: a shorter
-         * lease there cuts the hold's TTL, so the hold is certainly held no
-         * longer than this extend's lease (the simulation found
-         * rlc_engine_validity_ms claiming a second longer than the key lived) */
-        if (valid_until < h->valid_until)
-            h->valid_until = valid_until;
     }
     if (rc != RLC_OK && h->count > 0 && !h->lost && valid_until < h->valid_until) {
         /* a shorter lease may have been set on some nodes, now or later
