@@ -176,11 +176,14 @@ struct eng_op {
     int64_t round_deadline;
     int64_t retry_at;
     int answered;
-    struct req *reqs[RLC_MAX_NODES];
-    struct req *syncs[RLC_MAX_NODES]; /* the WAIT behind each acquire (sync_replicas) */
-    struct node_reply rep[RLC_MAX_NODES];
+    /* per node, sized by the engine's node count (op_alloc): ten thousand
+     * waiting ops must not each carry room for 64 nodes */
+    int nn;
+    struct req **reqs;
+    struct req **syncs;    /* the WAIT behind each acquire (sync_replicas) */
+    struct node_reply *rep;
     uint64_t token;
-    bool granted[RLC_MAX_NODES];
+    bool *granted;
     int floor_pending, stored;
     /* release */
     uint64_t level;
@@ -281,6 +284,7 @@ void op_on_reply(rlc_engine *e, struct req *r, const struct redisReply *reply, i
 void op_timer(rlc_engine *e, struct eng_op *op, int64_t now);
 void op_finish(rlc_engine *e, struct eng_op *op, int64_t now);
 void op_free(struct eng_op *op);
+struct eng_op *op_alloc(const rlc_engine *e);
 void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now);
 void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
                    int status, const char *msg, int64_t now);

@@ -95,7 +95,7 @@ void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
         return;
     }
     if (!h->renewing && !extending(h) && now >= h->next_renew) {
-        struct eng_op *op = calloc(1, sizeof *op);
+        struct eng_op *op = op_alloc(e);
         if (!op)
             abort();
         op->id = 0;

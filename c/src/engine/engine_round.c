@@ -20,7 +20,7 @@
 
 void round_clear(struct eng_op *op)
 {
-    for (int i = 0; i < RLC_MAX_NODES; i++) {
+    for (int i = 0; i < op->nn; i++) {
         free(op->rep[i].holder);
         free(op->rep[i].err);
         op->rep[i] = (struct node_reply){0};
@@ -55,7 +55,7 @@ void round_send(rlc_engine *e, struct eng_op *op, int kind, const struct script 
 
 void round_abandon(struct eng_op *op)
 {
-    for (int i = 0; i < RLC_MAX_NODES; i++) {
+    for (int i = 0; i < op->nn; i++) {
         if (op->reqs[i])
             op->reqs[i]->op = NULL;
         op->reqs[i] = NULL;
