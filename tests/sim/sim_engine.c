@@ -193,6 +193,7 @@ struct pipe {
     int client, conn, node;
     enum pipe_state state;
     bool told;            /* the client was told it is closed (or closed it) */
+    bool authed, selected; /* node side: AUTH and SELECT came (password schedules) */
     int keep;             /* after a cut: forward segments the node still reads */
     struct seg *fh, *ft;  /* to the node */
     struct seg *bh, *bt;  /* to the client */
@@ -242,8 +243,8 @@ struct script_slot {
 struct stats {
     long overlaps, tokens, residue, liveness, protocol, contract;
     long grants, busy, failed, canceled, lost, extends, releases;
-    long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes;
-    long commands, messages, events;
+    long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes, restarts;
+    long commands, messages, events, claims;
 };
 
 struct config {
@@ -254,6 +255,8 @@ struct config {
                            dropped connections are noticed (see liveness) */
     int rounds;
     bool faults;
+    const char *prefix;   /* key_prefix ("" or "app:") */
+    bool password;        /* nodes want AUTH and SELECT 3 */
 };
 
 static struct {
@@ -276,6 +279,7 @@ static struct {
     struct pipe *pipes;
     int npipes, cappipes;
     int64_t node_paused[MAX_NODES];
+    int64_t node_down[MAX_NODES]; /* restarting: connects fail until then */
     uint32_t node_scripts[MAX_NODES]; /* bit i: scripts[i] is in the node's cache */
     int cur_node;
     bool quiet;
@@ -769,6 +773,26 @@ static void node_exec(int p, redisReply *r, struct buf *out)
         }
     redisReply **a = r->element;
     size_t argc = r->elements;
+    if (S.cfg.password && !pp->authed) {
+        if (is(a[0], "auth") && argc >= 2 && a[argc - 1]->len == 6 &&
+            memcmp(a[argc - 1]->str, "s3cret", 6) == 0) {
+            pp->authed = true;
+            buf_printf(out, "+OK\r\n");
+        } else if (is(a[0], "auth")) {
+            buf_printf(out, "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+            S.st.protocol++;
+        } else {
+            buf_printf(out, "-NOAUTH Authentication required.\r\n");
+            S.st.protocol++; /* the handshake must come first */
+        }
+        goto done;
+    }
+    if (S.cfg.password && !pp->selected && !is(a[0], "select")) {
+        S.st.protocol++; /* a command before SELECT would use the wrong database */
+        buf_printf(out, "-ERR the simulation wants SELECT 3 before '%.*s'\r\n", (int)a[0]->len,
+                   a[0]->str);
+        goto done;
+    }
     if (pp->nsubs > 0 && !is(a[0], "subscribe") && !is(a[0], "unsubscribe") &&
         !is(a[0], "ping") && !is(a[0], "quit")) {
         buf_printf(out, "-ERR Can't execute '%.*s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
@@ -846,8 +870,17 @@ static void node_exec(int p, redisReply *r, struct buf *out)
             buf_printf(out, "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
         else
             buf_printf(out, "+PONG\r\n");
-    } else if (is(a[0], "auth") || is(a[0], "select")) {
+    } else if (is(a[0], "auth")) {
         buf_printf(out, "+OK\r\n");
+    } else if (is(a[0], "select") && argc == 2) {
+        if (a[1]->len == 1 && a[1]->str[0] == (S.cfg.password ? '3' : '0')) {
+            pp->selected = true;
+            buf_printf(out, "+OK\r\n");
+        } else {
+            S.st.protocol++;
+            buf_printf(out, "-ERR the simulation's nodes have database %c only\r\n",
+                       S.cfg.password ? '3' : '0');
+        }
     } else if (is(a[0], "client") && argc >= 2 && is(a[1], "id")) {
         buf_printf(out, ":%d\r\n", p + 1);
     } else if (is(a[0], "client") && argc >= 2 && (is(a[1], "setname") || is(a[1], "tracking"))) {
@@ -968,6 +1001,32 @@ static void check_overlap(int ci, int ti)
                   " (valid to %s%" PRId64 ")",
                   lock_names[me->lock], ci, me->owner, me->valid_end, cj, o->owner,
                   o->valid_end == NEVER ? "watchdog " : "", o->valid_end == NEVER ? 0 : o->valid_end);
+        }
+    }
+}
+
+/* The engine's own word, rlc_engine_validity_ms(): while it says the hold is
+ * still certainly held, no other owner may hold a valid grant of the lock. */
+static void check_claim(int ci, int ti)
+{
+    struct client *c = &S.cl[ci];
+    struct task *me = &c->task[ti];
+    const char *name = lock_names[me->lock];
+    int64_t v = rlc_engine_validity_ms(c->e, name, strlen(name), me->owner, local_now(c));
+    if (v <= 0)
+        return;
+    S.st.claims++;
+    for (int cj = 0; cj < S.cfg.clients; cj++) {
+        if (client_paused(cj))
+            continue;
+        for (int tj = 0; tj < S.cl[cj].ntasks; tj++) {
+            struct task *o = &S.cl[cj].task[tj];
+            if ((cj == ci && tj == ti) || !o->active || o->lock != me->lock || o->valid_end <= S.now)
+                continue;
+            S.st.overlaps++;
+            trace("OVERLAP %s: rlc_engine_validity_ms says c%d/o%" PRIu64 " holds it %" PRId64
+                  " ms more, and c%d/o%" PRIu64 " holds a valid grant", name, ci, me->owner, v,
+                  cj, o->owner);
         }
     }
 }
@@ -1253,6 +1312,8 @@ static void app_step(int ci, int ti)
         break;
     case T_HELD: {
         name = lock_names[t->lock];
+        check_count(ci, t);
+        check_claim(ci, ti);
         int64_t k = rnd(0, 9);
         if (t->levels > 0 && t->levels < 3 && k < 2) {
             rc = rlc_engine_acquire(c->e, name, strlen(name), t->owner, 0, t->lease, local_now(c), &op);
@@ -1327,25 +1388,36 @@ static void fault(void)
         return;
     int64_t k = rnd(0, 99);
     int p = random_open_pipe();
-    if (k < 30 && p >= 0) {
+    if (k < 25 && p >= 0) {
         cut(p, true, chance(0.7) ? rnd(0, 5) : rnd(0, 2 * S.cfg.io), "fault");
-    } else if (k < 50 && p >= 0) {
+    } else if (k < 42 && p >= 0) {
         S.pipes[p].stall_until = S.now + rnd(S.cfg.io / 2, 4 * S.cfg.io);
         S.st.stalls++;
         trace("c%d conn%d stalls until %" PRId64, S.pipes[p].client, S.pipes[p].conn,
               S.pipes[p].stall_until);
-    } else if (k < 65) {
+    } else if (k < 55) {
         int n = (int)rnd(0, S.cfg.nodes - 1);
         S.node_paused[n] = S.now + rnd(S.cfg.io / 2, 3 * S.cfg.io);
         S.st.node_pauses++;
         trace("node n%d paused until %" PRId64, n, S.node_paused[n]);
-    } else if (k < 80) {
+    } else if (k < 67) {
         int n = (int)rnd(0, S.cfg.nodes - 1);
         if (S.no_flush)
             goto next;
         S.node_scripts[n] = 0;
         S.st.flushes++;
         trace("node n%d SCRIPT FLUSH", n);
+    } else if (k < 75) {
+        /* a restart (with its data kept, as with AOF): every connection to
+         * it breaks, connects fail until it is back, its script cache is empty */
+        int n = (int)rnd(0, S.cfg.nodes - 1);
+        S.node_down[n] = S.now + rnd(5, 3 * S.cfg.io);
+        S.node_scripts[n] = 0;
+        S.st.restarts++;
+        trace("node n%d restarts, back at %" PRId64, n, S.node_down[n]);
+        for (int q = 0; q < S.npipes; q++)
+            if (S.pipes[q].node == n && S.pipes[q].state != P_CUT)
+                cut(q, true, rnd(0, 5), "the node restarts");
     } else if (k < 92) {
         int ci = (int)rnd(0, S.cfg.clients - 1);
         if (!client_paused(ci)) {
@@ -1418,7 +1490,7 @@ static void dispatch(const struct event *ev)
         struct client *c = &S.cl[pp->client];
         if (pp->state == P_CUT || c->pipe[pp->conn] != ev->a)
             return; /* EV_NOTIFY tells the client */
-        if (!S.quiet && S.cfg.faults && chance(0.05)) {
+        if ((!S.quiet && S.cfg.faults && chance(0.05)) || S.node_down[pp->node] > S.now) {
             trace("c%d conn%d could not connect", pp->client, pp->conn);
             pp->state = P_CUT;
             pp->told = true;
@@ -1496,9 +1568,11 @@ static void check_residue(void)
 {
     for (int n = 0; n < S.cfg.nodes; n++)
         for (int l = 0; l < S.cfg.locks; l++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s%s", S.cfg.prefix, lock_names[l]);
             lua_getglobal(S.L, "exists");
             lua_pushinteger(S.L, n + 1);
-            lua_pushstring(S.L, lock_names[l]);
+            lua_pushstring(S.L, key);
             lua_pushinteger(S.L, S.now);
             lua_call(S.L, 3, 1);
             bool there = lua_toboolean(S.L, -1);
@@ -1509,7 +1583,7 @@ static void check_residue(void)
             if (S.verbose) {
                 lua_getglobal(S.L, "dump");
                 lua_pushinteger(S.L, n + 1);
-                lua_pushstring(S.L, lock_names[l]);
+                lua_pushstring(S.L, key);
                 lua_pushinteger(S.L, S.now);
                 lua_call(S.L, 3, 1);
                 trace("RESIDUE n%d %s: %s", n, lock_names[l], lua_tostring(S.L, -1));
@@ -1534,6 +1608,8 @@ static void make_config(void)
     g->hold_max = g->lease_max / 2;
     g->rounds = (int)rnd(1, 3);
     g->faults = chance(0.85);
+    g->prefix = chance(0.3) ? "app:" : "";
+    g->password = chance(0.3);
     g->quiet_at = g->faults ? rnd(0, 3000) : 0;
     g->settled_at = g->faults ? g->quiet_at + 2 * g->lease_max + 2 * (g->io + g->connect) + 100 : 0;
 }
@@ -1550,6 +1626,7 @@ static int schedule(uint64_t seed)
     S.quiet = false;
     S.digest = 0xcbf29ce484222325ULL;
     memset(S.node_paused, 0, sizeof S.node_paused);
+    memset(S.node_down, 0, sizeof S.node_down);
     memset(S.last_token, 0, sizeof S.last_token);
     make_config();
     struct config *g = &S.cfg;
@@ -1562,16 +1639,18 @@ static int schedule(uint64_t seed)
     char nodes[512] = "", options[512];
     for (int n = 0; n < g->nodes; n++) {
         char one[64];
-        snprintf(one, sizeof one, "%sredis://10.0.0.%d:6379", n ? "," : "", n + 1);
+        snprintf(one, sizeof one, "%sredis://%s10.0.0.%d:6379%s", n ? "," : "",
+                 g->password ? ":s3cret@" : "", n + 1, g->password ? "/3" : "");
         strcat(nodes, one);
     }
     snprintf(options, sizeof options,
              "watchdog_timeout_ms=%" PRId64 ";io_timeout_ms=%" PRId64 ";node_timeout_ms=%" PRId64
-             ";connect_timeout_ms=%" PRId64 ";retry_jitter_ms=%" PRId64 ";drift_factor=0.01",
-             g->watchdog, g->io, g->node_timeout, g->connect, g->jitter);
-    trace("schedule seed=%" PRIu64 ": %d nodes, %d clients, %d locks, faults %s until %" PRId64
-          ", %s", seed, g->nodes, g->clients, g->locks, g->faults ? "on" : "off", g->quiet_at,
-          options);
+             ";connect_timeout_ms=%" PRId64 ";retry_jitter_ms=%" PRId64 ";drift_factor=0.01%s%s",
+             g->watchdog, g->io, g->node_timeout, g->connect, g->jitter,
+             *g->prefix ? ";key_prefix=" : "", g->prefix);
+    trace("schedule seed=%" PRIu64 ": %d nodes%s, %d clients, %d locks, faults %s until %" PRId64
+          ", %s", seed, g->nodes, g->password ? " (AUTH, SELECT 3)" : "", g->clients, g->locks,
+          g->faults ? "on" : "off", g->quiet_at, options);
     S.tasks_left = 0;
     int failed_setup = 0;
     for (int ci = 0; ci < g->clients; ci++) {
@@ -1909,12 +1988,12 @@ int main(int argc, char **argv)
            replay ? ", each run twice" : "", secs, secs > 0 ? count * (replay ? 2 : 1) / secs : 0,
            S.mutate && *S.mutate ? ", mutation " : "", S.mutate ? S.mutate : "");
     printf("sim_engine: grants %ld, busy %ld, failed %ld, canceled %ld, lost %ld, extends %ld, "
-           "releases %ld, events %ld\n", tot.grants, tot.busy, tot.failed, tot.canceled, tot.lost,
-           tot.extends, tot.releases, tot.events);
+           "releases %ld, events %ld, validity claims checked %ld\n", tot.grants, tot.busy,
+           tot.failed, tot.canceled, tot.lost, tot.extends, tot.releases, tot.events, tot.claims);
     printf("sim_engine: commands %ld, unlock messages %ld, NOSCRIPT %ld, cuts %ld, stalls %ld, "
-           "node pauses %ld, client pauses %ld, script flushes %ld, short writes %ld\n",
-           tot.commands, tot.messages, tot.noscript, tot.cuts, tot.stalls, tot.node_pauses,
-           tot.client_pauses, tot.flushes, tot.short_writes);
+           "node pauses %ld, node restarts %ld, client pauses %ld, script flushes %ld, short "
+           "writes %ld\n", tot.commands, tot.messages, tot.noscript, tot.cuts, tot.stalls,
+           tot.node_pauses, tot.restarts, tot.client_pauses, tot.flushes, tot.short_writes);
     printf("sim_engine: overlaps %ld, token regressions %ld, residue %ld, liveness %ld, "
            "protocol %ld, contract %ld%s\n", tot.overlaps, tot.tokens, tot.residue, tot.liveness,
            tot.protocol, tot.contract,
