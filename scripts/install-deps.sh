@@ -8,7 +8,7 @@ PACKAGES=(
   nftables iproute2
   redis-server redis-tools
   valgrind clang libclang-rt-14-dev
-  swig python3-dev python3-pytest python3-redis python3-prometheus-client
+  swig python3-dev python3-pytest python3-pytest-asyncio python3-redis python3-prometheus-client
   python3-venv python3-pip python3-setuptools python3-wheel
   lua5.4 liblua5.4-dev luajit2 nginx libnginx-mod-http-lua luarocks
   abigail-tools dpkg-dev file curl procps

@@ -16,6 +16,16 @@
 
 %include <stdint.i>
 
+/* The engine (1.1, rlc_engine_*) is not wrapped raw for any language: Python
+ * gets the rlcpy_engine_* functions of engine.i, made for its asyncio
+ * driver; Lua gets nothing (Lua 5.4 has no event loop of its own; OpenResty
+ * drives the engine through LuaJIT's FFI). */
+%rename("$ignore", regextarget=1) "^rlc_engine_";
+%ignore rlc_engine_event;
+#ifdef SWIGPYTHON
+%include "engine.i"
+#endif
+
 #ifdef SWIGPYTHON
 /* ---- Python (owned by bindings/python) ----
  * The generated module is private: the package bindings/python/redlockc/

@@ -68,6 +68,19 @@ fam_args=(--seconds 3 --repeats 3)
 cmake --build "$build" -j2 --target rlc_bench_family >/dev/null
 "$build/tests/bench/rlc_bench_family" "${fam_args[@]}" 2>>"$out/bench.log" | tee "$out/family.txt"
 
+# The Python asyncio driver (tests/bench/bench_asyncio.py): redlockc.asyncio
+# beside redis-py's redis.asyncio Lock in the same run, and 10,000 waiting
+# tasks over 100 names. --quick: 1 s per workload, 2,000 waiters on 20 names.
+if [[ -f $build/bindings/python/redlockc/asyncio.py ]]; then
+  aio_args=(--seconds 3)
+  [[ " ${args[*]:-} " == *" --quick "* ]] && aio_args=(--seconds 1 --waiters 2000 --locks 20 --cap 20)
+  PYTHONPATH=$build/bindings/python /usr/bin/python3 "$root/tests/bench/bench_asyncio.py" \
+    "${aio_args[@]}" 2>>"$out/bench.log" | tee "$out/asyncio.txt" ||
+    echo "run.sh: the asyncio benchmark failed (see $out/bench.log)" >&2
+else
+  echo "asyncio: not run (no Python module in $build)"
+fi
+
 # The Node binding on the engine (tests/bench/node/engine_bench.js): 10,000
 # acquires waiting at once over 100 locks, and 64 tasks' cycles over one
 # connection beside a bare client and node-redlock (when npm installed it).

@@ -343,6 +343,26 @@ TEST(sync_replicas_needs_the_replicas_wait_or_undoes)
     for (int i = 0; i < 100 && !rlc_engine_idle(L2.e); i++)
         el_turn(&L2, 5);
     CHECK(rs_int(&m, "EXISTS s2") == 0, "undone on the master");
+    /* the blocking API does the same */
+    {
+        rlc_client *c1 = client(m.uri, "sync_replicas=1;sync_timeout_ms=500");
+        rlc_client *c2 = client(m.uri, "sync_replicas=2;sync_timeout_ms=200");
+        rlc_lock *l1 = c1 ? lock(c1, "bs", 1) : NULL, *l2 = c2 ? lock(c2, "bs2", 1) : NULL;
+        int rc1 = l1 ? rlc_lock_acquire(l1, 0, -1) : -100;
+        int rc2 = l2 ? rlc_lock_acquire(l2, 0, -1) : -100;
+        char why[256];
+        snprintf(why, sizeof why, "%s", rlc_errmsg());
+        if (l1 && rc1 == RLC_OK)
+            rlc_lock_release(l1);
+        rlc_lock_free(l1);
+        rlc_lock_free(l2);
+        rlc_client_free(c1);
+        rlc_client_free(c2);
+        CHECK(rc1 == RLC_OK, "blocking, 1 replica: %d", rc1);
+        CHECK(rc2 == RLC_E_TIMEOUT && strstr(why, "not synced"), "blocking, 2 replicas: %d %s",
+              rc2, why);
+        CHECK(rs_int(&m, "EXISTS bs2") == 0, "undone on the master");
+    }
     /* the replica stalls: the WAIT times out */
     rs_pause(&rep);
     CHECK_RC(el_acquire(&L, "s3", 1, 0, -1, &d), RLC_E_TIMEOUT);

@@ -69,6 +69,9 @@ part_python() { # pip install ./bindings/python into a new venv, against the pre
     block bindings/python/README.md python >"$W/example.py" &&
     (cd "$W" && expect_out "python example (pip, pkg-config)" "fencing token" \
       "$W/venv/bin/python" example.py) &&
+    block bindings/python/README.md asyncio >"$W/example_asyncio.py" &&
+    (cd "$W" && expect_out "python asyncio example (pip)" "fencing token" \
+      "$W/venv/bin/python" example_asyncio.py) &&
     (cd "$W" && "$W/venv/bin/python" -c 'import sys, redlockc, redlockc._redlockc_core
 maps = open("/proc/self/maps").read()
 lib = [l.split()[-1] for l in maps.splitlines() if "libredlockc" in l]

@@ -308,6 +308,15 @@ class Lock:
         """Releases one level when the block ends, also when it raised."""
         self.release()
 
+    async def __aenter__(self):
+        """Refused: this Lock blocks its thread; asyncio code uses redlockc.asyncio."""
+        raise TypeError("redlockc.Lock blocks the calling thread and has no `async with`: "
+                        "in asyncio code use redlockc.asyncio.Client(...).lock(name) "
+                        "(nothing was acquired)")
+
+    async def __aexit__(self, *exc):  # pragma: no cover (never entered)
+        pass
+
     # ---- state ----------------------------------------------------------------
 
     def locked(self):

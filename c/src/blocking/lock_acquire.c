@@ -128,6 +128,44 @@ static int canceled(const rlc_lock *l)
                     "nothing was kept", lock_shown(l, name, sizeof name));
 }
 
+/* Sends WAIT sync_replicas sync_timeout_ms to the nodes that granted (on
+ * the owner's connection, so it counts that acquire's write); a node whose
+ * answer is short, or missing, is taken off granted[]. Returns how many. */
+static int sync_replicas_check(rlc_client *c, uint64_t owner, bool *granted, int n)
+{
+    char nrep[24], tmo[24];
+    const char *argv[3] = {"WAIT", nrep, tmo};
+    size_t lens[3] = {4,
+                      (size_t)snprintf(nrep, sizeof nrep, "%lld", (long long)c->opts.sync_replicas),
+                      (size_t)snprintf(tmo, sizeof tmo, "%lld", (long long)c->opts.sync_timeout_ms)};
+    struct rlc_cmd *cmd = cmd_format(3, argv, lens);
+    struct fanout w;
+    fanout_run(c, owner, cmd, NULL, &w);
+    int unsynced = 0;
+    for (int i = 0; i < n; i++) {
+        const redisReply *r = fanout_reply(&w, i);
+        if (granted[i] && !(r && r->type == REDIS_REPLY_INTEGER &&
+                            r->integer >= c->opts.sync_replicas)) {
+            granted[i] = false;
+            unsynced++;
+        }
+    }
+    fanout_clear(&w);
+    if (cmd)
+        cmd_unref(cmd);
+    return unsynced;
+}
+
+static int sync_replicas_fail(const rlc_client *c, const rlc_lock *l, int unsynced)
+{
+    char name[80];
+    return rlc_fail(RLC_E_TIMEOUT,
+                    "not synced: lock '%s' was granted on %d of %d nodes but not confirmed by "
+                    "%lld replica(s) within %lld ms (WAIT); it was undone",
+                    lock_shown(l, name, sizeof name), unsynced, c->n_nodes,
+                    (long long)c->opts.sync_replicas, (long long)c->opts.sync_timeout_ms);
+}
+
 static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease_req,
                        const struct cancel_point *cp, struct attempt *a)
 {
@@ -227,6 +265,18 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
         }
     }
 
+    /* sync_replicas: a grant counts only once WAIT says enough replicas have
+     * it; WAIT goes on the owner's connection, right behind the acquire */
+    int unsynced = 0;
+    if (c->opts.sync_replicas > 0 && yes > 0) {
+        unsynced = sync_replicas_check(c, owner, granted, n);
+        yes -= unsynced;
+        for (int i = 0; i < n; i++)
+            if (!granted[i] && replies[i].count >= 1 && !guarded[i] && fanout_reply(&f, i))
+                inner -= replies[i].inner;
+        elapsed_ns = rlc_now_ns() - f.started_ns;
+    }
+
     int rc;
     bool wake = false;
     int64_t validity = quorum_validity_ms(lease, elapsed_ns, c->opts.drift_factor);
@@ -278,7 +328,7 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
         a->split = quorum_split_vote(n, q, yes, holder_nodes, holders, unanswered);
         a->sleep_ms = sleep_for(busy_pttl, busy, n, q);
     } else {
-        rc = fanout_fail(c, &f, l->key);
+        rc = unsynced > 0 ? sync_replicas_fail(c, l, unsynced) : fanout_fail(c, &f, l->key);
     }
     /* Cancelled while this try was on the wire: a grant is not kept, but
      * undone below like a failed round (undo[] names the nodes that said

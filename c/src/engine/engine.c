@@ -147,6 +147,28 @@ static void id_unlink(rlc_engine *e, struct eng_op *op)
         *pp = op->idnext;
 }
 
+/* One allocation: the op, then its per-node arrays. */
+struct eng_op *op_alloc(const rlc_engine *e)
+{
+    size_t n = (size_t)e->n;
+    size_t size = sizeof(struct eng_op) + n * (2 * sizeof(struct req *) +
+                                               sizeof(struct node_reply) + sizeof(bool));
+    struct eng_op *op = calloc(1, size);
+    if (!op)
+        return NULL;
+    char *p = (char *)(op + 1);
+    op->nn = e->n;
+    op->rep = (struct node_reply *)p;
+    p += n * sizeof(struct node_reply);
+    op->reqs = (struct req **)p;
+    p += n * sizeof(struct req *);
+    op->syncs = (struct req **)p;
+    p += n * sizeof(struct req *);
+    op->granted = (bool *)p;
+    op->timer.at = -1;
+    return op;
+}
+
 void op_free(struct eng_op *op)
 {
     round_clear(op);
@@ -234,7 +256,7 @@ static int new_op(rlc_engine *e, int kind, const char *name, size_t len, uint64_
                         (unsigned long long)owner);
     struct eng_lock *l = lock_get(e, name, len);
     struct hold *h = l ? hold_get(e, l, owner, true) : NULL;
-    struct eng_op *op = h ? calloc(1, sizeof *op) : NULL;
+    struct eng_op *op = h ? op_alloc(e) : NULL;
     if (!op) {
         if (h)
             hold_maybe_free(e, h);

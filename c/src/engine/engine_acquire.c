@@ -118,9 +118,38 @@ static void start_floor(rlc_engine *e, struct eng_op *op, int stored, int k, int
     timer_set(e, &op->timer, T_OP, op, op->round_deadline);
 }
 
+static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_t sleep_ms,
+                    const char *msg, int64_t now);
+
 static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
+    /* What a late request of this hold could still leave (a shorter lease,
+     * an undo's earlier PTTL) bounds the validity; none left: not held. */
+    int64_t valid_until = hold_valid_until(h, op->started, op->lease, e->opts.drift_factor);
+    if (valid_until <= now) {
+        bool all[RLC_MAX_NODES];
+        for (int i = 0; i < e->n; i++)
+            all[i] = true;
+        send_undo(e, h, op->attempt, op->lease, all, op->nested);
+        char msg[300];
+        if (op->nested) {
+            h->lost = RLC_E_LOST;
+            h->watchdog = false;
+            renew_schedule(e, h);
+            sub_leave(e, op);
+            eng_event_done(e, op, RLC_E_LOST,
+                           "lock '%.60s' was lost before this nested acquire: its lease ran "
+                           "out; nothing was kept", h->lock->name);
+            op_finish(e, op, now);
+            return;
+        }
+        snprintf(msg, sizeof msg,
+                 "lock '%.60s' was granted, but no validity was left of its %lld ms lease; "
+                 "use a longer lease", h->lock->name, (long long)op->lease);
+        not_now(e, op, RLC_NOT_ACQUIRED, false, MIN_RETRY_MS, msg, now);
+        return;
+    }
     if (!hold_push_level(h, op->attempt))
         abort();
     if (h->count == 0) {
@@ -130,7 +159,7 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     h->count++;
     h->renew_fail = 0;
-    h->valid_until = op->started + op->lease - quorum_drift_ms(op->lease, e->opts.drift_factor);
+    h->valid_until = valid_until;
     if (h->watchdog)
         h->next_renew = op->started + op->lease / 3;
     renew_schedule(e, h);
@@ -225,7 +254,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         /* the hold this nests in is gone from a quorum: this acquire made a
          * new hold there; counting it as a level would let the owner's next
          * release free it while the owner still believes it holds (A7) */
-        send_undo(e, h, op->attempt, op->lease, vd.undo);
+        send_undo(e, h, op->attempt, op->lease, vd.undo, op->nested);
         h->lost = RLC_E_LOST;
         h->watchdog = false;
         renew_schedule(e, h);
@@ -277,7 +306,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     for (int i = 0; i < n; i++)
         any = any || vd.undo[i];
     if (any)
-        send_undo(e, h, op->attempt, op->lease, vd.undo);
+        send_undo(e, h, op->attempt, op->lease, vd.undo, op->nested);
     not_now(e, op, rc, vd.outcome == Q_BUSY && vd.split, sleep_ms, msg, now);
 }
 
@@ -302,7 +331,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     bool undo[RLC_MAX_NODES];
     for (int i = 0; i < e->n; i++)
         undo[i] = may_hold(op, i);
-    send_undo(e, h, op->attempt, op->lease, undo);
+    send_undo(e, h, op->attempt, op->lease, undo, op->nested);
     char msg[300];
     snprintf(msg, sizeof msg,
              "lock '%.60s' was granted, but its fencing token could not be stored on a quorum "
@@ -370,7 +399,7 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
         for (int i = 0; i < e->n; i++)
             undo[i] = may_hold(op, i);
         round_abandon(op);
-        send_undo(e, h, op->attempt, op->lease, undo);
+        send_undo(e, h, op->attempt, op->lease, undo, op->nested);
     }
     sub_leave(e, op);
     eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",

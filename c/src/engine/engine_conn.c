@@ -56,6 +56,7 @@ int conn_make_all(rlc_engine *e)
 
 static void req_free(rlc_engine *e, struct req *r)
 {
+    req_gone(r, true);
     cmd_unref(r->cmd);
     free(r);
     e->in_flight--;
@@ -133,16 +134,13 @@ struct req *conn_send(rlc_engine *e, int node, int kind, struct eng_op *op,
     r->op = op;
     r->script = s;
     r->redo = redo;
-    /* A redo request (release, undo) goes as EVAL: a NOSCRIPT answer would
-     * send it again behind what was pipelined after it, and a release or an
-     * undo that runs after the owner's next acquire or extend cuts that hold's
-     * TTL short (its pexpire, the undo's restored PTTL): two holders. The
-     * simulation found both (tests/sim, seeds 5480 and 20227). */
-    r->cmd = redo && s ? cmd_evalsha_to_eval(cmd, s) : NULL;
-    if (r->cmd)
-        r->eval = true;
-    else
-        r->cmd = cmd_ref(cmd);
+    /* A NOSCRIPT answer sends a request again behind what was pipelined
+     * after it, so a release or an undo may run after the owner's next
+     * acquire or extend and cut that hold's TTL (the simulation found it,
+     * seeds 5480 and 20227). That is safe because every request that may set
+     * a hold's TTL stays marked until its answer (hold_valid_until), so no
+     * validity is counted past what it could leave. */
+    r->cmd = cmd_ref(cmd);
     e->in_flight++;
     struct conn *c = conn_at(e, 2 * node);
     if (c->state == C_UP)
@@ -233,6 +231,7 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
         struct req *next = r->next;
         bool unsent = connected && r->end_at > c->taken;
         if (unsent && (r->kind == R_HELLO || (!r->op && !r->redo))) {
+            req_gone(r, false);
             req_free(e, r);
         } else if (unsent || (r->redo && r->kind != R_HELLO)) {
             r->next = NULL;
@@ -267,6 +266,7 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
             r->next = NULL;
             if (!r->redo) {
                 no_reply(e, r, why, msg);
+                req_gone(r, false); /* never written: it cannot run */
                 req_free(e, r);
             } else {
                 if (keep_tail)
@@ -381,6 +381,7 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
             return;
         }
     }
+    req_answered(r); /* it ran (or, NOSCRIPT, never will): its TTL is known */
     if (r->op)
         op_on_reply(e, r, reply, RLC_OK, NULL, e->now);
     req_free(e, r);

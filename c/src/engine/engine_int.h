@@ -52,7 +52,7 @@ struct req {
     int kind;
     int node;
     struct eng_op *op;  /* the operation waiting for this reply; NULL once abandoned */
-    struct hold *hold;  /* R_RENEW: the hold renewed (NULL once it is gone) */
+    struct ttl_mark *ttl; /* it may set its hold's TTL: tracked until answered */
     const struct script *script;
     struct rlc_cmd *cmd;
     bool redo;          /* must be answered: sent again on the next connection */
@@ -83,6 +83,20 @@ struct conn {
 
 /* ---- locks and holds (engine_lock.c) ---- */
 
+/* A request that may still set a hold's TTL on some node: an acquire, a
+ * release of an inner level, a renewal or extend (their lease), or the undo
+ * of a nested level (it restores an earlier, shorter PTTL: ttl -1). It stays
+ * in its hold's list until its reply arrives; a request whose connection
+ * dropped may still run (a paused server reads it later), so its mark stays
+ * for the hold's life. Validity is never counted past what such a late
+ * request could leave (hold_valid_until). */
+struct ttl_mark {
+    struct ttl_mark *next, *prev;
+    struct hold *hold;
+    struct req *req;    /* NULL once the request is gone unanswered */
+    int64_t ttl;
+};
+
 struct hold {
     struct hold *next, *prev; /* in its lock's list */
     struct hold *hnext;    /* in the engine's table by (lock, owner) */
@@ -103,6 +117,7 @@ struct hold {
     struct eng_op *renewing; /* a renewal round in flight */
     int renew_fail;        /* why the last renewal failed (0: it did not) */
     struct eng_op *ops_head, *ops_tail; /* its operations, the head runs */
+    struct ttl_mark *marks; /* requests that may still set its TTL */
 };
 
 struct eng_lock {
@@ -161,11 +176,14 @@ struct eng_op {
     int64_t round_deadline;
     int64_t retry_at;
     int answered;
-    struct req *reqs[RLC_MAX_NODES];
-    struct req *syncs[RLC_MAX_NODES]; /* the WAIT behind each acquire (sync_replicas) */
-    struct node_reply rep[RLC_MAX_NODES];
+    /* per node, sized by the engine's node count (op_alloc): ten thousand
+     * waiting ops must not each carry room for 64 nodes */
+    int nn;
+    struct req **reqs;
+    struct req **syncs;    /* the WAIT behind each acquire (sync_replicas) */
+    struct node_reply *rep;
     uint64_t token;
-    bool granted[RLC_MAX_NODES];
+    bool *granted;
     int floor_pending, stored;
     /* release */
     uint64_t level;
@@ -252,6 +270,10 @@ struct eng_lock *lock_by_channel(const rlc_engine *e, const char *ch, size_t len
 struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool create);
 void hold_maybe_free(rlc_engine *e, struct hold *h);
 bool hold_push_level(struct hold *h, uint64_t attempt);
+void hold_mark_ttl(struct hold *h, struct req *r, int64_t ttl);
+void req_answered(struct req *r);
+void req_gone(struct req *r, bool reached);
+int64_t hold_valid_until(const struct hold *h, int64_t started, int64_t lease, double drift);
 uint64_t hold_pop_level(struct hold *h);
 void lock_free_all(rlc_engine *e);
 
@@ -262,6 +284,7 @@ void op_on_reply(rlc_engine *e, struct req *r, const struct redisReply *reply, i
 void op_timer(rlc_engine *e, struct eng_op *op, int64_t now);
 void op_finish(rlc_engine *e, struct eng_op *op, int64_t now);
 void op_free(struct eng_op *op);
+struct eng_op *op_alloc(const rlc_engine *e);
 void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now);
 void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
                    int status, const char *msg, int64_t now);
@@ -299,6 +322,6 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
 struct rlc_cmd *cmd_release(const rlc_engine *e, const struct hold *h, uint64_t level,
                             uint64_t upto, const uint64_t *extra, int64_t n_extra);
 void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
-               const bool *which);
+               const bool *which, bool nested);
 
 #endif

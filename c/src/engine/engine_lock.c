@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine_int.h"
+#include "quorum.h"
 
 static uint64_t hash(const char *s, size_t len)
 {
@@ -186,8 +187,78 @@ struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool cr
     return h;
 }
 
+void hold_mark_ttl(struct hold *h, struct req *r, int64_t ttl)
+{
+    struct ttl_mark *m = calloc(1, sizeof *m);
+    if (!m)
+        abort(); /* an untracked TTL change could outlive the validity we report */
+    m->hold = h;
+    m->req = r;
+    m->ttl = ttl;
+    m->next = h->marks;
+    if (h->marks)
+        h->marks->prev = m;
+    h->marks = m;
+    r->ttl = m;
+}
+
+static void mark_free(struct ttl_mark *m)
+{
+    struct hold *h = m->hold;
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        h->marks = m->next;
+    if (m->next)
+        m->next->prev = m->prev;
+    free(m);
+}
+
+void req_answered(struct req *r)
+{
+    if (r->ttl)
+        mark_free(r->ttl);
+    r->ttl = NULL;
+}
+
+/* The request is freed unanswered: if its bytes may have reached the
+ * server, its mark stays (it may still run); if not, it never will. */
+void req_gone(struct req *r, bool reached)
+{
+    if (!r->ttl)
+        return;
+    if (reached)
+        r->ttl->req = NULL;
+    else
+        mark_free(r->ttl);
+    r->ttl = NULL;
+}
+
+int64_t hold_valid_until(const struct hold *h, int64_t started, int64_t lease, double drift)
+{
+    int64_t cap = lease;
+    bool frozen = false;
+    for (const struct ttl_mark *m = h->marks; m; m = m->next) {
+        if (m->ttl < 0)
+            frozen = true;
+        else if (m->ttl < cap)
+            cap = m->ttl;
+    }
+    int64_t until = started + cap - quorum_drift_ms(cap, drift);
+    /* an undo of a nested level still on its way may put back the shorter
+     * PTTL its acquire replaced: nothing raises the validity until then */
+    if (frozen && h->count > 0 && until > h->valid_until)
+        until = h->valid_until;
+    return until;
+}
+
 static void hold_free(struct hold *h)
 {
+    while (h->marks) {
+        if (h->marks->req)
+            h->marks->req->ttl = NULL;
+        mark_free(h->marks);
+    }
     free(h->levels);
     free(h->field);
     free(h);

@@ -186,8 +186,7 @@ void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
             op->rep[i].a == 1 ? yes++ : gone++;
     char msg[400] = "";
     int rc;
-    int64_t valid_until = op->started + op->lease -
-                          quorum_drift_ms(op->lease, e->opts.drift_factor);
+    int64_t valid_until = hold_valid_until(h, op->started, op->lease, e->opts.drift_factor);
     if (yes >= e->q && valid_until <= now) {
         /* a quorum renewed it, but the answers came after that lease ran out
          * (a slow round, a paused process): it is not certainly held, and
@@ -217,6 +216,13 @@ void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         renew_schedule(e, h);
     } else {
         rc = round_fail(e, op, msg, sizeof msg);
+    }
+    if (rc != RLC_OK && h->count > 0 && !h->lost && valid_until < h->valid_until) {
+        /* a shorter lease may have been set on some nodes, now or later
+         * (a request that did not answer may still run): the hold is
+         * certain only as long as that lease from the extend's start */
+        h->valid_until = valid_until;
+        renew_schedule(e, h);
     }
     renew_schedule(e, h); /* renewals waited while the extend ran */
     finish(e, op, rc, msg, now);

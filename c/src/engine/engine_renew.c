@@ -95,7 +95,7 @@ void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
         return;
     }
     if (!h->renewing && !extending(h) && now >= h->next_renew) {
-        struct eng_op *op = calloc(1, sizeof *op);
+        struct eng_op *op = op_alloc(e);
         if (!op)
             abort();
         op->id = 0;
@@ -134,7 +134,7 @@ void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     if (yes >= e->q) {
         h->renew_fail = 0;
-        h->valid_until = started + lease - quorum_drift_ms(lease, e->opts.drift_factor);
+        h->valid_until = hold_valid_until(h, started, lease, e->opts.drift_factor);
         h->next_renew = started + lease / 3;
     } else if (gone > e->n - e->q) {
         lose(e, h, RLC_E_LOST);

@@ -20,7 +20,7 @@
 
 void round_clear(struct eng_op *op)
 {
-    for (int i = 0; i < RLC_MAX_NODES; i++) {
+    for (int i = 0; i < op->nn; i++) {
         free(op->rep[i].holder);
         free(op->rep[i].err);
         op->rep[i] = (struct node_reply){0};
@@ -45,14 +45,17 @@ void round_send(rlc_engine *e, struct eng_op *op, int kind, const struct script 
                 struct rlc_cmd *cmd)
 {
     bool redo = kind == R_RELEASE;
-    for (int i = 0; i < e->n; i++)
+    for (int i = 0; i < e->n; i++) {
         op->reqs[i] = conn_send(e, i, kind, op, s, cmd, redo);
+        /* each of these may set the hold's TTL to op->lease on its node */
+        hold_mark_ttl(op->hold, op->reqs[i], op->lease);
+    }
     timer_set(e, &op->timer, T_OP, op, op->round_deadline);
 }
 
 void round_abandon(struct eng_op *op)
 {
-    for (int i = 0; i < RLC_MAX_NODES; i++) {
+    for (int i = 0; i < op->nn; i++) {
         if (op->reqs[i])
             op->reqs[i]->op = NULL;
         op->reqs[i] = NULL;
@@ -158,7 +161,7 @@ struct rlc_cmd *cmd_release(const rlc_engine *e, const struct hold *h, uint64_t 
 }
 
 void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
-               const bool *which)
+               const bool *which, bool nested)
 {
     const struct eng_lock *l = h->lock;
     char id[ENG_ATTEMPT_LEN], ttl[24];
@@ -175,7 +178,11 @@ void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
         abort();
     for (int i = 0; i < e->n; i++)
         if (which[i])
-            conn_send(e, i, R_UNDO, NULL, &script_undo, cmd, true);
+        {
+            struct req *r = conn_send(e, i, R_UNDO, NULL, &script_undo, cmd, true);
+            if (nested)
+                hold_mark_ttl(h, r, -1);
+        }
     cmd_unref(cmd);
 }
 

@@ -1,0 +1,325 @@
+"""The asyncio driver of the engine: sockets, one timer, futures. No threads.
+
+The engine (rlc_engine_*, see redlockc.h "Engine (1.1)") is the lock logic
+without I/O: it says which connections it wants, what bytes to write on
+each, when it wants to be called again, and what happened (events). This
+module moves those bytes over asyncio transports, calls it back on one
+``loop.call_at`` timer, and turns its DONE events into the results of
+futures. Everything runs on the event loop's thread; nothing here blocks.
+
+After every call into the engine the driver "applies" its state, in one C
+call (rlcpy_engine_flush, or rlcpy_engine_step for a read or a tick): the
+pending bytes are written (an asyncio transport takes them all, buffering
+what the socket does not), wanted connections that are not open are
+opened, events are dispatched, and the timer is moved earlier if the
+engine's deadline is. Operations started by the API (acquire, release,
+extend) ask for an apply on the next loop iteration ("kick"), so that many
+started in one iteration leave in one write per connection; an operation
+started when no other is in flight is written at once instead.
+"""
+import asyncio
+import logging
+import time
+import uuid
+
+from . import redlockc_core as _core
+from ._errors import ClosedError, error_for
+
+_log = logging.getLogger("redlockc")
+
+_flush = _core.rlcpy_engine_flush
+_step = _core.rlcpy_engine_step
+_cancel = _core.rlcpy_engine_cancel
+
+EV_DONE = _core.RLC_EV_DONE
+EV_LOST = _core.RLC_EV_LOST
+OK = _core.RLC_OK
+NOT_ACQUIRED = _core.RLC_NOT_ACQUIRED
+E_CANCELED = _core.RLC_E_CANCELED
+
+# Kinds of operation, for what a DONE of an abandoned one needs.
+ACQUIRE, RELEASE, EXTEND = 1, 2, 3
+
+# After a connection attempt fails, the next on that connection waits this
+# long (doubling per failure, up to the cap): a stopped server refuses at
+# once, and the engine still wants the connection while it has work.
+_RETRY_FIRST_S = 0.01
+_RETRY_CAP_S = 0.5
+
+
+class _Conn(asyncio.Protocol):
+    """One connection of the engine (2*node: commands, 2*node+1: subscriber)."""
+
+    __slots__ = ("driver", "k", "transport")
+
+    def __init__(self, driver, k):
+        self.driver = driver
+        self.k = k
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+        d = self.driver
+        if d.engine is None or d.conns.get(self.k) is not self:
+            transport.abort()  # the client closed while this one connected
+            return
+        d.retry.pop(self.k, None)
+        _core.rlcpy_engine_connected(d.engine, self.k, d.now())
+        d.apply(_flush(d.engine))
+
+    def data_received(self, data):
+        d = self.driver
+        if d.engine is None or d.conns.get(self.k) is not self:
+            return
+        try:
+            r = _step(d.engine, self.k, data, d.now())
+        except Exception:  # ProtocolError: the engine gave conn up (want_open -1),
+            d.apply(_flush(d.engine))  # which the apply closes
+            return
+        d.apply(r)
+
+    def connection_lost(self, exc):
+        self.driver.conn_gone(self)
+
+
+class Driver:
+    """One engine on one event loop: its connections, timer and operations."""
+
+    def __init__(self, nodes, options, connect_timeout_s):
+        self.engine = _core.rlcpy_engine_new(nodes, str(uuid.uuid4()), options)
+        self.uuid, self.addresses = _core.rlcpy_engine_info(self.engine)
+        self.connect_timeout_s = connect_timeout_s
+        self.loop = None
+        self.clock = None
+        self.conns = {}  # conn -> _Conn, connecting or connected
+        self.retry = {}  # conn -> (earliest next attempt, failures) after a failed connect
+        self.retry_timer = None
+        self.ops = {}  # op id -> (future, kind, lock)
+        self.timer = None
+        self.timer_at = -1
+        self.kicked = False
+        self.on_lost = None  # WeakMethod: fn(name, owner, status, message), the client's
+        self.idle_waiter = None  # a future close() awaits: set when the engine is idle
+
+    # ---- time and scheduling ------------------------------------------------------
+
+    def now(self):
+        """The engine's clock: the loop's (monotonic) time in ms."""
+        return int(self.clock() * 1000)
+
+    def bind(self, loop):
+        self.loop = loop
+        # The loop's clock (call_at's): time.monotonic itself for asyncio's
+        # own loops, without the method call around it.
+        self.clock = time.monotonic if type(loop).time is asyncio.BaseEventLoop.time \
+            else loop.time
+
+    def kick(self):
+        """Apply on the next loop iteration (after an operation was started)."""
+        if not self.kicked:
+            self.kicked = True
+            self.loop.call_soon(self._kicked)
+
+    def _kicked(self):
+        self.kicked = False
+        if self.engine is not None:
+            self.apply(_flush(self.engine))
+
+    def _arm(self, deadline):
+        # A timer that fires earlier than needed is harmless (the tick finds
+        # nothing due and the timer is armed again), so an armed timer is moved
+        # only earlier, never cancelled for a later deadline. +1 ms: the loop
+        # may run a timer a hair early, and now() rounds down.
+        if deadline < 0 or (self.timer is not None and self.timer_at <= deadline):
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer_at = deadline
+        self.timer = self.loop.call_at((deadline + 1) / 1000, self._tick)
+
+    def _tick(self):
+        self.timer = None
+        if self.engine is not None:
+            self.apply(_step(self.engine, 0, None, self.now()))
+
+    # ---- the engine's state, applied ----------------------------------------------
+
+    def apply(self, state):
+        writes, wants, events, deadline = state
+        conns = self.conns
+        if writes:
+            for k, data in writes:
+                c = conns.get(k)
+                if c is not None and c.transport is not None:
+                    c.transport.write(data)
+        for k in wants:
+            if k >= 0:
+                if k not in conns:
+                    self._open(k)
+            else:
+                self._give_up(-k - 1)
+        if events:
+            self._dispatch(events)
+        self._arm(deadline)
+        if self.idle_waiter is not None and _core.rlcpy_engine_idle(self.engine):
+            if not self.idle_waiter.done():
+                self.idle_waiter.set_result(None)
+
+    def _dispatch(self, events):
+        ops = self.ops
+        for ev in events:
+            if ev[0] == EV_DONE:
+                rec = ops.pop(ev[2], None)
+                if rec is None:
+                    continue
+                fut, kind, lock = rec
+                if lock is not None:
+                    lock._done(kind, ev)
+                if not fut.done():
+                    fut.set_result(ev)
+                elif kind == ACQUIRE and ev[1] == OK:
+                    # The task that waited was cancelled and the engine granted
+                    # it anyway (the cancel came too late): nobody will release
+                    # this level, so release it now.
+                    self.release_level(ev[4], ev[3], lock)
+            elif ev[0] == EV_LOST:
+                fn = self.on_lost() if self.on_lost is not None else None
+                if fn is not None:
+                    fn(ev[4], ev[3], ev[1], ev[8])
+
+    # ---- connections --------------------------------------------------------------
+
+    def _open(self, k):
+        wait = self.retry.get(k)
+        if wait is not None and wait[0] > self.loop.time():
+            # Not yet: come back when this connection may be tried again.
+            if self.retry_timer is None or wait[0] < self.retry_timer.when():
+                if self.retry_timer is not None:
+                    self.retry_timer.cancel()
+                self.retry_timer = self.loop.call_at(wait[0], self._retry_due)
+            return
+        c = _Conn(self, k)
+        self.conns[k] = c
+        self.loop.create_task(self._connect(c))
+
+    def _retry_due(self):
+        self.retry_timer = None
+        if self.engine is not None:
+            self.apply(_flush(self.engine))
+
+    async def _connect(self, c):
+        host, port = self.addresses[c.k // 2]
+        try:
+            if port == 0:
+                coro = self.loop.create_unix_connection(lambda: c, host)
+            else:
+                coro = self.loop.create_connection(lambda: c, host, port)
+            await asyncio.wait_for(coro, self.connect_timeout_s)
+        except Exception as e:  # OSError, TimeoutError, a bad address...
+            if self.conns.get(c.k) is not c or self.engine is None:
+                return
+            del self.conns[c.k]
+            failures = self.retry.get(c.k, (0, 0))[1] + 1
+            delay = min(_RETRY_CAP_S, _RETRY_FIRST_S * 2 ** (failures - 1))
+            self.retry[c.k] = (self.loop.time() + delay, failures)
+            _log.debug("redlockc.asyncio: connection %d to %s:%s failed: %r", c.k, host, port, e)
+            _core.rlcpy_engine_closed(self.engine, c.k, self.now())
+            self.apply(_flush(self.engine))
+
+    def _give_up(self, k):
+        """The engine gave connection k up (a stalled server, bytes not RESP)."""
+        c = self.conns.pop(k, None)
+        if c is None:
+            return
+        if c.transport is not None:
+            c.transport.abort()  # its connection_lost finds it gone from conns
+        _core.rlcpy_engine_closed(self.engine, k, self.now())
+        self.kick()
+
+    def conn_gone(self, c):
+        if self.conns.get(c.k) is not c:
+            return
+        del self.conns[c.k]
+        if self.engine is not None:
+            _core.rlcpy_engine_closed(self.engine, c.k, self.now())
+            self.apply(_flush(self.engine))
+
+    # ---- operations ---------------------------------------------------------------
+
+    def start(self, kind, op, lock):
+        """A future for operation `op`, resolved with its DONE event tuple."""
+        fut = self.loop.create_future()
+        ops = self.ops
+        ops[op] = (fut, kind, lock)
+        if len(ops) == 1 and not self.kicked:
+            # Alone in flight: write now (one loop iteration less per op). With
+            # others in flight, the kick gathers every op started in this
+            # iteration into one write per connection.
+            self.apply(_flush(self.engine))
+        else:
+            self.kick()
+        return fut
+
+    def abandon(self, op, fut, lock):
+        """The task awaiting acquire `op` was cancelled: nothing may stay held."""
+        if fut.done() and not fut.cancelled():
+            # The grant reached the future before the cancel reached the task:
+            # the caller never sees True, so nobody would release this level.
+            ev = fut.result()
+            if ev[1] == OK:
+                self.release_level(ev[4], ev[3], lock)
+            return
+        if op in self.ops and self.engine is not None:
+            # RLC_NOT_ACQUIRED: it already ended; its DONE, dispatched on the
+            # next apply, finds the future cancelled and gives back a grant.
+            _cancel(self.engine, op, self.now())
+            self.kick()
+
+    def release_level(self, name, owner, lock):
+        """Releases one level of (name, owner) with nobody awaiting the result."""
+        if self.engine is None:
+            return
+        try:
+            op = _core.rlcpy_engine_release(self.engine, name, owner, self.now())
+        except Exception as e:  # refused at once: nothing was held to give back
+            _log.debug("redlockc.asyncio: release of %r for a cancelled task: %r", name, e)
+            return
+        self.ops[op] = (self.loop.create_future(), RELEASE, lock)
+        self.kick()
+
+    # ---- shutdown ------------------------------------------------------------------
+
+    async def shutdown(self, bound_s):
+        """Ends waits (ClosedError), lets work in flight finish (at most bound_s
+        seconds), closes the sockets and frees the engine."""
+        e = self.engine
+        if e is None:
+            return
+        if self.loop is not None:
+            now = self.now()
+            for op, (fut, kind, _lock) in list(self.ops.items()):
+                if kind == ACQUIRE:
+                    _cancel(e, op, now)
+            self.idle_waiter = self.loop.create_future()
+            self.apply(_flush(e))
+            try:
+                await asyncio.wait_for(self.idle_waiter, bound_s)
+            except asyncio.TimeoutError:
+                _log.debug("redlockc.asyncio: close: work still in flight after %s s", bound_s)
+        self.engine = None
+        for fut, _kind, _lock in self.ops.values():
+            if not fut.done():
+                fut.set_exception(ClosedError(_core.RLC_E_CLOSED, "the client is closed"))
+        self.ops.clear()
+        for c in self.conns.values():
+            if c.transport is not None:
+                c.transport.abort()
+        self.conns.clear()
+        for t in (self.timer, self.retry_timer):
+            if t is not None:
+                t.cancel()
+        self.timer = self.retry_timer = None
+        _core.rlcpy_engine_free(e)
+
+    def error(self, ev):
+        return error_for(ev[1], ev[8] or None)

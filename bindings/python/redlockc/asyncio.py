@@ -1,0 +1,561 @@
+"""redlockc.asyncio: the same locks for asyncio, on the event loop, with no threads.
+
+Mirrors ``redis.asyncio``: the API of :mod:`redlockc` with ``await``::
+
+    import redlockc.asyncio
+
+    client = redlockc.asyncio.Client("redis://127.0.0.1:6379")
+    async with client.lock("orders", timeout=5):     # NotAcquiredError after 5 s busy
+        ...
+    lock = client.lock("report")
+    if await lock.acquire(timeout=5, lease=60):
+        try: ...
+        finally: await lock.release()
+    await client.close()
+
+It runs libredlockc's engine (the lock logic without I/O: the same Lua
+scripts, wire format, watchdog and Redlock rules as the blocking API, so the
+two exclude each other on one name) over asyncio sockets: one connection
+per node for commands and one for unlock messages, one timer, no thread, no
+polling. A waiting ``acquire()`` is a future woken by the unlock message;
+ten thousand of them cost memory, not threads. Cancelling the task that
+waits (``task.cancel()``, ``asyncio.wait_for``, ``asyncio.timeout``) stops
+the wait and leaves nothing held.
+
+Owners: each Lock object is its own owner by default (as a redis-py Lock
+has its own token): two tasks that each make ``client.lock("x")`` exclude
+each other, and one Lock object is reentrant (acquired twice, it is free
+after two releases). To share an owner between Lock objects pass
+``owner=<int>``. Times are seconds, as everywhere in redlockc.
+"""
+import asyncio as _asyncio
+import logging
+import weakref
+
+from . import redlockc_core as _core
+from . import _aio, _units
+from ._client import _in_seconds, _node_list, _options, _shown
+from ._errors import (AuthenticationError, ClosedError, ConnectionError, Error,  # noqa: F401
+                      InvalidArgument, LockLostError, NoQuorumError, NotAcquiredError,
+                      NotOwnerError, OutOfMemoryError, ProtocolError, ServerError,
+                      TimeoutError, error_for, invalid)
+from ._units import lease_ms as _lease_ms
+from ._units import lease_refused as _lease_refused
+from ._units import wait_ms as _wait_ms
+
+__all__ = ["Client", "Lock", "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError",
+           "TimeoutError", "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError",
+           "ProtocolError", "ClosedError", "AuthenticationError", "NotAcquiredError"]
+
+_log = logging.getLogger("redlockc")
+
+# Owner ids made for Lock objects: 2**61 + n. Explicit owners stay below.
+_AUTO_OWNER_BASE = 2**61
+
+_OK = _core.RLC_OK
+_NOT_ACQUIRED = _core.RLC_NOT_ACQUIRED
+_E_CANCELED = _core.RLC_E_CANCELED
+_acquire = _core.rlcpy_engine_acquire
+_release = _core.rlcpy_engine_release
+_extend = _core.rlcpy_engine_extend
+_get_running_loop = _asyncio.get_running_loop
+
+
+def _option_ms(opts, name, default):
+    """A time option back from the C option text (ms), for the driver's own use."""
+    for part in (opts or "").split(";"):
+        key, _, value = part.partition("=")
+        if key == name:
+            return int(value)
+    return default
+
+
+class Client:
+    """A client of one Redis node, or of N independent masters (Redlock), for asyncio.
+
+    ``Client(nodes, **options)``: the same nodes and options as
+    :class:`redlockc.Client` (times in seconds; ``pool_size`` is accepted and
+    has no effect: one pipelined connection per node carries every task's
+    commands). Making one does no I/O; it connects on first use, on the
+    running event loop, and belongs to that loop from then on.
+
+    ``await client.close()`` (or ``async with Client(...) as client:``) ends
+    the waits still running (their ``acquire()`` raises ClosedError), lets
+    releases and renewals in flight finish (at most ``timeout`` seconds,
+    default io_timeout + connect_timeout), and closes the sockets. Holds
+    still held are not released: they expire with their lease, as with the
+    blocking client.
+    """
+
+    def __init__(self, nodes, **options):
+        """See the class: nodes a URI or a list of URIs, options as keyword arguments."""
+        uris = _node_list(nodes)
+        opts = _options(options)
+        connect_ms = _option_ms(opts, "connect_timeout_ms", 1000)
+        self._close_bound_s = (_option_ms(opts, "io_timeout_ms", 1000) + connect_ms) / 1000
+        try:
+            self._driver = _aio.Driver(uris, opts, max(connect_ms, 1) / 1000)
+        except InvalidArgument as e:
+            raise _in_seconds(e, options) from None
+        # Weakly: the driver outlives the client in its finalizer.
+        self._driver.on_lost = weakref.WeakMethod(self._lost)
+        self._nodes = tuple(uris.split(","))
+        self._loop = None
+        self._closed = False
+        self._next_owner = _AUTO_OWNER_BASE
+        self._by_owner = weakref.WeakValueDictionary()  # auto owner -> its Lock
+        self._explicit = weakref.WeakSet()  # Locks with an explicit owner
+        # Not closed: the engine is freed with the client (sockets with the loop).
+        weakref.finalize(self, _free_engine, self._driver)
+
+    def _bind(self):
+        """The driver, on the running loop (the first one used); raises if closed."""
+        loop = _get_running_loop()
+        if loop is self._loop and not self._closed:
+            return self._driver
+        if loop is not self._loop:
+            if self._loop is not None:
+                raise RuntimeError("this redlockc.asyncio.Client belongs to another event loop "
+                                   "(the one it was first used in): make one per loop")
+            if self._closed:
+                raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
+            self._loop = loop
+            self._driver.bind(loop)
+        if self._closed:
+            raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
+        return self._driver
+
+    def lock(self, name, owner=None, *, timeout=None, lease=None):
+        """A :class:`Lock` for ``name`` (no I/O).
+
+        owner: None (default) makes this Lock object its own owner; an int in
+        [1, 2**61) is an explicit owner, shared by every Lock object made with
+        it. timeout and lease are what ``async with lock:`` waits and leases
+        (seconds; None: wait as long as it takes, watchdog lease).
+        """
+        return Lock(self, name, owner, timeout=timeout, lease=lease)
+
+    def _new_owner(self, lock):
+        self._next_owner += 1
+        self._by_owner[self._next_owner] = lock
+        return self._next_owner
+
+    def _lost(self, name, owner, status, message):
+        """The engine found (name, owner)'s hold lost: tell its Lock objects."""
+        if not message:
+            message = f"lock {name!r} was lost: it expired or was taken"
+        _log.warning("%s", message)
+        lock = self._by_owner.get(owner)
+        locks = [lock] if lock is not None else \
+            [lk for lk in self._explicit if lk._owner == owner and lk._name == name]
+        for lk in locks:
+            lk._was_lost(error_for(status, message))
+
+    async def close(self, timeout=None):
+        """Closes the client (idempotent); see the class. timeout: seconds to
+        let work in flight finish (default io_timeout + connect_timeout)."""
+        if self._closed:
+            return
+        if self._loop is not None and self._loop is not _get_running_loop():
+            raise RuntimeError("close() must run on the client's event loop")
+        self._closed = True
+        bound = self._close_bound_s if timeout is None else timeout
+        await self._driver.shutdown(bound)
+
+    @property
+    def closed(self):
+        """True once close() was called."""
+        return self._closed
+
+    @property
+    def uuid(self):
+        """The client's random v4 UUID: hash fields it writes are ``"<uuid>:<owner>"``."""
+        return self._driver.uuid
+
+    @property
+    def nodes(self):
+        """The node URIs as given, passwords shown as ``***``."""
+        return tuple(_shown(u) for u in self._nodes)
+
+    @property
+    def quorum(self):
+        """How many nodes must agree: 1 for one node, N/2+1 for Redlock."""
+        return len(self._nodes) // 2 + 1
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    def __enter__(self):
+        raise TypeError("redlockc.asyncio.Client is used with `async with`, not `with`")
+
+    def __exit__(self, *exc):  # pragma: no cover (never entered)
+        pass
+
+    def __reduce__(self):
+        raise TypeError("a redlockc.asyncio.Client cannot be pickled or sent to another "
+                        "process: create one in that process")
+
+    def __repr__(self):
+        state = " closed" if self._closed else ""
+        nodes = ",".join(_shown(u) for u in self._nodes)
+        return f"<redlockc.asyncio.Client {nodes} uuid={self.uuid}{state}>"
+
+
+def _free_engine(driver):
+    e, driver.engine = driver.engine, None
+    if e is not None:
+        _core.rlcpy_engine_free(e)
+
+
+class Lock:
+    """A distributed, reentrant lock for asyncio (Redisson's layout, or Redlock).
+
+    Made by ``client.lock(name, owner=None, *, timeout=None, lease=None)``.
+
+    - ``await acquire(blocking=True, timeout=None, lease=None)`` -> True, or
+      False if it stayed busy; ``await release()``; ``await extend(seconds)``;
+      ``async with lock:`` / ``async with lock(timeout=5):`` (NotAcquiredError
+      when busy).
+    - owner: this object (default), reentrant; or an explicit int.
+    - lease None: renewed on the event loop every watchdog_timeout/3 until
+      release; seconds: a fixed lease, no renewal.
+    - lost: ``on_lost(fn)`` calls ``fn(lock, error)`` on the loop; ``lost`` is
+      an asyncio.Event set when a hold is lost (cleared by the next new hold);
+      ``cancel_on_lost(task=None)`` cancels a task (default: the current one)
+      when it is.
+    - ``fencing_token``, ``hold_count``, ``owned()``: what this client knows,
+      no I/O.
+
+    Cancelling a task that waits in ``acquire()`` ends the wait (in the engine)
+    and leaves nothing held, also when the grant and the cancel cross.
+    """
+
+    __slots__ = ("_client", "_name", "_owner", "_owner_id", "_timeout", "_lease", "_token",
+                 "_count", "_lost_event", "_lost_error", "_lost_fns", "_cancel_tasks",
+                 "__weakref__")
+
+    def __init__(self, client, name, owner=None, *, timeout=None, lease=None):
+        """See ``Client.lock()``."""
+        if not isinstance(client, Client):
+            raise TypeError(f"Lock needs a redlockc.asyncio.Client, not {type(client).__name__}")
+        _units.text(name, "lock name")
+        _wait_ms(True, timeout), _lease_ms(lease)  # checked now, not at the first `async with`
+        self._client = client
+        self._name = name
+        self._owner = owner
+        self._timeout = timeout
+        self._lease = lease
+        self._token = None
+        self._count = 0  # levels this object knows it holds (its DONE events)
+        self._lost_event = None
+        self._lost_error = None
+        self._lost_fns = None
+        self._cancel_tasks = None
+        if owner is None:
+            self._owner_id = client._new_owner(self)
+        else:
+            self._owner_id = _units.owner_id(owner)
+            if self._owner_id >= _AUTO_OWNER_BASE:
+                raise invalid(f"owner {owner} is too large: explicit owners of "
+                              "redlockc.asyncio locks are 1 to 2**61-1")
+            client._explicit.add(self)
+
+    # ---- acquiring and releasing ------------------------------------------------
+
+    async def acquire(self, blocking=True, timeout=None, lease=None):
+        """Acquires the lock for this owner; returns True, or False if it stayed busy.
+
+        blocking False tries once; timeout: seconds to wait at most (None or
+        -1: no limit; 0: one try); lease: None (the watchdog renews it on the
+        loop until release) or a fixed lease in seconds (no renewal). A nested
+        acquire keeps the mode and lease of the first and refreshes that lease.
+
+        Cancelling the awaiting task ends the wait and leaves nothing held.
+        Raises ConnectionError, TimeoutError, NoQuorumError, ServerError,
+        AuthenticationError, LockLostError (a nested acquire on a lost hold),
+        ClosedError; InvalidArgument or TypeError for bad arguments.
+        """
+        # The defaults need no conversion (the hot path of `async with`).
+        wait = -1 if blocking is True and timeout is None else _wait_ms(blocking, timeout)
+        return await self._acquire(wait, 0 if lease is None else _lease_ms(lease), lease)
+
+    async def _acquire(self, wait, lease_ms, lease):
+        d = self._client._bind()
+        try:
+            op = _acquire(d.engine, self._name, self._owner_id, wait, lease_ms, d.now())
+        except InvalidArgument as e:
+            raise _lease_refused(e, lease) from None
+        fut = d.start(_aio.ACQUIRE, op, self)
+        try:
+            ev = await fut
+        except _asyncio.CancelledError:
+            d.abandon(op, fut, self)
+            raise
+        status = ev[1]
+        if status == _OK:
+            return True
+        if status == _NOT_ACQUIRED:
+            return False
+        if status == _E_CANCELED and self._client._closed:
+            raise ClosedError(_core.RLC_E_CLOSED, "the client was closed while this waited")
+        raise error_for(status, ev[8] or None)
+
+    async def release(self):
+        """Releases one level of this owner's hold; at zero deletes it and wakes waiters.
+
+        Raises NotOwnerError (this owner holds nothing), LockLostError (it
+        held it, but the lock expired or was taken: nothing on the server is
+        touched), or an I/O error. A release runs to its end in the engine even
+        if the awaiting task is cancelled.
+        """
+        d = self._client._bind()
+        op = _release(d.engine, self._name, self._owner_id, d.now())
+        ev = await d.start(_aio.RELEASE, op, self)
+        if ev[1] != _OK:
+            raise error_for(ev[1], ev[8] or None)
+
+    async def extend(self, seconds):
+        """Sets this owner's lease to ``seconds`` from now (a fixed lease; the
+        watchdog stops), or with ``None`` hands the lock back to the watchdog.
+
+        Raises NotOwnerError, LockLostError, or an I/O error.
+        """
+        ms = _lease_ms(seconds, "extend's lease")
+        d = self._client._bind()
+        try:
+            op = _extend(d.engine, self._name, self._owner_id, ms, d.now())
+        except InvalidArgument as e:
+            raise _lease_refused(e, seconds, "extend's lease") from None
+        ev = await d.start(_aio.EXTEND, op, self)
+        if ev[1] != _OK:
+            raise error_for(ev[1], ev[8] or None)
+
+    def _done(self, kind, ev):
+        """The driver saw one of this object's operations end (on the loop)."""
+        status = ev[1]
+        if kind == _aio.ACQUIRE:
+            if status == _OK:
+                if ev[7] == 1 or self._count == 0:  # a new hold, not a nested level
+                    self._token = ev[5]
+                    self._lost_error = None
+                    if self._lost_event is not None:
+                        self._lost_event.clear()
+                self._count = ev[7]
+        elif kind == _aio.RELEASE:
+            self._count = max(0, ev[7])
+            if self._count == 0:
+                self._token = None
+                self._cancel_tasks = None
+
+    def _was_lost(self, error):
+        self._lost_error = error
+        if self._lost_event is not None:
+            self._lost_event.set()
+        loop = self._client._loop
+        for task in self._cancel_tasks or ():
+            if not task.done():
+                _cancel_task(task, f"lock {self._name!r} was lost")
+        self._cancel_tasks = None
+        for fn in list(self._lost_fns or ()):
+            loop.call_soon(self._call_lost, fn, error)
+
+    def _call_lost(self, fn, error):
+        try:
+            fn(self, error)
+        except Exception as e:  # the loop's handler reports it; nothing else changes
+            self._client._loop.call_exception_handler({
+                "message": f"redlockc.asyncio: on_lost callback {fn!r} of {self!r} raised",
+                "exception": e})
+
+    # ---- `async with` -------------------------------------------------------------
+
+    async def __aenter__(self):
+        """``async with lock:`` acquires with the lock's timeout and lease;
+        NotAcquiredError if the timeout ran out."""
+        await self._enter(self._timeout, self._lease)
+        return self
+
+    async def _enter(self, timeout, lease):
+        if not await self._acquire(_wait_ms(True, timeout), _lease_ms(lease), lease):
+            raise NotAcquiredError(_core.RLC_NOT_ACQUIRED,
+                                   f"lock {self._name!r} is busy: the wait of {timeout} s ran out")
+
+    async def __aexit__(self, *exc):
+        """Releases one level when the block ends, also when it raised."""
+        await self.release()
+
+    def __call__(self, timeout=None, lease=None):
+        """``async with lock(timeout=5, lease=None):`` one level for the block."""
+        _wait_ms(True, timeout), _lease_ms(lease)
+        return _Scoped(self, timeout, lease)
+
+    def __enter__(self):
+        raise TypeError("redlockc.asyncio.Lock is used with `async with`, not `with` "
+                        "(nothing was acquired)")
+
+    def __exit__(self, *exc):  # pragma: no cover (never entered)
+        pass
+
+    # ---- state (no I/O) -------------------------------------------------------------
+
+    @property
+    def hold_count(self):
+        """This owner's hold count as the client knows it (0 when not held). No I/O."""
+        d = self._client._driver
+        if d.engine is None:
+            return 0
+        return _core.rlcpy_engine_hold_count(d.engine, self._name, self._owner_id)
+
+    @property
+    def validity(self):
+        """Seconds (float) this owner's hold is still certainly held, by the loop's
+        clock (renewals move it on); 0.0 when not held, lost or expired. No I/O."""
+        d = self._client._driver
+        if d.engine is None or d.loop is None:
+            return 0.0
+        return _core.rlcpy_engine_validity_ms(d.engine, self._name, self._owner_id,
+                                              d.now()) / 1000
+
+    def owned(self):
+        """True if this owner holds it and it was not reported lost. No I/O."""
+        return self.hold_count > 0 and self._lost_error is None
+
+    @property
+    def fencing_token(self):
+        """The fencing token of this object's current hold (an int, grows with each
+        new holder). Raises NotOwnerError when not held, LockLostError once lost."""
+        if self._lost_error is not None:
+            raise LockLostError(_core.RLC_E_LOST, str(self._lost_error))
+        if self._token is None or self.hold_count == 0:
+            raise NotOwnerError(_core.RLC_E_NOT_OWNER,
+                                f"lock {self._name!r} is not held by this owner")
+        return self._token
+
+    # ---- lost holds ------------------------------------------------------------------
+
+    @property
+    def lost(self):
+        """An asyncio.Event, set when this owner's hold is found lost (a renewal
+        found the key or field gone, or renewals failed until its validity ran
+        out); cleared when a new hold begins. ``await lock.lost.wait()``."""
+        if self._lost_event is None:
+            self._lost_event = _asyncio.Event()
+            if self._lost_error is not None:
+                self._lost_event.set()
+        return self._lost_event
+
+    @property
+    def lost_error(self):
+        """Why the hold was lost (a LockLostError, or the I/O error that kept
+        renewals out), or None."""
+        return self._lost_error
+
+    def on_lost(self, fn):
+        """Calls ``fn(lock, error)`` on the event loop when a hold is lost; returns fn
+        (a decorator works). ``on_lost(None)`` removes every callback. An
+        exception in fn goes to the loop's exception handler."""
+        if fn is None:
+            self._lost_fns = None
+            return None
+        if not callable(fn):
+            raise TypeError(f"on_lost needs a callable or None, not {type(fn).__name__}")
+        if self._lost_fns is None:
+            self._lost_fns = []
+        self._lost_fns.append(fn)
+        return fn
+
+    def cancel_on_lost(self, task=None):
+        """Cancels ``task`` (default: the current task) if this hold is lost
+        before it is released to zero; at once if it was lost already.
+        Returns a function that undoes the registration. The cancelled task
+        sees CancelledError("lock '<name>' was lost"); ``lock.lost`` is set."""
+        if task is None:
+            task = _asyncio.current_task()
+            if task is None:
+                raise RuntimeError("cancel_on_lost() needs a task (call it from one, or pass one)")
+        if self._lost_error is not None:
+            _cancel_task(task, f"lock {self._name!r} was lost")
+            return lambda: None
+        if self._cancel_tasks is None:
+            self._cancel_tasks = []
+        self._cancel_tasks.append(task)
+
+        def undo():
+            if self._cancel_tasks and task in self._cancel_tasks:
+                self._cancel_tasks.remove(task)
+        return undo
+
+    # ---- identity ----------------------------------------------------------------------
+
+    @property
+    def name(self):
+        """The lock's name, as given (the Redis key is key_prefix + name)."""
+        return self._name
+
+    @property
+    def owner(self):
+        """The explicit owner id, or None: this object is its own owner."""
+        return self._owner
+
+    @property
+    def owner_id(self):
+        """The owner id in the hash field ``"<client.uuid>:<owner_id>"``."""
+        return self._owner_id
+
+    @property
+    def client(self):
+        return self._client
+
+    def __del__(self):
+        # An object-owned hold nobody can release any more: give it back
+        # rather than let the watchdog renew it until the client closes.
+        if getattr(self, "_count", 0) > 0 and self._owner is None:
+            c = self._client
+            d = c._driver
+            if d.engine is not None and c._loop is not None and not c._loop.is_closed():
+                levels = self._count
+                name, owner = self._name, self._owner_id
+                try:
+                    c._loop.call_soon_threadsafe(_release_orphan, d, name, owner, levels)
+                except RuntimeError:  # the loop closed meanwhile
+                    pass
+
+    def __reduce__(self):
+        raise TypeError("a redlockc.asyncio.Lock cannot be pickled or sent to another process")
+
+    def __repr__(self):
+        owner = "object" if self._owner is None else self._owner
+        return f"<redlockc.asyncio.Lock {self._name!r} owner={owner}>"
+
+
+def _cancel_task(task, why):
+    try:
+        task.cancel(why)
+    except TypeError:  # Python 3.8: no message
+        task.cancel()
+
+
+def _release_orphan(driver, name, owner, levels):
+    if driver.engine is None:
+        return
+    _log.warning("redlockc.asyncio: lock %r was collected while held: releasing it", name)
+    for _ in range(min(levels, 2**16)):
+        driver.release_level(name, owner, None)
+
+
+class _Scoped:
+    """``async with lock(timeout=..., lease=...):``: one level for the block."""
+    __slots__ = ("_lock", "_timeout", "_lease")
+
+    def __init__(self, lock, timeout, lease):
+        self._lock, self._timeout, self._lease = lock, timeout, lease
+
+    async def __aenter__(self):
+        await self._lock._enter(self._timeout, self._lease)
+        return self._lock
+
+    async def __aexit__(self, *exc):
+        await self._lock.release()

@@ -1,0 +1,301 @@
+/*
+ * engine.i - the engine (REDLOCKC_1.1, "a core that never blocks") for
+ * Python's asyncio driver (bindings/python/redlockc/_aio.py).
+ *
+ * %included by redlockc.i (Python only), near its top. The raw rlc_engine_*
+ * functions are not wrapped (redlockc.i ignores them for every language);
+ * the driver calls the rlcpy_engine_* functions below instead, each shaped
+ * for it and self-contained (they do not depend on redlockc.i's typemaps,
+ * which come later in the file):
+ *   - a lock name is a str (sent as UTF-8) or bytes;
+ *   - failures raise the redlockc.Error subclass of the status (rlcpy_raise);
+ *   - acquire/release/extend return the operation id (an int);
+ *   - rlcpy_engine_flush(e), the driver's one call after each step, returns
+ *     everything a driver must act on, in one crossing; rlcpy_engine_step
+ *     feeds bytes read (or a tick) first.
+ * An event is the tuple
+ *     (type, status, op, owner, name, token, validity_ms, count, message)
+ * with name and message as str (invalid UTF-8 replaced).
+ *
+ * The engine never blocks and touches no thread, so every call keeps the GIL
+ * (%nothread: no release and re-take around a call of a microsecond).
+ */
+
+%{
+/* Defined further down, with the binding's other Python helpers. */
+static void rlcpy_raise(int status);
+
+/* One event as the tuple above; NULL with an exception set on failure. */
+static PyObject *rlcpy_event_tuple(const rlc_engine_event *ev)
+{
+    PyObject *name = PyUnicode_DecodeUTF8(ev->name ? ev->name : "", (Py_ssize_t)ev->name_len,
+                                          "replace");
+    const char *msg = ev->message ? ev->message : "";
+    PyObject *message = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+    PyObject *t = NULL;
+    if (name && message)
+        t = Py_BuildValue("(iiKKOKLLO)", ev->type, ev->status, (unsigned long long)ev->op,
+                          (unsigned long long)ev->owner, name, (unsigned long long)ev->token,
+                          (long long)ev->validity_ms, (long long)ev->count, message);
+    Py_XDECREF(name);
+    Py_XDECREF(message);
+    return t;
+}
+
+/* A lock name: str (its UTF-8, cached in the object the caller holds) or bytes. */
+static int rlcpy_name(PyObject *name, const char **p, size_t *n)
+{
+    Py_ssize_t len = 0;
+    if (PyUnicode_Check(name)) {
+        *p = PyUnicode_AsUTF8AndSize(name, &len);
+        if (!*p)
+            return 0;
+    } else if (PyBytes_Check(name)) {
+        *p = PyBytes_AS_STRING(name);
+        len = PyBytes_GET_SIZE(name);
+    } else {
+        PyErr_SetString(PyExc_TypeError, "name must be a str or bytes");
+        return 0;
+    }
+    *n = (size_t)len;
+    return 1;
+}
+
+/* An operation's id, or the status's exception. */
+static PyObject *rlcpy_op_result(int status, uint64_t op)
+{
+    if (status != RLC_OK) {
+        rlcpy_raise(status);
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong((unsigned long long)op);
+}
+%}
+
+/* NULL: rlc_engine_new failed and rlcpy_engine_new raised. */
+%typemap(out) rlc_engine *rlcpy_engine_new {
+  if (!$1)
+    SWIG_fail;
+  $result = SWIG_NewPointerObj($1, $1_descriptor, 0);
+}
+
+%nothread rlcpy_engine_new;
+%nothread rlcpy_engine_free;
+%nothread rlcpy_engine_info;
+%nothread rlcpy_engine_connected;
+%nothread rlcpy_engine_closed;
+%nothread rlcpy_engine_idle;
+%nothread rlcpy_engine_acquire;
+%nothread rlcpy_engine_release;
+%nothread rlcpy_engine_extend;
+%nothread rlcpy_engine_cancel;
+%nothread rlcpy_engine_hold_count;
+%nothread rlcpy_engine_validity_ms;
+%nothread rlcpy_engine_flush;
+%nothread rlcpy_engine_step;
+
+%inline %{
+/* rlc_engine_new; raises (InvalidArgument...) on failure. options may be None. */
+rlc_engine *rlcpy_engine_new(const char *nodes, const char *client_uuid, const char *options)
+{
+    rlc_engine *e = NULL;
+    int st = rlc_engine_new(&e, nodes, client_uuid, options);
+    if (st != RLC_OK) {
+        rlcpy_raise(st < 0 ? st : RLC_E_INVAL);
+        return NULL;
+    }
+    return e;
+}
+
+void rlcpy_engine_free(rlc_engine *e)
+{
+    rlc_engine_free(e);
+}
+
+/* (uuid, [(host, port) of each node]); port 0: host is a unix socket's path. */
+PyObject *rlcpy_engine_info(rlc_engine *e)
+{
+    int n = rlc_engine_nodes(e);
+    PyObject *nodes = PyList_New(0);
+    for (int i = 0; nodes && i < n; i++) {
+        const char *host = NULL;
+        int port = 0;
+        if (rlc_engine_node_address(e, i, &host, &port) != RLC_OK)
+            host = "", port = 0;
+        PyObject *item = Py_BuildValue("(si)", host ? host : "", port);
+        if (!item || PyList_Append(nodes, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(nodes);
+            break;
+        }
+        Py_DECREF(item);
+    }
+    return nodes ? Py_BuildValue("(sN)", rlc_engine_uuid(e), nodes) : NULL;
+}
+
+void rlcpy_engine_connected(rlc_engine *e, int conn, int64_t now_ms)
+{
+    rlc_engine_connected(e, conn, now_ms);
+}
+
+void rlcpy_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
+{
+    rlc_engine_closed(e, conn, now_ms);
+}
+
+PyObject *rlcpy_engine_idle(rlc_engine *e)
+{
+    return PyBool_FromLong(rlc_engine_idle(e) == 1);
+}
+
+/* The operation's id; raises InvalidArgument (bad name, owner, lease). */
+PyObject *rlcpy_engine_acquire(rlc_engine *e, PyObject *name, uint64_t owner, int64_t wait_ms,
+                               int64_t lease_ms, int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_acquire(e, p, n, owner, wait_ms, lease_ms, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+PyObject *rlcpy_engine_release(rlc_engine *e, PyObject *name, uint64_t owner, int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_release(e, p, n, owner, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+PyObject *rlcpy_engine_extend(rlc_engine *e, PyObject *name, uint64_t owner, int64_t lease_ms,
+                              int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_extend(e, p, n, owner, lease_ms, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+/* True: the acquire was running and ends with RLC_E_CANCELED; False: it had
+ * already ended (its DONE is queued or was read). */
+PyObject *rlcpy_engine_cancel(rlc_engine *e, uint64_t op, int64_t now_ms)
+{
+    int st = rlc_engine_cancel(e, op, now_ms);
+    if (st < 0) {
+        rlcpy_raise(st);
+        return NULL;
+    }
+    return PyBool_FromLong(st == RLC_OK);
+}
+
+/* rlc_engine_validity_ms: ms the hold is certainly still held, or 0. */
+PyObject *rlcpy_engine_validity_ms(rlc_engine *e, PyObject *name, uint64_t owner, int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    return PyLong_FromLongLong((long long)rlc_engine_validity_ms(e, p, n, owner, now_ms));
+}
+
+PyObject *rlcpy_engine_hold_count(rlc_engine *e, PyObject *name, uint64_t owner)
+{
+    const char *p;
+    size_t n;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    return PyLong_FromLongLong((long long)rlc_engine_hold_count(e, p, n, owner));
+}
+
+/* What the driver does after every call into the engine, in one crossing:
+ *   (writes, wants, events, deadline)
+ *   writes   [(conn, bytes)]: everything pending, already counted as sent
+ *            (an asyncio transport takes every byte: it buffers what the
+ *            socket does not); None when nothing is pending;
+ *   wants    [conn]: the connections the engine wants open (conn), and
+ *            those it gave up (-conn - 1: close the socket, then say
+ *            rlcpy_engine_closed);
+ *   events   [event tuple]: every event, in order; None when there are none;
+ *   deadline rlc_engine_deadline(): when to tick, or -1. */
+PyObject *rlcpy_engine_flush(rlc_engine *e)
+{
+    PyObject *writes = NULL, *wants = NULL, *events = NULL, *item = NULL;
+    int conns = 2 * rlc_engine_nodes(e);
+    if (!(wants = PyList_New(0)))
+        goto fail;
+    for (int k = 0; k < conns; k++) {
+        int want = rlc_engine_want_open(e, k);
+        if (want != 0) {
+            if (!(item = PyLong_FromLong(want > 0 ? k : -k - 1)) ||
+                PyList_Append(wants, item) < 0)
+                goto fail;
+            Py_CLEAR(item);
+        }
+        const char *data = NULL;
+        size_t n = rlc_engine_pending(e, k, &data);
+        if (!n)
+            continue;
+        if (!writes && !(writes = PyList_New(0)))
+            goto fail;
+        item = Py_BuildValue("(iy#)", k, data, (Py_ssize_t)n);
+        if (!item || PyList_Append(writes, item) < 0)
+            goto fail;
+        Py_CLEAR(item);
+        rlc_engine_sent(e, k, n);
+    }
+    rlc_engine_event ev;
+    while (rlc_engine_next_event(e, &ev) == 1) {
+        if (!events && !(events = PyList_New(0)))
+            goto fail;
+        item = rlcpy_event_tuple(&ev);
+        if (!item || PyList_Append(events, item) < 0)
+            goto fail;
+        Py_CLEAR(item);
+    }
+    if (!writes) {
+        Py_INCREF(Py_None);
+        writes = Py_None;
+    }
+    if (!events) {
+        Py_INCREF(Py_None);
+        events = Py_None;
+    }
+    return Py_BuildValue("(NNNL)", writes, wants, events, (long long)rlc_engine_deadline(e));
+fail:
+    Py_XDECREF(item);
+    Py_XDECREF(writes);
+    Py_XDECREF(wants);
+    Py_XDECREF(events);
+    return NULL;
+}
+
+/* rlc_engine_received (data: bytes) or rlc_engine_tick (data: None), then
+ * the flush: the hot path of a read or a timer, in one crossing. Raises
+ * ProtocolError when the bytes are not RESP (the engine then counts conn as
+ * closed: the driver closes the socket and flushes). */
+PyObject *rlcpy_engine_step(rlc_engine *e, int conn, PyObject *data, int64_t now_ms)
+{
+    if (data == Py_None) {
+        rlc_engine_tick(e, now_ms);
+    } else {
+        char *p;
+        Py_ssize_t n;
+        if (PyBytes_AsStringAndSize(data, &p, &n) < 0)
+            return NULL;
+        int st = rlc_engine_received(e, conn, p, (size_t)n, now_ms);
+        if (st < 0) {
+            rlcpy_raise(st);
+            return NULL;
+        }
+    }
+    return rlcpy_engine_flush(e);
+}
+%}
