@@ -87,14 +87,14 @@ class Client:
     blocking client.
     """
 
-    def __init__(self, nodes, **options):
+    def __init__(self, nodes, *, ssl_context=None, **options):
         """See the class: nodes a URI or a list of URIs, options as keyword arguments."""
         uris = _node_list(nodes)
         opts = _options(options)
         connect_ms = _option_ms(opts, "connect_timeout_ms", 1000)
         self._close_bound_s = (_option_ms(opts, "io_timeout_ms", 1000) + connect_ms) / 1000
         try:
-            self._driver = _aio.Driver(uris, opts, max(connect_ms, 1) / 1000)
+            self._driver = _aio.Driver(uris, opts, max(connect_ms, 1) / 1000, ssl_context)
         except InvalidArgument as e:
             raise _in_seconds(e, options) from None
         # Weakly: the driver outlives the client in its finalizer.
