@@ -157,8 +157,10 @@ static double engine_cycles(const struct redis_server *s, int slots, double *cpu
     char names[SLOTS][16];
     uint64_t op[SLOTS];
     bool releasing[SLOTS] = {false};
+    static int run;
+    run++; /* names of their own: an earlier run's holds expire only with their lease */
     for (int i = 0; i < slots; i++) {
-        snprintf(names[i], sizeof names[i], "e:%d", i);
+        snprintf(names[i], sizeof names[i], "e%d:%d", run, i);
         rlc_engine_acquire(L.e, names[i], strlen(names[i]), (uint64_t)i + 1, 1000, -1, el_now(),
                            &op[i]);
     }

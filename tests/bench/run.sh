@@ -68,6 +68,12 @@ fam_args=(--seconds 3 --repeats 3)
 cmake --build "$build" -j2 --target rlc_bench_family >/dev/null
 "$build/tests/bench/rlc_bench_family" "${fam_args[@]}" 2>>"$out/bench.log" | tee "$out/family.txt"
 
+# The engine on one event-loop thread beside bare hiredis (tests/bench/engine.c).
+eng_secs=3
+[[ " ${args[*]:-} " == *" --quick "* ]] && eng_secs=1
+cmake --build "$build" -j2 --target rlc_bench_engine >/dev/null
+"$build/tests/bench/rlc_bench_engine" "$eng_secs" 2>>"$out/bench.log" | tee "$out/engine.txt"
+
 # The Python asyncio driver (tests/bench/bench_asyncio.py): redlockc.asyncio
 # beside redis-py's redis.asyncio Lock in the same run, and 10,000 waiting
 # tasks over 100 names. --quick: 1 s per workload, 2,000 waiters on 20 names.

@@ -23,221 +23,11 @@
 #define OWNER_LIMIT (UINT64_C(1) << 62)
 #define TICK_LIMIT 1000000 /* timers handled in one tick: a bound, never reached */
 
-struct pending_event {
-    struct pending_event *next;
-    rlc_engine_event ev;
-    char *name;
-    char *message;
-};
 
 static void advance(rlc_engine *e, int64_t now)
 {
     if (now > e->now)
         e->now = now;
-}
-
-uint64_t eng_random(rlc_engine *e)
-{
-    /* xorshift64*: seeded from the client's UUID, so a simulation replays */
-    e->rng ^= e->rng >> 12;
-    e->rng ^= e->rng << 25;
-    e->rng ^= e->rng >> 27;
-    return e->rng * 0x2545F4914F6CDD1DULL;
-}
-
-int eng_attempt_name(const rlc_engine *e, uint64_t attempt, char *buf, size_t size)
-{
-    return snprintf(buf, size, "%s:%llx", e->uuid, (unsigned long long)attempt);
-}
-
-/* ---- events ------------------------------------------------------------------ */
-
-static void push_event(rlc_engine *e, const rlc_engine_event *ev, const char *msg)
-{
-    struct pending_event *p = calloc(1, sizeof *p);
-    if (!p || !(p->name = malloc(ev->name_len + 1)) || !(p->message = strdup(msg ? msg : "")))
-        abort(); /* an event that cannot be kept would leave its caller waiting */
-    p->ev = *ev;
-    memcpy(p->name, ev->name, ev->name_len);
-    p->name[ev->name_len] = '\0';
-    if (e->ev_tail)
-        e->ev_tail->next = p;
-    else
-        e->ev_head = p;
-    e->ev_tail = p;
-}
-
-void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fmt, ...)
-{
-    char msg[512] = "";
-    if (status != RLC_OK) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-    }
-    const struct hold *h = op->hold;
-    rlc_engine_event ev = {0};
-    ev.type = RLC_EV_DONE;
-    ev.status = status;
-    ev.op = op->id;
-    ev.owner = h->owner;
-    ev.name = h->lock->name;
-    ev.name_len = h->lock->name_len;
-    ev.count = h->count;
-    if (status == RLC_OK && op->kind == OP_ACQUIRE)
-        ev.token = h->token;
-    if (status == RLC_OK && (op->kind == OP_ACQUIRE || op->kind == OP_EXTEND))
-        ev.validity_ms = op->validity_out;
-    push_event(e, &ev, msg);
-}
-
-void eng_event_lost(rlc_engine *e, struct hold *h, int status, const char *why)
-{
-    rlc_engine_event ev = {0};
-    ev.type = RLC_EV_LOST;
-    ev.status = status;
-    ev.owner = h->owner;
-    ev.name = h->lock->name;
-    ev.name_len = h->lock->name_len;
-    ev.token = h->token;
-    ev.count = h->count;
-    push_event(e, &ev, why);
-}
-
-static void free_event(struct pending_event *p)
-{
-    if (!p)
-        return;
-    free(p->name);
-    free(p->message);
-    free(p);
-}
-
-int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev)
-{
-    if (!e || !ev)
-        return 0;
-    free_event(e->ev_current);
-    e->ev_current = e->ev_head;
-    if (!e->ev_current)
-        return 0;
-    e->ev_head = e->ev_current->next;
-    if (!e->ev_head)
-        e->ev_tail = NULL;
-    *ev = e->ev_current->ev;
-    ev->name = e->ev_current->name;
-    ev->message = e->ev_current->message;
-    return 1;
-}
-
-/* ---- the life of an operation ------------------------------------------------ */
-
-static size_t id_slot(uint64_t id)
-{
-    return (size_t)(id % ENG_BUCKETS);
-}
-
-static void id_unlink(rlc_engine *e, struct eng_op *op)
-{
-    struct eng_op **pp = &e->ops_by_id[id_slot(op->id)];
-    while (*pp && *pp != op)
-        pp = &(*pp)->idnext;
-    if (*pp)
-        *pp = op->idnext;
-}
-
-/* One allocation: the op, then its per-node arrays. */
-struct eng_op *op_alloc(const rlc_engine *e)
-{
-    size_t n = (size_t)e->n;
-    size_t size = sizeof(struct eng_op) + n * (2 * sizeof(struct req *) +
-                                               sizeof(struct node_reply) + sizeof(bool));
-    struct eng_op *op = calloc(1, size);
-    if (!op)
-        return NULL;
-    char *p = (char *)(op + 1);
-    op->nn = e->n;
-    op->rep = (struct node_reply *)p;
-    p += n * sizeof(struct node_reply);
-    op->reqs = (struct req **)p;
-    p += n * sizeof(struct req *);
-    op->syncs = (struct req **)p;
-    p += n * sizeof(struct req *);
-    op->granted = (bool *)p;
-    op->timer.at = -1;
-    return op;
-}
-
-void op_free(struct eng_op *op)
-{
-    round_clear(op);
-    timer_clear(&op->timer);
-    free(op);
-}
-
-void op_start(rlc_engine *e, struct eng_op *op, int64_t now)
-{
-    switch (op->kind) {
-    case OP_ACQUIRE: acquire_start(e, op, now); break;
-    case OP_RELEASE: release_start(e, op, now); break;
-    case OP_EXTEND: extend_start(e, op, now); break;
-    }
-}
-
-void op_finish(rlc_engine *e, struct eng_op *op, int64_t now)
-{
-    struct hold *h = op->hold;
-    round_abandon(op);
-    sub_leave(e, op);
-    struct eng_op **pp = &h->ops_head, *prev = NULL;
-    while (*pp && *pp != op) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    if (*pp) {
-        *pp = op->next;
-        if (h->ops_tail == op)
-            h->ops_tail = prev;
-    }
-    id_unlink(e, op);
-    e->n_ops--;
-    op_free(op);
-    struct eng_op *next = h->ops_head;
-    if (next && next->phase == P_QUEUED)
-        op_start(e, next, now);
-    else
-        hold_maybe_free(e, h);
-}
-
-void op_on_reply(rlc_engine *e, struct req *r, const redisReply *reply, int status,
-                 const char *msg, int64_t now)
-{
-    struct eng_op *op = r->op;
-    int node = r->node;
-    r->op = NULL;
-    if (op && op->syncs[node] == r) {
-        round_sync_reply(e, op, node, reply);
-        if (op->answered == e->n)
-            op_timer(e, op, now);
-        return;
-    }
-    if (!op || op->reqs[node] != r)
-        return; /* a reply of an earlier round */
-    switch (op->kind) {
-    case OP_ACQUIRE: acquire_reply(e, op, node, reply, status, msg, now); break;
-    case OP_RELEASE: release_reply(e, op, node, reply, status, msg, now); break;
-    default: extend_reply(e, op, node, reply, status, msg, now); break;
-    }
-}
-
-void op_timer(rlc_engine *e, struct eng_op *op, int64_t now)
-{
-    switch (op->kind) {
-    case OP_ACQUIRE: acquire_timer(e, op, now); break;
-    case OP_RENEW: renew_decide(e, op, now); break;
-    default: release_timer(e, op, now); break;
-    }
 }
 
 static int new_op(rlc_engine *e, int kind, const char *name, size_t len, uint64_t owner,
@@ -264,10 +54,13 @@ static int new_op(rlc_engine *e, int kind, const char *name, size_t len, uint64_
     }
     op->id = ++e->next_op;
     op->kind = kind;
+    op->cls = kind == OP_ACQUIRE ? &op_acquire_class
+              : kind == OP_RELEASE ? &op_release_class
+                                   : &op_extend_class;
     op->hold = h;
     op->timer.at = -1;
-    op->idnext = e->ops_by_id[id_slot(op->id)];
-    e->ops_by_id[id_slot(op->id)] = op;
+    op->idnext = e->ops_by_id[op_id_slot(op->id)];
+    e->ops_by_id[op_id_slot(op->id)] = op;
     e->n_ops++;
     round_clear(op);
     *id = op->id;
@@ -289,7 +82,7 @@ static void enqueue(rlc_engine *e, struct eng_op *op)
 
 static struct eng_op *find_op(const rlc_engine *e, uint64_t id)
 {
-    for (struct eng_op *op = e->ops_by_id[id_slot(id)]; op; op = op->idnext)
+    for (struct eng_op *op = e->ops_by_id[op_id_slot(id)]; op; op = op->idnext)
         if (op->id == id)
             return op;
     return NULL;
@@ -373,6 +166,11 @@ int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
     return RLC_OK;
 }
 
+int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev)
+{
+    return e && ev ? eng_event_pop(e, ev) : 0;
+}
+
 int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name_len,
                               uint64_t owner)
 {
@@ -405,7 +203,11 @@ static bool conn_ok(const rlc_engine *e, int k)
 
 int rlc_engine_want_open(const rlc_engine *e, int conn)
 {
-    return conn_ok(e, conn) ? conn_want_open(e, conn) : 0;
+    if (!conn_ok(e, conn))
+        return 0;
+    if (conn % 2 == 1 && e->conns[conn].state != C_DROPPED)
+        return sub_wanted(e, conn / 2) ? 1 : 0;
+    return conn_want_open(e, conn);
 }
 
 void rlc_engine_connected(rlc_engine *e, int conn, int64_t now_ms)
@@ -414,6 +216,8 @@ void rlc_engine_connected(rlc_engine *e, int conn, int64_t now_ms)
         return;
     advance(e, now_ms);
     conn_connected(e, conn, e->now);
+    if (conn % 2 == 1 && e->conns[conn].state == C_UP)
+        sub_on_connected(e, &e->conns[conn]);
 }
 
 void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
@@ -424,6 +228,8 @@ void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
     char msg[200];
     snprintf(msg, sizeof msg, "connection to %s lost", e->addrs[conn / 2].label);
     conn_closed(e, conn, e->now, RLC_E_CONNECT, msg);
+    if (conn % 2 == 1)
+        sub_on_closed(e, &e->conns[conn]);
 }
 
 size_t rlc_engine_pending(rlc_engine *e, int conn, const char **data)
@@ -458,6 +264,8 @@ int rlc_engine_received(rlc_engine *e, int conn, const char *data, size_t len, i
     if (!conn_ok(e, conn) || (!data && len))
         return rlc_fail(RLC_E_INVAL, "bad connection number or data");
     advance(e, now_ms);
+    if (conn % 2 == 1)
+        return sub_received(e, &e->conns[conn], data, len, e->now);
     return conn_received(e, conn, data, len, e->now);
 }
 
@@ -576,6 +384,7 @@ int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
         return rc;
     }
     scripts_init();
+    e->deliver = op_deliver;
     memcpy(e->uuid, client_uuid, 37);
     e->q = quorum_of(e->n);
     e->call_timeout_ms = e->n == 1 ? e->opts.io_timeout_ms : e->opts.node_timeout_ms;
@@ -594,20 +403,34 @@ int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
     return RLC_OK;
 }
 
+/* Every op still queued or running, and every renewal, goes unreported. */
+static void free_ops(rlc_engine *e)
+{
+    for (int b = 0; b < ENG_BUCKETS; b++)
+        for (struct eng_lock *l = e->buckets[b]; l; l = l->next)
+            for (struct hold *h = l->holds; h; h = h->next) {
+                struct eng_op *op = h->ops_head;
+                while (op) {
+                    struct eng_op *next = op->next;
+                    op_free(op);
+                    op = next;
+                }
+                h->ops_head = h->ops_tail = NULL;
+                if (h->renewing)
+                    op_free(h->renewing);
+                h->renewing = NULL;
+            }
+}
+
 void rlc_engine_free(rlc_engine *e)
 {
     if (!e)
         return;
     conn_free_all(e);
+    free_ops(e);
     lock_free_all(e);
     timer_free_all(e);
-    struct pending_event *p = e->ev_head;
-    while (p) {
-        struct pending_event *n = p->next;
-        free_event(p);
-        p = n;
-    }
-    free_event(e->ev_current);
+    eng_events_free(e);
     for (int i = 0; i < RLC_MAX_NODES; i++)
         for (int k = 0; k < 2; k++)
             if (e->hello[i][k])

@@ -47,7 +47,7 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
         round_send_sync(e, op);
 }
 
-void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
+static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     if (h->lost && h->count > 0) {
@@ -57,7 +57,9 @@ void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
                                           e->next_attempt, h->levels + (h->n_levels ? 1 : 0),
                                           h->n_levels ? h->n_levels - 1 : 0);
         for (int i = 0; i < e->n; i++)
-            conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true);
+            /* it may leave a level of this owner at its lease (E8) */
+            hold_mark_ttl(h, conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true),
+                          h->lease_ms);
         cmd_unref(cmd);
         h->count = 0;
         h->n_levels = 0;
@@ -131,7 +133,7 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
         bool all[RLC_MAX_NODES];
         for (int i = 0; i < e->n; i++)
             all[i] = true;
-        send_undo(e, h, op->attempt, op->lease, all, op->nested);
+        send_undo(e, h, op->attempt, op->lease, all);
         char msg[300];
         if (op->nested) {
             h->lost = RLC_E_LOST;
@@ -254,7 +256,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         /* the hold this nests in is gone from a quorum: this acquire made a
          * new hold there; counting it as a level would let the owner's next
          * release free it while the owner still believes it holds (A7) */
-        send_undo(e, h, op->attempt, op->lease, vd.undo, op->nested);
+        send_undo(e, h, op->attempt, op->lease, vd.undo);
         h->lost = RLC_E_LOST;
         h->watchdog = false;
         renew_schedule(e, h);
@@ -306,7 +308,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     for (int i = 0; i < n; i++)
         any = any || vd.undo[i];
     if (any)
-        send_undo(e, h, op->attempt, op->lease, vd.undo, op->nested);
+        send_undo(e, h, op->attempt, op->lease, vd.undo);
     not_now(e, op, rc, vd.outcome == Q_BUSY && vd.split, sleep_ms, msg, now);
 }
 
@@ -331,7 +333,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     bool undo[RLC_MAX_NODES];
     for (int i = 0; i < e->n; i++)
         undo[i] = may_hold(op, i);
-    send_undo(e, h, op->attempt, op->lease, undo, op->nested);
+    send_undo(e, h, op->attempt, op->lease, undo);
     char msg[300];
     snprintf(msg, sizeof msg,
              "lock '%.60s' was granted, but its fencing token could not be stored on a quorum "
@@ -339,7 +341,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     not_now(e, op, RLC_NOT_ACQUIRED, false, MIN_RETRY_MS, msg, now);
 }
 
-void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
+static void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
                    const char *msg, int64_t now)
 {
     if (op->phase == P_FLOOR) {
@@ -359,7 +361,7 @@ void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply 
         decide(e, op, now);
 }
 
-void acquire_timer(rlc_engine *e, struct eng_op *op, int64_t now)
+static void acquire_timer(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     switch (op->phase) {
     case P_ROUND:
@@ -381,7 +383,7 @@ void acquire_timer(rlc_engine *e, struct eng_op *op, int64_t now)
     }
 }
 
-void acquire_wake(rlc_engine *e, struct eng_op *op, int64_t now)
+static void acquire_wake(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     if (op->phase != P_WAIT) {
         op->woken = false; /* it is trying already; the wake goes to nobody */
@@ -399,10 +401,22 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
         for (int i = 0; i < e->n; i++)
             undo[i] = may_hold(op, i);
         round_abandon(op);
-        send_undo(e, h, op->attempt, op->lease, undo, op->nested);
+        send_undo(e, h, op->attempt, op->lease, undo);
     }
     sub_leave(e, op);
     eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",
                    h->lock->name);
     op_finish(e, op, now);
 }
+
+/* Ended from below (a refused SUBSCRIBE): nothing was taken while it slept. */
+static void acquire_abort(rlc_engine *e, struct eng_op *op, int status, const char *why,
+                          int64_t now)
+{
+    sub_leave(e, op);
+    eng_event_done(e, op, status, "%s", why);
+    op_finish(e, op, now);
+}
+
+const struct op_class op_acquire_class = {acquire_start, acquire_reply, acquire_timer,
+                                          acquire_wake, acquire_abort};

@@ -56,7 +56,7 @@ int conn_make_all(rlc_engine *e)
 
 static void req_free(rlc_engine *e, struct req *r)
 {
-    req_gone(r, true);
+    req_gone(e, r, true);
     cmd_unref(r->cmd);
     free(r);
     e->in_flight--;
@@ -156,8 +156,6 @@ int conn_want_open(const rlc_engine *e, int k)
     const struct conn *c = &e->conns[k];
     if (c->state == C_DROPPED)
         return -1;
-    if (c->sub)
-        return sub_wanted(e, c->node) ? 1 : 0;
     if (c->state == C_UP)
         return 1;
     return c->qhead && e->now >= c->retry_at ? 1 : 0;
@@ -196,10 +194,8 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
             write_req(e, c, r);
         }
     }
-    if (c->sub) {
-        sub_on_connected(e, c);
-        return;
-    }
+    if (c->sub)
+        return; /* its subscriptions are engine_sub.c's (called next by engine.c) */
     while (c->qhead) {
         struct req *r = c->qhead;
         c->qhead = r->next;
@@ -214,7 +210,7 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
 static void no_reply(rlc_engine *e, struct req *r, int why, const char *msg)
 {
     if (r->op)
-        op_on_reply(e, r, NULL, why, msg, e->now);
+        e->deliver(e, r, NULL, why, msg, e->now);
 }
 
 /* Everything in flight on c is settled: redo requests go back to the front
@@ -231,7 +227,7 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
         struct req *next = r->next;
         bool unsent = connected && r->end_at > c->taken;
         if (unsent && (r->kind == R_HELLO || (!r->op && !r->redo))) {
-            req_gone(r, false);
+            req_gone(e, r, false);
             req_free(e, r);
         } else if (unsent || (r->redo && r->kind != R_HELLO)) {
             r->next = NULL;
@@ -266,7 +262,7 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
             r->next = NULL;
             if (!r->redo) {
                 no_reply(e, r, why, msg);
-                req_gone(r, false); /* never written: it cannot run */
+                req_gone(e, r, false); /* never written: it cannot run */
                 req_free(e, r);
             } else {
                 if (keep_tail)
@@ -305,9 +301,7 @@ static void end_conn(rlc_engine *e, struct conn *c, int why, const char *msg, in
             c->backoff_ms = BACKOFF_MAX_MS;
         c->retry_at = e->now + c->backoff_ms;
     }
-    if (c->sub)
-        sub_on_closed(e, c);
-    else
+    if (!c->sub)
         settle(e, c, why, msg, was_up);
     c->taken = c->appended;
     schedule(e, c);
@@ -325,7 +319,7 @@ void conn_closed(rlc_engine *e, int k, int64_t now, int why, const char *msg)
     end_conn(e, c, why, msg, C_DOWN);
 }
 
-static void drop(rlc_engine *e, struct conn *c, int why, const char *msg)
+void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg)
 {
     end_conn(e, c, why, msg, C_DROPPED);
 }
@@ -336,7 +330,7 @@ void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
                  e->addrs[c->node].label, (long long)(now - c->head->sent_at));
-        drop(e, c, RLC_E_TIMEOUT, msg);
+        conn_drop(e, c, RLC_E_TIMEOUT, msg);
         return;
     }
     schedule(e, c);
@@ -363,7 +357,7 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
             bool auth = strstr(reply->str, "NOAUTH") || strstr(reply->str, "WRONGPASS") ||
                         strstr(reply->str, "invalid password") || strstr(reply->str, "AUTH");
             req_free(e, r);
-            drop(e, c, auth ? RLC_E_AUTH : RLC_E_SERVER, msg);
+            conn_drop(e, c, auth ? RLC_E_AUTH : RLC_E_SERVER, msg);
             return;
         }
         req_free(e, r);
@@ -381,40 +375,60 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
             return;
         }
     }
-    req_answered(r); /* it ran (or, NOSCRIPT, never will): its TTL is known */
+    req_answered(e, r); /* it ran (or, NOSCRIPT, never will): its TTL is known */
     if (r->op)
-        op_on_reply(e, r, reply, RLC_OK, NULL, e->now);
+        e->deliver(e, r, reply, RLC_OK, NULL, e->now);
     req_free(e, r);
 }
 
+/* Bytes read on c go to its reader; RLC_E_PROTOCOL (and c dropped) when
+ * they are not RESP. */
+int conn_feed(rlc_engine *e, struct conn *c, const char *data, size_t len)
+{
+    if (c->state != C_UP || !c->reader)
+        return RLC_OK; /* late bytes of a connection the engine let go */
+    if (redisReaderFeed(c->reader, data, len) != REDIS_OK) {
+        conn_drop(e, c, RLC_E_PROTOCOL, "unreadable reply");
+        return RLC_E_PROTOCOL;
+    }
+    return RLC_OK;
+}
+
+/* The next whole reply read on c (the caller frees it): 1, or 0 when none
+ * is complete, or -1 when the bytes are not RESP (c is dropped). */
+int conn_next(rlc_engine *e, struct conn *c, redisReply **out)
+{
+    *out = NULL;
+    if (c->state != C_UP || !c->reader)
+        return 0;
+    void *reply = NULL;
+    if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s sent an unreadable reply", e->addrs[c->node].label);
+        conn_drop(e, c, RLC_E_PROTOCOL, msg);
+        return -1;
+    }
+    *out = reply;
+    return reply != NULL;
+}
+
+/* A command connection's bytes: each reply goes to its request (in order). */
 int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t now)
 {
     (void)now;
     struct conn *c = conn_at(e, k);
-    if (c->state != C_UP || !c->reader)
-        return RLC_OK; /* late bytes of a connection the engine let go */
-    if (redisReaderFeed(c->reader, data, len) != REDIS_OK) {
-        drop(e, c, RLC_E_PROTOCOL, "unreadable reply");
+    if (conn_feed(e, c, data, len) != RLC_OK)
         return RLC_E_PROTOCOL;
-    }
-    for (;;) {
-        void *reply = NULL;
-        if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "%s sent an unreadable reply", e->addrs[c->node].label);
-            drop(e, c, RLC_E_PROTOCOL, msg);
-            return RLC_E_PROTOCOL;
-        }
-        if (!reply)
-            break;
-        if (c->sub)
-            sub_on_reply(e, c, reply, e->now);
-        else
-            on_reply(e, c, reply);
+    redisReply *reply;
+    int got;
+    while ((got = conn_next(e, c, &reply)) > 0) {
+        on_reply(e, c, reply);
         freeReplyObject(reply);
         if (c->state != C_UP)
             break;
     }
+    if (got < 0)
+        return RLC_E_PROTOCOL;
     schedule(e, c);
     return RLC_OK;
 }

@@ -93,8 +93,10 @@ struct conn {
 struct ttl_mark {
     struct ttl_mark *next, *prev;
     struct hold *hold;
-    struct req *req;    /* NULL once the request is gone unanswered */
+    struct req *req;    /* NULL once the request is gone */
     int64_t ttl;
+    int64_t answered_at; /* -1 pending; else it ran before this time, and still
+                            counts for a round that started before it */
 };
 
 struct hold {
@@ -139,7 +141,22 @@ struct eng_lock {
     struct eng_lock *cnext; /* in the engine's channel buckets */
 };
 
-/* ---- operations (engine_acquire.c, engine_release.c, engine_renew.c) ---- */
+/* ---- operations (engine_op.c; the kinds in engine_acquire.c,
+ * engine_release.c, engine_renew.c) ---- */
+
+/* What a kind of operation does; engine_op.c and engine_sub.c call a kind
+ * only through its class, so the kinds sit above them. */
+struct op_class {
+    void (*start)(rlc_engine *e, struct eng_op *op, int64_t now);
+    void (*reply)(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
+                  int status, const char *msg, int64_t now);
+    void (*timer)(rlc_engine *e, struct eng_op *op, int64_t now);
+    /* waiting kinds: a wake, and an end forced from below (status, why) */
+    void (*wake)(rlc_engine *e, struct eng_op *op, int64_t now);
+    void (*abort)(rlc_engine *e, struct eng_op *op, int status, const char *why, int64_t now);
+};
+extern const struct op_class op_acquire_class, op_release_class, op_extend_class,
+    op_renew_class;
 
 enum op_kind { OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_RENEW };
 enum op_phase { P_QUEUED = 0, P_ROUND, P_FLOOR, P_WAIT, P_DONE };
@@ -157,6 +174,7 @@ struct node_reply {
 struct eng_op {
     uint64_t id;
     int kind, phase;
+    const struct op_class *cls;
     struct hold *hold;     /* every op acts on one (lock, owner) */
     struct eng_op *next;   /* in the hold's queue */
     struct eng_op *idnext; /* in the engine's table by id */
@@ -219,11 +237,14 @@ struct rlc_engine {
     struct pending_event *ev_head, *ev_tail;
     struct pending_event *ev_current;
     int in_flight;            /* requests written or queued, over all connections */
+    /* how a connection hands a reply (or its absence) up: op_deliver */
+    void (*deliver)(rlc_engine *e, struct req *r, const struct redisReply *reply, int status,
+                    const char *msg, int64_t now);
     int64_t n_ops;            /* operations not yet ended */
     struct eng_op *ops_by_id[ENG_BUCKETS];
 };
 
-/* engine.c */
+/* engine_op.c (events), engine_lock.c (ids) */
 void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void eng_event_lost(rlc_engine *e, struct hold *h, int status, const char *why);
@@ -251,6 +272,9 @@ int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t no
 void conn_timer(rlc_engine *e, struct conn *c, int64_t now);
 int conn_want_open(const rlc_engine *e, int k);
 void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len);
+void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg);
+int conn_feed(rlc_engine *e, struct conn *c, const char *data, size_t len);
+int conn_next(rlc_engine *e, struct conn *c, struct redisReply **out);
 
 /* engine_sub.c */
 void sub_join(rlc_engine *e, struct eng_op *op);
@@ -258,7 +282,7 @@ void sub_leave(rlc_engine *e, struct eng_op *op);
 void sub_wake_one(rlc_engine *e, struct eng_lock *l, int64_t now);
 void sub_on_connected(rlc_engine *e, struct conn *c);
 void sub_on_closed(rlc_engine *e, struct conn *c);
-void sub_on_reply(rlc_engine *e, struct conn *c, const struct redisReply *r, int64_t now);
+int sub_received(rlc_engine *e, struct conn *c, const char *data, size_t len, int64_t now);
 void sub_holder_expires(rlc_engine *e, struct eng_lock *l, int64_t at, int64_t now);
 void sub_timer(rlc_engine *e, struct eng_lock *l, int64_t now);
 bool sub_wanted(const rlc_engine *e, int node);
@@ -271,40 +295,31 @@ struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool cr
 void hold_maybe_free(rlc_engine *e, struct hold *h);
 bool hold_push_level(struct hold *h, uint64_t attempt);
 void hold_mark_ttl(struct hold *h, struct req *r, int64_t ttl);
-void req_answered(struct req *r);
-void req_gone(struct req *r, bool reached);
+void req_answered(rlc_engine *e, struct req *r);
+void hold_prune_marks(rlc_engine *e, struct hold *h);
+void req_gone(rlc_engine *e, struct req *r, bool reached);
 int64_t hold_valid_until(const struct hold *h, int64_t started, int64_t lease, double drift);
 uint64_t hold_pop_level(struct hold *h);
 void lock_free_all(rlc_engine *e);
 
-/* engine_acquire.c, engine_release.c, engine_renew.c */
-void op_start(rlc_engine *e, struct eng_op *op, int64_t now);
-void op_on_reply(rlc_engine *e, struct req *r, const struct redisReply *reply, int status,
-                 const char *msg, int64_t now);
-void op_timer(rlc_engine *e, struct eng_op *op, int64_t now);
-void op_finish(rlc_engine *e, struct eng_op *op, int64_t now);
-void op_free(struct eng_op *op);
+/* engine_op.c */
 struct eng_op *op_alloc(const rlc_engine *e);
-void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now);
-void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
-                   int status, const char *msg, int64_t now);
-void acquire_timer(rlc_engine *e, struct eng_op *op, int64_t now);
-void acquire_wake(rlc_engine *e, struct eng_op *op, int64_t now);
-void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now);
-void release_start(rlc_engine *e, struct eng_op *op, int64_t now);
-void release_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
-                   int status, const char *msg, int64_t now);
-void release_timer(rlc_engine *e, struct eng_op *op, int64_t now);
-void extend_start(rlc_engine *e, struct eng_op *op, int64_t now);
-void extend_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
-                  int status, const char *msg, int64_t now);
+void op_free(struct eng_op *op);
+void op_start(rlc_engine *e, struct eng_op *op, int64_t now);
+void op_finish(rlc_engine *e, struct eng_op *op, int64_t now);
+void op_deliver(rlc_engine *e, struct req *r, const struct redisReply *reply, int status,
+                const char *msg, int64_t now);
+void op_timer(rlc_engine *e, struct eng_op *op, int64_t now);
+size_t op_id_slot(uint64_t id);
+void op_id_unlink(rlc_engine *e, struct eng_op *op);
+int eng_event_pop(rlc_engine *e, rlc_engine_event *ev);
+void eng_events_free(rlc_engine *e);
+
+/* the kinds' own entry points used across files */
 void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now);
-void renew_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r,
-                 int status, const char *msg, int64_t now);
 void renew_schedule(rlc_engine *e, struct hold *h);
-void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now);
-void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now);
 struct rlc_cmd *cmd_renew(const rlc_engine *e, const struct hold *h, int64_t lease);
+void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now);
 
 /* Shared by the operations (engine_round.c): a round sends one command to
  * every node and ends when all answered or at its deadline. */
@@ -315,6 +330,8 @@ void round_abandon(struct eng_op *op);
 const struct redisReply *round_note(struct eng_op *op, int node, const struct redisReply *r,
                                     int status, const char *msg);
 void round_timeout(struct eng_op *op, int n);
+void round_note_renew(struct eng_op *op, int node, const struct redisReply *r, int status,
+                      const char *msg);
 void round_send_sync(rlc_engine *e, struct eng_op *op);
 void round_sync_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r);
 void round_clear(struct eng_op *op);
@@ -322,6 +339,6 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
 struct rlc_cmd *cmd_release(const rlc_engine *e, const struct hold *h, uint64_t level,
                             uint64_t upto, const uint64_t *extra, int64_t n_extra);
 void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
-               const bool *which, bool nested);
+               const bool *which);
 
 #endif

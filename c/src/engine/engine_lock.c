@@ -13,6 +13,21 @@
 #include "engine_int.h"
 #include "quorum.h"
 
+/* xorshift64*: seeded from the client's UUID, so a simulation replays */
+uint64_t eng_random(rlc_engine *e)
+{
+    e->rng ^= e->rng >> 12;
+    e->rng ^= e->rng << 25;
+    e->rng ^= e->rng >> 27;
+    return e->rng * 0x2545F4914F6CDD1DULL;
+}
+
+/* "<uuid>:<hex seq>": an attempt's id, never reused by this engine. */
+int eng_attempt_name(const rlc_engine *e, uint64_t attempt, char *buf, size_t size)
+{
+    return snprintf(buf, size, "%s:%llx", e->uuid, (unsigned long long)attempt);
+}
+
 static uint64_t hash(const char *s, size_t len)
 {
     uint64_t h = 1469598103934665603ULL; /* FNV-1a */
@@ -195,6 +210,7 @@ void hold_mark_ttl(struct hold *h, struct req *r, int64_t ttl)
     m->hold = h;
     m->req = r;
     m->ttl = ttl;
+    m->answered_at = -1;
     m->next = h->marks;
     if (h->marks)
         h->marks->prev = m;
@@ -214,24 +230,56 @@ static void mark_free(struct ttl_mark *m)
     free(m);
 }
 
-void req_answered(struct req *r)
+/* An answered mark still counts for every round that began before the
+ * answer (the request may have run after the round's own); it goes once no
+ * round of its hold is that old. A hold kept only for its marks goes with
+ * the last of them. */
+void hold_prune_marks(rlc_engine *e, struct hold *h)
+{
+    int64_t oldest = INT64_MAX;
+    if (h->ops_head && h->ops_head->phase != P_QUEUED)
+        oldest = h->ops_head->started;
+    if (h->renewing && h->renewing->started < oldest)
+        oldest = h->renewing->started;
+    for (struct ttl_mark *m = h->marks, *next; m; m = next) {
+        next = m->next;
+        if (m->answered_at >= 0 && m->answered_at < oldest)
+            mark_free(m);
+    }
+    if (!h->marks)
+        hold_maybe_free(e, h);
+}
+
+static void mark_done(rlc_engine *e, struct ttl_mark *m)
+{
+    m->answered_at = e->now;
+    m->req = NULL;
+    hold_prune_marks(e, m->hold);
+}
+
+void req_answered(rlc_engine *e, struct req *r)
 {
     if (r->ttl)
-        mark_free(r->ttl);
+        mark_done(e, r->ttl);
     r->ttl = NULL;
 }
 
 /* The request is freed unanswered: if its bytes may have reached the
  * server, its mark stays (it may still run); if not, it never will. */
-void req_gone(struct req *r, bool reached)
+void req_gone(rlc_engine *e, struct req *r, bool reached)
 {
-    if (!r->ttl)
+    struct ttl_mark *m = r->ttl;
+    if (!m)
         return;
-    if (reached)
-        r->ttl->req = NULL;
-    else
-        mark_free(r->ttl);
     r->ttl = NULL;
+    if (reached) {
+        m->req = NULL;
+    } else {
+        struct hold *h = m->hold;
+        mark_free(m); /* it never reached a server: it never runs */
+        if (!h->marks)
+            hold_maybe_free(e, h);
+    }
 }
 
 int64_t hold_valid_until(const struct hold *h, int64_t started, int64_t lease, double drift)
@@ -239,16 +287,21 @@ int64_t hold_valid_until(const struct hold *h, int64_t started, int64_t lease, d
     int64_t cap = lease;
     bool frozen = false;
     for (const struct ttl_mark *m = h->marks; m; m = m->next) {
+        if (m->answered_at >= 0 && m->answered_at < started)
+            continue; /* it ran before this round's own request */
         if (m->ttl < 0)
             frozen = true;
         else if (m->ttl < cap)
             cap = m->ttl;
     }
     int64_t until = started + cap - quorum_drift_ms(cap, drift);
-    /* an undo of a nested level still on its way may put back the shorter
-     * PTTL its acquire replaced: nothing raises the validity until then */
+    /* An undo still on its way may put back the shorter PTTL its acquire
+     * replaced: nothing raises a hold's validity until it has answered, and
+     * a new hold gets none (its grant is undone and tried again). */
     if (frozen && h->count > 0 && until > h->valid_until)
         until = h->valid_until;
+    else if (frozen && h->count == 0)
+        until = started;
     return until;
 }
 
@@ -266,7 +319,10 @@ static void hold_free(struct hold *h)
 
 void hold_maybe_free(rlc_engine *e, struct hold *h)
 {
-    if (h->count > 0 || h->ops_head || h->renewing)
+    /* A hold with marks stays: a release that has not answered may still
+     * run and leave the owner's next hold of this lock (on the server, a
+     * level more of the same life) with a shorter TTL (E8). */
+    if (h->count > 0 || h->ops_head || h->renewing || h->marks)
         return;
     struct eng_lock *l = h->lock;
     timer_clear(&h->timer);
@@ -318,14 +374,6 @@ void lock_free_all(rlc_engine *e)
             struct hold *h = l->holds;
             while (h) {
                 struct hold *hn = h->next;
-                struct eng_op *op = h->ops_head;
-                while (op) {
-                    struct eng_op *on = op->next;
-                    op_free(op);
-                    op = on;
-                }
-                if (h->renewing)
-                    op_free(h->renewing);
                 hold_free(h);
                 h = hn;
             }

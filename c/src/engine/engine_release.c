@@ -52,7 +52,9 @@ static bool take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool r
         struct rlc_cmd *cmd = cmd_release(e, h, h->levels[0], e->next_attempt, h->levels + 1,
                                           h->n_levels - 1);
         for (int i = 0; i < e->n; i++)
-            conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true);
+            /* it may leave a level of this owner at its lease (E8) */
+            hold_mark_ttl(h, conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true),
+                          h->lease_ms);
         cmd_unref(cmd);
         h->n_levels = 0;
     }
@@ -69,7 +71,7 @@ static bool take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool r
     return true;
 }
 
-void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
+static void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     if (take_lost(e, op, "release", true, now))
@@ -83,6 +85,7 @@ void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
     op->had_hold = true;
     op->level = hold_pop_level(h);
     uint64_t upto = h->count == 1 ? e->next_attempt : 0;
+    op->lease = h->lease_ms; /* what the release leaves a level still held (its mark) */
     op->phase = P_ROUND;
     round_begin(e, op, now);
     struct rlc_cmd *cmd = cmd_release(e, h, op->level, upto, NULL, 0);
@@ -129,7 +132,7 @@ static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     finish(e, op, rc, msg, now);
 }
 
-void release_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
+static void release_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
                    const char *msg, int64_t now)
 {
     const redisReply *ok = round_note(op, node, r, status, msg);
@@ -143,17 +146,11 @@ void release_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply 
         release_decide(e, op, now);
 }
 
-void release_timer(rlc_engine *e, struct eng_op *op, int64_t now)
-{
-    if (op->kind == OP_RELEASE)
-        release_decide(e, op, now);
-    else
-        extend_decide(e, op, now);
-}
+
 
 /* ---- extend ---------------------------------------------------------------- */
 
-void extend_start(rlc_engine *e, struct eng_op *op, int64_t now)
+static void extend_start(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     if (take_lost(e, op, "extend", false, now))
@@ -174,7 +171,7 @@ void extend_start(rlc_engine *e, struct eng_op *op, int64_t now)
     cmd_unref(cmd);
 }
 
-void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
+static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     int yes = 0, gone = 0;
@@ -228,21 +225,14 @@ void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     finish(e, op, rc, msg, now);
 }
 
-void extend_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
+static void extend_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,
                   const char *msg, int64_t now)
 {
-    const redisReply *ok = round_note(op, node, r, status, msg);
-    if (ok && ok->type == REDIS_REPLY_ARRAY && ok->elements == 1 &&
-        ok->element[0]->type == REDIS_REPLY_INTEGER) {
-        op->rep[node].a = ok->element[0]->integer;
-    } else if (ok) {
-        op->rep[node].status = RLC_E_PROTOCOL;
-        op->rep[node].err = strdup("unexpected reply to the renew script");
-    }
-    if (op->answered == e->n) {
-        if (op->kind == OP_RENEW)
-            renew_decide(e, op, now);
-        else
-            extend_decide(e, op, now);
-    }
+    round_note_renew(op, node, r, status, msg);
+    if (op->answered == e->n)
+        extend_decide(e, op, now);
 }
+
+const struct op_class op_release_class = {release_start, release_reply, release_decide, NULL,
+                                          NULL};
+const struct op_class op_extend_class = {extend_start, extend_reply, extend_decide, NULL, NULL};

@@ -100,6 +100,7 @@ void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
             abort();
         op->id = 0;
         op->kind = OP_RENEW;
+        op->cls = &op_renew_class;
         op->hold = h;
         op->lease = h->lease_ms;
         op->timer.at = -1;
@@ -115,7 +116,7 @@ void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
     renew_schedule(e, h);
 }
 
-void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
+static void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     int yes = 0, gone = 0;
@@ -147,3 +148,13 @@ void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     renew_schedule(e, h);
 }
+
+static void renew_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r,
+                        int status, const char *msg, int64_t now)
+{
+    round_note_renew(op, node, r, status, msg);
+    if (op->answered == e->n)
+        renew_decide(e, op, now);
+}
+
+const struct op_class op_renew_class = {NULL, renew_reply, renew_decide, NULL, NULL};

@@ -161,7 +161,7 @@ struct rlc_cmd *cmd_release(const rlc_engine *e, const struct hold *h, uint64_t 
 }
 
 void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
-               const bool *which, bool nested)
+               const bool *which)
 {
     const struct eng_lock *l = h->lock;
     char id[ENG_ATTEMPT_LEN], ttl[24];
@@ -180,8 +180,10 @@ void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
         if (which[i])
         {
             struct req *r = conn_send(e, i, R_UNDO, NULL, &script_undo, cmd, true);
-            if (nested)
-                hold_mark_ttl(h, r, -1);
+            /* even a try the engine did not nest may have nested on the
+             * server (a level whose release has not run yet): its undo may
+             * put back an earlier PTTL */
+            hold_mark_ttl(h, r, -1);
         }
     cmd_unref(cmd);
 }
@@ -227,5 +229,19 @@ void round_timeout(struct eng_op *op, int n)
             op->syncs[i] = NULL;
             op->rep[i].synced = 0;
         }
+    }
+}
+
+/* The renew script's reply for one hold: {1} renewed, {0} gone. */
+void round_note_renew(struct eng_op *op, int node, const redisReply *r, int status,
+                      const char *msg)
+{
+    const redisReply *ok = round_note(op, node, r, status, msg);
+    if (ok && ok->type == REDIS_REPLY_ARRAY && ok->elements == 1 &&
+        ok->element[0]->type == REDIS_REPLY_INTEGER) {
+        op->rep[node].a = ok->element[0]->integer;
+    } else if (ok) {
+        op->rep[node].status = RLC_E_PROTOCOL;
+        op->rep[node].err = strdup("unexpected reply to the renew script");
     }
 }

@@ -25,6 +25,7 @@
  * wake nobody: a second waiter would only find the lock taken by the first.
  * A resubscription forgets the count (it wakes everyone anyway).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <hiredis/hiredis.h>
@@ -118,7 +119,7 @@ void sub_wake_one(rlc_engine *e, struct eng_lock *l, int64_t now)
     for (struct eng_op *op = l->wait_head; op; op = op->wnext) {
         if (!op->woken) {
             op->woken = true;
-            acquire_wake(e, op, now);
+            op->cls->wake(e, op, now);
             return;
         }
     }
@@ -135,7 +136,7 @@ static void wake_all(rlc_engine *e, struct eng_lock *l, int64_t now)
         struct eng_op *next = op->wnext;
         if (!op->woken) {
             op->woken = true;
-            acquire_wake(e, op, now);
+            op->cls->wake(e, op, now);
         }
         op = next;
     }
@@ -203,27 +204,28 @@ static void refuse(rlc_engine *e, struct eng_lock *l, void *arg)
     const struct refusal *r = arg;
     if (!l->subscribed || (l->confirms & (UINT64_C(1) << r->node)))
         return;
+    char why[400];
+    snprintf(why, sizeof why,
+             "cannot wait for lock '%.60s': %s refused SUBSCRIBE (%.150s); the ACL user needs "
+             "the channel permission '&redisson_lock__channel:*' to wait for unlock messages "
+             "(a try without waiting needs none)",
+             l->name, e->addrs[r->node].label, r->why);
     struct eng_op *op = l->wait_head;
     while (op) {
         struct eng_op *next = op->wnext;
         sub_leave(e, op);
-        eng_event_done(e, op, RLC_E_SERVER,
-                       "cannot wait for lock '%.60s': %s refused SUBSCRIBE (%.150s); the ACL "
-                       "user needs the channel permission '&redisson_lock__channel:*' to wait "
-                       "for unlock messages (a try without waiting needs none)",
-                       l->name, e->addrs[r->node].label, r->why);
-        op_finish(e, op, e->now);
+        op->cls->abort(e, op, RLC_E_SERVER, why, e->now);
         op = next;
     }
 }
 
-void sub_on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t now)
+static void on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t now)
 {
     if (r->type == REDIS_REPLY_ERROR) {
         if (strstr(r->str, "NOAUTH") || strstr(r->str, "WRONGPASS")) {
             /* the handshake's refusal: the waiters time out or are served by
              * the other nodes; the connection is retried with backoff */
-            e->conns[2 * c->node + 1].state = C_DROPPED;
+            conn_drop(e, c, RLC_E_AUTH, r->str);
             sub_on_closed(e, c);
             return;
         }
@@ -247,4 +249,27 @@ void sub_on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t no
         l->confirms |= UINT64_C(1) << c->node;
         wake_all(e, l, now);
     }
+}
+
+/* A subscriber's bytes: confirmations and messages (never replies to
+ * requests: it sends only SUBSCRIBE and UNSUBSCRIBE, and its handshake). */
+int sub_received(rlc_engine *e, struct conn *c, const char *data, size_t len, int64_t now)
+{
+    if (conn_feed(e, c, data, len) != RLC_OK) {
+        sub_on_closed(e, c);
+        return RLC_E_PROTOCOL;
+    }
+    redisReply *r;
+    int got;
+    while ((got = conn_next(e, c, &r)) > 0) {
+        on_reply(e, c, r, now);
+        freeReplyObject(r);
+        if (c->state != C_UP)
+            break;
+    }
+    if (got < 0) {
+        sub_on_closed(e, c);
+        return RLC_E_PROTOCOL;
+    }
+    return RLC_OK;
 }
