@@ -73,10 +73,13 @@ def _option_ms(opts, name, default):
 class Client:
     """A client of one Redis node, or of N independent masters (Redlock), for asyncio.
 
-    ``Client(nodes, **options)``: the same nodes and options as
-    :class:`redlockc.Client` (times in seconds; ``pool_size`` is accepted and
-    has no effect: one pipelined connection per node carries every task's
-    commands). Making one does no I/O; it connects on first use, on the
+    ``Client(nodes, *, ssl_context=None, **options)``: the same nodes and
+    options as :class:`redlockc.Client` (times in seconds; ``pool_size`` is
+    accepted and has no effect: one pipelined connection per node carries
+    every task's commands), and TLS to ``rediss://`` nodes: ``tls_ca_file``,
+    ``tls_ca_dir``, ``tls_cert_file``, ``tls_key_file``, ``tls_server_name``,
+    ``tls_verify`` (False: no certificate or name check), or an
+    ``ssl.SSLContext`` of your own as ``ssl_context``. Making one does no I/O; it connects on first use, on the
     running event loop, and belongs to that loop from then on.
 
     ``await client.close()`` (or ``async with Client(...) as client:``) ends
