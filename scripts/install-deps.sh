@@ -11,7 +11,7 @@ PACKAGES=(
   swig python3-dev python3-pytest python3-pytest-asyncio python3-redis python3-prometheus-client
   python3-venv python3-pip python3-setuptools python3-wheel
   lua5.4 liblua5.4-dev luajit2 nginx libnginx-mod-http-lua luarocks
-  abigail-tools dpkg-dev file curl procps
+  abigail-tools dpkg-dev file curl procps openssl
   ruby golang-go
   postgresql-15 python3-psycopg2
 )

@@ -82,6 +82,12 @@ function leaseMs(lease, where = 'acquire') {
 const ACQUIRE_OPTIONS = ['wait', 'lease', 'signal'];
 const CLIENT_OPTIONS = ['watchdog_timeout_ms', 'io_timeout_ms', 'node_timeout_ms', 'connect_timeout_ms',
   'retry_jitter_ms', 'drift_factor', 'pool_size', 'key_prefix'];
+// TLS to rediss:// nodes (the engine driver's): tls_verify also takes true/false.
+const TLS_OPTIONS = ['tls_ca_file', 'tls_ca_dir', 'tls_cert_file', 'tls_key_file', 'tls_server_name',
+  'tls_verify'];
+// _handle of a Client with rediss:// nodes: it has no blocking client
+// (hiredis 0.14 has no TLS), so what needs one refuses (Client._native).
+const TLS_ONLY = Symbol('rediss: engine only');
 
 // An AbortSignal, or nothing.
 function signalOption(where, signal) {
@@ -106,8 +112,9 @@ function parseOptions(text) {
 // {watchdog_timeout_ms: 600} -> "watchdog_timeout_ms=600"
 function optionString(options) {
   if (typeof options === 'string') return options;
-  checkNames('new Client', options, CLIENT_OPTIONS);
+  checkNames('new Client', options, [...CLIENT_OPTIONS, ...TLS_OPTIONS]);
   return Object.entries(options || {}).map(([k, v]) => {
+    if (k === 'tls_verify' && typeof v === 'boolean') v = v ? 1 : 0;
     if (k.endsWith('_ms') && (typeof v !== 'number' || !Number.isInteger(v))) {
       throw invalid(`new Client: ${k} must be a whole number of milliseconds, got ${JSON.stringify(v)}`);
     }
@@ -169,7 +176,7 @@ const lockRegistry = new FinalizationRegistry(({ driver, key, owner, query, lock
 });
 const clientRegistry = new FinalizationRegistry(({ handle, driver }) => {
   driver.close(0);
-  getChannel().run(OP.CLIENT_FREE, handle); // it joins the watchdog: not on this thread
+  if (handle !== TLS_ONLY) getChannel().run(OP.CLIENT_FREE, handle); // it joins the watchdog: not on this thread
 });
 
 function abandon(driver, key, owner, leaseMs) {
@@ -189,8 +196,6 @@ class Client extends EventEmitter {
   constructor(nodes, options = {}) {
     super();
     const text = optionString(options);
-    this._handle = fn.clientNew(nodes, text, scratch);
-    if (!this._handle) throw fail(syncResult());
     const given = parseOptions(text);
     this._watchdogMs = Number(given.watchdog_timeout_ms) || 30000;
     const state = makeState(this);
@@ -216,10 +221,20 @@ class Client extends EventEmitter {
         },
       });
     } catch (e) {
-      getChannel().run(OP.CLIENT_FREE, this._handle);
-      this._handle = null;
       if (e instanceof StartError) throw errorFor(e.status, e.message, strerror);
       throw e;
+    }
+    // The blocking client (queries, fencedSet, the lock family, the
+    // library's log) after the engine: with rediss:// nodes there is none.
+    if (this._driver.tls) {
+      this._handle = TLS_ONLY;
+    } else {
+      this._handle = fn.clientNew(nodes, text, scratch);
+      if (!this._handle) {
+        const err = fail(syncResult());
+        this._driver.close(0);
+        throw err;
+      }
     }
     this._closed = null;
     this._id = nextClientId++;
@@ -231,8 +246,20 @@ class Client extends EventEmitter {
     });
   }
 
+  // The blocking client's handle, for what runs on it; throws when closed,
+  // or when the nodes are rediss:// (the blocking client has no TLS).
+  _native(what) {
+    if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    if (this._handle === TLS_ONLY) {
+      throw invalid(`${what} runs on the blocking client, which has no TLS (hiredis 0.14): with ` +
+        'rediss:// nodes a Client offers Lock acquire, release, extend, isHeld, holdCount, ' +
+        'validity and fencingToken');
+    }
+    return this._handle;
+  }
+
   _logging(on) {
-    if (!this._handle || on === (this._sink !== null)) return;
+    if (!this._handle || this._handle === TLS_ONLY || on === (this._sink !== null)) return;
     const channel = getChannel();
     if (on) {
       channel.clients.set(this._id, new WeakRef(this));
@@ -257,7 +284,9 @@ class Client extends EventEmitter {
   metrics() {
     if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
     const buf = Buffer.alloc(8 * METRICS_MAX);
-    const n = Math.min(fn.clientMetrics(this._handle, buf, METRICS_MAX), METRICS_MAX);
+    let n = 0;
+    if (this._handle !== TLS_ONLY) n = Math.min(fn.clientMetrics(this._handle, buf, METRICS_MAX), METRICS_MAX);
+    else while (n < METRICS_MAX && fn.metricName(n)) n++; // the engine's counts alone
     const mine = this._state.counts;
     const extra = {
       acquires: mine.acquires, busy: mine.busy, waits: mine.waits, lost: mine.lost,
@@ -348,8 +377,7 @@ class Client extends EventEmitter {
     const bytes = Buffer.isBuffer(value) ? value : Buffer.from(String(value), 'utf8');
     const t = BigInt(token);
     if (t < 1n || t >= 1n << 64n) throw new errors.InvalidArgumentError(STATUS.E_INVAL, `token must be 1 .. 2^64-1, got ${token}`);
-    if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
-    const job = fn.fencedNew(this._handle, key, bytes, bytes.length, t);
+    const job = fn.fencedNew(this._native('fencedSet'), key, bytes, bytes.length, t);
     if (!job) throw new errors.OutOfMemoryError(STATUS.E_NOMEM, 'out of memory');
     const done = getChannel().run(OP.FENCED_SET, job);
     this._inflight = (this._inflight || new Set()).add(done);
@@ -375,7 +403,7 @@ class Client extends EventEmitter {
       this._sink = null;
       const before = Promise.allSettled([...(this._inflight || []), this._driver.close(CLOSE_BOUND_MS)]);
       // rlc_client_free silences the log first: the sink may go after it.
-      this._closed = before.then(() => getChannel().run(OP.CLIENT_FREE, handle)).then(() => {
+      this._closed = before.then(() => handle !== TLS_ONLY && getChannel().run(OP.CLIENT_FREE, handle)).then(() => {
         if (sink) fn.sinkFree(sink);
         getChannel().clients.delete(this._id);
       });
@@ -453,7 +481,7 @@ class Lock extends EventEmitter {
     this._usable();
     if (!this._query.handle) {
       // No channel: the handle never holds, so it needs no lost notices.
-      this._query.handle = fn.lockNew(this.client._handle, this.name, this.owner, this.owner, null, scratch);
+      this._query.handle = fn.lockNew(this.client._native('this query'), this.name, this.owner, this.owner, null, scratch);
       if (!this._query.handle) throw fail(syncResult());
     }
     this._jobs++;

@@ -82,6 +82,8 @@ static PyObject *rlcpy_op_result(int status, uint64_t op)
 %nothread rlcpy_engine_new;
 %nothread rlcpy_engine_free;
 %nothread rlcpy_engine_info;
+%nothread rlcpy_engine_tls;
+%nothread rlcpy_engine_option;
 %nothread rlcpy_engine_connected;
 %nothread rlcpy_engine_closed;
 %nothread rlcpy_engine_idle;
@@ -131,6 +133,25 @@ PyObject *rlcpy_engine_info(rlc_engine *e)
         Py_DECREF(item);
     }
     return nodes ? Py_BuildValue("(sN)", rlc_engine_uuid(e), nodes) : NULL;
+}
+
+/* [rlc_engine_node_tls of each node]: True for a rediss:// node. */
+PyObject *rlcpy_engine_tls(rlc_engine *e)
+{
+    int n = rlc_engine_nodes(e);
+    PyObject *out = PyList_New(n);
+    for (int i = 0; out && i < n; i++)
+        PyList_SET_ITEM(out, i, PyBool_FromLong(rlc_engine_node_tls(e, i) == 1));
+    return out;
+}
+
+/* rlc_engine_option: the option's value as written, or None. */
+PyObject *rlcpy_engine_option(rlc_engine *e, const char *name)
+{
+    const char *v = rlc_engine_option(e, name);
+    if (!v)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(v, (Py_ssize_t)strlen(v), "replace");
 }
 
 void rlcpy_engine_connected(rlc_engine *e, int conn, int64_t now_ms)

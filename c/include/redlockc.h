@@ -470,6 +470,16 @@ RLC_API int rlc_engine_nodes(const rlc_engine *e);
 /* Where node i is: *host a host name or address (or a unix socket's path,
  * with *port 0), valid while e lives. RLC_OK or RLC_E_INVAL. */
 RLC_API int rlc_engine_node_address(const rlc_engine *e, int node, const char **host, int *port);
+/* 1 when node i is rediss://: the driver speaks TLS on both its connections
+ * (the engine's bytes are the same RESP), verifying the server's certificate
+ * and name as the tls_* options say; 0 otherwise (or no such node). */
+RLC_API int rlc_engine_node_tls(const rlc_engine *e, int node);
+/* The value of the option name as written in rlc_engine_new's options
+ * (numbers without their spaces), valid while e lives; NULL when it was not
+ * given (the default applies) or there is no such option. Drivers read their
+ * own options through it: tls_ca_file, tls_ca_dir, tls_cert_file,
+ * tls_key_file, tls_server_name, tls_verify. */
+RLC_API const char *rlc_engine_option(const rlc_engine *e, const char *name);
 RLC_API const char *rlc_engine_uuid(const rlc_engine *e);
 
 /* 1: open it (or keep it open); 0: not needed; -1: close it (above). */

@@ -92,10 +92,15 @@ static const struct uri_row uri_rows[] = {
     {"redis:///0", RLC_E_INVAL, "missing host"},
     {"redis://u:pw@:6379", RLC_E_INVAL, "missing host"},
     {"redis://[]:6379", RLC_E_INVAL, "missing host"},
-    {"http://h:6379", RLC_E_INVAL, "the scheme must be redis:// or unix://"},
-    {"h:6379", RLC_E_INVAL, "the scheme must be redis:// or unix://"},
-    {"redis:/h", RLC_E_INVAL, "the scheme must be redis:// or unix://"},
-    {"rediss://h:6379", RLC_E_INVAL, "TLS is not supported"},
+    {"http://h:6379", RLC_E_INVAL, "the scheme must be redis://, rediss:// or unix://"},
+    {"h:6379", RLC_E_INVAL, "the scheme must be redis://, rediss:// or unix://"},
+    {"redis:/h", RLC_E_INVAL, "the scheme must be redis://, rediss:// or unix://"},
+    {"rediss:/h", RLC_E_INVAL, "the scheme must be redis://, rediss:// or unix://"},
+    /* Parsed, then refused by the blocking client: hiredis 0.14 has no TLS. */
+    {"rediss://h:6379", RLC_E_INVAL, "TLS needs an event-loop driver (Python redlockc.asyncio, "
+                                     "Node, OpenResty)"},
+    {"redis://a:1,rediss://b:2", RLC_E_INVAL, "node b:2 is rediss://: TLS needs an event-loop"},
+    {"rediss://h:0", RLC_E_INVAL, "port must be a number from 1 to 65535"},
     {"redis://h?db=1", RLC_E_INVAL, "query strings and fragments are not supported"},
     {"redis://h#x", RLC_E_INVAL, "query strings and fragments are not supported"},
     {"redis://h/abc", RLC_E_INVAL, "the database after '/' must be a number"},
@@ -137,6 +142,116 @@ TEST(uri_grammar_table)
         const struct uri_row *r = &uri_rows[i];
         expect(r->uri ? r->uri : "(NULL)", try_client(r->uri, NULL), r->rc, r->msg);
     }
+}
+
+/* ---- rediss:// through the engine (the drivers' parser) ------------------- */
+
+#define SECRET "Sup3rS3cret"
+#define UUID "0f0e0d0c-0b0a-4908-8706-050403020100"
+
+/* Creates and frees an engine; returns the status, errmsg as set. When
+ * tls_of is not NULL it gets rlc_engine_node_tls of the first 4 nodes. */
+static int try_engine(const char *nodes, const char *options, int *tls_of)
+{
+    rlc_engine *e = NULL;
+    int rc = rlc_engine_new(&e, nodes, UUID, options);
+    if (rc == RLC_OK && tls_of)
+        for (int i = 0; i < 4; i++)
+            tls_of[i] = rlc_engine_node_tls(e, i);
+    rlc_engine_free(e);
+    return rc;
+}
+
+struct tls_row {
+    const char *nodes;
+    const char *options;
+    int rc;
+    const char *msg;   /* on failure */
+    int tls[4];        /* on success: rlc_engine_node_tls of nodes 0..3 */
+};
+
+static const struct tls_row tls_rows[] = {
+    {"rediss://127.0.0.1:6380", NULL, RLC_OK, NULL, {1, 0, 0, 0}},
+    {"REDISS://h", NULL, RLC_OK, NULL, {1, 0, 0, 0}},
+    {"rediss://u:p%40w@h:1/3", NULL, RLC_OK, NULL, {1, 0, 0, 0}},
+    {"rediss://[::1]:7000", NULL, RLC_OK, NULL, {1, 0, 0, 0}},
+    {"redis://a:1,rediss://b:1,unix:///tmp/s", NULL, RLC_OK, NULL, {0, 1, 0, 0}},
+    {"rediss://h", "tls_ca_file=/etc/ssl/certs/ca-certificates.crt;tls_verify=1", RLC_OK, NULL,
+     {1, 0, 0, 0}},
+    {"rediss://h", "tls_ca_dir=/etc/ssl/certs;tls_cert_file=/c.pem;tls_key_file=/k.pem;"
+                   "tls_server_name=redis.example;tls_verify=0",
+     RLC_OK, NULL, {1, 0, 0, 0}},
+    {"rediss://h", "tls_cert_file=/both.pem", RLC_OK, NULL, {1, 0, 0, 0}},
+    {"rediss://h:1,redis://h:1", NULL, RLC_E_INVAL, "node h:1 is listed twice", {0}},
+    {"rediss://h:65536", NULL, RLC_E_INVAL, "port must be a number from 1 to 65535", {0}},
+    {"rediss://", NULL, RLC_E_INVAL, "missing host", {0}},
+    {"rediss://h?sni=x", NULL, RLC_E_INVAL, "query strings and fragments are not supported", {0}},
+    {"rediss://h", "tls_verify=2", RLC_E_INVAL, "option tls_verify must be an integer from 0 to 1",
+     {0}},
+    {"rediss://h", "tls_verify=yes", RLC_E_INVAL, "option tls_verify must be an integer", {0}},
+    {"rediss://h", "tls_ca_file=", RLC_E_INVAL, "option tls_ca_file must not be empty", {0}},
+    {"rediss://h", "tls_server_name=", RLC_E_INVAL, "option tls_server_name must not be empty",
+     {0}},
+    {"rediss://h", "tls_key_file=/k.pem", RLC_E_INVAL, "option tls_key_file needs tls_cert_file",
+     {0}},
+    {"rediss://h", "tls_ca_file=/a;tls_ca_file=/b", RLC_E_INVAL, "option tls_ca_file given twice",
+     {0}},
+    {"rediss://h", "tls_sni=x", RLC_E_INVAL, "unknown option 'tls_sni'", {0}},
+    /* TLS options with no TLS node: the password would go in the clear. */
+    {"redis://h", "tls_ca_file=/a", RLC_E_INVAL, "tls_* options are given but no node is rediss://",
+     {0}},
+    {"redis://h", "tls_verify=0", RLC_E_INVAL, "no node is rediss://", {0}},
+};
+
+TEST(rediss_uris_and_tls_options_through_the_engine)
+{
+    for (size_t i = 0; i < sizeof tls_rows / sizeof tls_rows[0]; i++) {
+        const struct tls_row *r = &tls_rows[i];
+        int tls[4] = {-1, -1, -1, -1};
+        char what[512];
+        snprintf(what, sizeof what, "engine '%s' '%s'", r->nodes, r->options ? r->options : "");
+        expect(what, try_engine(r->nodes, r->options, tls), r->rc, r->msg);
+        if (r->rc == RLC_OK && memcmp(tls, r->tls, sizeof tls) != 0) {
+            fprintf(stderr, "row %s: rlc_engine_node_tls %d %d %d %d, expected %d %d %d %d\n",
+                    what, tls[0], tls[1], tls[2], tls[3], r->tls[0], r->tls[1], r->tls[2],
+                    r->tls[3]);
+            check_failed = 1;
+        }
+    }
+}
+
+TEST(rlc_engine_option_gives_each_value_as_written)
+{
+    rlc_engine *e = NULL;
+    int rc = rlc_engine_new(&e, "rediss://h", UUID,
+                            " tls_ca_file=/ca dir/ca.pem ; tls_verify = 0 ;io_timeout_ms=5");
+    CHECK(rc == RLC_OK, "rlc_engine_new: %s", rlc_errmsg());
+    const char *v = rlc_engine_option(e, "tls_ca_file");
+    CHECK(v && strcmp(v, "/ca dir/ca.pem ") == 0, "tls_ca_file '%s'", v ? v : "(NULL)");
+    v = rlc_engine_option(e, "tls_verify");
+    CHECK(v && strcmp(v, "0") == 0, "tls_verify '%s'", v ? v : "(NULL)");
+    v = rlc_engine_option(e, "io_timeout_ms");
+    CHECK(v && strcmp(v, "5") == 0, "io_timeout_ms '%s'", v ? v : "(NULL)");
+    CHECK(rlc_engine_option(e, "tls_cert_file") == NULL, "an unset option is NULL");
+    CHECK(rlc_engine_option(e, "no_such_option") == NULL, "an unknown option is NULL");
+    CHECK(rlc_engine_option(e, NULL) == NULL, "a NULL name is NULL");
+    CHECK(rlc_engine_option(NULL, "tls_verify") == NULL, "a NULL engine is NULL");
+    CHECK(rlc_engine_node_tls(e, 1) == 0 && rlc_engine_node_tls(e, -1) == 0 &&
+              rlc_engine_node_tls(NULL, 0) == 0,
+          "rlc_engine_node_tls outside the nodes is 0");
+done:
+    rlc_engine_free(e);
+}
+
+TEST(the_blocking_client_refuses_tls_with_a_message_naming_the_drivers)
+{
+    expect("blocking rediss", try_client("rediss://:" SECRET "@127.0.0.1:6380", NULL),
+           RLC_E_INVAL, "node 127.0.0.1:6380 is rediss://: TLS needs an event-loop driver");
+    CHECK(strstr(rlc_errmsg(), "hiredis 0.14") && !strstr(rlc_errmsg(), SECRET),
+          "message: %s", rlc_errmsg());
+    expect("blocking tls option", try_client("redis://127.0.0.1:1", "tls_verify=0"), RLC_E_INVAL,
+           "tls_* options are given but no node is rediss://");
+done:;
 }
 
 /* Builds "redis://127.0.0.1:<base+i>,..." with n nodes into buf. */
@@ -193,8 +308,6 @@ done:;
 }
 
 /* ---- passwords never reach a message ------------------------------------- */
-
-#define SECRET "Sup3rS3cret"
 
 static const char *const secret_uris[] = {
     "redis://:" SECRET "@h:0",
@@ -448,6 +561,9 @@ done:;
 RUN_TESTS(CASE(uri_grammar_table),
           CASE(uri_lengths_and_node_counts_at_their_limits),
           CASE(rejected_uris_never_show_their_password),
+          CASE(rediss_uris_and_tls_options_through_the_engine),
+          CASE(rlc_engine_option_gives_each_value_as_written),
+          CASE(the_blocking_client_refuses_tls_with_a_message_naming_the_drivers),
           CASE(integer_options_accept_their_range_and_nothing_else),
           CASE(drift_factor_and_key_prefix_limits),
           CASE(unknown_duplicate_and_malformed_option_strings),

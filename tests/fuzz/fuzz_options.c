@@ -30,27 +30,49 @@ static void check_ranges(const struct rlc_options *o, const char *input)
              o->connect_timeout_ms >= 1 && o->connect_timeout_ms <= 3600000 &&
              o->retry_jitter_ms >= 0 && o->retry_jitter_ms <= 60000 &&
              o->pool_size >= 1 && o->pool_size <= 64 && isfinite(o->drift_factor) &&
-             o->drift_factor >= 0 && o->drift_factor <= 0.5;
+             o->drift_factor >= 0 && o->drift_factor <= 0.5 &&
+             (o->tls_verify == 0 || o->tls_verify == 1) &&
+             (!o->tls_key_file || o->tls_cert_file);
     if (!ok)
         finding("accepted value out of its documented range", input, "");
     if (!o->key_prefix || strlen(o->key_prefix) > 1024)
         finding("key_prefix NULL or longer than 1024 bytes", input, "");
 }
 
+/* Text options as given, or NULL; NULL and NULL are the same. */
+static int same_text(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* "name=value;" for a text option that was given (a ';' in it cannot be
+ * written back: such input was cut there and never holds one). */
+static size_t put_text(char *s, size_t size, const char *name, const char *v)
+{
+    return v ? (size_t)snprintf(s, size, "%s=%s;", name, v) : 0;
+}
+
 /* The options written back in the grammar they were read from. */
 static char *format(const struct rlc_options *o)
 {
-    size_t size = strlen(o->key_prefix) + 512;
+    size_t size = strlen(o->key_prefix) + 5 * 4200 + 512;
     char *s = malloc(size);
-    if (s)
-        snprintf(s, size,
-                 "watchdog_timeout_ms=%lld;io_timeout_ms=%lld;node_timeout_ms=%lld;"
-                 "connect_timeout_ms=%lld;retry_jitter_ms=%lld;drift_factor=%.17f;"
-                 "pool_size=%lld;key_prefix=%s",
-                 (long long)o->watchdog_timeout_ms, (long long)o->io_timeout_ms,
-                 (long long)o->node_timeout_ms, (long long)o->connect_timeout_ms,
-                 (long long)o->retry_jitter_ms, o->drift_factor, (long long)o->pool_size,
-                 o->key_prefix);
+    if (!s)
+        return NULL;
+    size_t n = 0;
+    n += put_text(s + n, size - n, "tls_ca_file", o->tls_ca_file);
+    n += put_text(s + n, size - n, "tls_ca_dir", o->tls_ca_dir);
+    n += put_text(s + n, size - n, "tls_cert_file", o->tls_cert_file);
+    n += put_text(s + n, size - n, "tls_key_file", o->tls_key_file);
+    n += put_text(s + n, size - n, "tls_server_name", o->tls_server_name);
+    snprintf(s + n, size - n,
+             "tls_verify=%lld;watchdog_timeout_ms=%lld;io_timeout_ms=%lld;node_timeout_ms=%lld;"
+             "connect_timeout_ms=%lld;retry_jitter_ms=%lld;drift_factor=%.17f;"
+             "pool_size=%lld;key_prefix=%s",
+             (long long)o->tls_verify, (long long)o->watchdog_timeout_ms,
+             (long long)o->io_timeout_ms, (long long)o->node_timeout_ms,
+             (long long)o->connect_timeout_ms, (long long)o->retry_jitter_ms, o->drift_factor,
+             (long long)o->pool_size, o->key_prefix);
     return s;
 }
 
@@ -73,7 +95,12 @@ static void round_trip(const struct rlc_options *o, const char *input)
                again.connect_timeout_ms == o->connect_timeout_ms &&
                again.retry_jitter_ms == o->retry_jitter_ms && again.pool_size == o->pool_size &&
                fabs(again.drift_factor - o->drift_factor) <= 1e-16 &&
-               strcmp(again.key_prefix, o->key_prefix) == 0;
+               strcmp(again.key_prefix, o->key_prefix) == 0 &&
+               again.tls_verify == o->tls_verify && same_text(again.tls_ca_file, o->tls_ca_file) &&
+               same_text(again.tls_ca_dir, o->tls_ca_dir) &&
+               same_text(again.tls_cert_file, o->tls_cert_file) &&
+               same_text(again.tls_key_file, o->tls_key_file) &&
+               same_text(again.tls_server_name, o->tls_server_name);
     if (!same)
         finding("options read back differently", input, text);
     options_free(&again);

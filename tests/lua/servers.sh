@@ -3,6 +3,11 @@
 # server is stopped by its pid; every wait is bounded.
 #   free_port              prints a loopback port that refuses connections now
 #   redis_start NAME       starts one; sets NAME_PID, NAME_PORT, NAME_URI
+#   redis_start_tls NAME CERTS CERT AUTH [ARGS...]
+#                          one that speaks TLS only (--port 0 --tls-port):
+#                          CERTS a tests/tls/make_certs.sh directory, CERT its
+#                          CERT.crt/.key (server, other-server), AUTH yes|no
+#                          (--tls-auth-clients); NAME_URI is rediss://
 #   redis_stop NAME        stops it: SIGTERM, SIGKILL after 5 s
 #   redis_stop_all         stops every server started here (for the EXIT trap)
 # The caller's EXIT trap must call redis_stop_all.
@@ -46,6 +51,40 @@ redis_start() {
     redis_kill_pid "$pid"
   done
   echo "redis-server did not start; its log:" >&2
+  cat "$dir/redis.log" >&2
+  return 1
+}
+
+redis_start_tls() {
+  local name=$1 certs=$2 cert=$3 auth=$4 attempt i port pid dir
+  shift 4
+  dir=$(mktemp -d /tmp/rlc-lua-redis-XXXXXX) || return 1
+  printf -v "${name}_DIR" %s "$dir"
+  RLC_REDIS_NAMES+=("$name")
+  # redis-cli's own TLS: the CA that signed CERT, a client certificate.
+  local ca=$certs/ca.crt
+  [ "$cert" = other-server ] && ca=$certs/other-ca.crt
+  for attempt in 1 2 3 4 5; do
+    port=$(free_port) || continue
+    redis-server --port 0 --tls-port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+      --tls-cert-file "$certs/$cert.crt" --tls-key-file "$certs/$cert.key" \
+      --tls-ca-cert-file "$certs/ca.crt" --tls-auth-clients "$auth" "$@" \
+      --daemonize no --dir "$dir" --logfile "$dir/redis.log" >/dev/null 2>&1 &
+    pid=$!
+    printf -v "${name}_PID" %s "$pid"
+    for i in $(seq 200); do # an answer within 10 s (PONG, or NOAUTH with a password)
+      kill -0 "$pid" 2>/dev/null || break
+      if [ -n "$(redis-cli --tls --cacert "$ca" --cert "$certs/client.crt" --key "$certs/client.key" \
+                 -h 127.0.0.1 -p "$port" ping 2>/dev/null)" ]; then
+        printf -v "${name}_PORT" %s "$port"
+        printf -v "${name}_URI" %s "rediss://127.0.0.1:$port"
+        return 0
+      fi
+      sleep 0.05
+    done
+    redis_kill_pid "$pid"
+  done
+  echo "redis-server (TLS) did not start; its log:" >&2
   cat "$dir/redis.log" >&2
   return 1
 }

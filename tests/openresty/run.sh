@@ -61,6 +61,7 @@ work=$(mktemp -d /tmp/rlc-openresty-XXXXXX)
 prefix=$work/nginx
 NGINX_PID=
 DUO_PID=
+TLS_PID=
 # stop_nginx PIDVAR: graceful (the workers finish, exit), SIGKILL after 10 s.
 stop_nginx() {
   local var=${1:-NGINX_PID} pid i
@@ -81,6 +82,7 @@ cleanup() {
   for p in "${STOPPED_PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; done
   stop_nginx NGINX_PID
   stop_nginx DUO_PID
+  stop_nginx TLS_PID
   redis_stop_all
   rm -rf "$work"
 }
@@ -97,15 +99,15 @@ redis_start REDIS3 || { echo "FAIL - redis-server did not start"; exit 1; }
 user=
 [ "$(id -u)" -eq 0 ] && user="user $(id -un) $(id -gn);"
 
-# start_nginx PREFIX PORT WORKERS PIDVAR: nginx in the foreground, its pid in
-# PIDVAR; waits (10 s at most) until it answers /ping.
+# start_nginx PREFIX PORT WORKERS PIDVAR [TEMPLATE]: nginx in the foreground,
+# its pid in PIDVAR; waits (10 s at most) until it answers /ping.
 start_nginx() {
-  local pfx=$1 port=$2 workers=$3 var=$4 i
+  local pfx=$1 port=$2 workers=$3 var=$4 template=${5:-$HERE/nginx.conf.in} i
   mkdir -p "$pfx/tmp"
   sed -e "s|@PREFIX@|$pfx|g" -e "s|@PORT@|$port|g" -e "s|@SRC@|$TOP|g" \
     -e "s|@LIB@|$LIB|g" -e "s|@REDIS_PORT@|$REDIS_PORT|g" -e "s|@USER@|$user|g" \
     -e "s|@REDIS_PORT2@|$REDIS2_PORT|g" -e "s|@REDIS_PORT3@|$REDIS3_PORT|g" \
-    -e "s|@WORKERS@|$workers|g" "$HERE/nginx.conf.in" >"$pfx/nginx.conf"
+    -e "s|@WORKERS@|$workers|g" -e "s|@CERTS@|$work/certs|g" "$template" >"$pfx/nginx.conf"
   echo "--- nginx ($workers worker(s)) on 127.0.0.1:$port, prefix $pfx"
   nginx -p "$pfx" -c "$pfx/nginx.conf" -e "$pfx/error.log" &
   printf -v "$var" %s "$!"
@@ -357,6 +359,72 @@ if start_nginx "$work/duo" "$DUO_PORT" 2 DUO_PID; then
     "$(grep -E '\[(error|crit|alert|emerg)\]' "$work/duo/error.log")"
 else
   fail "the 2-worker nginx started" "it answering /ping" "no answer"
+fi
+
+echo "--- rediss:// (a TLS nginx: lua_ssl_trusted_certificate is the tests' CA)"
+# Certificates for this run (OpenSSL); redis-servers on TLS ports only: one
+# with a password, one that requires a client certificate, one whose
+# certificate another CA signed.
+if bash "$TOP/tests/tls/make_certs.sh" "$work/certs" &&
+  redis_start_tls TLSA "$work/certs" server no --requirepass tls-pw &&
+  redis_start_tls TLSM "$work/certs" server yes &&
+  redis_start_tls TLSR "$work/certs" other-server no; then
+  started=
+  for attempt in 1 2 3; do # a port taken between free_port and bind: another one
+    TLS_PORT=$(free_port) || break
+    if start_nginx "$work/tls" "$TLS_PORT" 1 TLS_PID "$HERE/nginx_tls.conf.in"; then
+      started=1
+      break
+    fi
+    stop_nginx TLS_PID
+  done
+  if [ -n "$started" ]; then
+    # tls_try WHAT EXPECTED-REGEX NODES [OPTIONS]
+    tls_try() {
+      expect_match "$1" "$2" "$(curl -s --max-time 20 -G "http://127.0.0.1:$TLS_PORT/tls/try" \
+        --data-urlencode "nodes=$3" --data-urlencode "options=${4:-}" \
+        --data-urlencode "lock=or:tls:$RANDOM")"
+    }
+    A=rediss://:tls-pw@127.0.0.1:$TLSA_PORT
+    tls_try "acquire, busy for another owner, release over rediss:// (verified, AUTH inside)" \
+      "^ok token=[0-9]+ second=busy$" "$A" "tls_server_name=localhost"
+    tls_try "an IP address is no name to check: tls_server_name is asked for" \
+      "^client failed: node 127\.0\.0\.1:$TLSA_PORT is rediss:// at an IP address: .*set tls_server_name.*\(E_INVAL\)$" "$A"
+    tls_try "a name the certificate does not carry fails verification, saying so" \
+      "^acquire failed: .*127\.0\.0\.1:$TLSA_PORT: TLS handshake failed: certificate host mismatch\) \(E_CONNECT\)$" \
+      "$A" "tls_server_name=wrong.example"
+    tls_try "a certificate from another CA fails the handshake, saying so" \
+      "^acquire failed: .*TLS handshake failed: .*unable to verify .*lua_ssl_trusted_certificate.*\(E_CONNECT\)$" \
+      "rediss://127.0.0.1:$TLSR_PORT" "tls_server_name=localhost"
+    tls_try "tls_verify=0 connects to it anyway" "^ok token=[0-9]+ second=busy$" \
+      "rediss://127.0.0.1:$TLSR_PORT" "tls_verify=0"
+    tls_try "a required client certificate, given (tls_cert_file, tls_key_file)" \
+      "^ok token=[0-9]+ second=busy$" "rediss://127.0.0.1:$TLSM_PORT" \
+      "tls_server_name=localhost;tls_cert_file=$work/certs/client.crt;tls_key_file=$work/certs/client.key"
+    tls_try "a required client certificate, key in the same file" "^ok token=[0-9]+ second=busy$" \
+      "rediss://127.0.0.1:$TLSM_PORT" "tls_server_name=localhost;tls_cert_file=$work/certs/client.pem"
+    tls_try "a required client certificate, missing: a clear error" \
+      "^acquire failed: .*TLS .*failed: .*\(E_(CONNECT|TIMEOUT)\)$" \
+      "rediss://127.0.0.1:$TLSM_PORT" "tls_server_name=localhost"
+    tls_try "tls_ca_file is refused under nginx (its CAs are lua_ssl_trusted_certificate)" \
+      "^client failed: option tls_ca_file: under nginx the CAs come from the lua_ssl_trusted_certificate directive.*\(E_INVAL\)$" \
+      "$A" "tls_ca_file=$work/certs/ca.crt"
+    tls_try "an unreadable client certificate is refused when the client is made" \
+      "^client failed: option tls_cert_file: cannot read .*\(E_INVAL\)$" \
+      "$A" "tls_cert_file=$work/certs/missing.crt"
+    out=$(curl -s --max-time 20 -G "http://127.0.0.1:$TLS_PORT/tls/try" \
+      --data-urlencode "nodes=rediss://:tls-pw@127.0.0.1:$TLSA_PORT" \
+      --data-urlencode "options=tls_server_name=wrong.example" --data-urlencode "lock=or:tls:pw")
+    [[ $out == *tls-pw* ]] && fail "a TLS failure hides the password" "no 'tls-pw'" "'$out'" ||
+      pass "a TLS failure hides the password"
+    stop_nginx TLS_PID
+    expect_eq "no crit, alert or emerg lines in the TLS nginx's log (handshake errors are expected)" "" \
+      "$(grep -E '\[(crit|alert|emerg)\]' "$work/tls/error.log")"
+  else
+    fail "the TLS nginx started" "it answering /ping" "no answer"
+  fi
+else
+  fail "TLS certificates and redis-servers with --tls-port" "started" "not started"
 fi
 
 echo "--- nginx's error log"

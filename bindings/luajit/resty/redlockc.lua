@@ -29,6 +29,12 @@ How it runs (one client per worker; see bindings/luajit/README.md):
     the unlock message; the worker serves other requests meanwhile;
   - the pump calls rlc_engine_tick at rlc_engine_deadline (renewals, time
     outs, retries).
+  - rediss:// nodes: the connection does sock:sslhandshake() after connect
+    (the engine's bytes are the same RESP); the CAs are nginx's
+    lua_ssl_trusted_certificate, the client certificate goes through
+    sock:setclientcert (lua-resty-core), the name checked is tls_server_name
+    or the URI's host. A failed handshake closes the connection to the
+    engine and its error is appended to the failing operation's message.
 A lock still held when its request ends is released by finish_request(),
 which must be called in the log phase (log_by_lua*); it also ends the
 request's acquires still waiting (a client that aborted).
@@ -40,10 +46,15 @@ local blocking = require "resty.redlockc.blocking"
 local ngx = ngx
 local C = ffi.C
 local ffi_new, ffi_string, ffi_cast = ffi.new, ffi.string, ffi.cast
-local type, error, pairs, tostring, tonumber, setmetatable, getmetatable, pcall =
-  type, error, pairs, tostring, tonumber, setmetatable, getmetatable, pcall
+local type, error, pairs, ipairs, tostring, tonumber, setmetatable, getmetatable, pcall, io =
+  type, error, pairs, ipairs, tostring, tonumber, setmetatable, getmetatable, pcall, io
 local floor, min, max = math.floor, math.min, math.max
 local format, concat, byte = string.format, table.concat, string.byte
+
+pcall(ffi.cdef, [[
+  int rlc_engine_node_tls(const void *e, int node);
+  const char *rlc_engine_option(const void *e, const char *name);
+]])
 
 local I = blocking._internal
 local integer_arg, owner_in_range, options_string, has_nul, CAN_SLEEP =
@@ -107,6 +118,7 @@ _M.request_owner = blocking.request_owner
 
 local OK, NOT_ACQUIRED, E_INVAL, E_CLOSED = 0, errors.NOT_ACQUIRED, errors.E_INVAL, errors.E_CLOSED
 local E_NOT_OWNER, E_LOST = errors.E_NOT_OWNER, errors.E_LOST
+local E_CONNECT, E_TIMEOUT = errors.E_CONNECT, errors.E_TIMEOUT
 local E_CANCELED = -12
 local EV_DONE, EV_LOST = 1, 2
 
@@ -214,9 +226,33 @@ local READ_TIMEOUT_MS = 86400000
 local IDLE_MS = 1000
 
 local service -- forward
+local handshake -- forward
 
 local function lost_key(name, owner)
   return name .. "\0" .. tostring(owner)
+end
+
+-- msg and what the connections saw last (a failed TLS handshake, a refused
+-- connect: "127.0.0.1:6380: TLS handshake failed: ..."), which the engine's
+-- message does not know.
+local function with_detail(c, msg)
+  local seen, parts = {}, {}
+  for k = 0, c.nconns - 1 do
+    local err = c.conns[k].last_err
+    if err then
+      local node = floor(k / 2)
+      local where = c.node_port[node] == 0 and c.node_host[node]
+                    or c.node_host[node] .. ":" .. c.node_port[node]
+      local line = where .. ": " .. err
+      if not seen[line] and not msg:find(line, 1, true) then
+        seen[line] = true
+        parts[#parts + 1] = line
+      end
+    end
+  end
+  if #parts == 0 then return msg end
+  local detail = concat(parts, "; ")
+  return msg == "" and detail or msg .. " (" .. detail .. ")"
 end
 
 -- An event out of the engine: DONE wakes the op's waiter, LOST marks the hold.
@@ -238,6 +274,9 @@ local function dispatch(c)
         rec.validity_ms = tonumber(ev.validity_ms)
         rec.count = tonumber(ev.count)
         rec.message = ev.message ~= nil and ffi_string(ev.message) or ""
+        if ev.status == E_CONNECT or ev.status == E_TIMEOUT then
+          rec.message = with_detail(c, rec.message)
+        end
         rec.at = c.last_now
         if rec.count == 0 then c.lost[lost_key(name, ev.owner)] = nil end
         if rec.sema then
@@ -340,6 +379,29 @@ local function writer(c, k, gen)
   end
 end
 
+-- TLS on a connected cosocket of a rediss:// node: true, or nil and
+-- "TLS handshake failed: <nginx's reason>".
+function handshake(c, sock, node)
+  local t = c.tls
+  if t.cert then
+    if not sock.setclientcert then
+      return nil, "TLS handshake failed: this lua-nginx-module has no sock:setclientcert " ..
+                  "(tls_cert_file needs lua-resty-core >= 0.1.24)"
+    end
+    local ok, err = sock:setclientcert(t.cert, t.key)
+    if not ok then return nil, "TLS handshake failed: client certificate: " .. tostring(err) end
+  end
+  local ok, err = sock:sslhandshake(false, t.server_name or c.node_host[node], t.verify)
+  if not ok then
+    local hint = ""
+    if t.verify and tostring(err):find("verify", 1, true) then
+      hint = " (the CAs are nginx's lua_ssl_trusted_certificate)"
+    end
+    return nil, "TLS handshake failed: " .. tostring(err) .. hint
+  end
+  return true
+end
+
 -- A connection's life: connect, then read until it ends. The writer is a
 -- light thread of its own, so that a slow send never holds up reading.
 -- Reads have no time limit of their own (the engine times its requests
@@ -360,13 +422,25 @@ local function connection(c, k, gen)
     sock:close()
     return
   end
+  if ok and c.node_tls[node] then
+    ok, err = handshake(c, sock, node)
+    if cn.gen ~= gen or not c.e then
+      sock:close()
+      return
+    end
+    if not ok then sock:close() end
+  elseif not ok then
+    err = "connect: " .. tostring(err)
+  end
   if not ok then
     cn.fails = cn.fails + 1
     cn.next_try = now_ms() + min(1000, 25 * 2 ^ min(cn.fails, 6))
-    conn_down(c, k, gen, "connect: " .. tostring(err))
+    cn.last_err = err
+    conn_down(c, k, gen, err)
     return
   end
   cn.fails = 0
+  cn.last_err = nil
   cn.state = OPEN
   cn.sock = sock
   c.last_now = now_ms()
@@ -388,6 +462,9 @@ local function connection(c, k, gen)
       service(c)
     elseif rerr ~= "timeout" then
       sock:close()
+      -- TLS 1.3: a server that wanted a client certificate says so after
+      -- the handshake, and the read ends
+      if c.node_tls[node] then cn.last_err = "TLS connection failed: " .. tostring(rerr) end
       conn_down(c, k, gen, rerr)
       return
     end
@@ -900,6 +977,48 @@ local function option_number(options, name, default)
   return v and tonumber(v) or default
 end
 
+-- The TLS settings of a client with rediss:// nodes from the engine's
+-- tls_* options, or nil and why. The CAs are nginx's (there is no per-socket
+-- CA in ngx_lua): tls_ca_file and tls_ca_dir are refused, not ignored.
+local function tls_settings(e)
+  local function opt(name)
+    local v = lib.rlc_engine_option(e, name)
+    return v ~= nil and ffi_string(v) or nil
+  end
+  for _, name in ipairs({ "tls_ca_file", "tls_ca_dir" }) do
+    if opt(name) then
+      return nil, "option " .. name .. ": under nginx the CAs come from the " ..
+                  "lua_ssl_trusted_certificate directive (http block); remove the option"
+    end
+  end
+  local t = { verify = opt("tls_verify") ~= "0", server_name = opt("tls_server_name") }
+  local cert_file = opt("tls_cert_file")
+  if cert_file then
+    local ok, ssl = pcall(require, "ngx.ssl")
+    if not ok then return nil, "option tls_cert_file needs ngx.ssl (lua-resty-core): " .. ssl end
+    local function read(name, file)
+      local f, err = io.open(file, "rb")
+      if not f then return nil, "option " .. name .. ": cannot read '" .. file .. "': " .. err end
+      local pem = f:read("*a")
+      f:close()
+      return pem
+    end
+    local pem, err = read("tls_cert_file", cert_file)
+    if not pem then return nil, err end
+    local key_file = opt("tls_key_file") or cert_file
+    local key_pem = pem
+    if key_file ~= cert_file then
+      key_pem, err = read("tls_key_file", key_file)
+      if not key_pem then return nil, err end
+    end
+    t.cert, err = ssl.parse_pem_cert(pem)
+    if not t.cert then return nil, "option tls_cert_file: " .. tostring(err) end
+    t.key, err = ssl.parse_pem_priv_key(key_pem)
+    if not t.key then return nil, "option tls_key_file: " .. tostring(err) end
+  end
+  return t
+end
+
 -- redlockc.client(nodes [, opts]) -> client | nil, err, code. No I/O.
 -- nodes: "redis://host:port[/db]" or unix:// URIs, a comma-separated string
 -- or a list (N >= 2 nodes: Redlock). Host names must be IP addresses (the
@@ -951,9 +1070,32 @@ function _M.client(nodes, opts)
     send_timeout_ms = max(option_number(options, "io_timeout_ms", 1000), 10000),
     shutdown_ms = shutdown_ms,
   }, Client)
+  c.node_tls = {}
   for i = 0, n - 1 do
     lib.rlc_engine_node_address(e, i, host_out, port_out)
     c.node_host[i], c.node_port[i] = ffi_string(host_out[0]), tonumber(port_out[0])
+    c.node_tls[i] = lib.rlc_engine_node_tls(e, i) == 1
+    if c.node_tls[i] then c.any_tls = true end
+  end
+  if c.any_tls then
+    local tls, terr = tls_settings(e)
+    if not tls then
+      lib.rlc_engine_free(e)
+      return nil, terr, E_INVAL
+    end
+    c.tls = tls
+    -- nginx checks the certificate against a name (X509_check_host), never
+    -- an IP address: an address with no tls_server_name could not verify.
+    for i = 0, n - 1 do
+      local h = c.node_host[i]
+      if c.node_tls[i] and tls.verify and not tls.server_name
+         and (h:find(":", 1, true) or h:match("^%d+%.%d+%.%d+%.%d+$")) then
+        lib.rlc_engine_free(e)
+        return nil, "node " .. h .. ":" .. c.node_port[i] .. " is rediss:// at an IP address: " ..
+                    "nginx checks a certificate against a host name only; set tls_server_name " ..
+                    "to the name in the server's certificate (or tls_verify=0)", E_INVAL
+      end
+    end
   end
   for k = 0, 2 * n - 1 do
     c.conns[k] = { state = CLOSED, gen = 0, writing = false, wsem = semaphore.new(0),

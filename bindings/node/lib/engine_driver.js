@@ -14,7 +14,17 @@
 // the loop leave in one write, and after the I/O of that turn was read - a
 // connection the server closed a moment ago is known closed then, and its
 // requests go on a new one instead of into the dead socket.
+//
+// TLS: a rediss:// node's sockets are tls.connect()s, built from the tls_*
+// options the engine keeps (rlc_engine_option): the engine writes and reads
+// the same RESP, the TLS is all here. A connection counts as up once its
+// handshake is done; a handshake that fails closes it to the engine, and its
+// error ("host:port: TLS handshake failed: ...") is the detail of the
+// failing operation.
+const fs = require('node:fs');
 const net = require('node:net');
+const path = require('node:path');
+const tls = require('node:tls');
 const { koffi } = require('./native.js');
 const { ensureBuilt } = require('../build.js');
 const { STATUS } = require('./errors.js');
@@ -23,6 +33,8 @@ const lib = koffi.load(ensureBuilt());
 const efn = {
   engineNew: lib.func('void *rlcn_engine_new(const char *nodes, const char *uuid, const char *options, void *res)'),
   address: lib.func('int rlcn_engine_node_address(void *e, int node, void *res)'),
+  nodeTls: lib.func('int rlc_engine_node_tls(void *e, int node)'),
+  option: lib.func('const char *rlc_engine_option(void *e, const char *name)'),
   take: lib.func('size_t rlcn_engine_take(void *e, int conn, uint8_t *buf, size_t cap)'),
   start: lib.func('uint64_t rlcn_engine_start(void *e, int kind, const uint8_t *name, size_t len, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
   event: lib.func('int rlcn_engine_event(void *e, uint8_t *buf, size_t cap)'),
@@ -82,6 +94,71 @@ class StartError extends Error {
   }
 }
 
+const E_INVAL = -1;
+
+// The PEM certificates of an OpenSSL CA directory (c_rehash's "<hash>.0"
+// links, or plain .pem/.crt files): Node has no CApath, so they are read.
+function readCaDir(dir) {
+  const pems = [];
+  for (const name of fs.readdirSync(dir).sort()) {
+    const file = path.join(dir, name);
+    let text;
+    try {
+      if (!fs.statSync(file).isFile()) continue;
+      text = fs.readFileSync(file, 'latin1');
+    } catch {
+      continue;
+    }
+    if (text.includes('-----BEGIN CERTIFICATE-----')) pems.push(text);
+  }
+  if (pems.length === 0) throw new Error(`no PEM certificate in ${dir}`);
+  return pems;
+}
+
+// The tls.connect() options of this engine's rediss:// nodes (host and port
+// come per connection), or throws StartError naming the option at fault.
+function tlsSettings(e) {
+  const opt = (name) => efn.option(e, name);
+  const read = (name, how) => {
+    const v = opt(name);
+    if (v === null || v === undefined) return undefined;
+    try {
+      return how(v);
+    } catch (err) {
+      throw new StartError(E_INVAL, `option ${name}: cannot read '${v}': ${err.code || err.message}`);
+    }
+  };
+  const caFile = read('tls_ca_file', (f) => fs.readFileSync(f, 'latin1'));
+  const caDir = read('tls_ca_dir', readCaDir);
+  const cert = read('tls_cert_file', (f) => fs.readFileSync(f, 'latin1'));
+  const key = read('tls_key_file', (f) => fs.readFileSync(f, 'latin1')) ?? cert;
+  // The given CAs replace the default ones (a private CA is trusted alone).
+  const ca = caFile || caDir ? [caFile, ...(caDir || [])].filter(Boolean) : undefined;
+  let secureContext;
+  try {
+    secureContext = tls.createSecureContext({ ca, cert, key });
+  } catch (err) {
+    throw new StartError(E_INVAL, `TLS options: ${err.message}`);
+  }
+  const settings = { secureContext, rejectUnauthorized: opt('tls_verify') !== '0' };
+  const name = opt('tls_server_name');
+  if (name) settings.servername = name; // SNI, and the name the certificate must carry
+  return settings;
+}
+
+// "TLS handshake failed: self-signed certificate in certificate chain
+// (SELF_SIGNED_CERT_IN_CHAIN)" (errorDetail() puts the node before it); a TCP
+// error (refused, reset) as it is.
+function tlsError(err, c) {
+  const ssl = /^ERR_(SSL|TLS)_|CERT|SELF_SIGNED|UNABLE_TO|HOSTNAME/.test(err.code || '') ||
+    Boolean(err.library) || Boolean(err.reason);
+  if (!ssl && !(c.tcp && !c.up)) return err;
+  const text = err.reason || err.message; // OpenSSL's reason, without its file and line
+  const code = err.code && !text.includes(err.code) ? ` (${err.code})` : '';
+  const hint = /certificate required/i.test(text) ? ': the server requires a client certificate (tls_cert_file)' : '';
+  return new Error(`${c.up ? 'TLS connection failed' : 'TLS handshake failed'}: ${text}${code}${hint}`);
+}
+
 class EngineDriver {
   // nodes, uuid, options: as rlc_engine_new. hooks: {lost(owner, status,
   // message), log(level, message), connectTimeoutMs}.
@@ -94,7 +171,15 @@ class EngineDriver {
     this.addresses = [];
     for (let i = 0; i < n; i++) {
       efn.address(this.e, i, res);
-      this.addresses.push({ host: resMsg(), port: Number(res.readBigInt64LE(8)) });
+      this.addresses.push({ host: resMsg(), port: Number(res.readBigInt64LE(8)), tls: efn.nodeTls(this.e, i) === 1 });
+    }
+    this.tls = this.addresses.some((a) => a.tls);
+    try {
+      this.tlsSettings = this.tls ? tlsSettings(this.e) : null;
+    } catch (err) {
+      efn.free(this.e);
+      this.e = null;
+      throw err;
     }
     this.conns = new Array(2 * n).fill(null);
     this.everUp = new Array(2 * n).fill(false);
@@ -245,8 +330,11 @@ class EngineDriver {
   // ---- connections ----------------------------------------------------------
 
   open(k) {
-    const { host, port } = this.addresses[k >> 1];
-    const socket = port === 0 ? net.createConnection({ path: host }) : net.createConnection({ host, port });
+    const { host, port, tls: secure } = this.addresses[k >> 1];
+    let socket;
+    if (port === 0) socket = net.createConnection({ path: host });
+    else if (secure) socket = tls.connect({ host, port, ...this.tlsSettings });
+    else socket = net.createConnection({ host, port });
     const c = { socket, up: false, gone: false };
     this.conns[k] = c;
     socket.setNoDelay(true);
@@ -256,7 +344,9 @@ class EngineDriver {
       socket.destroy(new Error(`connect timed out after ${limit} ms`));
     }, limit);
     timer.unref();
-    socket.on('connect', () => {
+    if (secure) socket.once('connect', () => { c.tcp = true; });
+    // A TLS connection is up when its handshake is done (and verified).
+    socket.on(secure ? 'secureConnect' : 'connect', () => {
       clearTimeout(timer);
       if (c.gone || !this.e) return;
       c.up = true;
@@ -280,7 +370,10 @@ class EngineDriver {
       }
       this.pump();
     });
-    socket.on('error', (err) => { this.lastError[k] = err; });
+    socket.on('error', (err) => {
+      this.lastError[k] = secure ? tlsError(err, c) : err;
+      if (secure && this.lastError[k] !== err) this.hooks.log(2, `${this.where(k)}: ${this.lastError[k].message}`);
+    });
     // EOF ends the connection at once ('close' comes later, after our own
     // side is shut): nothing more may be written into it meanwhile.
     const ended = () => {

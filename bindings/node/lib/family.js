@@ -78,11 +78,11 @@ const registry = new FinalizationRegistry(({ kind, handle }) => ffn.free(kind, h
 // A native family handle: jobs in flight keep it; close() frees it after them.
 class Handle {
   constructor(client, kind, name, make) {
-    if (!client._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    const native = client._native(this.constructor.name); // closed, or rediss:// (no TLS there)
     this.client = client; // keeps the client alive as long as its handles
     this.name = name;
     this._kind = kind;
-    this._handle = make(client._handle);
+    this._handle = make(native);
     if (!this._handle) throw fail(syncResult());
     this._jobs = 0;
     this._closing = false;

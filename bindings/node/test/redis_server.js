@@ -35,10 +35,16 @@ async function awaitListening(port, ms, exited) {
   throw new Error(`redis-server on port ${port} did not listen within ${ms} ms`);
 }
 
-async function startRedis(extra = []) {
+// tls: {certs (a tests/tls/make_certs.sh directory), authClients}: the
+// port speaks TLS only (--port 0 --tls-port), with certs' server.crt.
+async function startRedis(extra = [], tls = null) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rlc-node-redis-'));
   const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
+  const listen = tls ? ['--port', '0', '--tls-port', String(port),
+    '--tls-cert-file', path.join(tls.certs, 'server.crt'), '--tls-key-file', path.join(tls.certs, 'server.key'),
+    '--tls-ca-cert-file', path.join(tls.certs, 'ca.crt'), '--tls-auth-clients', tls.authClients ? 'yes' : 'no']
+    : ['--port', String(port)];
+  const child = spawn('redis-server', [...listen, '--bind', '127.0.0.1', '--save', '',
     '--appendonly', 'no', '--dir', dir, ...extra], { stdio: 'ignore' });
   let exited = false;
   const gone = new Promise((resolve) => child.once('exit', () => { exited = true; resolve(); }));
@@ -50,7 +56,7 @@ async function startRedis(extra = []) {
     throw e;
   }
   return {
-    uri: `redis://127.0.0.1:${port}`,
+    uri: `${tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
     port,
     pid: child.pid,
     // SIGKILL by default: a server that vanishes, as in a crash.

@@ -19,11 +19,12 @@ started when no other is in flight is written at once instead.
 """
 import asyncio
 import logging
+import ssl
 import time
 import uuid
 
 from . import redlockc_core as _core
-from ._errors import ClosedError, error_for
+from ._errors import ClosedError, error_for, invalid
 
 _log = logging.getLogger("redlockc")
 
@@ -36,6 +37,9 @@ EV_LOST = _core.RLC_EV_LOST
 OK = _core.RLC_OK
 NOT_ACQUIRED = _core.RLC_NOT_ACQUIRED
 E_CANCELED = _core.RLC_E_CANCELED
+# Statuses whose message gets what the sockets saw (a refused connect, a
+# failed TLS handshake): the engine's message does not know it.
+_DETAILED = (_core.RLC_E_CONNECT, _core.RLC_E_TIMEOUT)
 
 # Kinds of operation, for what a DONE of an abandoned one needs.
 ACQUIRE, RELEASE, EXTEND = 1, 2, 3
@@ -47,15 +51,71 @@ _RETRY_FIRST_S = 0.01
 _RETRY_CAP_S = 0.5
 
 
+def _tls_settings(engine, any_tls, given):
+    """(SSLContext or None, server name or None) for the rediss:// nodes, from
+    the tls_* options the engine keeps, or the SSLContext given (ssl_context=)."""
+    def opt(name):
+        return _core.rlcpy_engine_option(engine, name)
+    name = opt("tls_server_name")
+    if given is not None:
+        if not any_tls:
+            raise invalid("ssl_context is given but no node is rediss:// "
+                          "(write rediss://host:port for a TLS node)")
+        if not isinstance(given, ssl.SSLContext):
+            raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(given).__name__}")
+        files = [n for n in ("tls_ca_file", "tls_ca_dir", "tls_cert_file", "tls_verify")
+                 if opt(n) is not None]
+        if files:
+            raise invalid(f"give either ssl_context or {', '.join(files)}, not both "
+                          "(the context holds the CAs, the certificate and the checks)")
+        return given, name
+    if not any_tls:
+        return None, None
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies chain and name
+    ca_file, ca_dir = opt("tls_ca_file"), opt("tls_ca_dir")
+    try:
+        if ca_file or ca_dir:
+            ctx.load_verify_locations(cafile=ca_file, capath=ca_dir)  # these CAs alone
+        else:
+            ctx.load_default_certs()
+    except (OSError, ssl.SSLError) as e:
+        raise invalid(f"option {'tls_ca_file' if ca_file else 'tls_ca_dir'}: {e}") from None
+    cert = opt("tls_cert_file")
+    if cert:
+        try:
+            ctx.load_cert_chain(cert, opt("tls_key_file"))
+        except (OSError, ssl.SSLError) as e:
+            raise invalid(f"option tls_cert_file/tls_key_file: {e}") from None
+    if opt("tls_verify") == "0":
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx, name
+
+
+def _describe(e, secure, handshake):
+    """What a socket's failure says, TLS's own said as such."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"TLS handshake failed: {e.verify_message or e.reason} ({e.reason})"
+    if isinstance(e, ssl.SSLError):
+        text = e.reason or str(e)
+        hint = ": the server requires a client certificate (tls_cert_file)" \
+            if "CERTIFICATE_REQUIRED" in text else ""
+        return f"TLS {'handshake' if handshake else 'connection'} failed: {text}{hint}"
+    if isinstance(e, asyncio.TimeoutError) or type(e).__name__ == "TimeoutError":
+        return "connect timed out" + (" (TLS handshake included)" if secure else "")
+    return str(e) or type(e).__name__
+
+
 class _Conn(asyncio.Protocol):
     """One connection of the engine (2*node: commands, 2*node+1: subscriber)."""
 
-    __slots__ = ("driver", "k", "transport")
+    __slots__ = ("driver", "k", "transport", "task")
 
     def __init__(self, driver, k):
         self.driver = driver
         self.k = k
         self.transport = None
+        self.task = None  # the connect (and TLS handshake) in flight
 
     def connection_made(self, transport):
         self.transport = transport
@@ -64,6 +124,7 @@ class _Conn(asyncio.Protocol):
             transport.abort()  # the client closed while this one connected
             return
         d.retry.pop(self.k, None)
+        d.last_error.pop(self.k, None)
         _core.rlcpy_engine_connected(d.engine, self.k, d.now())
         d.apply(_flush(d.engine))
 
@@ -79,15 +140,23 @@ class _Conn(asyncio.Protocol):
         d.apply(r)
 
     def connection_lost(self, exc):
-        self.driver.conn_gone(self)
+        self.driver.conn_gone(self, exc)
 
 
 class Driver:
     """One engine on one event loop: its connections, timer and operations."""
 
-    def __init__(self, nodes, options, connect_timeout_s):
+    def __init__(self, nodes, options, connect_timeout_s, ssl_context=None):
         self.engine = _core.rlcpy_engine_new(nodes, str(uuid.uuid4()), options)
         self.uuid, self.addresses = _core.rlcpy_engine_info(self.engine)
+        self.tls = _core.rlcpy_engine_tls(self.engine)
+        self.last_error = {}  # conn -> what its socket saw last, for messages
+        try:
+            self.ssl, self.server_name = _tls_settings(self.engine, any(self.tls), ssl_context)
+        except Exception:
+            _core.rlcpy_engine_free(self.engine)
+            self.engine = None
+            raise
         self.connect_timeout_s = connect_timeout_s
         self.loop = None
         self.clock = None
@@ -165,9 +234,24 @@ class Driver:
             if not self.idle_waiter.done():
                 self.idle_waiter.set_result(None)
 
+    def _detail(self, message):
+        """message and what the sockets saw last ("127.0.0.1:6380: TLS handshake
+        failed: ..."), for a connection error."""
+        seen = []
+        for k, err in sorted(self.last_error.items()):
+            host, port = self.addresses[k // 2]
+            line = f"{host}:{port}: {err}" if port else f"{host}: {err}"
+            if line not in seen and line not in message:
+                seen.append(line)
+        if not seen:
+            return message
+        return f"{message} ({'; '.join(seen)})" if message else "; ".join(seen)
+
     def _dispatch(self, events):
         ops = self.ops
         for ev in events:
+            if ev[0] == EV_DONE and ev[1] in _DETAILED and self.last_error:
+                ev = ev[:8] + (self._detail(ev[8]),)
             if ev[0] == EV_DONE:
                 rec = ops.pop(ev[2], None)
                 if rec is None:
@@ -200,7 +284,7 @@ class Driver:
             return
         c = _Conn(self, k)
         self.conns[k] = c
-        self.loop.create_task(self._connect(c))
+        c.task = self.loop.create_task(self._connect(c))
 
     def _retry_due(self):
         self.retry_timer = None
@@ -209,15 +293,23 @@ class Driver:
 
     async def _connect(self, c):
         host, port = self.addresses[c.k // 2]
+        secure = self.tls[c.k // 2]
         try:
             if port == 0:
                 coro = self.loop.create_unix_connection(lambda: c, host)
+            elif secure:
+                # The handshake (and the certificate check) is part of the
+                # connect: connection_made comes after it.
+                coro = self.loop.create_connection(
+                    lambda: c, host, port, ssl=self.ssl,
+                    server_hostname=self.server_name or host)
             else:
                 coro = self.loop.create_connection(lambda: c, host, port)
             await asyncio.wait_for(coro, self.connect_timeout_s)
-        except Exception as e:  # OSError, TimeoutError, a bad address...
+        except Exception as e:  # OSError, TimeoutError, a bad address, ssl.SSLError...
             if self.conns.get(c.k) is not c or self.engine is None:
                 return
+            self.last_error[c.k] = _describe(e, secure, handshake=True)
             del self.conns[c.k]
             failures = self.retry.get(c.k, (0, 0))[1] + 1
             delay = min(_RETRY_CAP_S, _RETRY_FIRST_S * 2 ** (failures - 1))
@@ -236,10 +328,14 @@ class Driver:
         _core.rlcpy_engine_closed(self.engine, k, self.now())
         self.kick()
 
-    def conn_gone(self, c):
+    def conn_gone(self, c, exc=None):
         if self.conns.get(c.k) is not c:
             return
         del self.conns[c.k]
+        if exc is not None:
+            # TLS 1.3: a server that wants a client certificate says so after
+            # the handshake, on the first read
+            self.last_error[c.k] = _describe(exc, self.tls[c.k // 2], handshake=False)
         if self.engine is not None:
             _core.rlcpy_engine_closed(self.engine, c.k, self.now())
             self.apply(_flush(self.engine))
@@ -314,6 +410,8 @@ class Driver:
         for c in self.conns.values():
             if c.transport is not None:
                 c.transport.abort()
+            elif c.task is not None and not c.task.done():
+                c.task.cancel()  # a connect or handshake still in flight
         self.conns.clear()
         for t in (self.timer, self.retry_timer):
             if t is not None:

@@ -1,5 +1,6 @@
 """Client: the connection to one Redis node (single-instance locks) or N (Redlock)."""
 import math
+import os
 import re
 import threading
 import weakref
@@ -20,6 +21,10 @@ _TIME_OPTIONS = {
     "retry_jitter": "retry_jitter_ms",
 }
 _OTHER_OPTIONS = ("drift_factor", "pool_size", "key_prefix")
+# TLS to rediss:// nodes (redlockc.asyncio; the blocking Client has no TLS):
+# paths (str or os.PathLike), a name, and tls_verify (bool).
+_TLS_TEXT_OPTIONS = ("tls_ca_file", "tls_ca_dir", "tls_cert_file", "tls_key_file",
+                     "tls_server_name")
 
 
 def _node_list(nodes):
@@ -66,7 +71,21 @@ def _option_text(name, value):
             raise invalid("key_prefix must not contain ';' or NUL characters")
         _units.text(value or "-", "key_prefix")  # UTF-8 check; "" is allowed
         return name, value
-    known = ", ".join(sorted([*_TIME_OPTIONS, *_OTHER_OPTIONS])) + \
+    if name in _TLS_TEXT_OPTIONS:
+        if name != "tls_server_name":
+            value = os.fspath(value) if isinstance(value, os.PathLike) else value
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+        if ";" in value or "\0" in value:
+            raise invalid(f"{name} must not contain ';' or NUL characters")
+        _units.text(value or "-", name)
+        return name, value
+    if name == "tls_verify":
+        if not isinstance(value, (bool, int)) or value not in (0, 1):
+            raise TypeError(f"tls_verify must be True or False, not {value!r}")
+        return name, "1" if value else "0"
+    known = ", ".join(sorted([*_TIME_OPTIONS, *_OTHER_OPTIONS, *_TLS_TEXT_OPTIONS,
+                              "tls_verify"])) + \
         " (or the C names in ms: " + ", ".join(sorted(_TIME_OPTIONS.values())) + ")"
     raise TypeError(f"Client() got an unexpected keyword argument {name!r} (options: {known})")
 

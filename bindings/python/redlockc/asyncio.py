@@ -73,10 +73,13 @@ def _option_ms(opts, name, default):
 class Client:
     """A client of one Redis node, or of N independent masters (Redlock), for asyncio.
 
-    ``Client(nodes, **options)``: the same nodes and options as
-    :class:`redlockc.Client` (times in seconds; ``pool_size`` is accepted and
-    has no effect: one pipelined connection per node carries every task's
-    commands). Making one does no I/O; it connects on first use, on the
+    ``Client(nodes, *, ssl_context=None, **options)``: the same nodes and
+    options as :class:`redlockc.Client` (times in seconds; ``pool_size`` is
+    accepted and has no effect: one pipelined connection per node carries
+    every task's commands), and TLS to ``rediss://`` nodes: ``tls_ca_file``,
+    ``tls_ca_dir``, ``tls_cert_file``, ``tls_key_file``, ``tls_server_name``,
+    ``tls_verify`` (False: no certificate or name check), or an
+    ``ssl.SSLContext`` of your own as ``ssl_context``. Making one does no I/O; it connects on first use, on the
     running event loop, and belongs to that loop from then on.
 
     ``await client.close()`` (or ``async with Client(...) as client:``) ends
@@ -87,14 +90,14 @@ class Client:
     blocking client.
     """
 
-    def __init__(self, nodes, **options):
+    def __init__(self, nodes, *, ssl_context=None, **options):
         """See the class: nodes a URI or a list of URIs, options as keyword arguments."""
         uris = _node_list(nodes)
         opts = _options(options)
         connect_ms = _option_ms(opts, "connect_timeout_ms", 1000)
         self._close_bound_s = (_option_ms(opts, "io_timeout_ms", 1000) + connect_ms) / 1000
         try:
-            self._driver = _aio.Driver(uris, opts, max(connect_ms, 1) / 1000)
+            self._driver = _aio.Driver(uris, opts, max(connect_ms, 1) / 1000, ssl_context)
         except InvalidArgument as e:
             raise _in_seconds(e, options) from None
         # Weakly: the driver outlives the client in its finalizer.

@@ -1,6 +1,7 @@
 # Type stubs for redlockc.asyncio. Times are seconds (int or float).
 import asyncio
 from types import TracebackType
+import ssl
 from typing import Any, Callable, Iterable, Optional, TypeVar, Union
 
 from . import (AuthenticationError, ClosedError, ConnectionError, Error, InvalidArgument,
@@ -13,7 +14,8 @@ _Seconds = Union[int, float]
 _F = TypeVar("_F", bound=Callable[["Lock", Error], object])
 
 class Client:
-    def __init__(self, nodes: Union[str, Iterable[str]], **options: Any) -> None: ...
+    def __init__(self, nodes: Union[str, Iterable[str]], *,
+                 ssl_context: Optional[ssl.SSLContext] = ..., **options: Any) -> None: ...
     def lock(self, name: str, owner: Optional[int] = ..., *, timeout: Optional[_Seconds] = ...,
              lease: Optional[_Seconds] = ...) -> Lock: ...
     async def close(self, timeout: Optional[_Seconds] = ...) -> None: ...

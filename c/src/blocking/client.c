@@ -126,6 +126,17 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
     if ((rc = options_parse(options, &c->opts)) != RLC_OK)
         return rc;
     for (int i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].tls)
+            return rlc_fail(RLC_E_INVAL,
+                            "node %s is rediss://: TLS needs an event-loop driver (Python "
+                            "redlockc.asyncio, Node, OpenResty); this blocking client runs on "
+                            "hiredis 0.14, which has no TLS (or reach the server through a "
+                            "TLS tunnel such as stunnel: docs/SECURITY.md)",
+                            c->nodes[i].label);
+    if (options_any_tls(&c->opts))
+        return rlc_fail(RLC_E_INVAL, "tls_* options are given but no node is rediss:// "
+                                     "(write rediss://host:port for a TLS node)");
+    for (int i = 0; i < c->n_nodes; i++)
         if (!c->nodes[i].is_unix && !(c->nodes[i].resolver = resolver_new(c->nodes[i].host,
                                                                         c->nodes[i].port)))
             return rlc_fail(RLC_E_NOMEM, "out of memory");

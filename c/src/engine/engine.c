@@ -339,6 +339,19 @@ static int make_hello(rlc_engine *e, int i)
     return 0;
 }
 
+/* tls_* options with no rediss:// node are a mistake that would send the
+ * password in the clear to a server meant to be reached over TLS. */
+static int check_tls(const rlc_engine *e)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->addrs[i].tls)
+            return RLC_OK;
+    if (options_any_tls(&e->opts))
+        return rlc_fail(RLC_E_INVAL, "tls_* options are given but no node is rediss:// "
+                                     "(write rediss://host:port for a TLS node)");
+    return RLC_OK;
+}
+
 int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
                    const char *options)
 {
@@ -360,6 +373,12 @@ int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
         return rc;
     }
     if ((rc = uri_parse_list(nodes, &e->addrs, &e->n)) != RLC_OK) {
+        options_free(&e->opts);
+        free(e);
+        return rc;
+    }
+    if ((rc = check_tls(e)) != RLC_OK) {
+        uri_free_list(e->addrs, e->n);
         options_free(&e->opts);
         free(e);
         return rc;
@@ -434,6 +453,16 @@ int rlc_engine_node_address(const rlc_engine *e, int node, const char **host, in
     *host = a->is_unix ? a->path : a->host;
     *port = a->is_unix ? 0 : a->port;
     return RLC_OK;
+}
+
+int rlc_engine_node_tls(const rlc_engine *e, int node)
+{
+    return e && node >= 0 && node < e->n && e->addrs[node].tls;
+}
+
+const char *rlc_engine_option(const rlc_engine *e, const char *name)
+{
+    return e ? options_given(&e->opts, name) : NULL;
 }
 
 const char *rlc_engine_uuid(const rlc_engine *e)

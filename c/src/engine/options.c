@@ -22,7 +22,7 @@ struct option_spec {
     const char *name;
     enum kind kind;
     size_t offset;
-    double min, max; /* INT and FRACTION: inclusive range; TEXT: max length */
+    double min, max; /* INT and FRACTION: inclusive range; TEXT: length range */
 };
 
 #define FIELD(f) offsetof(struct rlc_options, f)
@@ -41,12 +41,21 @@ static const struct option_spec specs[] = {
     /* replica-synced writes (WAIT) */
     {"sync_replicas", INT, FIELD(sync_replicas), 0, 64},
     {"sync_timeout_ms", INT, FIELD(sync_timeout_ms), 1, 3600000},
+    /* TLS to rediss:// nodes (the driver's) */
+    {"tls_ca_file", TEXT, FIELD(tls_ca_file), 1, 4096},
+    {"tls_ca_dir", TEXT, FIELD(tls_ca_dir), 1, 4096},
+    {"tls_cert_file", TEXT, FIELD(tls_cert_file), 1, 4096},
+    {"tls_key_file", TEXT, FIELD(tls_key_file), 1, 4096},
+    {"tls_server_name", TEXT, FIELD(tls_server_name), 1, 253},
+    {"tls_verify", INT, FIELD(tls_verify), 0, 1},
 };
 
 #define NSPECS (sizeof specs / sizeof specs[0])
+_Static_assert(NSPECS <= 32, "options: 'seen' and 'given' hold 32");
 
 static void set_defaults(struct rlc_options *o)
 {
+    memset(o, 0, sizeof *o);
     o->watchdog_timeout_ms = 30000;
     o->io_timeout_ms = 1000;
     o->node_timeout_ms = 50;
@@ -59,6 +68,7 @@ static void set_defaults(struct rlc_options *o)
     o->key_prefix = NULL;
     o->restart_guard = -1;
     o->loss_push = 1;
+    o->tls_verify = 1;
 }
 
 static int is_space(char c)
@@ -89,6 +99,8 @@ static int apply(const struct option_spec *sp, const char *v, size_t len, struct
     if (sp->kind == TEXT) {
         if (len > (size_t)sp->max)
             return rlc_fail(RLC_E_INVAL, "option %s is longer than %.0f bytes", sp->name, sp->max);
+        if (len < (size_t)sp->min)
+            return rlc_fail(RLC_E_INVAL, "option %s must not be empty", sp->name);
         char *copy = strndup(v, len);
         if (!copy)
             return rlc_fail(RLC_E_NOMEM, "out of memory");
@@ -165,7 +177,12 @@ static int parse_into(const char *s, struct rlc_options *o)
         int rc = apply(sp, v, (size_t)(v_end - v), o);
         if (rc != RLC_OK)
             return rc;
+        if (!(o->given[sp - specs] = strndup(v, (size_t)(v_end - v))))
+            return rlc_fail(RLC_E_NOMEM, "out of memory");
     }
+    if (o->tls_key_file && !o->tls_cert_file)
+        return rlc_fail(RLC_E_INVAL, "option tls_key_file needs tls_cert_file (the client "
+                                     "certificate it belongs to)");
     if (!o->key_prefix && !(o->key_prefix = strdup("")))
         return rlc_fail(RLC_E_NOMEM, "out of memory");
     return RLC_OK;
@@ -182,6 +199,31 @@ int options_parse(const char *s, struct rlc_options *o)
 
 void options_free(struct rlc_options *o)
 {
-    free(o->key_prefix);
-    o->key_prefix = NULL;
+    for (size_t i = 0; i < NSPECS; i++) {
+        if (specs[i].kind == TEXT) {
+            char **field = (char **)((char *)o + specs[i].offset);
+            free(*field);
+            *field = NULL;
+        }
+        free(o->given[i]);
+        o->given[i] = NULL;
+    }
+}
+
+const char *options_given(const struct rlc_options *o, const char *name)
+{
+    if (!o || !name)
+        return NULL;
+    for (size_t i = 0; i < NSPECS; i++)
+        if (strcmp(specs[i].name, name) == 0)
+            return o->given[i];
+    return NULL;
+}
+
+int options_any_tls(const struct rlc_options *o)
+{
+    for (size_t i = 0; i < NSPECS; i++)
+        if (o->given[i] && strncmp(specs[i].name, "tls_", 4) == 0)
+            return 1;
+    return 0;
 }

@@ -21,6 +21,15 @@ struct rlc_options {
      * sync_replicas replicas have it, within sync_timeout_ms (0: off). */
     int64_t sync_replicas;
     int64_t sync_timeout_ms;
+    /* TLS to rediss:// nodes: done by the driver (the engine sees plain
+     * RESP), which reads these through rlc_engine_option(). NULL: not given. */
+    char *tls_ca_file;
+    char *tls_ca_dir;
+    char *tls_cert_file;
+    char *tls_key_file;    /* default: the key is in tls_cert_file */
+    char *tls_server_name; /* default: the URI's host */
+    int64_t tls_verify;    /* 1 (default): verify the server's certificate and name */
+    char *given[32];       /* per option (table order): its value as written, or NULL */
 };
 
 /* Fills *o with the defaults, then applies "name=value;..." (NULL or "" for
@@ -29,5 +38,12 @@ struct rlc_options {
 int options_parse(const char *s, struct rlc_options *o);
 
 void options_free(struct rlc_options *o);
+
+/* The value of option name as it was written (numbers trimmed), or NULL
+ * when it was not given or there is no such option. */
+const char *options_given(const struct rlc_options *o, const char *name);
+
+/* 1 when a tls_* option was given. */
+int options_any_tls(const struct rlc_options *o);
 
 #endif

@@ -2,6 +2,7 @@
  * uri.c - parsing node URIs.
  *
  *   redis://[[user]:password@]host[:port][/db]
+ *   rediss://[[user]:password@]host[:port][/db]   the same over TLS
  *   unix://[[user]:password@]/path/to.sock[?db=N]
  *
  * The grammar is deliberately narrow: anything we do not understand is an
@@ -156,9 +157,9 @@ static int valid_host_char(int c)
     return isalnum(c) || c == '.' || c == '-' || c == '_';
 }
 
-static int parse_tcp(const char *uri, size_t len, struct node_addr *a)
+static int parse_tcp(const char *uri, size_t len, size_t scheme_len, struct node_addr *a)
 {
-    const char *p = uri + strlen("redis://"), *end = uri + len;
+    const char *p = uri + scheme_len, *end = uri + len;
     const char *auth_end = p;
     while (auth_end < end && *auth_end != '/' && *auth_end != '?' && *auth_end != '#')
         auth_end++;
@@ -274,14 +275,15 @@ static int parse_one(const char *uri, size_t len, struct node_addr *a)
         if ((unsigned char)uri[i] <= ' ' || uri[i] == 0x7f)
             return bad(uri, len, "spaces and control characters are not allowed");
     if (len >= 8 && strncasecmp(uri, "redis://", 8) == 0)
-        return parse_tcp(uri, len, a);
+        return parse_tcp(uri, len, 8, a);
+    if (len >= 9 && strncasecmp(uri, "rediss://", 9) == 0) {
+        /* TLS is the driver's: the engine writes and reads the same RESP. */
+        a->tls = 1;
+        return parse_tcp(uri, len, 9, a);
+    }
     if (len >= 7 && strncasecmp(uri, "unix://", 7) == 0)
         return parse_unix(uri, len, a);
-    if (len >= 9 && strncasecmp(uri, "rediss://", 9) == 0)
-        return bad(uri, len,
-                   "TLS is not supported by this build (hiredis 0.14); reach the "
-                   "server through a TLS tunnel such as stunnel or spiped");
-    return bad(uri, len, "the scheme must be redis:// or unix://");
+    return bad(uri, len, "the scheme must be redis://, rediss:// or unix://");
 }
 
 /* The list is cut at every ',', also at one inside a password, so a bad

@@ -8,6 +8,7 @@
 
 struct node_addr {
     int is_unix;
+    int tls;         /* rediss://: the driver speaks TLS to it (the engine sees plain RESP) */
     char *host;      /* TCP: name or address (IPv6 without brackets) */
     int port;        /* TCP */
     char *path;      /* unix socket path */
