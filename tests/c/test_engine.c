@@ -253,9 +253,9 @@ TEST(script_flush_is_survived)
     struct eloop L;
     CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
     CHECK_RC(el_acquire(&L, "sf", 1, 0, -1, NULL), RLC_OK);
-    rs_cmd(&s, "SCRIPT FLUSH");
+    freeReplyObject(rs_cmd(&s, "SCRIPT FLUSH"));
     CHECK_RC(el_release(&L, "sf", 1), RLC_OK);
-    rs_cmd(&s, "SCRIPT FLUSH");
+    freeReplyObject(rs_cmd(&s, "SCRIPT FLUSH"));
     CHECK_RC(el_acquire(&L, "sf", 1, 0, -1, NULL), RLC_OK);
     CHECK_RC(el_release(&L, "sf", 1), RLC_OK);
     CHECK(rs_int(&s, "EXISTS sf") == 0, "released");
