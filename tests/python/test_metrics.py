@@ -106,6 +106,7 @@ def test_a_log_handler_may_call_the_library(server, clients, raw):
     a lock itself (here on the reconnect line) does not deadlock."""
     c = clients(server.uri)
     seen = []
+    handled = threading.Event()
 
     class Reentrant(logging.Handler):
         def emit(self, record):
@@ -113,6 +114,7 @@ def test_a_log_handler_may_call_the_library(server, clients, raw):
                 inner = c.lock("from-the-handler", owner=77)
                 seen.append(inner.acquire(timeout=1))
                 inner.release()
+                handled.set()
 
     handler = Reentrant(level=logging.INFO)
     logger = logging.getLogger("redlockc")
@@ -128,6 +130,8 @@ def test_a_log_handler_may_call_the_library(server, clients, raw):
         threading.Thread(target=lambda: (lock.acquire(), lock.release(), done.set()),
                          daemon=True).start()
         assert done.wait(10), "an acquire whose log handler acquires did not finish"
+        # lines are handed over soon after the acquire, not before it returns
+        assert handled.wait(10), "the reconnect line never reached the handler"
         assert seen == [True], f"the handler took its lock: {seen}"
     finally:
         logger.removeHandler(handler)
