@@ -45,7 +45,11 @@ function flagsFor(where) {
   const cc = process.env.CC || 'cc';
   return [cc, '-std=c11', '-O2', '-g', '-Wall', '-Wextra', '-fPIC', '-shared',
     '-fvisibility=hidden', ...where.cflags, '-o', '@OUT@', source,
-    `-L${where.libdir}`, `-Wl,-rpath,${where.libdir}`, '-lredlockc', '-pthread'];
+    `-L${where.libdir}`, `-Wl,-rpath,${where.libdir}`, '-lredlockc', '-pthread',
+    // Never unmapped (nor libredlockc under it): the family's detached worker
+    // threads may still be parked in the library when the process exits, and
+    // running unmapped code there crashed Node at exit, now and then, under load.
+    '-Wl,-z,nodelete'];
 }
 
 // True when the helper exists, is newer than its source and was built with
