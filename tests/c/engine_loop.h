@@ -26,14 +26,14 @@
 #include "redlockc.h"
 
 #define EL_MAX_CONNS 128
-#define EL_MAX_DONE 4096
+#define EL_MAX_DONE 1024 /* two loops fit in a stack frame valgrind accepts (< 2 MB) */
 
 struct el_done {
     uint64_t op;
     int status;
     uint64_t token;
     int64_t validity_ms, count;
-    char message[256];
+    char message[128];
 };
 
 struct eloop {
