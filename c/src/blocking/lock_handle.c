@@ -10,31 +10,9 @@
 #include "error.h"
 #include "hold.h"
 #include "lock_common.h"
+#include "keys.h"
 
 #define MAX_NAME_LEN 65536
-
-/* prefix + key, with braces around the key unless it has a '{' already:
- * Redisson's rule, which keeps the channel in the key's cluster slot. */
-static char *derived_name(const char *prefix, const char *key, size_t key_len, size_t *len)
-{
-    bool braced = memchr(key, '{', key_len) != NULL;
-    size_t plen = strlen(prefix);
-    *len = plen + key_len + (braced ? 0 : 2);
-    char *s = malloc(*len + 1);
-    if (!s)
-        return NULL;
-    char *p = s;
-    memcpy(p, prefix, plen);
-    p += plen;
-    if (!braced)
-        *p++ = '{';
-    memcpy(p, key, key_len);
-    p += key_len;
-    if (!braced)
-        *p++ = '}';
-    *p = '\0';
-    return s;
-}
 
 static void lock_free_names(rlc_lock *l)
 {
@@ -76,12 +54,12 @@ int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out
     if (l->key) {
         memcpy(l->key, c->opts.key_prefix, plen);
         memcpy(l->key + plen, name, name_len + 1);
-        l->channel = derived_name("redisson_lock__channel:", l->key, l->key_len,
-                                  &l->channel_len);
-        l->token_key = derived_name("redisson_lock_token:", l->key, l->key_len,
-                                    &l->token_key_len);
-        l->attempts_key = derived_name("redlockc_attempts:", l->key, l->key_len,
-                                       &l->attempts_key_len);
+        l->channel = key_derived("redisson_lock__channel:", l->key, l->key_len,
+                                  "", &l->channel_len);
+        l->token_key = key_derived("redisson_lock_token:", l->key, l->key_len,
+                                    "", &l->token_key_len);
+        l->attempts_key = key_derived("redlockc_attempts:", l->key, l->key_len,
+                                       "", &l->attempts_key_len);
     }
     if (!l->key || !l->channel || !l->token_key || !l->attempts_key) {
         lock_free_names(l);

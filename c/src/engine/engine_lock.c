@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine_int.h"
+#include "keys.h"
 #include "quorum.h"
 
 /* xorshift64*: seeded from the client's UUID, so a simulation replays */
@@ -36,29 +37,6 @@ static uint64_t hash(const char *s, size_t len)
         h *= 1099511628211ULL;
     }
     return h;
-}
-
-/* prefix + "{" key "}" (or prefix + key when the key has a hash tag
- * already): Redisson's names, in the lock's hash slot. */
-static char *derived(const char *prefix, const char *key, size_t key_len, size_t *len)
-{
-    bool braced = memchr(key, '{', key_len) != NULL;
-    size_t plen = strlen(prefix);
-    *len = plen + key_len + (braced ? 0 : 2);
-    char *s = malloc(*len + 1);
-    if (!s)
-        return NULL;
-    char *p = s;
-    memcpy(p, prefix, plen);
-    p += plen;
-    if (!braced)
-        *p++ = '{';
-    memcpy(p, key, key_len);
-    p += key_len;
-    if (!braced)
-        *p++ = '}';
-    *p = '\0';
-    return s;
 }
 
 static void lock_free(struct eng_lock *l)
@@ -108,10 +86,12 @@ struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len)
         memcpy(l->key + plen, name, len);
         l->key_len = plen + len;
         l->key[l->key_len] = '\0';
-        l->channel = derived("redisson_lock__channel:", l->key, l->key_len, &l->channel_len);
-        l->token_key = derived("redisson_lock_token:", l->key, l->key_len, &l->token_key_len);
-        l->attempts_key = derived("redlockc_attempts:", l->key, l->key_len,
-                                  &l->attempts_key_len);
+        l->channel =
+            key_derived("redisson_lock__channel:", l->key, l->key_len, "", &l->channel_len);
+        l->token_key =
+            key_derived("redisson_lock_token:", l->key, l->key_len, "", &l->token_key_len);
+        l->attempts_key = key_derived("redlockc_attempts:", l->key, l->key_len,
+                                  "", &l->attempts_key_len);
     }
     if (!l->name || !l->key || !l->channel || !l->token_key || !l->attempts_key) {
         lock_free(l);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "fanout.h"
+#include "keys.h"
 #include "state.h"
 
 #define FAM_MAX_NAME 65536
@@ -58,9 +59,6 @@ extern pthread_mutex_t fam_mu;
 /* Thread owner or the handle's explicit one. */
 uint64_t fam_owner(const struct fam_obj *o);
 
-/* prefix + key, with braces around the key unless it has a '{' already. */
-char *fam_derived(const char *prefix, const char *key, size_t key_len, const char *suffix,
-                  size_t *len);
 
 /* Checks a name, then key_prefix + name into a new string. */
 int fam_key(rlc_client *c, const char *name, char **key, size_t *len);
