@@ -3,8 +3,10 @@
  * and against a real cluster-enabled server's CLUSTER KEYSLOT.
  */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "fixture.h"
+#include "redis_cluster.h"
 #include "keys.h"
 #include "slot.h"
 
@@ -54,6 +56,8 @@ TEST(slots_match_a_real_servers_cluster_keyslot)
     }
 done:
     rs_stop(&s);
+    rc_forget_conf(&s);
+    rmdir(s.dir);
 }
 
 RUN_TESTS(CASE(crc16_and_slots_match_redis_documented_values),
