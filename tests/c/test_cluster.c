@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -112,5 +113,95 @@ done:
     rc_stop(&rc);
 }
 
+struct waiter {
+    rlc_lock *l;
+    int64_t wait_ms, lease_ms;
+    atomic_int rc;
+    atomic_int done;
+    int64_t got_ms; /* check_now_ms() when it got the lock */
+};
+
+static void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    int rc = rlc_lock_acquire(w->l, w->wait_ms, w->lease_ms);
+    w->got_ms = check_now_ms();
+    atomic_store(&w->rc, rc);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* "PUBSUB SHARDNUMSUB ch" on the channel's master: its subscriber count. */
+static long long shard_subscribers(const struct redis_cluster *rc, const char *name)
+{
+    char ch[96];
+    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
+    const struct redis_server *m = master_for(rc, name);
+    redisReply *r = m ? rs_cmd(m, "PUBSUB SHARDNUMSUB %s", ch) : NULL;
+    long long n = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        n = r->element[1]->integer;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+TEST(a_waiter_is_woken_by_a_sharded_unlock_message)
+{
+    START_RC(rc)
+    rlc_client *a = client(rc.uri, NULL), *b = client(rc.uri, NULL);
+    rlc_lock *la = NULL, *lb = NULL;
+    redisContext *raw = NULL;
+    redisReply *r = NULL;
+    pthread_t t;
+    bool started = false;
+    struct waiter w = {0};
+    const char *name = "handoff";
+    CHECK(a && b, "clients");
+    la = lock(a, name, 0);
+    lb = lock(b, name, 42); /* an owner id: the waiter thread takes it, this one checks */
+    CHECK(la && lb, "locks");
+    /* A plain client subscribed the sharded way sees the message. */
+    raw = rs_connect(master_for(&rc, name));
+    CHECK(raw, "raw connection");
+    r = redisCommand(raw, "SSUBSCRIBE redisson_lock__channel:{%s}", name);
+    CHECK(r && r->type == REDIS_REPLY_ARRAY, "SSUBSCRIBE: %s", r && r->str ? r->str : "?");
+    freeReplyObject(r);
+    r = NULL;
+
+    CHECK_RC(rlc_lock_acquire(la, 0, 60000), RLC_OK);
+    w = (struct waiter){lb, 20000, 60000, 0, 0, 0};
+    CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0, "thread");
+    started = true;
+    /* The waiter's client subscribed on the slot's master with SSUBSCRIBE
+     * (the raw client is the other one). */
+    CHECK(WAIT_UNTIL(shard_subscribers(&rc, name) == 2, 5000), "shard subscribers: %lld",
+          shard_subscribers(&rc, name));
+    CHECK(!atomic_load(&w.done), "the waiter did not wait");
+    CHECK_RC(rlc_lock_release(la), RLC_OK);
+    /* The release SPUBLISHed Redisson's unlock message ("0"). */
+    CHECK(redisGetReply(raw, (void **)&r) == REDIS_OK && r && r->type == REDIS_REPLY_ARRAY &&
+              r->elements == 3 && strcmp(r->element[0]->str, "smessage") == 0 &&
+              strcmp(r->element[2]->str, "0") == 0,
+          "no smessage on the lock's channel");
+    CHECK(WAIT_UNTIL(atomic_load(&w.done), 15000), "the waiter never got the lock");
+    CHECK_RC(atomic_load(&w.rc), RLC_OK);
+    CHECK(is_held(lb) == 1, "waiter holds it");
+    CHECK_RC(rlc_lock_release(lb), RLC_OK);
+done:
+    if (r)
+        freeReplyObject(r);
+    if (started)
+        pthread_join(t, NULL);
+    if (raw)
+        redisFree(raw);
+    rlc_lock_free(la);
+    rlc_lock_free(lb);
+    rlc_client_free(a);
+    rlc_client_free(b);
+    rc_stop(&rc);
+}
+
 RUN_TESTS(CASE(locks_on_many_names_go_to_the_master_of_their_slot),
-          CASE(watchdog_renews_holds_on_every_master))
+          CASE(watchdog_renews_holds_on_every_master),
+          CASE(a_waiter_is_woken_by_a_sharded_unlock_message))

@@ -619,6 +619,14 @@ bool cluster_sharded(struct cluster *cl)
     return s;
 }
 
+bool cluster_loaded(struct cluster *cl)
+{
+    pthread_mutex_lock(&cl->mu);
+    bool l = cl->loaded;
+    pthread_mutex_unlock(&cl->mu);
+    return l;
+}
+
 int cluster_master_of(struct cluster *cl, int slot)
 {
     pthread_mutex_lock(&cl->mu);

@@ -91,6 +91,9 @@ void cluster_want_refresh(struct cluster *cl);
  * the first map is read. */
 bool cluster_sharded(struct cluster *cl);
 
+/* Whether the first map read has ended (well or not). */
+bool cluster_loaded(struct cluster *cl);
+
 /* The table index of the master owning slot, or -1 unknown. */
 int cluster_master_of(struct cluster *cl, int slot);
 
