@@ -374,7 +374,150 @@ done:
     rc_stop(&rc);
 }
 
+/* ---- a master killed, its replica promoted ------------------------------- */
+
+#define FO_NAMES 6
+#define FO_WORKERS 4
+
+struct fo_shared {
+    rlc_client *clients[2];
+    char names[FO_NAMES][32];
+    atomic_int occupied[FO_NAMES]; /* holders that believe they hold it now */
+    atomic_int stop;
+    atomic_long ok, overlaps, errors, not_acquired;
+};
+
+struct fo_worker {
+    struct fo_shared *sh;
+    int id;
+};
+
+static void *fo_main(void *arg)
+{
+    struct fo_worker *w = arg;
+    struct fo_shared *sh = w->sh;
+    rlc_lock *l[FO_NAMES] = {0};
+    for (int i = 0; i < FO_NAMES; i++)
+        l[i] = lock(sh->clients[w->id % 2], sh->names[i], 0);
+    unsigned seed = (unsigned)w->id * 7919u + 1;
+    while (!atomic_load(&sh->stop)) {
+        int i = (int)(rand_r(&seed) % FO_NAMES);
+        if (!l[i])
+            continue;
+        int rc = rlc_lock_acquire(l[i], 200, 3000);
+        if (rc == RLC_NOT_ACQUIRED) {
+            atomic_fetch_add(&sh->not_acquired, 1);
+            continue;
+        }
+        if (rc != RLC_OK) {
+            atomic_fetch_add(&sh->errors, 1);
+            check_sleep_ms(20);
+            continue;
+        }
+        atomic_fetch_add(&sh->ok, 1);
+        if (atomic_fetch_add(&sh->occupied[i], 1) > 0)
+            atomic_fetch_add(&sh->overlaps, 1);
+        check_sleep_ms(5);
+        atomic_fetch_sub(&sh->occupied[i], 1);
+        rlc_lock_release(l[i]);
+    }
+    for (int i = 0; i < FO_NAMES; i++)
+        rlc_lock_free(l[i]);
+    return NULL;
+}
+
+static bool under_valgrind(void)
+{
+    const char *p = getenv("LD_PRELOAD");
+    return p && strstr(p, "vgpreload");
+}
+
+/* Locks on names of one master's slots, by 4 threads of 2 clients, while
+ * that master is SIGKILLed and its replica promoted. Prints the figures. */
+static void failover_run(const char *options, bool restart_killed)
+{
+    START_RC(rc)
+    struct fo_shared sh;
+    struct fo_worker w[FO_WORKERS];
+    pthread_t t[FO_WORKERS];
+    int threads = 0;
+    memset(&sh, 0, sizeof sh);
+    int victim = rc_master_of(&rc, 0);
+    CHECK(victim >= 0, "a master");
+    for (int i = 0, found = 0; found < FO_NAMES && i < 10000; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "fo:%d", i);
+        if (rc_master_of(&rc, (int)slot_of(name, strlen(name))) == victim)
+            memcpy(sh.names[found++], name, sizeof name);
+    }
+    sh.clients[0] = client(rc.uri, options);
+    sh.clients[1] = client(rc.uri, options);
+    CHECK(sh.clients[0] && sh.clients[1], "clients");
+    for (int i = 0; i < FO_WORKERS; i++) {
+        w[i] = (struct fo_worker){&sh, i};
+        CHECK(pthread_create(&t[i], NULL, fo_main, &w[i]) == 0, "thread");
+        threads++;
+    }
+    check_sleep_ms(1000);
+    long before = atomic_load(&sh.ok);
+    CHECK(before > 0, "no lock taken before the kill (errors %ld)", atomic_load(&sh.errors));
+    int64_t killed_ms = check_now_ms();
+    rs_kill(&rc.node[victim]);
+    int promoted = WAIT_UNTIL(rc_master_of(&rc, 0) >= 0 && rc_master_of(&rc, 0) != victim &&
+                                  rc_await_stable(&rc, 1) == 0, 30000);
+    int64_t promoted_ms = check_now_ms() - killed_ms;
+    CHECK(promoted, "the replica was not promoted");
+    if (restart_killed) { /* back as a replica of the new master, for WAIT */
+        CHECK(rs_restart(&rc.node[victim]) == 0, "restart");
+        CHECK(rc_await_stable(&rc, 30000) == 0, "cluster after the restart");
+    }
+    long at_promotion = atomic_load(&sh.ok);
+    /* Some work after the promotion: 20 acquires or 15 s, then 1.5 s more. */
+    WAIT_UNTIL(atomic_load(&sh.ok) > at_promotion + 20, 15000);
+    check_sleep_ms(1500);
+    long after = atomic_load(&sh.ok) - at_promotion;
+    fprintf(stderr,
+            "figure: failover with options '%s': %ld acquires before the kill, %ld after the "
+            "promotion (%lld ms after the kill), %ld overall; overlaps %ld; failed calls %ld; "
+            "not acquired %ld\n",
+            options ? options : "", before, after, (long long)promoted_ms, atomic_load(&sh.ok),
+            atomic_load(&sh.overlaps), atomic_load(&sh.errors), atomic_load(&sh.not_acquired));
+    CHECK(after > 0, "no lock taken after the promotion (errors %ld)", atomic_load(&sh.errors));
+done:
+    atomic_store(&sh.stop, 1);
+    for (int i = 0; i < threads; i++)
+        pthread_join(t[i], NULL);
+    rlc_client_free(sh.clients[0]);
+    rlc_client_free(sh.clients[1]);
+    rc_stop(&rc);
+}
+
+/* The overlap count is reported, not asserted: replication is
+ * asynchronous, and a grant the master acknowledged but never passed on is
+ * lost with it (docs/DESIGN.md). valgrind: skipped, the failover's timing
+ * (node timeout 2 s) is the cluster's, and the case proves nothing more
+ * slowly; ASan and TSan run it. */
+TEST(a_master_killed_and_its_replica_promoted)
+{
+    if (under_valgrind()) {
+        fprintf(stderr, "skipped under valgrind\n");
+        return;
+    }
+    failover_run(NULL, false);
+}
+
+TEST(a_master_killed_and_its_replica_promoted_with_sync_replicas)
+{
+    if (under_valgrind()) {
+        fprintf(stderr, "skipped under valgrind\n");
+        return;
+    }
+    failover_run("sync_replicas=1;sync_timeout_ms=500", true);
+}
+
 RUN_TESTS(CASE(locks_on_many_names_go_to_the_master_of_their_slot),
           CASE(watchdog_renews_holds_on_every_master),
           CASE(a_waiter_is_woken_by_a_sharded_unlock_message),
-          CASE(a_slot_migration_under_held_and_awaited_locks))
+          CASE(a_slot_migration_under_held_and_awaited_locks),
+          CASE(a_master_killed_and_its_replica_promoted),
+          CASE(a_master_killed_and_its_replica_promoted_with_sync_replicas))

@@ -138,6 +138,28 @@ int rc_await_stable(const struct redis_cluster *rc, int timeout_ms)
     return -1;
 }
 
+/* Every replica in sync with its master: a replica that never finished its
+ * first sync refuses to fail over ("data too old"), which a failover test
+ * started too early would meet. */
+static int replicas_synced(const struct redis_cluster *rc)
+{
+    int replicas = 0;
+    for (int i = 0; i < rc->n; i++) {
+        redisReply *r = rs_cmd(&rc->node[i], "INFO replication");
+        int ok = r && r->type == REDIS_REPLY_STRING;
+        if (ok && strstr(r->str, "role:slave")) {
+            ok = strstr(r->str, "master_link_status:up") != NULL &&
+                 strstr(r->str, "master_sync_in_progress:0") != NULL;
+            replicas++;
+        }
+        if (r)
+            freeReplyObject(r);
+        if (!ok)
+            return 0;
+    }
+    return replicas == rc->n / 2;
+}
+
 int rc_start(struct redis_cluster *rc)
 {
     memset(rc, 0, sizeof *rc);
@@ -151,6 +173,9 @@ int rc_start(struct redis_cluster *rc)
     }
     if (create(rc) != 0 || rc_await_stable(rc, 30000) != 0)
         goto fail;
+    for (long long until = now_ms() + 30000; !replicas_synced(rc); pause_ms(50))
+        if (now_ms() >= until)
+            goto fail;
     snprintf(rc->uri, sizeof rc->uri, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d",
              rc->node[0].port, rc->node[1].port);
     return 0;
