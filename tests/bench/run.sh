@@ -68,6 +68,14 @@ fam_args=(--seconds 3 --repeats 3)
 cmake --build "$build" -j2 --target rlc_bench_family >/dev/null
 "$build/tests/bench/rlc_bench_family" "${fam_args[@]}" 2>>"$out/bench.log" | tee "$out/family.txt"
 
+# A 3+3 Redis Cluster beside one node (tests/bench/cluster.c): cycles/s over
+# many names, hand-off p50 through sharded pub/sub. --quick: 1 repeat x 1 s.
+clu_args=(--seconds 3 --repeats 3)
+[[ " ${args[*]:-} " == *" --quick "* ]] && clu_args=(--seconds 1 --repeats 1)
+cmake --build "$build" -j2 --target rlc_bench_cluster >/dev/null
+"$build/tests/bench/rlc_bench_cluster" "${clu_args[@]}" 2>>"$out/bench.log" | tee "$out/cluster.txt" ||
+  echo "run.sh: the cluster benchmark failed (see $out/bench.log)" >&2
+
 # The engine on one event-loop thread beside bare hiredis (tests/bench/engine.c).
 eng_secs=3
 [[ " ${args[*]:-} " == *" --quick "* ]] && eng_secs=1
