@@ -203,6 +203,50 @@ done:
     rc_stop(&rc);
 }
 
+/* Redlock over three nodes, one of them a whole cluster. */
+TEST(a_cluster_is_one_redlock_node_beside_standalone_masters)
+{
+    START_RC(rc)
+    struct redis_server solo[2];
+    memset(solo, 0, sizeof solo);
+    int solos = 0;
+    while (solos < 2 && rs_start(&solo[solos], NULL) == 0)
+        solos++;
+    char uris[512];
+    snprintf(uris, sizeof uris, "%s,%s,%s", rc.uri, solo[0].uri, solo[1].uri);
+    rlc_client *c = client(uris, NULL), *d = client(uris, NULL);
+    rlc_lock *l = NULL, *w = NULL;
+    pthread_t t;
+    bool started = false;
+    struct waiter wt = {0};
+    CHECK(solos == 2 && c && d, "servers, clients on %s", uris);
+    l = lock(c, "rl:1", 0);
+    w = lock(d, "rl:1", 7);
+    CHECK(l && w, "locks");
+    CHECK_RC(rlc_lock_acquire(l, 0, 20000), RLC_OK);
+    CHECK(on_master(&rc, "rl:1", "EXISTS %s") == 1, "not on the cluster");
+    for (int i = 0; i < 2; i++)
+        CHECK(rs_int(&solo[i], "EXISTS %s", "rl:1") == 1, "not on standalone %d", i);
+    wt = (struct waiter){w, 20000, 20000, 0, 0, 0};
+    CHECK(pthread_create(&t, NULL, waiter_main, &wt) == 0, "thread");
+    started = true;
+    CHECK(WAIT_UNTIL(shard_subscribers(&rc, "rl:1") == 1, 5000), "waiter subscribed");
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&wt.done), 15000), "the waiter never got the lock");
+    CHECK_RC(atomic_load(&wt.rc), RLC_OK);
+    CHECK_RC(rlc_lock_release(w), RLC_OK);
+done:
+    if (started)
+        pthread_join(t, NULL);
+    rlc_lock_free(l);
+    rlc_lock_free(w);
+    rlc_client_free(c);
+    rlc_client_free(d);
+    for (int i = 0; i < solos; i++)
+        rs_stop(&solo[i]);
+    rc_stop(&rc);
+}
+
 /* ---- a slot migration under held and awaited locks ---------------------- */
 
 static void node_id(const struct redis_server *s, char *id, size_t size)
@@ -322,8 +366,10 @@ TEST(a_slot_migration_under_held_and_awaited_locks)
     /* The move, with pauses in each state so that renewals (every 500 ms)
      * meet the slot MIGRATING with its keys on the source, then with its
      * keys on the destination (ASK), then moved (MOVED). */
-    CHECK(reply_ok(rs_cmd(&rc.node[dst], "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id)), "importing");
-    CHECK(reply_ok(rs_cmd(&rc.node[src], "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id)), "migrating");
+    CHECK(reply_ok(rs_cmd(&rc.node[dst], "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id)),
+          "importing");
+    CHECK(reply_ok(rs_cmd(&rc.node[src], "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id)),
+          "migrating");
     check_sleep_ms(800);
     int moved = migrate_keys(&rc.node[src], &rc.node[dst], slot);
     CHECK(moved >= MIG_LOCKS, "moved %d keys", moved);
@@ -518,6 +564,7 @@ TEST(a_master_killed_and_its_replica_promoted_with_sync_replicas)
 RUN_TESTS(CASE(locks_on_many_names_go_to_the_master_of_their_slot),
           CASE(watchdog_renews_holds_on_every_master),
           CASE(a_waiter_is_woken_by_a_sharded_unlock_message),
+          CASE(a_cluster_is_one_redlock_node_beside_standalone_masters),
           CASE(a_slot_migration_under_held_and_awaited_locks),
           CASE(a_master_killed_and_its_replica_promoted),
           CASE(a_master_killed_and_its_replica_promoted_with_sync_replicas))

@@ -202,7 +202,7 @@ struct mux *cluster_pick(struct cluster *cl, int pool, struct rlc_cmd **cmd,
     int i = 0; /* the first seed: a MOVED from it teaches the map */
     if (*slot >= 0 && cl->owner[*slot])
         i = cl->owner[*slot] - 1;
-    else if (*slot < 0 && last_cl == cl)
+    else if (*slot < 0 && last_cl == cl && last_entry < cl->n) /* < n: an address reused */
         i = last_entry;
     else if (*slot >= 0)
         cl->want_refresh = true;
@@ -405,7 +405,8 @@ static bool refresh_from(struct cluster *cl, int i, bool probe)
         return false;
     }
     int64_t tmo = cl->c->opts.io_timeout_ms;
-    struct mux_req *reqs[2] = {mux_send(m, c1, NULL, tmo), probe ? mux_send(m, c2, NULL, tmo) : NULL};
+    struct mux_req *reqs[2] = {mux_send(m, c1, NULL, tmo),
+                               probe ? mux_send(m, c2, NULL, tmo) : NULL};
     struct mux_result res[2];
     memset(res, 0, sizeof res);
     mux_wait(reqs, probe ? 2 : 1, res);
