@@ -11,7 +11,6 @@
  * FLUSH) gets the same call as EVAL, which also caches the source again.
  */
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "scripts.h"
@@ -271,19 +270,18 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static struct script script_release_sharded = {"release_sharded", NULL, ""};
 static struct script script_force_release_sharded = {"force_release_sharded", NULL, ""};
 
-/* src with every 'publish' call spelled 'spublish'; NULL without memory. */
-static char *with_spublish(const char *src)
+/* src with every 'publish' call spelled 'spublish', into out (static
+ * storage: a library that is unloaded, as Lua unloads its modules, must
+ * leave nothing allocated behind). NULL if it does not fit. */
+static char *with_spublish(const char *src, char *out, size_t size)
 {
     static const char from[] = "'publish'";
-    size_t n = 0;
-    for (const char *p = src; (p = strstr(p, from)); p += sizeof from - 1)
-        n++;
-    char *out = malloc(strlen(src) + n + 1), *o = out;
-    if (!out)
-        return NULL;
+    char *o = out, *end = out + size;
     for (const char *p = src;;) {
         const char *q = strstr(p, from);
         size_t k = q ? (size_t)(q - p) : strlen(p);
+        if ((size_t)(end - o) < k + 11)
+            return NULL;
         memcpy(o, p, k);
         o += k;
         if (!q)
@@ -307,9 +305,11 @@ const struct script *script_sharded_twin(const struct script *s)
 
 static void compute_shas(void)
 {
-    /* Never freed: they live as long as the library. */
-    script_release_sharded.source = with_spublish(script_release.source);
-    script_force_release_sharded.source = with_spublish(script_force_release.source);
+    static char release_src[8192], force_src[1024];
+    script_release_sharded.source =
+        with_spublish(script_release.source, release_src, sizeof release_src);
+    script_force_release_sharded.source =
+        with_spublish(script_force_release.source, force_src, sizeof force_src);
     if (script_release_sharded.source)
         sha1_hex(script_release_sharded.source, strlen(script_release_sharded.source),
                  script_release_sharded.sha);
