@@ -118,6 +118,13 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
+static const char *tls_scheme(const struct node_addr *a)
+{
+    return a->topology == RLC_TOPO_CLUSTER    ? "rediss-cluster://"
+           : a->topology == RLC_TOPO_SENTINEL ? "rediss-sentinel://"
+                                              : "rediss://";
+}
+
 static int init_nodes(rlc_client *c, const char *nodes, const char *options)
 {
     int rc = uri_parse_list(nodes, &c->nodes, &c->n_nodes);
@@ -128,11 +135,24 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
     for (int i = 0; i < c->n_nodes; i++)
         if (c->nodes[i].tls)
             return rlc_fail(RLC_E_INVAL,
-                            "node %s is rediss://: TLS needs an event-loop driver (Python "
+                            "node %s is %s: TLS needs an event-loop driver (Python "
                             "redlockc.asyncio, Node, OpenResty); this blocking client runs on "
                             "hiredis 0.14, which has no TLS (or reach the server through a "
                             "TLS tunnel such as stunnel: docs/SECURITY.md)",
-                            c->nodes[i].label);
+                            c->nodes[i].label, tls_scheme(&c->nodes[i]));
+    for (int i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].topology != RLC_TOPO_STANDALONE)
+            return rlc_fail(RLC_E_INVAL,
+                            "node %s is %s: not supported by the blocking API yet",
+                            c->nodes[i].label,
+                            c->nodes[i].topology == RLC_TOPO_CLUSTER ? "redis-cluster://"
+                                                                     : "redis-sentinel://");
+    int any_sentinel = 0;
+    for (int i = 0; i < c->n_nodes; i++)
+        any_sentinel |= c->nodes[i].topology == RLC_TOPO_SENTINEL;
+    if (!any_sentinel && (c->opts.sentinel_user || c->opts.sentinel_password))
+        return rlc_fail(RLC_E_INVAL, "sentinel_* options are given but no node is "
+                                     "redis-sentinel://");
     if (options_any_tls(&c->opts))
         return rlc_fail(RLC_E_INVAL, "tls_* options are given but no node is rediss:// "
                                      "(write rediss://host:port for a TLS node)");

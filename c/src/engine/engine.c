@@ -343,6 +343,17 @@ static int make_hello(rlc_engine *e, int i)
  * password in the clear to a server meant to be reached over TLS. */
 static int check_tls(const rlc_engine *e)
 {
+    /* The engine speaks to fixed addresses: following a cluster's slots or
+     * a sentinel's failovers is not written for it yet. */
+    for (int i = 0; i < e->n; i++)
+        if (e->addrs[i].topology != RLC_TOPO_STANDALONE)
+            return rlc_fail(RLC_E_INVAL,
+                            "node %s is %s: not supported by the event-loop engine yet (use "
+                            "the blocking API%s)",
+                            e->addrs[i].label,
+                            e->addrs[i].topology == RLC_TOPO_CLUSTER ? "redis-cluster://"
+                                                                     : "redis-sentinel://",
+                            e->addrs[i].tls ? ", without TLS" : "");
     for (int i = 0; i < e->n; i++)
         if (e->addrs[i].tls)
             return RLC_OK;

@@ -48,6 +48,9 @@ static const struct option_spec specs[] = {
     {"tls_key_file", TEXT, FIELD(tls_key_file), 1, 4096},
     {"tls_server_name", TEXT, FIELD(tls_server_name), 1, 253},
     {"tls_verify", INT, FIELD(tls_verify), 0, 1},
+    /* AUTH to the sentinels of redis-sentinel:// nodes */
+    {"sentinel_user", TEXT, FIELD(sentinel_user), 1, 256},
+    {"sentinel_password", TEXT, FIELD(sentinel_password), 1, 4096},
 };
 
 #define NSPECS (sizeof specs / sizeof specs[0])
@@ -197,11 +200,27 @@ int options_parse(const char *s, struct rlc_options *o)
     return rc;
 }
 
+/* Does not leave a secret lying in freed heap memory. */
+static void free_secret(char *s)
+{
+    if (!s)
+        return;
+    for (volatile char *p = s; *p; p++)
+        *p = 0;
+    free(s);
+}
+
 void options_free(struct rlc_options *o)
 {
     for (size_t i = 0; i < NSPECS; i++) {
         if (specs[i].kind == TEXT) {
             char **field = (char **)((char *)o + specs[i].offset);
+            if (strstr(specs[i].name, "password")) {
+                free_secret(*field);
+                free_secret(o->given[i]);
+                *field = NULL;
+                o->given[i] = NULL;
+            }
             free(*field);
             *field = NULL;
         }

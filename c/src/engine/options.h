@@ -29,6 +29,10 @@ struct rlc_options {
     char *tls_key_file;    /* default: the key is in tls_cert_file */
     char *tls_server_name; /* default: the URI's host */
     int64_t tls_verify;    /* 1 (default): verify the server's certificate and name */
+    /* redis-sentinel:// nodes: AUTH to the sentinels themselves (the URI's
+     * credentials are the data nodes'). NULL: not given. */
+    char *sentinel_user;
+    char *sentinel_password;
     char *given[32];       /* per option (table order): its value as written, or NULL */
 };
 

@@ -4,6 +4,14 @@
  *   redis://[[user]:password@]host[:port][/db]
  *   rediss://[[user]:password@]host[:port][/db]   the same over TLS
  *   unix://[[user]:password@]/path/to.sock[?db=N]
+ *   redis-cluster://[[user]:password@]host:port[,host:port...]
+ *   redis-sentinel://[[user]:password@]host:port[,host:port...]/mastername[/db]
+ *   rediss-cluster://, rediss-sentinel://           the same over TLS
+ *
+ * A node list is "uri[,uri...]" (Redlock: one lock on each). The list's ','
+ * also separates a cluster's seeds and the sentinels: a fragment with no
+ * scheme after a cluster/sentinel URI is one more of its seeds; a fragment
+ * with a scheme starts the next node.
  *
  * The grammar is deliberately narrow: anything we do not understand is an
  * error that names the problem, because a typo in a node list silently
@@ -157,43 +165,27 @@ static int valid_host_char(int c)
     return isalnum(c) || c == '.' || c == '-' || c == '_';
 }
 
-static int parse_tcp(const char *uri, size_t len, size_t scheme_len, struct node_addr *a)
+/* "host[:port]" or "[v6][:port]" in s[0..n) -> a new *host, *port and a
+ * label. uri/len are the whole URI, for messages. */
+static int parse_hostport(const char *uri, size_t len, const char *s, size_t n, int default_port,
+                          char **host_out, int *port_out, char *label, size_t label_size)
 {
-    const char *p = uri + scheme_len, *end = uri + len;
-    const char *auth_end = p;
-    while (auth_end < end && *auth_end != '/' && *auth_end != '?' && *auth_end != '#')
-        auth_end++;
-    if (auth_end < end && *auth_end != '/')
-        return bad(uri, len, "query strings and fragments are not supported");
-
-    const char *at = NULL;
-    for (const char *q = auth_end; q > p; q--)
-        if (q[-1] == '@') {
-            at = q - 1;
-            break;
-        }
-    if (at) {
-        int rc = parse_userinfo(uri, len, p, (size_t)(at - p), a);
-        if (rc != RLC_OK)
-            return rc;
-        p = at + 1;
-    }
-
-    const char *host = p, *host_end, *port_start = NULL;
-    if (p < auth_end && *p == '[') {
+    const char *p = s, *end = s + n;
+    const char *host = p, *host_end;
+    if (p < end && *p == '[') {
         host = p + 1;
-        host_end = memchr(host, ']', (size_t)(auth_end - host));
+        host_end = memchr(host, ']', (size_t)(end - host));
         if (!host_end)
             return bad(uri, len, "unclosed '[' in an IPv6 address");
         for (const char *q = host; q < host_end; q++)
             if (!isxdigit((unsigned char)*q) && *q != ':' && *q != '.')
                 return bad(uri, len, "bad character in an IPv6 address");
         p = host_end + 1;
-        if (p < auth_end && *p != ':')
+        if (p < end && *p != ':')
             return bad(uri, len, "expected ':port' after ']'");
     } else {
         host_end = p;
-        while (host_end < auth_end && *host_end != ':')
+        while (host_end < end && *host_end != ':')
             host_end++;
         for (const char *q = host; q < host_end; q++)
             if (!valid_host_char((unsigned char)*q))
@@ -204,16 +196,63 @@ static int parse_tcp(const char *uri, size_t len, size_t scheme_len, struct node
         return bad(uri, len, "missing host");
     if ((size_t)(host_end - host) > 253)
         return bad(uri, len, "host name longer than 253 characters");
-    if (p < auth_end) { /* *p == ':' */
-        port_start = p + 1;
-        long port = parse_number(port_start, (size_t)(auth_end - port_start), 1, 65535);
-        if (port < 0)
+    int port = default_port;
+    if (p < end) { /* *p == ':' */
+        long v = parse_number(p + 1, (size_t)(end - p - 1), 1, 65535);
+        if (v < 0)
             return bad(uri, len, "port must be a number from 1 to 65535");
-        a->port = (int)port;
-    } else {
-        a->port = 6379;
+        port = (int)v;
     }
+    char *h = strndup(host, (size_t)(host_end - host));
+    if (!h)
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    *host_out = h;
+    *port_out = port;
+    if (strchr(h, ':'))
+        snprintf(label, label_size, "[%s]:%d", h, port);
+    else
+        snprintf(label, label_size, "%s:%d", h, port);
+    return RLC_OK;
+}
 
+/* Splits scheme-stripped p..end at the first '/', '?' or '#' and takes off
+ * "userinfo@" (up to the last '@' before it). Sets *auth (where host:port
+ * starts) and *auth_end (the '/' or end). */
+static int split_authority(const char *uri, size_t len, const char *p, const char *end,
+                           struct node_addr *a, const char **auth, const char **auth_end)
+{
+    const char *e = p;
+    while (e < end && *e != '/' && *e != '?' && *e != '#')
+        e++;
+    if (e < end && *e != '/')
+        return bad(uri, len, "query strings and fragments are not supported");
+    const char *at = NULL;
+    for (const char *q = e; q > p; q--)
+        if (q[-1] == '@') {
+            at = q - 1;
+            break;
+        }
+    if (at) {
+        int rc = parse_userinfo(uri, len, p, (size_t)(at - p), a);
+        if (rc != RLC_OK)
+            return rc;
+        p = at + 1;
+    }
+    *auth = p;
+    *auth_end = e;
+    return RLC_OK;
+}
+
+static int parse_tcp(const char *uri, size_t len, size_t scheme_len, struct node_addr *a)
+{
+    const char *end = uri + len, *p, *auth_end;
+    int rc = split_authority(uri, len, uri + scheme_len, end, a, &p, &auth_end);
+    if (rc != RLC_OK)
+        return rc;
+    rc = parse_hostport(uri, len, p, (size_t)(auth_end - p), 6379, &a->host, &a->port, a->label,
+                        sizeof a->label);
+    if (rc != RLC_OK)
+        return rc;
     if (auth_end < end) { /* "/db" */
         const char *db = auth_end + 1;
         if (db < end) {
@@ -223,13 +262,110 @@ static int parse_tcp(const char *uri, size_t len, size_t scheme_len, struct node
             a->db = (int)v;
         }
     }
+    return RLC_OK;
+}
 
-    if (!(a->host = strndup(host, (size_t)(host_end - host))))
+/* The seeds "host:port,host:port" in s..e of a cluster or sentinel URI. */
+static int parse_seeds(const char *uri, size_t len, const char *s, const char *e,
+                       int default_port, struct node_addr *a)
+{
+    const char *what = a->topology == RLC_TOPO_SENTINEL ? "sentinel" : "seed";
+    if (s == e)
+        return bad(uri, len, a->topology == RLC_TOPO_SENTINEL
+                                 ? "no sentinel given (redis-sentinel://host:port[,host:port...]"
+                                   "/mastername)"
+                                 : "no seed node given (redis-cluster://host:port[,host:port...])");
+    if (!(a->seeds = calloc(RLC_MAX_SEEDS, sizeof *a->seeds)))
         return rlc_fail(RLC_E_NOMEM, "out of memory");
-    if (memchr(host, ':', (size_t)(host_end - host)))
-        snprintf(a->label, sizeof a->label, "[%s]:%d", a->host, a->port);
-    else
-        snprintf(a->label, sizeof a->label, "%s:%d", a->host, a->port);
+    for (const char *p = s;;) {
+        const char *comma = memchr(p, ',', (size_t)(e - p));
+        const char *q = comma ? comma : e;
+        char why[96];
+        if (q == p) {
+            snprintf(why, sizeof why, "empty %s at position %d", what, a->n_seeds + 1);
+            return bad(uri, len, why);
+        }
+        if (a->n_seeds == RLC_MAX_SEEDS) {
+            snprintf(why, sizeof why, "more than %d %ss", RLC_MAX_SEEDS, what);
+            return bad(uri, len, why);
+        }
+        struct seed_addr *sd = &a->seeds[a->n_seeds];
+        int rc = parse_hostport(uri, len, p, (size_t)(q - p), default_port, &sd->host, &sd->port,
+                                sd->label, sizeof sd->label);
+        if (rc != RLC_OK)
+            return rc;
+        a->n_seeds++;
+        for (int i = 0; i < a->n_seeds - 1; i++)
+            if (a->seeds[i].port == sd->port && strcasecmp(a->seeds[i].host, sd->host) == 0) {
+                snprintf(why, sizeof why, "%s %.60s is listed twice", what, sd->label);
+                return bad(uri, len, why);
+            }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    if (!(a->host = strdup(a->seeds[0].host)))
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    a->port = a->seeds[0].port;
+    memcpy(a->label, a->seeds[0].label, sizeof a->label);
+    return RLC_OK;
+}
+
+/* "/mastername[/db]" of a sentinel URI in s..e (s at the '/'). */
+static int parse_master(const char *uri, size_t len, const char *s, const char *e,
+                        struct node_addr *a)
+{
+    static const char usage[] =
+        "missing the master name (redis-sentinel://host:port[,host:port...]/mastername[/db])";
+    if (s == e)
+        return bad(uri, len, usage);
+    if (memchr(s, '?', (size_t)(e - s)) || memchr(s, '#', (size_t)(e - s)))
+        return bad(uri, len, "query strings and fragments are not supported");
+    const char *name = s + 1;
+    const char *name_end = memchr(name, '/', (size_t)(e - name));
+    if (!name_end)
+        name_end = e;
+    if (name_end == name)
+        return bad(uri, len, usage);
+    for (const char *q = name; q < name_end; q++)
+        if (*q == '@' || *q == ',')
+            return bad(uri, len, "the master name holds a '@' or ','; write them as %40 and %2C");
+    int nomem = 0;
+    if (!(a->master_name = decode(name, (size_t)(name_end - name), &nomem)))
+        return nomem ? rlc_fail(RLC_E_NOMEM, "out of memory")
+                     : bad(uri, len, "bad %-escape in the master name");
+    if (name_end < e && name_end + 1 < e) {
+        long v = parse_number(name_end + 1, (size_t)(e - name_end - 1), 0, INT_MAX);
+        if (v < 0)
+            return bad(uri, len, "the database after the master name must be a number");
+        a->db = (int)v;
+    }
+    return RLC_OK;
+}
+
+/* redis-cluster://[[user]:password@]host:port[,host:port...]
+ * redis-sentinel://[[user]:password@]host:port[,host:port...]/mastername[/db]
+ * The list splitter hands over the seeds already joined back with ','. */
+static int parse_multi(const char *uri, size_t len, size_t scheme_len, struct node_addr *a)
+{
+    const char *end = uri + len, *p, *auth_end;
+    int rc = split_authority(uri, len, uri + scheme_len, end, a, &p, &auth_end);
+    if (rc != RLC_OK)
+        return rc;
+    /* A ',' before the '@' means a seed came before the credentials, or a
+     * password holds a raw ',' (ambiguous with the seed separator). */
+    if (p > uri + scheme_len && memchr(uri + scheme_len, ',', (size_t)(p - uri - scheme_len)))
+        return bad(uri, len, "a ',' before the '@': the credentials go before the first seed, "
+                             "and a ',' in a password is written %2C");
+    int sentinel = a->topology == RLC_TOPO_SENTINEL;
+    rc = parse_seeds(uri, len, p, auth_end, sentinel ? 26379 : 6379, a);
+    if (rc != RLC_OK)
+        return rc;
+    if (sentinel)
+        return parse_master(uri, len, auth_end, end, a);
+    if (auth_end < end)
+        return bad(uri, len, "redis-cluster:// takes no path or database (a cluster has only "
+                             "database 0)");
     return RLC_OK;
 }
 
@@ -269,6 +405,32 @@ static int parse_unix(const char *uri, size_t len, struct node_addr *a)
     return RLC_OK;
 }
 
+/* The length of a cluster/sentinel scheme at the start of s (0: none);
+ * sets *topology and *tls. */
+static size_t multi_scheme(const char *s, size_t len, int *topology, int *tls)
+{
+    static const struct {
+        const char *name;
+        int topology, tls;
+    } schemes[] = {
+        {"redis-cluster://", RLC_TOPO_CLUSTER, 0},
+        {"rediss-cluster://", RLC_TOPO_CLUSTER, 1},
+        {"redis-sentinel://", RLC_TOPO_SENTINEL, 0},
+        {"rediss-sentinel://", RLC_TOPO_SENTINEL, 1},
+    };
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+        size_t n = strlen(schemes[i].name);
+        if (len >= n && strncasecmp(s, schemes[i].name, n) == 0) {
+            if (topology)
+                *topology = schemes[i].topology;
+            if (tls)
+                *tls = schemes[i].tls;
+            return n;
+        }
+    }
+    return 0;
+}
+
 static int parse_one(const char *uri, size_t len, struct node_addr *a)
 {
     for (size_t i = 0; i < len; i++)
@@ -283,7 +445,11 @@ static int parse_one(const char *uri, size_t len, struct node_addr *a)
     }
     if (len >= 7 && strncasecmp(uri, "unix://", 7) == 0)
         return parse_unix(uri, len, a);
-    return bad(uri, len, "the scheme must be redis://, rediss:// or unix://");
+    size_t sl = multi_scheme(uri, len, &a->topology, &a->tls);
+    if (sl)
+        return parse_multi(uri, len, sl, a);
+    return bad(uri, len, "the scheme must be redis://, rediss:// or unix:// (or "
+                         "redis-cluster://, redis-sentinel:// and their rediss-* forms)");
 }
 
 /* The list is cut at every ',', also at one inside a password, so a bad
@@ -302,12 +468,39 @@ static int unquote(int position)
                     position, reason);
 }
 
+static int shares_seed(const struct node_addr *a, const struct node_addr *b)
+{
+    for (int i = 0; i < a->n_seeds; i++)
+        for (int j = 0; j < b->n_seeds; j++)
+            if (a->seeds[i].port == b->seeds[j].port &&
+                strcasecmp(a->seeds[i].host, b->seeds[j].host) == 0)
+                return 1;
+    return 0;
+}
+
+/* Two entries that would put two votes on one server (or one master). */
 static int same_node(const struct node_addr *a, const struct node_addr *b)
 {
     if (a->is_unix != b->is_unix)
         return 0;
     if (a->is_unix)
         return strcmp(a->path, b->path) == 0;
+    if (a->topology == RLC_TOPO_SENTINEL || b->topology == RLC_TOPO_SENTINEL)
+        /* The sentinels are not data nodes: only the same master counts. */
+        return a->topology == b->topology && strcmp(a->master_name, b->master_name) == 0 &&
+               shares_seed(a, b);
+    if (a->topology == RLC_TOPO_CLUSTER && b->topology == RLC_TOPO_CLUSTER)
+        return shares_seed(a, b);
+    /* A standalone node that is also a cluster's seed is that cluster's. */
+    const struct node_addr *c = a->topology == RLC_TOPO_CLUSTER ? a : b->topology ==
+                                RLC_TOPO_CLUSTER ? b : NULL;
+    if (c) {
+        const struct node_addr *o = c == a ? b : a;
+        for (int i = 0; i < c->n_seeds; i++)
+            if (c->seeds[i].port == o->port && strcasecmp(c->seeds[i].host, o->host) == 0)
+                return 1;
+        return 0;
+    }
     return a->port == b->port && strcasecmp(a->host, b->host) == 0;
 }
 
@@ -319,6 +512,11 @@ void uri_free_list(struct node_addr *nodes, int count)
         free(nodes[i].host);
         free(nodes[i].path);
         free(nodes[i].user);
+        free(nodes[i].master_name);
+        if (nodes[i].seeds)
+            for (int j = 0; j < nodes[i].n_seeds; j++)
+                free(nodes[i].seeds[j].host);
+        free(nodes[i].seeds);
         if (nodes[i].password) {
             /* Do not leave the secret lying in freed heap memory. */
             volatile char *p = nodes[i].password;
@@ -328,6 +526,58 @@ void uri_free_list(struct node_addr *nodes, int count)
         }
     }
     free(nodes);
+}
+
+static void trim_spaces(const char **s, const char **e)
+{
+    while (*s < *e && **s == ' ')
+        (*s)++;
+    while (*e > *s && (*e)[-1] == ' ')
+        (*e)--;
+}
+
+static int has_scheme(const char *s, const char *e)
+{
+    for (const char *q = s; q + 2 < e; q++)
+        if (q[0] == ':' && q[1] == '/' && q[2] == '/')
+            return 1;
+    return 0;
+}
+
+/* A cluster/sentinel URI starting at s, with its scheme-less fragments
+ * after it, trimmed and joined with ','. *comma is the ',' after the first
+ * fragment (or NULL); it is moved to the ',' after the last one taken. */
+static char *join_seeds(const char *s, const char **comma)
+{
+    const char *last = *comma;
+    while (last) {
+        const char *next = strchr(last + 1, ',');
+        const char *fe = next ? next : last + 1 + strlen(last + 1);
+        if (has_scheme(last + 1, fe))
+            break;
+        last = next;
+    }
+    /* The text runs from s to last (or to the end), spaces around ','
+     * dropped so "h:1, h:2" reads like "h:1,h:2". */
+    size_t total = last ? (size_t)(last - s) : strlen(s);
+    char *out = malloc(total + 1), *w = out;
+    if (!out)
+        return NULL;
+    const char *p = s, *stop = s + total;
+    for (;;) {
+        const char *c = memchr(p, ',', (size_t)(stop - p));
+        const char *fs = p, *fe = c ? c : stop;
+        trim_spaces(&fs, &fe);
+        memcpy(w, fs, (size_t)(fe - fs));
+        w += fe - fs;
+        if (!c)
+            break;
+        *w++ = ',';
+        p = c + 1;
+    }
+    *w = '\0';
+    *comma = last;
+    return out;
 }
 
 int uri_parse_list(const char *nodes, struct node_addr **out, int *count)
@@ -343,12 +593,8 @@ int uri_parse_list(const char *nodes, struct node_addr **out, int *count)
     for (;;) {
         const char *comma = strchr(p, ',');
         const char *end = comma ? comma : p + strlen(p);
-        const char *s = p;
-        while (s < end && *s == ' ')
-            s++;
-        const char *e = end;
-        while (e > s && e[-1] == ' ')
-            e--;
+        const char *s = p, *e = end;
+        trim_spaces(&s, &e);
         if (s == e) {
             rc = rlc_fail(RLC_E_INVAL, "empty node URI at position %d of the node list", n + 1);
             break;
@@ -357,9 +603,20 @@ int uri_parse_list(const char *nodes, struct node_addr **out, int *count)
             rc = rlc_fail(RLC_E_INVAL, "more than %d nodes", RLC_MAX_NODES);
             break;
         }
+        char *joined = NULL;
+        if (multi_scheme(s, (size_t)(e - s), NULL, NULL)) {
+            /* Its seeds run up to the next fragment with a scheme. */
+            if (!(joined = join_seeds(s, &comma))) {
+                rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+                break;
+            }
+            s = joined;
+            e = joined + strlen(joined);
+        }
         rc = parse_one(s, (size_t)(e - s), &list[n]);
+        free(joined);
         n++;
-        if (rc == RLC_E_INVAL && strchr(e, '@'))
+        if (rc == RLC_E_INVAL && comma && strchr(comma, '@'))
             rc = unquote(n);
         if (rc != RLC_OK)
             break;
