@@ -45,6 +45,19 @@ def _node_list(nodes):
     return ",".join(uris)
 
 
+def _split_nodes(uris):
+    """The comma-separated text -> one URI per node: a piece without a scheme
+    continues the one before it (a cluster's seeds, a sentinel list, a
+    password holding a comma)."""
+    out = []
+    for piece in uris.split(","):
+        if out and "://" not in piece:
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    return tuple(out)
+
+
 def _option_text(name, value):
     if name in _TIME_OPTIONS:
         return _TIME_OPTIONS[name], _units.option_ms(name, value)
@@ -186,7 +199,7 @@ class Client(FamilyClientMixin):
         except InvalidArgument as e:
             raise _in_seconds(e, options) from None
         self._uuid = _core.rlc_client_uuid(self._ptr)
-        self._nodes = tuple(uris.split(","))
+        self._nodes = _split_nodes(uris)
         # The library's log lines go to the "redlockc" logger (silent until
         # logging is configured); the dispatcher lives until the client is freed.
         log_dispatch = _metrics.LogDispatch(self._uuid)

@@ -43,7 +43,12 @@ static int64_t stall_ms(const rlc_engine *e)
 
 int conn_make_all(rlc_engine *e)
 {
-    e->conns = calloc((size_t)(2 * e->n), sizeof *e->conns);
+    size_t n_disc = 0;
+    for (int i = 0; i < e->n; i++)
+        n_disc += e->addrs[i].topology == RLC_TOPO_SENTINEL;
+    size_t n_conns = 2 * (size_t)e->n + n_disc; /* n <= RLC_MAX_NODES */
+    e->n_conns = (int)n_conns;
+    e->conns = calloc(n_conns, sizeof *e->conns);
     if (!e->conns)
         return -1;
     for (int k = 0; k < 2 * e->n; k++) {
@@ -51,7 +56,7 @@ int conn_make_all(rlc_engine *e)
         e->conns[k].sub = k % 2 == 1;
         e->conns[k].timer.at = -1;
     }
-    return 0;
+    return sentinel_make(e, 2 * e->n);
 }
 
 static void req_free(rlc_engine *e, struct req *r)
@@ -84,6 +89,10 @@ void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len)
 
 static void schedule(rlc_engine *e, struct conn *c)
 {
+    if (c->disc) {
+        sentinel_schedule(e, c);
+        return;
+    }
     int64_t at = -1;
     if (c->state == C_UP && c->head)
         at = c->head->sent_at + stall_ms(e);
@@ -326,6 +335,10 @@ void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg)
 
 void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
 {
+    if (c->disc) {
+        sentinel_timer(e, c, now);
+        return;
+    }
     if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
@@ -412,6 +425,12 @@ int conn_next(rlc_engine *e, struct conn *c, redisReply **out)
     return reply != NULL;
 }
 
+static bool is_readonly(const rlc_engine *e, const struct conn *c, const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && e->addrs[c->node].topology == RLC_TOPO_SENTINEL &&
+           strncmp(r->str, "READONLY", 8) == 0;
+}
+
 /* A command connection's bytes: each reply goes to its request (in order). */
 int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t now)
 {
@@ -422,6 +441,19 @@ int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t no
     redisReply *reply;
     int got;
     while ((got = conn_next(e, c, &reply)) > 0) {
+        if (is_readonly(e, c, reply)) {
+            /* A sentinel node's master was demoted: what is in flight here
+             * ran nowhere that counts; it is settled as unanswered (an
+             * acquire's round undoes, redo requests go out again) and
+             * the master is asked for again. */
+            char why[200];
+            snprintf(why, sizeof why, "%s answered READONLY (no longer the master)",
+                     e->addrs[c->node].label);
+            freeReplyObject(reply);
+            conn_drop(e, c, RLC_E_CONNECT, why);
+            sentinel_suspect(e, c->node, why);
+            return RLC_OK;
+        }
         on_reply(e, c, reply);
         freeReplyObject(reply);
         if (c->state != C_UP)
@@ -437,7 +469,7 @@ void conn_free_all(rlc_engine *e)
 {
     if (!e->conns)
         return;
-    for (int k = 0; k < 2 * e->n; k++) {
+    for (int k = 0; k < e->n_conns; k++) {
         struct conn *c = &e->conns[k];
         timer_clear(&c->timer);
         for (struct req *r = c->head, *n; r; r = n) {
@@ -454,4 +486,5 @@ void conn_free_all(rlc_engine *e)
     }
     free(e->conns);
     e->conns = NULL;
+    sentinel_free(e);
 }

@@ -79,6 +79,21 @@ struct conn {
     struct timer timer;    /* reconnect backoff, stall check */
     int fails;             /* connects in a row that failed */
     bool ever_up;          /* since the last failure */
+    bool disc;             /* a sentinel node's discovery connection (engine_sentinel.c) */
+};
+
+/* ---- where a redis-sentinel:// node's master is (engine_sentinel.c) ---- */
+
+struct sentinel {
+    char *host;            /* the master as the sentinels last said; NULL: not known */
+    int port;
+    int conn;              /* the discovery connection's number */
+    int seed;              /* the sentinel it talks to, or tries next */
+    int step;              /* on that connection: AUTH, ask, watch (+switch-master) */
+    int unanswered;        /* sentinels tried in a row without an answer */
+    int64_t backoff_ms;    /* before the next round of them */
+    int64_t asked_at;
+    char why[200];         /* the last discovery failure, for messages */
 };
 
 /* ---- locks and holds (engine_lock.c) ---- */
@@ -221,7 +236,10 @@ struct rlc_engine {
     struct node_addr *addrs;
     int n, q;
     int64_t call_timeout_ms;  /* io_timeout_ms for one node, node_timeout_ms for N */
-    struct conn *conns;       /* 2n: command, subscriber of node 0, 1, ... */
+    struct conn *conns;       /* 2n: command, subscriber of node 0, 1, ...; then the
+                                 sentinel nodes' discovery connections */
+    int n_conns;
+    struct sentinel *sentinels; /* per node; used by redis-sentinel:// nodes only */
     struct rlc_cmd *hello[RLC_MAX_NODES][2]; /* AUTH, SELECT (each may be NULL) */
     struct eng_lock *buckets[ENG_BUCKETS];
     struct eng_lock *cbuckets[ENG_BUCKETS]; /* the same locks by channel */
@@ -275,6 +293,22 @@ void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len);
 void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg);
 int conn_feed(rlc_engine *e, struct conn *c, const char *data, size_t len);
 int conn_next(rlc_engine *e, struct conn *c, struct redisReply **out);
+
+/* engine_sentinel.c */
+int sentinel_make(rlc_engine *e, int first_conn);
+void sentinel_free(rlc_engine *e);
+bool sentinel_master_known(const rlc_engine *e, int node);
+int sentinel_want_open(const rlc_engine *e, const struct conn *c);
+void sentinel_connected(rlc_engine *e, struct conn *c);
+void sentinel_closed(rlc_engine *e, struct conn *c);
+int sentinel_received(rlc_engine *e, struct conn *c, const char *data, size_t len);
+void sentinel_schedule(rlc_engine *e, struct conn *c);
+void sentinel_timer(rlc_engine *e, struct conn *c, int64_t now);
+/* node's master is wrong (READONLY, its connection gone): ask again. */
+void sentinel_suspect(rlc_engine *e, int node, const char *why);
+/* Where connection c goes now: RLC_OK, or -1 while its master is unknown. */
+int sentinel_address(const rlc_engine *e, const struct conn *c, const char **host, int *port);
+const char *sentinel_why(const rlc_engine *e, int node);
 
 /* engine_sub.c */
 void sub_join(rlc_engine *e, struct eng_op *op);

@@ -113,6 +113,15 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
     }
     if (!why)
         why = "no answer in time";
+    char unknown[300];
+    if (failed && !sentinel_master_known(e, node)) {
+        /* No connection was made: say what the sentinels said instead. */
+        const char *s = sentinel_why(e, node);
+        snprintf(unknown, sizeof unknown, "its master is not known (%s)",
+                 s ? s : "no sentinel answered yet");
+        why = unknown;
+        first = RLC_E_CONNECT;
+    }
     if (e->n > 1) {
         snprintf(msg, size, "only %d of %d nodes answered for lock '%.60s' (quorum %d); %s: %s",
                  e->n - failed, e->n, op->hold->lock->name, e->q, e->addrs[node].label, why);
