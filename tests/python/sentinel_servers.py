@@ -81,8 +81,11 @@ class Sentinel:
 class SentinelGroup:
     def __init__(self, name="mymaster", sentinels=3, sentinel_password=None, data_password=None):
         self.name = name
-        extra = ["--requirepass", data_password, "--masterauth", data_password] \
-            if data_password else []
+        # Redis 7 waits 5 s before a diskless full sync: the replica would
+        # have nothing for the first seconds.
+        extra = ["--repl-diskless-sync-delay", "0"]
+        if data_password:
+            extra += ["--requirepass", data_password, "--masterauth", data_password]
         self.data_password = data_password
         self.master = RedisServer(*extra)
         self.replica = None
@@ -95,9 +98,11 @@ class SentinelGroup:
         self.master.start()
         self.replica = RedisServer("--replicaof", "127.0.0.1", self.master.port, *self.extra)
         self.replica.start()
-        with self.master.raw() as r:
-            wait_until(lambda: r.info("replication").get("connected_slaves", 0) >= 1,
-                       timeout=10, interval=0.02)
+        with self.replica.raw() as r:
+            if not wait_until(lambda: r.info("replication").get("master_link_status") == "up",
+                              timeout=15, interval=0.02):
+                self.stop()
+                raise RuntimeError("the replica did not sync with the master")
         for _ in range(self.n_sentinels):
             self.sentinels.append(Sentinel(self.master.port, self.name, 2,
                                            self.sentinel_password).start())
