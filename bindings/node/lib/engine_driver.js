@@ -270,8 +270,18 @@ class EngineDriver {
     const e = this.e;
     for (let k = 0; k < this.conns.length; k++) {
       const c = this.conns[k];
+      const want = efn.wantOpen(e, k);
       if (!c) {
-        if (efn.wantOpen(e, k)) this.open(k);
+        if (want === 1) this.open(k);
+        else if (want === -1) efn.closed(e, k, nowMs()); // given up while closed: acknowledged
+      } else if (want === -1) {
+        // The engine gave it up (a stalled server, bytes not RESP, a sentinel
+        // node's master moved): close it, and say so, so it may reopen.
+        c.gone = true;
+        this.conns[k] = null;
+        c.socket.destroy();
+        efn.closed(e, k, nowMs());
+        this.again = true;
       } else if (c.up) {
         for (let n = OUT_CAP; n === OUT_CAP;) {
           n = Number(efn.take(e, k, outBuf, OUT_CAP));

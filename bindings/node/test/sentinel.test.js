@@ -26,7 +26,7 @@ test('a lock goes to the master the sentinels name, and follows a failover', asy
     for (let i = 0; i < 40 && !followed; i++) {
       const probe = client.lock(`ns-probe-${i}`);
       let ok = false;
-      try { ok = await within(5000, 'probe', probe.acquire({ wait: 2000 })); } catch { ok = false; }
+      try { ok = await within(5000, 'probe', probe.acquire({ wait: 2000 })); } catch (e) { if (process.env.RLC_DEBUG) console.log('# probe', i, Date.now() - started, e.message); ok = false; }
       if (ok) {
         followed = cli(newPort, 'EXISTS', `ns-probe-${i}`) === '1';
         await probe.release();
