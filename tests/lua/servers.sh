@@ -114,3 +114,54 @@ redis_stop_all() {
   for name in "${RLC_REDIS_NAMES[@]}"; do redis_stop "$name"; done
   RLC_REDIS_NAMES=()
 }
+
+# sentinel_group_start NAME MASTERNAME: a master (NAME_M), its replica
+# (NAME_R) in sync, and three sentinels (NAME_S1..3) watching it with short
+# timeouts (a failover takes about a second). Sets NAME_URI
+# (redis-sentinel://...), NAME_SPORT (the first sentinel's port); every
+# process is stopped by redis_stop_all.
+sentinel_group_start() {
+  local name=$1 master=$2 m r i j port pid dir seeds=
+  redis_start "${name}_M" || return 1
+  redis_start "${name}_R" || return 1
+  m=${name}_M_PORT r=${name}_R_PORT
+  # Redis 7 waits 5 s before a diskless full sync: the replica would hold nothing.
+  redis-cli -p "${!m}" CONFIG SET repl-diskless-sync-delay 0 >/dev/null
+  redis-cli -p "${!r}" REPLICAOF 127.0.0.1 "${!m}" >/dev/null
+  for i in $(seq 300); do # in sync within 15 s
+    redis-cli -p "${!r}" INFO replication | grep -q "master_link_status:up" && break
+    sleep 0.05
+  done
+  for j in 1 2 3; do
+    dir=$(mktemp -d /tmp/rlc-lua-sentinel-XXXXXX) || return 1
+    printf -v "${name}_S${j}_DIR" %s "$dir"
+    RLC_REDIS_NAMES+=("${name}_S${j}")
+    port=$(free_port) || return 1
+    printf '%s\n' "port $port" "bind 127.0.0.1" "protected-mode no" "dir $dir" \
+      "sentinel monitor $master 127.0.0.1 ${!m} 2" \
+      "sentinel down-after-milliseconds $master 600" \
+      "sentinel failover-timeout $master 3000" >"$dir/sentinel.conf"
+    redis-server "$dir/sentinel.conf" --sentinel --logfile "$dir/sentinel.log" >/dev/null 2>&1 &
+    pid=$!
+    printf -v "${name}_S${j}_PID" %s "$pid"
+    for i in $(seq 200); do
+      [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
+      sleep 0.05
+    done
+    seeds+="${seeds:+,}127.0.0.1:$port"
+    [ "$j" = 1 ] && printf -v "${name}_SPORT" %s "$port"
+  done
+  local sp=${name}_SPORT
+  for i in $(seq 400); do # the sentinels see the replica and each other (20 s)
+    local info
+    info=$(redis-cli -p "${!sp}" SENTINEL master "$master" 2>/dev/null | tr '\n' ' ')
+    [[ $info =~ num-slaves\ 1\ .*num-other-sentinels\ 2 ]] && break
+    sleep 0.05
+  done
+  printf -v "${name}_URI" %s "redis-sentinel://$seeds/$master"
+}
+
+# sentinel_master_port SENTINELPORT MASTERNAME: the master's port it names.
+sentinel_master_port() {
+  redis-cli -p "$1" SENTINEL get-master-addr-by-name "$2" 2>/dev/null | sed -n 2p
+}
