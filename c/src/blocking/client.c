@@ -26,6 +26,7 @@
 
 #include "callbacks.h"
 #include "clock.h"
+#include "cluster.h"
 #include "error.h"
 #include "hold.h"
 #include "metrics.h"
@@ -59,6 +60,12 @@ static void destroy(rlc_client *c)
             mux_destroy(&c->muxes[i]);
     }
     free(c->muxes);
+    for (int i = 0; c->clusters && i < c->n_nodes; i++) {
+        if (!child)
+            cluster_shutdown(c->clusters[i]); /* a client that failed to start */
+        cluster_free(c->clusters[i], child);
+    }
+    free(c->clusters);
     pubsub_free(c->pubsub);
     tracking_free(c->tracking);
     sentinel_watch_free(c->sentinel_watch);
@@ -146,11 +153,6 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
                             "hiredis 0.14, which has no TLS (or reach the server through a "
                             "TLS tunnel such as stunnel: docs/SECURITY.md)",
                             c->nodes[i].label, tls_scheme(&c->nodes[i]));
-    for (int i = 0; i < c->n_nodes; i++)
-        if (c->nodes[i].topology == RLC_TOPO_CLUSTER)
-            return rlc_fail(RLC_E_INVAL,
-                            "node %s is redis-cluster://: not supported by the blocking API yet",
-                            c->nodes[i].label);
     int any_sentinel = 0;
     for (int i = 0; i < c->n_nodes; i++)
         any_sentinel |= c->nodes[i].topology == RLC_TOPO_SENTINEL;
@@ -185,9 +187,24 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
      * given up (a hung server keeps the TCP connection open). */
     int64_t stale_ms = c->opts.io_timeout_ms > c->call_timeout_ms ? c->opts.io_timeout_ms
                                                                    : c->call_timeout_ms;
-    for (int i = 0; i < total; i++)
-        mux_init(&c->muxes[i], &c->nodes[i / c->opts.pool_size], c->opts.connect_timeout_ms,
-                 stale_ms, c->n_nodes == 1, c->wake_fd);
+    c->clusters = calloc((size_t)c->n_nodes, sizeof *c->clusters);
+    if (!c->clusters)
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    for (int i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].topology == RLC_TOPO_CLUSTER &&
+            !(c->clusters[i] = cluster_new(c, i, c->opts.connect_timeout_ms, stale_ms,
+                                           c->wake_fd)))
+            return rlc_fail(RLC_E_NOMEM, "cannot start the thread of cluster %s",
+                            c->nodes[i].label);
+    for (int i = 0; i < total; i++) {
+        int node = i / (int)c->opts.pool_size;
+        if (c->clusters[node]) /* routes each command to its slot's master */
+            mux_init_routing(&c->muxes[i], &c->nodes[node], c->clusters[node],
+                             i % (int)c->opts.pool_size);
+        else
+            mux_init(&c->muxes[i], &c->nodes[node], c->opts.connect_timeout_ms, stale_ms,
+                     c->n_nodes == 1, c->wake_fd);
+    }
     return RLC_OK;
 }
 

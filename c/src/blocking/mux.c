@@ -26,9 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "redlockc.h"
 #include "clock.h"
+#include "cluster.h"
 #include "cmd.h"
 #include "metrics.h"
 #include "mux.h"
@@ -49,6 +51,15 @@ struct mux_req {
     bool done;
     bool retried;
     bool redo;     /* detached and idempotent: survives a broken connection */
+    bool detached; /* sent with nobody to wait for it (not merely abandoned) */
+    struct cluster *cl; /* routed on a cluster: where redirections are asked */
+    int slot, pool, hops;
+};
+
+/* Where a routed request goes and how many redirections it took so far. */
+struct route {
+    struct cluster *cl;
+    int slot, pool, hops;
 };
 
 
@@ -68,6 +79,17 @@ void mux_init(struct mux *m, const struct node_addr *node, int64_t connect_timeo
     m->connect_timeout_ns = connect_timeout_ms * RLC_NS_PER_MS;
     m->stale_ns = stale_ms * RLC_NS_PER_MS;
     m->connect_adds_budget = connect_adds_budget;
+}
+
+void mux_init_routing(struct mux *m, const struct node_addr *node, struct cluster *cl,
+                      int pool_index)
+{
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    conn_init(&m->conn, node, false); /* never started: for labels only */
+    m->wake_fd = -1;
+    m->cluster = cl;
+    m->pool_index = pool_index;
 }
 
 static void req_free(struct mux_req *r)
@@ -163,6 +185,11 @@ static void teardown(struct mux *m, int status, const char *err, struct wakeup_f
 
 void mux_shutdown(struct mux *m)
 {
+    if (m->cluster) { /* the cluster's own connections: one call for all */
+        if (m->pool_index == 0)
+            cluster_shutdown(m->cluster);
+        return;
+    }
     pthread_mutex_lock(&m->mu);
     m->closed = true;
     teardown(m, RLC_E_CLOSED, "client closed", NULL);
@@ -173,6 +200,11 @@ void mux_shutdown(struct mux *m)
 
 void mux_destroy(struct mux *m)
 {
+    if (m->cluster) { /* its connections are the cluster's (cluster_free) */
+        conn_close(&m->conn);
+        pthread_mutex_destroy(&m->mu);
+        return;
+    }
     free_list(m->redo);
     m->redo = NULL;
     struct mux_req *r = m->head;
@@ -260,6 +292,11 @@ static int dispatch(struct mux *m, redisReply *reply, struct wakeup_fd *me, char
         cmd_unref(eval);
     }
     if (!r->waiter) {
+        /* A detached command a cluster redirected did not run: the
+         * cluster's thread sends it on (an abandoned one is never sent
+         * again, see above). Lock order: a mux's mu, then the cluster's. */
+        if (r->detached && r->cl && cluster_is_redirect(reply))
+            cluster_defer(r->cl, r->pool, r->cmd, NULL, r->slot, r->hops + 1, r->redo);
         freeReplyObject(reply);
         req_free(r);
         return RLC_OK;
@@ -427,12 +464,21 @@ static struct mux_req *req_new(struct mux *m, struct rlc_cmd *cmd, const struct 
 /* A request that failed before it could be queued (no memory for it). */
 static struct mux_req nomem_req = {.status = RLC_E_NOMEM, .done = true, .err = "out of memory"};
 
-struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
-                         int64_t timeout_ms)
+/* Queues a request someone waits for on m; with asking, an ASKING goes
+ * just before it, in the same locked section so that nothing slips
+ * between the two on the connection. */
+static struct mux_req *send_waited(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
+                                   int64_t timeout_ms, const struct route *rt, bool asking)
 {
     struct mux_req *r = req_new(m, cmd, script);
     if (!r)
         return &nomem_req;
+    if (rt) {
+        r->cl = rt->cl;
+        r->slot = rt->slot;
+        r->pool = rt->pool;
+        r->hops = rt->hops;
+    }
     r->waiter = wakeup_fd_self();
     if (!r->waiter) {
         r->status = RLC_E_NOMEM;
@@ -440,10 +486,63 @@ struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script
         snprintf(r->err, sizeof r->err, "cannot create an eventfd for this thread");
         return r;
     }
+    struct mux_req *ask = NULL;
+    if (asking) {
+        const char *argv[1] = {"ASKING"};
+        size_t lens[1] = {6};
+        struct rlc_cmd *a = cmd_format(1, argv, lens);
+        ask = a ? req_new(m, a, NULL) : NULL;
+        cmd_unref(a);
+        if (ask)
+            ask->detached = true;
+    }
     pthread_mutex_lock(&m->mu);
+    if (ask && !send_locked(m, ask, timeout_ms))
+        req_free(ask);
     send_locked(m, r, timeout_ms);
     unlock_and_wake(m);
     return r;
+}
+
+/* A request that failed before it was sent anywhere, with err. */
+static struct mux_req *failed_req(struct rlc_cmd *cmd, int status, const char *err)
+{
+    struct mux_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return &nomem_req;
+    r->cmd = cmd_ref(cmd);
+    r->status = status;
+    r->done = true;
+    snprintf(r->err, sizeof r->err, "%s", err);
+    return r;
+}
+
+static struct mux_req *routed_send(struct mux *v, struct rlc_cmd *cmd, const struct script *script,
+                                   int64_t timeout_ms)
+{
+    int64_t now = rlc_now_ns(), deadline = rlc_deadline_after_ms(now, timeout_ms);
+    struct route rt = {v->cluster, -1, v->pool_index, 0};
+    struct rlc_cmd *c = cmd;
+    struct mux *m = cluster_pick(rt.cl, rt.pool, &c, &script, &rt.slot, deadline);
+    struct mux_req *r;
+    if (!m) {
+        r = failed_req(c, RLC_E_NOMEM, "out of memory");
+    } else {
+        /* The wait for a first map (right after the client was made)
+         * comes out of this call's time. */
+        int64_t left_ms = (deadline - rlc_now_ns()) / RLC_NS_PER_MS;
+        r = send_waited(m, c, script, left_ms > 0 ? left_ms : 1, &rt, false);
+    }
+    cmd_unref(c);
+    return r;
+}
+
+struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
+                         int64_t timeout_ms)
+{
+    if (m->cluster)
+        return routed_send(m, cmd, script, timeout_ms);
+    return send_waited(m, cmd, script, timeout_ms, NULL, false);
 }
 
 void mux_cap_deadline(struct mux_req *r, int64_t deadline_ns)
@@ -456,18 +555,19 @@ void mux_cap_deadline(struct mux_req *r, int64_t deadline_ns)
     pthread_mutex_unlock(&r->mux->mu);
 }
 
-void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
-                       bool redo)
+static void send_detached(struct mux *m, struct rlc_cmd *eval, bool redo, const struct route *rt)
 {
-    /* Nobody will be waiting to retry a NOSCRIPT, so send the source. */
-    struct rlc_cmd *eval = script ? cmd_evalsha_to_eval(cmd, script) : cmd_ref(cmd);
-    if (!eval)
-        return;
     struct mux_req *r = req_new(m, eval, NULL);
-    cmd_unref(eval);
     if (!r)
         return;
     r->redo = redo;
+    r->detached = true;
+    if (rt) {
+        r->cl = rt->cl;
+        r->slot = rt->slot;
+        r->pool = rt->pool;
+        r->hops = rt->hops;
+    }
     pthread_mutex_lock(&m->mu);
     bool queued = send_locked(m, r, 0);
     if (!queued && redo && !m->closed) {
@@ -487,6 +587,35 @@ void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *
     unlock_and_wake(m);
     if (!queued)
         req_free(r);
+}
+
+void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
+                       bool redo)
+{
+    struct route rt = {m->cluster, -1, m->pool_index, 0};
+    struct rlc_cmd *picked = NULL;
+    if (m->cluster) {
+        /* Waits for nothing: a first map not read yet sends it to a seed. */
+        m = cluster_pick(rt.cl, rt.pool, &cmd, &script, &rt.slot, 0);
+        picked = cmd;
+        if (!m) {
+            cmd_unref(picked);
+            return;
+        }
+    }
+    /* Nobody will be waiting to retry a NOSCRIPT, so send the source. */
+    struct rlc_cmd *eval = script ? cmd_evalsha_to_eval(cmd, script) : cmd_ref(cmd);
+    if (eval)
+        send_detached(m, eval, redo, rt.cl ? &rt : NULL);
+    cmd_unref(eval);
+    cmd_unref(picked);
+}
+
+void mux_route_detached(struct mux *target, struct rlc_cmd *cmd, bool redo, struct cluster *cl,
+                        int pool, int slot, int hops)
+{
+    struct route rt = {cl, slot, pool, hops};
+    send_detached(target, cmd, redo, &rt);
 }
 
 /* Moves a finished request's outcome into res and frees it. */
@@ -552,6 +681,44 @@ void mux_wait(struct mux_req **reqs, int n, struct mux_result *res)
     }
 }
 
+/* r (done, owned by this waiter) got a redirection from its cluster: sends
+ * its command on where it points, with r's deadline, and frees r. Returns
+ * the new request, or NULL with *res filled when it cannot go on (too many
+ * hops, its time is up, an address it cannot use). Safe: a node that
+ * answers MOVED, ASK, TRYAGAIN or CLUSTERDOWN did not run the command. */
+static struct mux_req *redirect(struct mux_req *r, struct mux_result *res)
+{
+    struct route rt = {r->cl, r->slot, r->pool, r->hops + 1};
+    bool asking = false;
+    int64_t pause_ms = 0;
+    char err[RLC_ERRLEN] = "";
+    struct mux *m = NULL;
+    if (rt.hops <= RLC_CLUSTER_MAX_HOPS)
+        m = cluster_redirect(rt.cl, rt.pool, rt.slot, r->reply, &asking, &pause_ms, err,
+                             sizeof err);
+    else
+        snprintf(err, sizeof err, "cluster: slot %d was still redirected after %d hops (last: "
+                 "%.100s)", rt.slot, RLC_CLUSTER_MAX_HOPS, r->reply->str);
+    int64_t now = rlc_now_ns();
+    if (m && pause_ms > 0 && now + pause_ms * RLC_NS_PER_MS < r->deadline_ns) {
+        struct timespec ts = {0, (long)(pause_ms * RLC_NS_PER_MS)};
+        nanosleep(&ts, NULL);
+        now = rlc_now_ns();
+    }
+    int64_t left_ms = (r->deadline_ns - now) / RLC_NS_PER_MS;
+    if (m && left_ms <= 0)
+        snprintf(err, sizeof err, "cluster: no time left to follow '%.100s'", r->reply->str);
+    if (!m || left_ms <= 0) {
+        *res = (struct mux_result){left_ms <= 0 && m ? RLC_E_TIMEOUT : RLC_E_SERVER, NULL, ""};
+        snprintf(res->err, sizeof res->err, "%s", err);
+        req_free(r);
+        return NULL;
+    }
+    struct mux_req *nr = send_waited(m, r->cmd, r->script, left_ms, &rt, asking);
+    req_free(r);
+    return nr;
+}
+
 static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
                       struct wait_space *ws)
 {
@@ -568,14 +735,19 @@ static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
             if (fin[i])
                 continue;
             struct mux_req *r = reqs[i];
-            if (r == &nomem_req) {
+            if (r == &nomem_req || !r->mux) {
                 collect(r, &res[i]);
                 fin[i] = true;
                 continue;
             }
             struct mux *m = r->mux;
+            bool redirected = false;
             pthread_mutex_lock(&m->mu);
-            if (r->done) {
+            if (r->done && r->cl && r->status == RLC_OK && cluster_is_redirect(r->reply)) {
+                redirected = true; /* followed below, once m is unlocked */
+            } else if (r->done) {
+                if (r->cl && (r->status == RLC_E_CONNECT || r->status == RLC_E_TIMEOUT))
+                    cluster_want_refresh(r->cl); /* a master may have failed over */
                 collect(r, &res[i]);
                 fin[i] = true;
             } else if (now >= r->deadline_ns) {
@@ -621,9 +793,15 @@ static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
                 if (r->deadline_ns < next)
                     next = r->deadline_ns;
             }
-            if (fin[i] && m->reader == me && !others_pending_on(reqs, fin, n, i, m))
+            if ((fin[i] || redirected) && m->reader == me && !others_pending_on(reqs, fin, n, i, m))
                 release_reader(m);
             unlock_and_wake(m);
+            if (redirected) {
+                reqs[i] = redirect(r, &res[i]);
+                fin[i] = reqs[i] == NULL;
+                next = now; /* look at it again at once */
+                pending += !fin[i];
+            }
         }
         if (pending == 0)
             break;
@@ -643,6 +821,8 @@ static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
 
 bool mux_push_detached(struct mux *m)
 {
+    if (m->cluster) /* one routing mux speaks for all the cluster's connections */
+        return m->pool_index == 0 && cluster_push_detached(m->cluster);
     char err[RLC_ERRLEN] = "";
     pthread_mutex_lock(&m->mu);
     struct conn *c = &m->conn;

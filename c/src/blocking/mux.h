@@ -20,6 +20,7 @@
 
 struct rlc_cmd;
 struct script;
+struct cluster;
 struct wakeup_fd;
 struct mux_req;
 
@@ -42,6 +43,8 @@ struct mux {
     bool connect_adds_budget;    /* one node: a call that must connect gets more time */
     int wake_fd;                 /* the client's thread: wakes it to push a redo out */
     bool closed;
+    struct cluster *cluster;     /* a routing mux (cluster.h): no connection of its own */
+    int pool_index;              /* its column in the cluster's per-master pools */
 };
 
 /* What a caller gets back for one request. */
@@ -53,6 +56,17 @@ struct mux_result {
 
 void mux_init(struct mux *m, const struct node_addr *node, int64_t connect_timeout_ms,
               int64_t stale_ms, bool connect_adds_budget, int wake_fd);
+
+/* A routing mux for a cluster node: each send goes to the connection, in
+ * column pool_index, of the master that owns the command's slot, and its
+ * redirections are followed (cluster.h). */
+void mux_init_routing(struct mux *m, const struct node_addr *node, struct cluster *cl,
+                      int pool_index);
+
+/* For cluster.c: sends a detached command on target, remembering its route
+ * so that a redirection sends it on again (cluster_defer). */
+void mux_route_detached(struct mux *target, struct rlc_cmd *cmd, bool redo, struct cluster *cl,
+                        int pool, int slot, int hops);
 
 /* Called by the client's own thread: moves detached work that nobody else
  * will (a redo after a broken connection, bytes queued with no reader): a

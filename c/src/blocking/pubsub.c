@@ -28,6 +28,18 @@
  * waiter can say why it cannot wait instead of polling in silence. Each
  * (UN)SUBSCRIBE gets exactly one reply, a confirmation or an error, in the
  * order sent; a per-node FIFO tells which command an error answers.
+ *
+ * A cluster node (cluster.h) has one endpoint per entry of its node table,
+ * each with its own subscriber connection, made when a channel needs it. A
+ * channel is wanted on one of them: with sharded pub/sub (Redis 7, as
+ * Redisson decides it), the master of the channel's slot, by SSUBSCRIBE,
+ * since SPUBLISH reaches only that shard; without it, the first seed, by
+ * SUBSCRIBE, since PUBLISH reaches every node. When the map moves the slot,
+ * the channel is unsubscribed from the old master (or the server already
+ * did it: Redis 7 sends "sunsubscribe" to the subscribers of a slot that
+ * moved away, and "-MOVED" to a SSUBSCRIBE sent to the wrong node) and
+ * subscribed on the new one; its confirmation wakes every waiter to try
+ * again, as after any reconnection.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,9 +48,11 @@
 
 #include "cancel.h"
 #include "clock.h"
+#include "cluster.h"
 #include "cmd.h"
 #include "conn.h"
 #include "pubsub.h"
+#include "slot.h"
 #include "state.h"
 
 #define LINGER_NS (2000 * RLC_NS_PER_MS)
@@ -46,6 +60,7 @@
 #define SAFETY_POLL_NS (1000 * RLC_NS_PER_MS)
 
 struct node_sub {
+    bool want;    /* this endpoint should carry it now (prepare) */
     bool sent;    /* SUBSCRIBE is the last command sent for this channel */
     bool refused; /* the server answered that SUBSCRIBE with an error */
     int inflight; /* (UN)SUBSCRIBEs not yet confirmed */
@@ -61,6 +76,7 @@ struct channel {
     int64_t idle_since_ns;
     int64_t poll_at_ns;  /* the next safety poll, claimed by one waiter */
     int64_t expires_ns;  /* when the holder's lease ends, as last seen */
+    int hslot;           /* the channel's hash slot (a cluster's shard) */
     pthread_cond_t cond; /* readiness and seq changes: wakes everyone */
     pthread_cond_t msg;  /* an unlock message: wakes one waiter */
     struct node_sub node[];
@@ -75,6 +91,10 @@ struct sent_cmd {
 
 struct subconn {
     struct conn conn;
+    int node;           /* the client's node this endpoint belongs to */
+    struct cluster *cl; /* a cluster's endpoint: entry is its table index */
+    int entry;
+    bool inited;        /* conn_init done (a cluster's once its entry exists) */
     bool failed;        /* the last connect failed: do not wait for this node */
     int64_t retry_at_ns;
     int64_t backoff_ms;
@@ -88,8 +108,9 @@ struct pubsub {
     bool stopped;
     struct channel *channels;
     int n;
-    struct subconn *subs;
-    int polled[RLC_MAX_NODES]; /* node of each pollfd from the last prepare */
+    struct subconn *subs;   /* endpoints: one per standalone node, a block per cluster */
+    int *base;              /* each node's first endpoint */
+    int polled[RLC_MAX_NODES]; /* endpoint of each pollfd from the last prepare */
 };
 
 struct pubsub *pubsub_new(rlc_client *c)
@@ -97,16 +118,35 @@ struct pubsub *pubsub_new(rlc_client *c)
     struct pubsub *ps = calloc(1, sizeof *ps);
     if (!ps)
         return NULL;
-    ps->subs = calloc((size_t)c->n_nodes, sizeof *ps->subs);
-    if (!ps->subs) {
+    int n = 0;
+    for (int i = 0; i < c->n_nodes; i++)
+        n += c->clusters[i] ? RLC_CLUSTER_MAX_NODES : 1;
+    ps->subs = calloc((size_t)n, sizeof *ps->subs);
+    ps->base = calloc((size_t)c->n_nodes, sizeof *ps->base);
+    if (!ps->subs || !ps->base) {
+        free(ps->subs);
+        free(ps->base);
         free(ps);
         return NULL;
     }
     ps->client = c;
-    ps->n = c->n_nodes;
+    ps->n = n;
     pthread_mutex_init(&ps->mu, NULL);
-    for (int i = 0; i < ps->n; i++)
-        conn_init(&ps->subs[i].conn, &c->nodes[i], false);
+    for (int i = 0, e = 0; i < c->n_nodes; i++) {
+        ps->base[i] = e;
+        int k = c->clusters[i] ? RLC_CLUSTER_MAX_NODES : 1;
+        for (int j = 0; j < k; j++, e++) {
+            struct subconn *s = &ps->subs[e];
+            s->node = i;
+            s->cl = c->clusters[i];
+            s->entry = j;
+            s->conn.fd = -1; /* closed until inited (conn_close is a no-op) */
+            if (!s->cl) {
+                conn_init(&s->conn, &c->nodes[i], false);
+                s->inited = true;
+            }
+        }
+    }
     return ps;
 }
 
@@ -143,6 +183,7 @@ void pubsub_free(struct pubsub *ps)
     }
     pthread_mutex_destroy(&ps->mu);
     free(ps->subs);
+    free(ps->base);
     free(ps);
 }
 
@@ -164,12 +205,32 @@ static bool wanted(const struct channel *ch, int64_t now)
     return ch->refs > 0 || now - ch->idle_since_ns < LINGER_NS;
 }
 
+/* The endpoint that carries ch for node i: a standalone node's own; for a
+ * cluster (see the top of this file) the master of the channel's slot, or
+ * the first seed without sharded pub/sub; -1 before the cluster's map is
+ * known. Takes the cluster's mutex (after ps->mu: never the other way). */
+static int target(const struct pubsub *ps, const struct channel *ch, int node)
+{
+    int b = ps->base[node];
+    struct cluster *cl = ps->subs[b].cl;
+    if (!cl)
+        return b;
+    if (!cluster_loaded(cl))
+        return -1;
+    if (!cluster_sharded(cl))
+        return b;
+    int m = cluster_master_of(cl, ch->hslot);
+    return m < 0 ? -1 : b + m;
+}
+
 /* Confirmed on every node that is not known to be down or to refuse it. */
 static bool ready(const struct pubsub *ps, const struct channel *ch)
 {
-    for (int i = 0; i < ps->n; i++)
-        if (!confirmed(ch, i) && !ps->subs[i].failed && !ch->node[i].refused)
+    for (int node = 0; node < ps->client->n_nodes; node++) {
+        int i = target(ps, ch, node);
+        if (i < 0 || (!confirmed(ch, i) && !ps->subs[i].failed && !ch->node[i].refused))
             return false;
+    }
     return true;
 }
 
@@ -188,6 +249,7 @@ struct channel *pubsub_join(struct pubsub *ps, const char *name, size_t len)
         if (ch) {
             memcpy(ch->name, name, len);
             ch->len = len;
+            ch->hslot = (int)slot_of(name, len);
             pthread_condattr_t attr;
             pthread_condattr_init(&attr);
             pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -208,7 +270,7 @@ struct channel *pubsub_join(struct pubsub *ps, const char *name, size_t len)
             /* A refusal is asked again by each new waiter: the ACL may have
              * been fixed since. */
             if (ch->node[i].refused && ch->node[i].inflight == 0)
-                ch->node[i] = (struct node_sub){false, false, 0};
+                ch->node[i] = (struct node_sub){false, false, false, 0};
             need_thread = need_thread || !ch->node[i].sent;
         }
     }
@@ -370,8 +432,10 @@ static void node_down(struct pubsub *ps, int i, int64_t now)
     conn_close(&s->conn);
     forget_sent(s);
     for (struct channel *ch = ps->channels; ch; ch = ch->next)
-        ch->node[i] = (struct node_sub){false, false, 0};
+        ch->node[i] = (struct node_sub){false, false, false, 0};
     s->failed = true;
+    if (s->cl) /* its master may have failed over */
+        cluster_want_refresh(s->cl);
     s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : 10;
     if (s->backoff_ms > MAX_BACKOFF_MS)
         s->backoff_ms = MAX_BACKOFF_MS;
@@ -379,9 +443,16 @@ static void node_down(struct pubsub *ps, int i, int64_t now)
     wake_all(ps); /* waiters stop waiting for this node's confirmation */
 }
 
+/* A cluster with sharded pub/sub: the S-verbs. Fixed once its map is read. */
+static bool sharded(const struct subconn *s)
+{
+    return s->cl && cluster_sharded(s->cl);
+}
+
 static int queue_cmd(struct subconn *s, bool subscribe, struct channel *ch)
 {
-    const char *verb = subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE";
+    const char *verb = sharded(s) ? (subscribe ? "SSUBSCRIBE" : "SUNSUBSCRIBE")
+                                  : (subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE");
     const char *argv[2] = {verb, ch->name};
     size_t lens[2] = {strlen(verb), ch->len};
     struct sent_cmd *sc = malloc(sizeof *sc);
@@ -404,9 +475,10 @@ static int queue_cmd(struct subconn *s, bool subscribe, struct channel *ch)
 /* Sends the (UN)SUBSCRIBEs that bring node i in line with what is wanted. */
 static void sync_node(struct pubsub *ps, int i, int64_t now)
 {
+    (void)now;
     for (struct channel *ch = ps->channels; ch; ch = ch->next) {
         struct node_sub *ns = &ch->node[i];
-        bool want = wanted(ch, now);
+        bool want = ns->want;
         if (want != ns->sent && queue_cmd(&ps->subs[i], want, ch) == RLC_OK) {
             ns->sent = want;
             ns->inflight++;
@@ -435,7 +507,15 @@ static void on_error(struct pubsub *ps, int i, const redisReply *r)
     struct channel *ch = sc->ch;
     if (ch->node[i].inflight > 0)
         ch->node[i].inflight--;
-    if (sc->subscribe && ch->node[i].sent) {
+    if (s->cl && r->len > 6 && strncmp(r->str, "MOVED ", 6) == 0) {
+        /* A SSUBSCRIBE that reached a node no longer serving the slot:
+         * not a refusal. The map learns the move and the channel goes
+         * where it says at the next prepare. */
+        cluster_note_moved(s->cl, r->str + 6, r->len - 6);
+        if (sc->subscribe && ch->node[i].sent)
+            ch->node[i].sent = false;
+        client_wake_thread(ps->client);
+    } else if (sc->subscribe && ch->node[i].sent) {
         ch->node[i].refused = true;
         snprintf(s->refusal, sizeof s->refusal, "SUBSCRIBE %.*s refused by %s: %.*s",
                  (int)(ch->len > 80 ? 80 : ch->len), ch->name, s->conn.node->label,
@@ -465,6 +545,31 @@ static void sweep(struct pubsub *ps, int64_t now, int64_t *next_ns)
     }
 }
 
+/* Where each channel should be subscribed now (node_sub.want). */
+static void mark_wanted(struct pubsub *ps, int64_t now)
+{
+    rlc_client *c = ps->client;
+    for (struct channel *ch = ps->channels; ch; ch = ch->next) {
+        bool want = wanted(ch, now);
+        for (int node = 0; node < c->n_nodes; node++) {
+            int t = want ? target(ps, ch, node) : -1;
+            int b = ps->base[node], k = c->clusters[node] ? RLC_CLUSTER_MAX_NODES : 1;
+            for (int e = b; e < b + k; e++)
+                ch->node[e].want = e == t;
+        }
+    }
+}
+
+/* A cluster's endpoint is connected only while a channel is, or should
+ * be, subscribed on it. */
+static bool endpoint_needed(const struct pubsub *ps, int i)
+{
+    for (const struct channel *ch = ps->channels; ch; ch = ch->next)
+        if (ch->node[i].want || ch->node[i].sent || ch->node[i].inflight > 0)
+            return true;
+    return false;
+}
+
 int pubsub_prepare(struct pubsub *ps, struct pollfd *pfd, int max, int64_t *next_ns)
 {
     int np = 0;
@@ -473,11 +578,16 @@ int pubsub_prepare(struct pubsub *ps, struct pollfd *pfd, int max, int64_t *next
     int64_t now = rlc_now_ns();
     int64_t connect_ns = ps->client->opts.connect_timeout_ms * RLC_NS_PER_MS;
     sweep(ps, now, next_ns);
+    mark_wanted(ps, now);
     for (int i = 0; i < ps->n && np < max; i++) {
         struct subconn *s = &ps->subs[i];
         if (s->conn.state == CONN_CLOSED) {
-            if (!ps->channels)
+            if (!ps->channels || (s->cl && !endpoint_needed(ps, i)))
                 continue;
+            if (!s->inited) {
+                conn_init(&s->conn, cluster_node_addr(s->cl, s->entry), false);
+                s->inited = true;
+            }
             if (now < s->retry_at_ns) {
                 if (s->retry_at_ns < *next_ns)
                     *next_ns = s->retry_at_ns;
@@ -533,9 +643,22 @@ static void on_push(struct pubsub *ps, int i, const redisReply *r)
         return;
     const redisReply *kind = r->element[0], *name = r->element[1];
     struct channel *ch = find(ps, name->str, name->len);
+    struct subconn *s = &ps->subs[i];
     if (!ch)
         return;
-    if (is(kind, "message")) {
+    if (is(kind, "sunsubscribe") && (!s->head || s->head->ch != ch || s->head->subscribe)) {
+        /* Not ours: the server dropped the subscription because the slot
+         * moved away (Redis 7). Subscribe where the map will say, and let
+         * every waiter look again meanwhile. */
+        ch->node[i].sent = false;
+        if (s->cl)
+            cluster_want_refresh(s->cl);
+        ch->seq++;
+        wake_everyone(ch);
+        client_wake_thread(ps->client);
+        return;
+    }
+    if (is(kind, "message") || is(kind, "smessage")) {
         /* A permit for one waiter; more than one per waiter is never used.
          * The lock family (docs/FAMILY.md): payload 1, Redisson's
          * READ_UNLOCK_MESSAGE, wakes every waiter; a semaphore's count n > 1
@@ -550,7 +673,8 @@ static void on_push(struct pubsub *ps, int i, const redisReply *r)
             pthread_cond_broadcast(&ch->msg);
         else
             pthread_cond_signal(&ch->msg);
-    } else if (is(kind, "subscribe") || is(kind, "unsubscribe")) {
+    } else if (is(kind, "subscribe") || is(kind, "unsubscribe") || is(kind, "ssubscribe") ||
+               is(kind, "sunsubscribe")) {
         free(take_sent(&ps->subs[i]));
         if (ch->node[i].inflight > 0)
             ch->node[i].inflight--;

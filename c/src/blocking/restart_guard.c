@@ -89,6 +89,10 @@ int restart_guard_collect(rlc_client *c, struct mux_req **reqs, int64_t lease, b
                               ? (life->restarted_ns + c->max_lease_ms * RLC_NS_PER_MS - now) /
                                     RLC_NS_PER_MS
                               : 0;
+        /* A cluster node is several masters, which INFO cannot tell apart
+         * (it reaches whichever the thread spoke to last): no guard. */
+        if (c->clusters[i])
+            left_ms = 0;
         guarded[i] = left_ms > 0;
         if (!guarded[i]) {
             life->restarted_ns = 0;

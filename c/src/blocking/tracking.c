@@ -134,6 +134,11 @@ struct tracking *tracking_new(rlc_client *c)
     t->c = c;
     t->n = c->n_nodes;
     t->on = c->opts.loss_push != 0;
+    /* A cluster's keys live on several masters that change: loss there is
+     * found at renewal (a per-master tracking pair is left for later). */
+    for (int i = 0; i < c->n_nodes; i++)
+        if (c->clusters && c->clusters[i])
+            t->on = false;
     for (int i = 0; i < t->n; i++) {
         conn_init(&t->nodes[i].sub, &c->nodes[i], false);
         conn_init(&t->nodes[i].rd, &c->nodes[i], false);

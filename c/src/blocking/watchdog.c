@@ -30,6 +30,7 @@
 #include "metrics.h"
 #include "quorum.h"
 #include "scripts.h"
+#include "slot.h"
 #include "watchdog.h"
 
 #define CHUNK 256
@@ -40,6 +41,7 @@ struct due {
     uint64_t id;
     uint64_t level;  /* the level the renewal names (see script_renew) */
     int slot;        /* the owner's connection (client_mux) */
+    int hslot;       /* the key's hash slot when a node is a cluster, else 0 */
     int chunk, pos;  /* where its verdict is in the replies */
 };
 
@@ -68,24 +70,33 @@ static int by_slot(const void *a, const void *b)
     const struct due *x = a, *y = b;
     if (x->slot != y->slot)
         return x->slot < y->slot ? -1 : 1;
+    if (x->hslot != y->hslot)
+        return x->hslot < y->hslot ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
 /* Under mu: picks the due holds and formats their chunks. A chunk holds
  * holds of one connection slot only, so each owner's renewals ride on the
- * connection that carries its other commands. */
+ * connection that carries its other commands. When a node is a cluster, a
+ * chunk also keeps to one hash slot: a script's keys must all be in one
+ * slot there (chunks of one master still go out in one pipeline). */
 static int collect(rlc_client *c, struct round *r, int64_t now)
 {
     int64_t slack = c->opts.watchdog_timeout_ms * RLC_NS_PER_MS / 6;
     uint64_t pool = (uint64_t)c->opts.pool_size;
+    bool by_hash_slot = false;
+    for (int i = 0; i < c->n_nodes; i++)
+        by_hash_slot = by_hash_slot || c->clusters[i] != NULL;
     int n = 0;
     for (struct hold *h = c->renewing; h; h = h->wd_next)
         n += !h->lost && h->n_attempts > 0 && h->next_renew_ns <= now + slack;
     if (n == 0)
         return 0;
     r->due = malloc(sizeof *r->due * (size_t)n);
-    /* at most one partial chunk per slot beyond the full ones */
-    int max_chunks = (n + CHUNK - 1) / CHUNK + (int)pool;
+    /* at most one partial chunk per slot beyond the full ones (by hash
+     * slot: at most one chunk per hold) */
+    int max_chunks = by_hash_slot ? n + (n + CHUNK - 1) / CHUNK
+                                  : (n + CHUNK - 1) / CHUNK + (int)pool;
     r->cmds = calloc((size_t)max_chunks, sizeof *r->cmds);
     r->chunk_owner = calloc((size_t)max_chunks, sizeof *r->chunk_owner);
     char (*fields)[FIELD_LEN] = malloc(FIELD_LEN * (size_t)CHUNK);
@@ -107,8 +118,9 @@ static int collect(rlc_client *c, struct round *r, int64_t now)
     r->valid_until_ns = RLC_FOREVER_NS;
     for (struct hold *h = c->renewing; h; h = h->wd_next)
         if (!h->lost && h->n_attempts > 0 && h->next_renew_ns <= now + slack) {
-            r->due[r->ndue++] = (struct due){h, h->id, h->attempts[0],
-                                             (int)(h->owner % pool), 0, 0};
+            r->due[r->ndue++] = (struct due){
+                h, h->id, h->attempts[0], (int)(h->owner % pool),
+                by_hash_slot ? (int)slot_of(h->lock->key, h->lock->key_len) : 0, 0, 0};
             if (h->valid_until_ns > now && h->valid_until_ns < r->valid_until_ns)
                 r->valid_until_ns = h->valid_until_ns;
         }
@@ -119,7 +131,8 @@ static int collect(rlc_client *c, struct round *r, int64_t now)
                                         (long long)c->opts.watchdog_timeout_ms);
     for (int first = 0; first < r->ndue;) {
         int m = 0;
-        while (first + m < r->ndue && m < CHUNK && r->due[first + m].slot == r->due[first].slot)
+        while (first + m < r->ndue && m < CHUNK && r->due[first + m].slot == r->due[first].slot &&
+               r->due[first + m].hslot == r->due[first].hslot)
             m++;
         int k = r->nchunks++;
         r->chunk_owner[k] = r->due[first].h->owner;

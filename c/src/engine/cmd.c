@@ -39,6 +39,22 @@ static char *put_bulk(char *p, const char *s, size_t len)
     return p;
 }
 
+struct rlc_cmd *cmd_with_script(const struct rlc_cmd *cmd, const struct script *from,
+                                const struct script *to)
+{
+    /* EVALSHA's first argument: "*n\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>" */
+    const char *at = NULL;
+    for (size_t i = 0; !at && i + 40 <= cmd->len && i < 64; i++)
+        if (memcmp(cmd->data + i, from->sha, 40) == 0)
+            at = cmd->data + i;
+    struct rlc_cmd *c = at ? cmd_alloc(cmd->len) : NULL;
+    if (!c)
+        return NULL;
+    memcpy(c->data, cmd->data, cmd->len);
+    memcpy(c->data + (at - cmd->data), to->sha, 40);
+    return c;
+}
+
 struct rlc_cmd *cmd_format(int argc, const char *const *argv, const size_t *lens)
 {
     size_t len = 1 + digits((size_t)argc) + 2;

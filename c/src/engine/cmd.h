@@ -29,6 +29,12 @@ struct rlc_cmd *cmd_evalsha(const struct script *s, int nkeys, int nargs,
 /* The same call as EVAL <source> ..., for a node that answered NOSCRIPT. */
 struct rlc_cmd *cmd_evalsha_to_eval(const struct rlc_cmd *evalsha, const struct script *s);
 
+/* The same EVALSHA naming script `to` instead of `from` (the SHA-1 names
+ * have one length, so only those 40 bytes change); NULL without memory or
+ * if cmd does not name `from`. */
+struct rlc_cmd *cmd_with_script(const struct rlc_cmd *cmd, const struct script *from,
+                                const struct script *to);
+
 struct rlc_cmd *cmd_ref(struct rlc_cmd *c);
 void cmd_unref(struct rlc_cmd *c);
 

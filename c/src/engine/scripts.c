@@ -11,6 +11,7 @@
  * FLUSH) gets the same call as EVAL, which also caches the source again.
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "scripts.h"
@@ -266,8 +267,56 @@ struct script script_token_floor = {
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+/* Twins made from the scripts' own text at init, so they cannot drift. */
+static struct script script_release_sharded = {"release_sharded", NULL, ""};
+static struct script script_force_release_sharded = {"force_release_sharded", NULL, ""};
+
+/* src with every 'publish' call spelled 'spublish'; NULL without memory. */
+static char *with_spublish(const char *src)
+{
+    static const char from[] = "'publish'";
+    size_t n = 0;
+    for (const char *p = src; (p = strstr(p, from)); p += sizeof from - 1)
+        n++;
+    char *out = malloc(strlen(src) + n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = src;;) {
+        const char *q = strstr(p, from);
+        size_t k = q ? (size_t)(q - p) : strlen(p);
+        memcpy(o, p, k);
+        o += k;
+        if (!q)
+            break;
+        memcpy(o, "'spublish'", 10);
+        o += 10;
+        p = q + sizeof from - 1;
+    }
+    *o = '\0';
+    return out;
+}
+
+const struct script *script_sharded_twin(const struct script *s)
+{
+    scripts_init();
+    struct script *t = s == &script_release         ? &script_release_sharded
+                       : s == &script_force_release ? &script_force_release_sharded
+                                                    : NULL;
+    return t && t->source ? t : NULL;
+}
+
 static void compute_shas(void)
 {
+    /* Never freed: they live as long as the library. */
+    script_release_sharded.source = with_spublish(script_release.source);
+    script_force_release_sharded.source = with_spublish(script_force_release.source);
+    if (script_release_sharded.source)
+        sha1_hex(script_release_sharded.source, strlen(script_release_sharded.source),
+                 script_release_sharded.sha);
+    if (script_force_release_sharded.source)
+        sha1_hex(script_force_release_sharded.source,
+                 strlen(script_force_release_sharded.source), script_force_release_sharded.sha);
+
     struct script *all[] = {&script_acquire, &script_release, &script_undo, &script_renew,
                             &script_force_release, &script_token_floor};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

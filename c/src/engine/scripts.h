@@ -37,6 +37,12 @@ extern struct script script_force_release;
 /* KEYS: token counter. ARGV: floor. Raises the counter to the floor. */
 extern struct script script_token_floor;
 
+/* On a cluster with sharded pub/sub (cluster.h): the scripts that publish,
+ * with SPUBLISH in place of PUBLISH (Redisson passes its publish command to
+ * its scripts for the same reason). The standalone scripts stay as they
+ * are, byte for byte. NULL for a script that publishes nothing. */
+const struct script *script_sharded_twin(const struct script *s);
+
 /* Computes the SHA-1 names. Idempotent and thread-safe. */
 void scripts_init(void);
 

@@ -1,0 +1,380 @@
+/*
+ * test_cluster.c - locks on a real Redis Cluster (3 masters, 3 replicas,
+ * made by redis-cli --cluster create): routing by hash slot, reentrancy,
+ * watchdog renewals, sharded unlock messages, a slot migration under held
+ * and awaited locks, a master killed and its replica promoted.
+ *
+ * Each case starts its own cluster (about 2 s); assertions look at the
+ * servers themselves: which master has the key, its PTTL, who subscribed.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "redis_cluster.h"
+#include "slot.h"
+
+#define START_RC(rc)                                                          \
+    struct redis_cluster rc;                                                  \
+    if (rc_start(&rc) != 0) {                                                 \
+        fprintf(stderr, "could not start a 3+3 redis cluster\n");             \
+        check_failed = 1;                                                     \
+        return;                                                               \
+    }
+
+/* The master node serving key's slot. */
+static const struct redis_server *master_for(const struct redis_cluster *rc, const char *key)
+{
+    int i = rc_master_of(rc, (int)slot_of(key, strlen(key)));
+    return i >= 0 ? &rc->node[i] : NULL;
+}
+
+static long long on_master(const struct redis_cluster *rc, const char *key, const char *cmd)
+{
+    const struct redis_server *m = master_for(rc, key);
+    return m ? rs_int(m, cmd, key) : LLONG_MIN;
+}
+
+TEST(locks_on_many_names_go_to_the_master_of_their_slot)
+{
+    START_RC(rc)
+    rlc_client *c = client(rc.uri, NULL);
+    rlc_lock *l = NULL;
+    int per_master[RC_NODES] = {0};
+    CHECK(c, "client");
+    for (int i = 0; i < 300; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "many:%d", i);
+        l = lock(c, name, 0);
+        CHECK(l, "lock %s", name);
+        CHECK_RC(rlc_lock_acquire(l, 0, 10000), RLC_OK);
+        CHECK_RC(rlc_lock_acquire(l, 0, 10000), RLC_OK); /* reentrant */
+        int64_t count = 0;
+        CHECK_RC(rlc_lock_hold_count(l, &count), RLC_OK);
+        CHECK(count == 2, "%s: hold count %lld", name, (long long)count);
+        CHECK(on_master(&rc, name, "EXISTS %s") == 1, "%s is not on its slot's master", name);
+        per_master[rc_master_of(&rc, (int)slot_of(name, strlen(name)))]++;
+        CHECK_RC(rlc_lock_release(l), RLC_OK);
+        CHECK(is_held(l) == 1, "%s: still held once", name);
+        CHECK_RC(rlc_lock_release(l), RLC_OK);
+        CHECK(on_master(&rc, name, "EXISTS %s") == 0, "%s: key left after the release", name);
+        rlc_lock_free(l);
+        l = NULL;
+    }
+    int masters = 0;
+    for (int i = 0; i < RC_NODES; i++)
+        masters += per_master[i] > 0;
+    CHECK(masters == 3, "names reached %d masters", masters);
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rc_stop(&rc);
+}
+
+TEST(watchdog_renews_holds_on_every_master)
+{
+    START_RC(rc)
+    rlc_client *c = client(rc.uri, "watchdog_timeout_ms=1500");
+    enum { N = 30 };
+    rlc_lock *l[N] = {0};
+    CHECK(c, "client");
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "wd:%d", i);
+        l[i] = lock(c, name, 0);
+        CHECK(l[i], "lock");
+        CHECK_RC(rlc_lock_acquire(l[i], 0, -1), RLC_OK);
+    }
+    /* Three leases later every key is still there, its PTTL renewed. */
+    check_sleep_ms(4500);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "wd:%d", i);
+        long long pttl = on_master(&rc, name, "PTTL %s");
+        CHECK(pttl > 0 && pttl <= 1500, "%s: PTTL %lld after 3 leases", name, pttl);
+        CHECK(is_held(l[i]) == 1, "%s: not held", name);
+    }
+    /* And visibly refreshed: it climbs back after falling. */
+    {
+        long long a = 0, b = 0;
+        int fell = WAIT_UNTIL((a = on_master(&rc, "wd:0", "PTTL %s")) < 1200, 2000);
+        int climbed = WAIT_UNTIL((b = on_master(&rc, "wd:0", "PTTL %s")) > 1300, 2000);
+        CHECK(fell && climbed, "PTTL went from %lld to %lld, never renewed", a, b);
+    }
+    for (int i = 0; i < N; i++)
+        CHECK_RC(rlc_lock_release(l[i]), RLC_OK);
+done:
+    for (int i = 0; i < N; i++)
+        rlc_lock_free(l[i]);
+    rlc_client_free(c);
+    rc_stop(&rc);
+}
+
+struct waiter {
+    rlc_lock *l;
+    int64_t wait_ms, lease_ms;
+    atomic_int rc;
+    atomic_int done;
+    int64_t got_ms; /* check_now_ms() when it got the lock */
+};
+
+static void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    int rc = rlc_lock_acquire(w->l, w->wait_ms, w->lease_ms);
+    w->got_ms = check_now_ms();
+    atomic_store(&w->rc, rc);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* "PUBSUB SHARDNUMSUB ch" on the channel's master: its subscriber count. */
+static long long shard_subscribers(const struct redis_cluster *rc, const char *name)
+{
+    char ch[96]; /* Redisson's rule (keys.c): braces unless the name has some */
+    snprintf(ch, sizeof ch, strchr(name, '{') ? "redisson_lock__channel:%s"
+                                              : "redisson_lock__channel:{%s}", name);
+    const struct redis_server *m = master_for(rc, name);
+    redisReply *r = m ? rs_cmd(m, "PUBSUB SHARDNUMSUB %s", ch) : NULL;
+    long long n = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        n = r->element[1]->integer;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+TEST(a_waiter_is_woken_by_a_sharded_unlock_message)
+{
+    START_RC(rc)
+    rlc_client *a = client(rc.uri, NULL), *b = client(rc.uri, NULL);
+    rlc_lock *la = NULL, *lb = NULL;
+    redisContext *raw = NULL;
+    redisReply *r = NULL;
+    pthread_t t;
+    bool started = false;
+    struct waiter w = {0};
+    const char *name = "handoff";
+    CHECK(a && b, "clients");
+    la = lock(a, name, 0);
+    lb = lock(b, name, 42); /* an owner id: the waiter thread takes it, this one checks */
+    CHECK(la && lb, "locks");
+    /* A plain client subscribed the sharded way sees the message. */
+    raw = rs_connect(master_for(&rc, name));
+    CHECK(raw, "raw connection");
+    r = redisCommand(raw, "SSUBSCRIBE redisson_lock__channel:{%s}", name);
+    CHECK(r && r->type == REDIS_REPLY_ARRAY, "SSUBSCRIBE: %s", r && r->str ? r->str : "?");
+    freeReplyObject(r);
+    r = NULL;
+
+    CHECK_RC(rlc_lock_acquire(la, 0, 60000), RLC_OK);
+    w = (struct waiter){lb, 20000, 60000, 0, 0, 0};
+    CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0, "thread");
+    started = true;
+    /* The waiter's client subscribed on the slot's master with SSUBSCRIBE
+     * (the raw client is the other one). */
+    CHECK(WAIT_UNTIL(shard_subscribers(&rc, name) == 2, 5000), "shard subscribers: %lld",
+          shard_subscribers(&rc, name));
+    CHECK(!atomic_load(&w.done), "the waiter did not wait");
+    CHECK_RC(rlc_lock_release(la), RLC_OK);
+    /* The release SPUBLISHed Redisson's unlock message ("0"). */
+    CHECK(redisGetReply(raw, (void **)&r) == REDIS_OK && r && r->type == REDIS_REPLY_ARRAY &&
+              r->elements == 3 && strcmp(r->element[0]->str, "smessage") == 0 &&
+              strcmp(r->element[2]->str, "0") == 0,
+          "no smessage on the lock's channel");
+    CHECK(WAIT_UNTIL(atomic_load(&w.done), 15000), "the waiter never got the lock");
+    CHECK_RC(atomic_load(&w.rc), RLC_OK);
+    CHECK(is_held(lb) == 1, "waiter holds it");
+    CHECK_RC(rlc_lock_release(lb), RLC_OK);
+done:
+    if (r)
+        freeReplyObject(r);
+    if (started)
+        pthread_join(t, NULL);
+    if (raw)
+        redisFree(raw);
+    rlc_lock_free(la);
+    rlc_lock_free(lb);
+    rlc_client_free(a);
+    rlc_client_free(b);
+    rc_stop(&rc);
+}
+
+/* ---- a slot migration under held and awaited locks ---------------------- */
+
+static void node_id(const struct redis_server *s, char *id, size_t size)
+{
+    redisReply *r = rs_cmd(s, "CLUSTER MYID");
+    snprintf(id, size, "%s", r && r->type == REDIS_REPLY_STRING ? r->str : "?");
+    if (r)
+        freeReplyObject(r);
+}
+
+static bool reply_ok(redisReply *r)
+{
+    bool ok = r && r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+        fprintf(stderr, "reply: %s\n", r && r->str ? r->str : "(none)");
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* Moves every key of slot from src to dst (MIGRATE in batches); returns
+ * how many moved, -1 on an error. */
+static int migrate_keys(const struct redis_server *src, const struct redis_server *dst, int slot)
+{
+    int moved = 0;
+    for (int round = 0; round < 100; round++) {
+        redisReply *k = rs_cmd(src, "CLUSTER GETKEYSINSLOT %d 100", slot);
+        if (!k || k->type != REDIS_REPLY_ARRAY) {
+            if (k)
+                freeReplyObject(k);
+            return -1;
+        }
+        if (k->elements == 0) {
+            freeReplyObject(k);
+            return moved;
+        }
+        const char *argv[110];
+        size_t lens[110];
+        char port[16];
+        snprintf(port, sizeof port, "%d", dst->port);
+        int n = 0;
+        const char *head[] = {"MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS"};
+        for (int i = 0; i < 7; i++)
+            argv[n] = head[i], lens[n++] = strlen(head[i]);
+        for (size_t i = 0; i < k->elements; i++)
+            argv[n] = k->element[i]->str, lens[n++] = k->element[i]->len;
+        redisContext *c = rs_connect(src);
+        redisReply *r = c ? redisCommandArgv(c, n, argv, lens) : NULL;
+        bool ok = reply_ok(r);
+        if (c)
+            redisFree(c);
+        moved += (int)k->elements;
+        freeReplyObject(k);
+        if (!ok)
+            return -1;
+    }
+    return moved;
+}
+
+#define MIG_LOCKS 3
+
+struct mig_pair {
+    rlc_lock *waiter_lock;
+    atomic_int *holding;   /* the holder's flag: 1 while it believes it holds */
+    atomic_int overlaps;
+    atomic_int rc;
+    atomic_int done;
+};
+
+static void *mig_waiter(void *arg)
+{
+    struct mig_pair *p = arg;
+    int rc = rlc_lock_acquire(p->waiter_lock, 40000, -1);
+    if (rc == RLC_OK && atomic_load(p->holding))
+        atomic_fetch_add(&p->overlaps, 1);
+    atomic_store(&p->rc, rc);
+    atomic_store(&p->done, 1);
+    return NULL;
+}
+
+TEST(a_slot_migration_under_held_and_awaited_locks)
+{
+    START_RC(rc)
+    rlc_client *a = client(rc.uri, "watchdog_timeout_ms=1500");
+    rlc_client *b = client(rc.uri, "watchdog_timeout_ms=1500");
+    rlc_lock *hl[MIG_LOCKS] = {0}, *wl[MIG_LOCKS] = {0};
+    atomic_int holding[MIG_LOCKS];
+    struct mig_pair pair[MIG_LOCKS];
+    pthread_t t[MIG_LOCKS];
+    int threads = 0;
+    const char *names[MIG_LOCKS] = {"a{mig}", "b{mig}", "c{mig}"};
+    int slot = (int)slot_of("mig", 3);
+    int src = rc_master_of(&rc, slot), dst = -1;
+    char src_id[64], dst_id[64];
+    CHECK(a && b && src >= 0, "clients, source master");
+    for (int i = 0; i < RC_NODES && dst < 0; i++) { /* another master */
+        int m = rc_master_of(&rc, (slot + 5461 * (i + 1)) % 16384);
+        if (m >= 0 && m != src)
+            dst = m;
+    }
+    CHECK(dst >= 0, "a destination master");
+    node_id(&rc.node[src], src_id, sizeof src_id);
+    node_id(&rc.node[dst], dst_id, sizeof dst_id);
+
+    for (int i = 0; i < MIG_LOCKS; i++) {
+        hl[i] = lock(a, names[i], 0);
+        wl[i] = lock(b, names[i], 100 + (uint64_t)i);
+        CHECK(hl[i] && wl[i], "locks");
+        CHECK_RC(rlc_lock_acquire(hl[i], 0, -1), RLC_OK);
+        atomic_init(&holding[i], 1);
+        pair[i] = (struct mig_pair){wl[i], &holding[i], 0, 0, 0};
+        CHECK(pthread_create(&t[i], NULL, mig_waiter, &pair[i]) == 0, "thread");
+        threads++;
+    }
+    CHECK(WAIT_UNTIL(shard_subscribers(&rc, "a{mig}") >= 1, 5000), "waiters subscribed");
+
+    /* The move, with pauses in each state so that renewals (every 500 ms)
+     * meet the slot MIGRATING with its keys on the source, then with its
+     * keys on the destination (ASK), then moved (MOVED). */
+    CHECK(reply_ok(rs_cmd(&rc.node[dst], "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id)), "importing");
+    CHECK(reply_ok(rs_cmd(&rc.node[src], "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id)), "migrating");
+    check_sleep_ms(800);
+    int moved = migrate_keys(&rc.node[src], &rc.node[dst], slot);
+    CHECK(moved >= MIG_LOCKS, "moved %d keys", moved);
+    check_sleep_ms(800);
+    for (int i = 0; i < RC_NODES; i++)
+        if (rc_master_of(&rc, 0) >= 0 && rc.node[i].pid > 0) {
+            redisReply *r = rs_cmd(&rc.node[i], "CLUSTER SETSLOT %d NODE %s", slot, dst_id);
+            if (r)
+                freeReplyObject(r); /* replicas refuse it: they follow their master */
+        }
+    CHECK(WAIT_UNTIL(rc_master_of(&rc, slot) == dst, 10000), "slot %d did not move", slot);
+    /* Held through it all, renewed on the new master. */
+    check_sleep_ms(1600);
+    for (int i = 0; i < MIG_LOCKS; i++) {
+        long long pttl = rs_int(&rc.node[dst], "PTTL %s", names[i]);
+        CHECK(pttl > 0 && pttl <= 1500, "%s: PTTL %lld on the new master", names[i], pttl);
+        CHECK(is_held(hl[i]) == 1, "%s: the holder lost it in the move", names[i]);
+        CHECK(!atomic_load(&pair[i].done), "%s: the waiter got it while held (rc %d)", names[i],
+              atomic_load(&pair[i].rc));
+    }
+    /* The waiters, now subscribed on the new master, get the locks. */
+    CHECK(WAIT_UNTIL(shard_subscribers(&rc, "a{mig}") >= 1, 5000), "waiters resubscribed");
+    for (int i = 0; i < MIG_LOCKS; i++) {
+        atomic_store(&holding[i], 0);
+        CHECK_RC(rlc_lock_release(hl[i]), RLC_OK);
+    }
+    for (int i = 0; i < MIG_LOCKS; i++) {
+        CHECK(WAIT_UNTIL(atomic_load(&pair[i].done), 20000), "%s: waiter never got it", names[i]);
+        CHECK_RC(atomic_load(&pair[i].rc), RLC_OK);
+        CHECK(atomic_load(&pair[i].overlaps) == 0, "%s: overlap", names[i]);
+        CHECK(rs_int(&rc.node[dst], "EXISTS %s", names[i]) == 1, "%s: not on the new master",
+              names[i]);
+    }
+done:
+    for (int i = 0; i < MIG_LOCKS; i++)
+        if (hl[i] && atomic_load(&holding[i]))
+            rlc_lock_release(hl[i]);
+    for (int i = 0; i < threads; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < MIG_LOCKS; i++) {
+        if (wl[i] && is_held(wl[i]) == 1)
+            rlc_lock_release(wl[i]);
+        rlc_lock_free(hl[i]);
+        rlc_lock_free(wl[i]);
+    }
+    rlc_client_free(a);
+    rlc_client_free(b);
+    rc_stop(&rc);
+}
+
+RUN_TESTS(CASE(locks_on_many_names_go_to_the_master_of_their_slot),
+          CASE(watchdog_renews_holds_on_every_master),
+          CASE(a_waiter_is_woken_by_a_sharded_unlock_message),
+          CASE(a_slot_migration_under_held_and_awaited_locks))

@@ -1,0 +1,35 @@
+/*
+ * redis_cluster.h - a real Redis Cluster for tests and benchmarks: 3 masters
+ * and 3 replicas (redis-server --cluster-enabled yes, each in its own temp
+ * dir on a free loopback port), joined by `redis-cli --cluster create
+ * --cluster-replicas 1`, awaited until every node says cluster_state:ok and
+ * agrees on the slots. Stopped by pid.
+ */
+#ifndef RLC_TEST_REDIS_CLUSTER_H
+#define RLC_TEST_REDIS_CLUSTER_H
+
+#include "redis_server.h"
+
+#define RC_NODES 6
+
+struct redis_cluster {
+    int n;
+    struct redis_server node[RC_NODES];
+    char uri[256]; /* redis-cluster://127.0.0.1:<p1>,127.0.0.1:<p2> */
+};
+
+/* 0 on success; on failure everything started is stopped again. */
+int rc_start(struct redis_cluster *rc);
+void rc_stop(struct redis_cluster *rc);
+
+/* The node (index) that serves slot as a master, or -1. */
+int rc_master_of(const struct redis_cluster *rc, int slot);
+
+/* Waits until every running node agrees on who serves every slot and says
+ * cluster_state:ok; 0 when it does within timeout_ms. */
+int rc_await_stable(const struct redis_cluster *rc, int timeout_ms);
+
+/* Removes a node's nodes.conf so that rs_stop can remove its directory. */
+void rc_forget_conf(const struct redis_server *s);
+
+#endif
