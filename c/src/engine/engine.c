@@ -214,6 +214,12 @@ int rlc_engine_conn_address(const rlc_engine *e, int conn, const char **host, in
     const struct conn *c = &e->conns[conn];
     if (tls)
         *tls = e->addrs[c->node].tls;
+    if (c->master >= 0) {
+        if (cluster_address(e, c, host, port) != RLC_OK)
+            return rlc_fail(RLC_E_INVAL, "connection %d of cluster %s is not in use", conn,
+                            e->addrs[c->node].label);
+        return RLC_OK;
+    }
     if (sentinel_address(e, c, host, port) != RLC_OK) {
         const char *why = sentinel_why(e, c->node);
         return rlc_fail(RLC_E_CONNECT, "the master of %s is not known yet%s%s",
@@ -229,6 +235,8 @@ int rlc_engine_want_open(const rlc_engine *e, int conn)
     const struct conn *c = &e->conns[conn];
     if (c->disc)
         return sentinel_want_open(e, c);
+    if (c->master >= 0)
+        return cluster_want_open(e, c);
     if (c->state == C_DOWN && !sentinel_master_known(e, c->node))
         return 0;
     if (c->sub && c->state != C_DROPPED)
@@ -267,7 +275,8 @@ void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
         return;
     }
     bool ours = c->state == C_DROPPED; /* the engine let it go: it knows why */
-    if (sentinel_address(e, c, &host, &port) == RLC_OK)
+    if ((c->master >= 0 ? cluster_address(e, c, &host, &port)
+                        : sentinel_address(e, c, &host, &port)) == RLC_OK)
         snprintf(msg, sizeof msg, "connection to %.100s:%d (%s) lost", host, port,
                  e->addrs[c->node].label);
     else
@@ -345,8 +354,8 @@ int rlc_engine_idle(const rlc_engine *e)
 {
     if (!e)
         return 1;
-    for (int k = 0; k < 2 * e->n; k += 2)
-        if (e->conns[k].head || e->conns[k].qhead)
+    for (int k = 0; k < e->n_conns; k++)
+        if (!e->conns[k].sub && !e->conns[k].disc && (e->conns[k].head || e->conns[k].qhead))
             return 0;
     return e->n_ops == 0;
 }
@@ -393,13 +402,6 @@ static int make_hello(rlc_engine *e, int i)
  * password in the clear to a server meant to be reached over TLS. */
 static int check_tls(const rlc_engine *e)
 {
-    /* Following a cluster's slots is not written for the engine yet. */
-    for (int i = 0; i < e->n; i++)
-        if (e->addrs[i].topology == RLC_TOPO_CLUSTER)
-            return rlc_fail(RLC_E_INVAL,
-                            "node %s is redis-cluster://: not supported by the event-loop "
-                            "engine yet (use the blocking API%s)",
-                            e->addrs[i].label, e->addrs[i].tls ? ", without TLS" : "");
     for (int i = 0; i < e->n; i++)
         if (e->addrs[i].tls)
             return RLC_OK;
