@@ -94,6 +94,7 @@ redis_start REDIS || { echo "FAIL - redis-server did not start"; exit 1; }
 redis_start REDIS2 || { echo "FAIL - redis-server did not start"; exit 1; }
 redis_start REDIS3 || { echo "FAIL - redis-server did not start"; exit 1; }
 sentinel_group_start SEN rlcor || { echo "FAIL - the sentinel group did not start"; exit 1; }
+cluster_start CL || { echo "FAIL - the cluster did not start"; exit 1; }
 
 # As root, nginx would switch its worker to "nobody", who may not read the
 # work tree: keep the worker as whoever runs the test.
@@ -110,6 +111,7 @@ start_nginx() {
     -e "s|@REDIS_PORT2@|$REDIS2_PORT|g" -e "s|@REDIS_PORT3@|$REDIS3_PORT|g" \
     -e "s|@WORKERS@|$workers|g" -e "s|@CERTS@|$work/certs|g" \
     -e "s|@SENTINEL_URI@|$SEN_URI|g" -e "s|@SENTINEL_DATA@|$SEN_M_PORT,$SEN_R_PORT|g" \
+    -e "s|@CLUSTER_URI@|$CL_URI|g" \
     "$template" >"$pfx/nginx.conf"
   echo "--- nginx ($workers worker(s)) on 127.0.0.1:$port, prefix $pfx"
   nginx -p "$pfx" -c "$pfx/nginx.conf" -e "$pfx/error.log" &
@@ -362,6 +364,10 @@ for i in $(seq 40); do # the driver follows it (each try is bounded by its wait)
 done
 expect_eq "after SENTINEL FAILOVER the lock is written on the new master" \
   "acquired on=$nm release=true" "$seen"
+
+echo "--- Cluster (redis-cluster://)"
+expect_eq "locks on 30 names through redis-cluster://, each on its slot's master only" \
+  "30 ok, masters used 3" "$(curl -s --max-time 60 "$URL/e/cluster?n=30")"
 
 echo "--- two workers contending for one lock"
 DUO_PORT=$(free_port) || { echo "FAIL - no free port"; exit 1; }
