@@ -269,6 +269,15 @@ static int dispatch(struct mux *m, redisReply *reply, struct wakeup_fd *me, char
         conn_master_lost(&m->conn);
         return RLC_E_CONNECT; /* r is still queued: teardown fails or redoes it */
     }
+    if (conn_moved(&m->conn)) {
+        /* The sentinels moved the master away from this connection's node.
+         * It may be a replica already, flushed by its resync: a script's
+         * "0, no such hold" from it is not the master's word, and must not
+         * count as a verdict (the watchdog would call a live hold lost). */
+        freeReplyObject(reply);
+        snprintf(err, RLC_ERRLEN, "%s: the master moved (a failover)", m->conn.node->label);
+        return RLC_E_CONNECT;
+    }
     m->head = r->next;
     if (!m->head)
         m->tail = NULL;

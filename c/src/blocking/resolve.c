@@ -34,6 +34,7 @@
 #include <hiredis/hiredis.h>
 
 #include "redlockc.h"
+#include "clock.h"
 #include "resolve.h"
 #include "uri.h"
 
@@ -63,9 +64,13 @@ struct resolver {
     struct resolved last;     /* the address addr_gen stands for */
     bool have_last;
     bool stale_lookup;        /* the running lookup began before a +switch-master */
+    int64_t failed_ns;        /* when the last lookup failed (sentinel nodes) */
     int (*wait)[2];           /* {rfd, wfd} of each waiting connection */
     int nwait, capwait;
 };
+
+/* A sentinel node whose lookup failed is not asked again sooner. */
+#define SENTINEL_RETRY_MS 100
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -210,6 +215,7 @@ static void finish(struct resolver *r, const struct addrinfo *res, const char *w
         took(r, store(r, res));
     r->stale_lookup = false;
     snprintf(r->why, sizeof r->why, "%s", why ? why : "");
+    r->failed_ns = why ? rlc_now_ns() : 0;
     r->gen++;
     r->busy = false;
     for (int i = 0; i < r->nwait; i++)
@@ -376,6 +382,17 @@ int resolver_wait(struct resolver *r, int *rfd, unsigned *gen)
             goto out;
         r->wait = w;
         r->capwait = cap;
+    }
+    if (r->sent && !r->busy && r->failed_ns &&
+        rlc_now_ns() - r->failed_ns < SENTINEL_RETRY_MS * RLC_NS_PER_MS) {
+        /* The sentinels said no a moment ago: that answer stands, at once,
+         * instead of a new round of questions per reconnect (a client
+         * retrying in a loop would otherwise hammer them). */
+        close(p[1]);
+        *rfd = p[0];
+        *gen = r->gen - 1;
+        pthread_mutex_unlock(&mu);
+        return RLC_OK;
     }
     if (!start(r))
         goto out;
