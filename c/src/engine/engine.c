@@ -402,6 +402,12 @@ static int make_hello(rlc_engine *e, int i)
  * password in the clear to a server meant to be reached over TLS. */
 static int check_tls(const rlc_engine *e)
 {
+    bool any_sentinel = false;
+    for (int i = 0; i < e->n; i++)
+        any_sentinel = any_sentinel || e->addrs[i].topology == RLC_TOPO_SENTINEL;
+    if (!any_sentinel && (e->opts.sentinel_user || e->opts.sentinel_password))
+        return rlc_fail(RLC_E_INVAL, "sentinel_* options are given but no node is "
+                                     "redis-sentinel://");
     for (int i = 0; i < e->n; i++)
         if (e->addrs[i].tls)
             return RLC_OK;
