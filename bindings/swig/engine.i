@@ -83,6 +83,7 @@ static PyObject *rlcpy_op_result(int status, uint64_t op)
 %nothread rlcpy_engine_free;
 %nothread rlcpy_engine_info;
 %nothread rlcpy_engine_tls;
+%nothread rlcpy_engine_conn_address;
 %nothread rlcpy_engine_option;
 %nothread rlcpy_engine_connected;
 %nothread rlcpy_engine_closed;
@@ -133,6 +134,20 @@ PyObject *rlcpy_engine_info(rlc_engine *e)
         Py_DECREF(item);
     }
     return nodes ? Py_BuildValue("(sN)", rlc_engine_uuid(e), nodes) : NULL;
+}
+
+/* rlc_engine_conn_address: (host, port, tls) where connection k goes now;
+ * raises (ConnectError) while a sentinel node's master is unknown. */
+PyObject *rlcpy_engine_conn_address(rlc_engine *e, int k)
+{
+    const char *host = NULL;
+    int port = 0, tls = 0;
+    int st = rlc_engine_conn_address(e, k, &host, &port, &tls);
+    if (st != RLC_OK) {
+        rlcpy_raise(st);
+        return NULL;
+    }
+    return Py_BuildValue("(siO)", host ? host : "", port, tls ? Py_True : Py_False);
 }
 
 /* [rlc_engine_node_tls of each node]: True for a rediss:// node. */
@@ -249,7 +264,7 @@ PyObject *rlcpy_engine_hold_count(rlc_engine *e, PyObject *name, uint64_t owner)
 PyObject *rlcpy_engine_flush(rlc_engine *e)
 {
     PyObject *writes = NULL, *wants = NULL, *events = NULL, *item = NULL;
-    int conns = 2 * rlc_engine_nodes(e);
+    int conns = rlc_engine_conns(e);
     if (!(wants = PyList_New(0)))
         goto fail;
     for (int k = 0; k < conns; k++) {

@@ -424,6 +424,11 @@ RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void
  * Connections: node i (0 .. rlc_engine_nodes()-1) has two, numbered
  *     2*i     its command connection (pipelined, replies in order)
  *     2*i + 1 its subscriber (unlock messages), wanted only while someone waits
+ * and after them (2*n .. rlc_engine_conns()-1) one per redis-sentinel://
+ * node: its discovery connection to one of its sentinels. A connection goes
+ * where rlc_engine_conn_address() says when it is opened (a sentinel node's
+ * data connections follow its master; the engine gives them up, want_open
+ * -1, when the master moves).
  * The driver loop, after every call into the engine:
  *   - opens connection k while rlc_engine_want_open(e, k) is 1 and it is not
  *     open, and says rlc_engine_connected() once the socket is up (or
@@ -474,6 +479,15 @@ RLC_API int rlc_engine_node_address(const rlc_engine *e, int node, const char **
  * (the engine's bytes are the same RESP), verifying the server's certificate
  * and name as the tls_* options say; 0 otherwise (or no such node). */
 RLC_API int rlc_engine_node_tls(const rlc_engine *e, int node);
+/* How many connections the driver may be asked to open (see "Connections");
+ * fixed for e's life. */
+RLC_API int rlc_engine_conns(const rlc_engine *e);
+/* Where connection conn goes if opened now: *host and *port as in
+ * rlc_engine_node_address (valid until the next call into e), *tls (may be
+ * NULL) 1 when it speaks TLS. RLC_OK; RLC_E_CONNECT while a sentinel node's
+ * master is not known (want_open is 0 then); RLC_E_INVAL for no such conn. */
+RLC_API int rlc_engine_conn_address(const rlc_engine *e, int conn, const char **host, int *port,
+                                    int *tls);
 /* The value of the option name as written in rlc_engine_new's options
  * (numbers without their spaces), valid while e lives; NULL when it was not
  * given (the default applies) or there is no such option. Drivers read their

@@ -93,7 +93,8 @@ static inline void el_open(struct eloop *L, int k)
 {
     const char *host;
     int port;
-    rlc_engine_node_address(L->e, k / 2, &host, &port);
+    if (rlc_engine_conn_address(L->e, k, &host, &port, NULL) != RLC_OK)
+        return; /* its sentinel node's master is not known (want_open says 0 then) */
     int fd = -1, rc = -1;
     if (port == 0) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -149,7 +150,7 @@ static inline void el_events(struct eloop *L)
 /* One turn: open, write, wait up to max_ms for I/O or the deadline, read, tick. */
 static inline void el_turn(struct eloop *L, int max_ms)
 {
-    int n = 2 * rlc_engine_nodes(L->e);
+    int n = rlc_engine_conns(L->e);
     for (int k = 0; k < n; k++) {
         int want = rlc_engine_want_open(L->e, k);
         if (want == 1 && L->fd[k] < 0)

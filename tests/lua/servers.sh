@@ -2,7 +2,9 @@
 # Lua and OpenResty suites (sourced by their run.sh). Nothing on disk; each
 # server is stopped by its pid; every wait is bounded.
 #   free_port              prints a loopback port that refuses connections now
-#   redis_start NAME       starts one; sets NAME_PID, NAME_PORT, NAME_URI
+#   redis_start NAME [ARGS...]
+#                          starts one (ARGS go to redis-server); sets
+#                          NAME_PID, NAME_PORT, NAME_URI
 #   redis_start_tls NAME CERTS CERT AUTH [ARGS...]
 #                          one that speaks TLS only (--port 0 --tls-port):
 #                          CERTS a tests/tls/make_certs.sh directory, CERT its
@@ -30,13 +32,14 @@ free_port() {
 
 redis_start() {
   local name=$1 attempt i port pid dir
+  shift
   dir=$(mktemp -d /tmp/rlc-lua-redis-XXXXXX) || return 1
   printf -v "${name}_DIR" %s "$dir"
   RLC_REDIS_NAMES+=("$name")
   for attempt in 1 2 3 4 5; do
     port=$(free_port) || continue
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-      --daemonize no --dir "$dir" --logfile "$dir/redis.log" >/dev/null 2>&1 &
+      --daemonize no --dir "$dir" --logfile "$dir/redis.log" "$@" >/dev/null 2>&1 &
     pid=$!
     printf -v "${name}_PID" %s "$pid"
     for i in $(seq 200); do # PONG within 10 s
@@ -113,4 +116,80 @@ redis_stop_all() {
   local name
   for name in "${RLC_REDIS_NAMES[@]}"; do redis_stop "$name"; done
   RLC_REDIS_NAMES=()
+}
+
+# sentinel_group_start NAME MASTERNAME: a master (NAME_M), its replica
+# (NAME_R) in sync, and three sentinels (NAME_S1..3) watching it with short
+# timeouts (a failover takes about a second). Sets NAME_URI
+# (redis-sentinel://...), NAME_SPORT (the first sentinel's port); every
+# process is stopped by redis_stop_all.
+sentinel_group_start() {
+  local name=$1 master=$2 m r i j port pid dir seeds=
+  redis_start "${name}_M" || return 1
+  redis_start "${name}_R" || return 1
+  m=${name}_M_PORT r=${name}_R_PORT
+  # Redis 7 waits 5 s before a diskless full sync: the replica would hold nothing.
+  redis-cli -p "${!m}" CONFIG SET repl-diskless-sync-delay 0 >/dev/null
+  redis-cli -p "${!r}" REPLICAOF 127.0.0.1 "${!m}" >/dev/null
+  for i in $(seq 300); do # in sync within 15 s
+    redis-cli -p "${!r}" INFO replication | grep -q "master_link_status:up" && break
+    sleep 0.05
+  done
+  for j in 1 2 3; do
+    dir=$(mktemp -d /tmp/rlc-lua-sentinel-XXXXXX) || return 1
+    printf -v "${name}_S${j}_DIR" %s "$dir"
+    RLC_REDIS_NAMES+=("${name}_S${j}")
+    port=$(free_port) || return 1
+    printf '%s\n' "port $port" "bind 127.0.0.1" "protected-mode no" "dir $dir" \
+      "sentinel monitor $master 127.0.0.1 ${!m} 2" \
+      "sentinel down-after-milliseconds $master 600" \
+      "sentinel failover-timeout $master 3000" >"$dir/sentinel.conf"
+    redis-server "$dir/sentinel.conf" --sentinel --logfile "$dir/sentinel.log" >/dev/null 2>&1 &
+    pid=$!
+    printf -v "${name}_S${j}_PID" %s "$pid"
+    for i in $(seq 200); do
+      [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
+      sleep 0.05
+    done
+    seeds+="${seeds:+,}127.0.0.1:$port"
+    [ "$j" = 1 ] && printf -v "${name}_SPORT" %s "$port"
+  done
+  local sp=${name}_SPORT
+  for i in $(seq 400); do # the sentinels see the replica and each other (20 s)
+    local info
+    info=$(redis-cli -p "${!sp}" SENTINEL master "$master" 2>/dev/null | tr '\n' ' ')
+    [[ $info =~ num-slaves\ 1\ .*num-other-sentinels\ 2 ]] && break
+    sleep 0.05
+  done
+  printf -v "${name}_URI" %s "redis-sentinel://$seeds/$master"
+}
+
+# sentinel_master_port SENTINELPORT MASTERNAME: the master's port it names.
+sentinel_master_port() {
+  redis-cli -p "$1" SENTINEL get-master-addr-by-name "$2" 2>/dev/null | sed -n 2p
+}
+
+# cluster_start NAME: 3 masters and 3 replicas (NAME_1..NAME_6), joined by
+# redis-cli --cluster create and awaited until all say cluster_state:ok.
+# Sets NAME_URI (redis-cluster://<the six>), stopped by redis_stop_all.
+cluster_start() {
+  local name=$1 j i p ports=() seeds=
+  for j in 1 2 3 4 5 6; do
+    redis_start "${name}_$j" --cluster-enabled yes --cluster-node-timeout 1000 || return 1
+    p=${name}_${j}_PORT
+    ports+=("127.0.0.1:${!p}")
+    seeds+="${seeds:+,}127.0.0.1:${!p}"
+  done
+  redis-cli --cluster create "${ports[@]}" --cluster-replicas 1 --cluster-yes >/dev/null 2>&1 ||
+    return 1
+  for i in $(seq 600); do # 30 s
+    local ok=1
+    for j in 1 2 3 4 5 6; do
+      p=${name}_${j}_PORT
+      redis-cli -p "${!p}" CLUSTER INFO 2>/dev/null | grep -q "cluster_state:ok" || ok=0
+    done
+    [ "$ok" = 1 ] && break
+    sleep 0.05
+  done
+  printf -v "${name}_URI" %s "redis-cluster://$seeds"
 }

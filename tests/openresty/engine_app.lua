@@ -12,6 +12,10 @@
 --   /e/redlock?lock=&expect=     acquire + release over 3 nodes; how many
 --                                nodes had the key while held
 --   /e/selftest                  acquire/extend/release results in a request
+--   /e/sentinel?lock=            acquire + release through redis-sentinel://;
+--                                which master had the key while held
+--   /e/cluster?n=                n locks through redis-cluster://: each held
+--                                on exactly one master (its slot's)
 -- Clients: one per worker each (made in init_worker): `main` on REDIS_PORT,
 -- `fast` with a 1.5 s watchdog (renewals every 0.5 s), `red` over REDIS_PORT,
 -- REDIS_PORT2, REDIS_PORT3 (Redlock).
@@ -21,7 +25,7 @@ local redlockc = require "resty.redlockc"
 local _M = {}
 local PORTS = { tonumber(os.getenv("REDIS_PORT")), tonumber(os.getenv("REDIS_PORT2")),
                 tonumber(os.getenv("REDIS_PORT3")) }
-local main, fast, red
+local main, fast, red, sen, clu
 
 function _M.init_worker()
   local uri = "redis://127.0.0.1:" .. PORTS[1]
@@ -32,11 +36,18 @@ function _M.init_worker()
                                    "redis://127.0.0.1:" .. PORTS[3] },
                                  { node_timeout_ms = 200, io_timeout_ms = 300 }))
   end
+
+  local sentinel_uri = os.getenv("SENTINEL_URI")
+  if sentinel_uri and sentinel_uri ~= "" then
+    sen = assert(redlockc.client(sentinel_uri, { io_timeout_ms = 500, connect_timeout_ms = 500 }))
+  end
+  local cluster_uri = os.getenv("CLUSTER_URI")
+  if cluster_uri and cluster_uri ~= "" then clu = assert(redlockc.client(cluster_uri)) end
 end
 
 function _M.main() return main end
 
--- One Redis command over a cosocket to node i (default 1).
+-- One Redis command over a cosocket to node i (default 1), or to a port.
 local function redis(i, ...)
   local args = { ... }
   local req = { "*", #args, "\r\n" }
@@ -46,7 +57,7 @@ local function redis(i, ...)
   end
   local sock = ngx.socket.tcp()
   sock:settimeout(3000)
-  assert(sock:connect("127.0.0.1", PORTS[i]))
+  assert(sock:connect("127.0.0.1", PORTS[i] or i))
   assert(sock:send(table.concat(req)))
   local line = assert(sock:receive("*l"))
   local kind, rest = line:sub(1, 1), line:sub(2)
@@ -158,6 +169,52 @@ function _M.redlock()
   local rok, rerr, rcode = lock:release()
   ngx.say("acquired nodes_with_key=", have, " token=", tostring(token), " release=",
           tostring(rok or redlockc.errname(rcode)), rok and "" or (" " .. tostring(rerr)))
+end
+
+function _M.sentinel()
+  if not sen then return ngx.say("no sentinel group") end
+  local name = arg("lock", "or:e:sen")
+  local lock = assert(sen:lock(name))
+  local ok, err, code = lock:acquire{ wait_ms = 2000 }
+  if not ok then
+    ngx.status = 503
+    return ngx.say("acquire: ", err, " (", tostring(redlockc.errname(code)), ")")
+  end
+  local on = {}
+  for port in (os.getenv("SENTINEL_DATA") or ""):gmatch("%d+") do
+    -- the key is replicated: the master is the one that counts
+    local okq, n = pcall(redis, tonumber(port), "EXISTS", name)
+    local okr, info = pcall(redis, tonumber(port), "INFO", "replication")
+    if okq and n == 1 and okr and info:find("role:master", 1, true) then on[#on + 1] = port end
+  end
+  local rok, rerr, rcode = lock:release()
+  ngx.say("acquired on=", table.concat(on, ","), " release=",
+          tostring(rok or redlockc.errname(rcode)), rok and "" or (" " .. tostring(rerr)))
+end
+
+function _M.cluster()
+  if not clu then return ngx.say("no cluster") end
+  local ports = {}
+  for port in (os.getenv("CLUSTER_URI") or ""):gmatch(":(%d+)") do ports[#ports + 1] = tonumber(port) end
+  local n, good, used, nused = tonumber(arg("n", "30")), 0, {}, 0
+  for i = 1, n do
+    local name = "or:cl:" .. i
+    local lock = assert(clu:lock(name))
+    local ok, err = lock:acquire{ wait_ms = 5000 }
+    if not ok then return ngx.say("acquire ", name, ": ", err) end
+    local on = {}
+    for _, port in ipairs(ports) do
+      local okq, v = pcall(redis, port, "EXISTS", name)
+      local okr, info = pcall(redis, port, "INFO", "replication")
+      if okq and v == 1 and okr and info:find("role:master", 1, true) then on[#on + 1] = port end
+    end
+    if #on == 1 then
+      good = good + 1
+      if not used[on[1]] then used[on[1]], nused = true, nused + 1 end
+    end
+    lock:release()
+  end
+  ngx.say(good, " ok, masters used ", nused)
 end
 
 -- Results of the engine-driven calls in a request; one FAIL line per

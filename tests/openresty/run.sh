@@ -93,6 +93,8 @@ trap "exit 143" TERM # so that the EXIT trap runs on these too
 redis_start REDIS || { echo "FAIL - redis-server did not start"; exit 1; }
 redis_start REDIS2 || { echo "FAIL - redis-server did not start"; exit 1; }
 redis_start REDIS3 || { echo "FAIL - redis-server did not start"; exit 1; }
+sentinel_group_start SEN rlcor || { echo "FAIL - the sentinel group did not start"; exit 1; }
+cluster_start CL || { echo "FAIL - the cluster did not start"; exit 1; }
 
 # As root, nginx would switch its worker to "nobody", who may not read the
 # work tree: keep the worker as whoever runs the test.
@@ -107,7 +109,10 @@ start_nginx() {
   sed -e "s|@PREFIX@|$pfx|g" -e "s|@PORT@|$port|g" -e "s|@SRC@|$TOP|g" \
     -e "s|@LIB@|$LIB|g" -e "s|@REDIS_PORT@|$REDIS_PORT|g" -e "s|@USER@|$user|g" \
     -e "s|@REDIS_PORT2@|$REDIS2_PORT|g" -e "s|@REDIS_PORT3@|$REDIS3_PORT|g" \
-    -e "s|@WORKERS@|$workers|g" -e "s|@CERTS@|$work/certs|g" "$template" >"$pfx/nginx.conf"
+    -e "s|@WORKERS@|$workers|g" -e "s|@CERTS@|$work/certs|g" \
+    -e "s|@SENTINEL_URI@|$SEN_URI|g" -e "s|@SENTINEL_DATA@|$SEN_M_PORT,$SEN_R_PORT|g" \
+    -e "s|@CLUSTER_URI@|$CL_URI|g" \
+    "$template" >"$pfx/nginx.conf"
   echo "--- nginx ($workers worker(s)) on 127.0.0.1:$port, prefix $pfx"
   nginx -p "$pfx" -c "$pfx/nginx.conf" -e "$pfx/error.log" &
   printf -v "$var" %s "$!"
@@ -339,6 +344,30 @@ expect_eq "with one node stopped: a quorum of 2" "acquired nodes_with_key=2 rele
   "$(curl -s --max-time 20 "$URL/e/redlock?lock=or:e:red2" | sed 's/ token=[0-9]*//')"
 kill -CONT "$REDIS3_PID"
 STOPPED_PIDS=()
+
+echo "--- Sentinel (redis-sentinel://)"
+sm=$(sentinel_master_port "$SEN_SPORT" rlcor)
+expect_eq "a lock through redis-sentinel:// is written on the master" \
+  "acquired on=$sm release=true" "$(curl -s --max-time 20 "$URL/e/sentinel?lock=or:e:sen1")"
+redis-cli -p "$SEN_SPORT" SENTINEL FAILOVER rlcor >/dev/null
+for i in $(seq 400); do # the new master named and promoted (20 s)
+  nm=$(sentinel_master_port "$SEN_SPORT" rlcor)
+  [ -n "$nm" ] && [ "$nm" != "$sm" ] &&
+    redis-cli -p "$nm" INFO replication | grep -q "role:master" && break
+  sleep 0.05
+done
+seen=
+for i in $(seq 40); do # the driver follows it (each try is bounded by its wait)
+  seen=$(curl -s --max-time 20 "$URL/e/sentinel?lock=or:e:sen2")
+  [ "$seen" = "acquired on=$nm release=true" ] && break
+  sleep 0.1
+done
+expect_eq "after SENTINEL FAILOVER the lock is written on the new master" \
+  "acquired on=$nm release=true" "$seen"
+
+echo "--- Cluster (redis-cluster://)"
+expect_eq "locks on 30 names through redis-cluster://, each on its slot's master only" \
+  "30 ok, masters used 3" "$(curl -s --max-time 60 "$URL/e/cluster?n=30")"
 
 echo "--- two workers contending for one lock"
 DUO_PORT=$(free_port) || { echo "FAIL - no free port"; exit 1; }

@@ -62,14 +62,19 @@ static int spawn(struct redis_server *s)
 {
     char port[16];
     snprintf(port, sizeof port, "%d", s->port);
-    const char *argv[48] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
+    const char *common[] = {"--port", port, "--bind", "127.0.0.1",
                             "--save", "", "--appendonly", "no", "--daemonize", "no",
                             "--dir", s->dir, "--unixsocket", s->socket,
                             "--unixsocketperm", "700", "--logfile", "redis.log",
-                            "--protected-mode", "no"};
-    int n = 0;
-    while (argv[n])
-        n++;
+                            "--protected-mode", "no", NULL};
+    const char *argv[48] = {"redis-server"};
+    int n = 1;
+    if (s->conf[0]) { /* the config file must come first */
+        argv[n++] = s->conf;
+        argv[n++] = "--sentinel";
+    }
+    for (int i = 0; common[i]; i++)
+        argv[n++] = common[i];
     for (int i = 0; s->extra[i] && n < 46; i++)
         argv[n++] = s->extra[i];
     argv[n] = NULL;
@@ -121,6 +126,30 @@ int rs_start(struct redis_server *s, const char *const *extra)
     return -1;
 }
 
+int rs_start_sentinel(struct redis_server *s, const char *conf_text)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "/tmp/rlc-test-XXXXXX");
+    if (!mkdtemp(s->dir))
+        return -1;
+    snprintf(s->socket, sizeof s->socket, "%s/redis.sock", s->dir);
+    snprintf(s->conf, sizeof s->conf, "%s/sentinel.conf", s->dir);
+    FILE *f = fopen(s->conf, "w");
+    if (!f)
+        return -1;
+    fputs(conf_text, f);
+    fclose(f);
+    for (int attempt = 0; attempt < 5; attempt++) {
+        s->port = free_port();
+        if (s->port <= 0)
+            continue;
+        snprintf(s->uri, sizeof s->uri, "127.0.0.1:%d", s->port);
+        if (spawn(s) == 0)
+            return 0;
+    }
+    return -1;
+}
+
 int rs_restart(struct redis_server *s)
 {
     if (s->pid > 0)
@@ -162,6 +191,8 @@ void rs_stop(struct redis_server *s)
     char path[256];
     snprintf(path, sizeof path, "%s/redis.log", s->dir);
     unlink(path);
+    if (s->conf[0])
+        unlink(s->conf);
     unlink(s->socket);
     rmdir(s->dir);
 }

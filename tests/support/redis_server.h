@@ -18,11 +18,17 @@ struct redis_server {
     char socket[160];  /* its unix socket */
     char uri[64];      /* redis://127.0.0.1:<port> */
     const char *extra[16];
+    char conf[192];    /* a sentinel's config file ("" for a plain server) */
 };
 
 /* Starts a server on a free port; extra: NULL-terminated redis-server args
  * (e.g. "--requirepass", "pw", NULL) or NULL. 0 on success. */
 int rs_start(struct redis_server *s, const char *const *extra);
+
+/* Starts a sentinel (redis-server <conf> --sentinel) on a free port, its
+ * config file written from conf_text into its own directory (sentinels
+ * rewrite it). 0 on success. */
+int rs_start_sentinel(struct redis_server *s, const char *conf_text);
 
 /* Starts it again on the same port (after rs_kill). 0 on success. */
 int rs_restart(struct redis_server *s);

@@ -80,6 +80,9 @@ pcall(ffi.cdef, [[
   void rlc_engine_free(rlc_engine *e);
   int rlc_engine_nodes(const rlc_engine *e);
   int rlc_engine_node_address(const rlc_engine *e, int node, const char **host, int *port);
+  int rlc_engine_conns(const rlc_engine *e);
+  int rlc_engine_conn_address(const rlc_engine *e, int conn, const char **host, int *port,
+                              int *tls);
   const char *rlc_engine_uuid(const rlc_engine *e);
   int rlc_engine_want_open(const rlc_engine *e, int conn);
   void rlc_engine_connected(rlc_engine *e, int conn, int64_t now_ms);
@@ -168,6 +171,7 @@ local data_out = ffi_new("const char *[1]")
 local ev = ffi_new("rlc_engine_event")
 local host_out = ffi_new("const char *[1]")
 local port_out = ffi_new("int[1]")
+local tls_out = ffi_new("int[1]")
 
 -- ---- the per-request record ------------------------------------------------------
 
@@ -240,10 +244,7 @@ local function with_detail(c, msg)
   for k = 0, c.nconns - 1 do
     local err = c.conns[k].last_err
     if err then
-      local node = floor(k / 2)
-      local where = c.node_port[node] == 0 and c.node_host[node]
-                    or c.node_host[node] .. ":" .. c.node_port[node]
-      local line = where .. ": " .. err
+      local line = (c.conns[k].where or "?") .. ": " .. err
       if not seen[line] and not msg:find(line, 1, true) then
         seen[line] = true
         parts[#parts + 1] = line
@@ -381,7 +382,7 @@ end
 
 -- TLS on a connected cosocket of a rediss:// node: true, or nil and
 -- "TLS handshake failed: <nginx's reason>".
-function handshake(c, sock, node)
+function handshake(c, sock, host)
   local t = c.tls
   if t.cert then
     if not sock.setclientcert then
@@ -391,7 +392,7 @@ function handshake(c, sock, node)
     local ok, err = sock:setclientcert(t.cert, t.key)
     if not ok then return nil, "TLS handshake failed: client certificate: " .. tostring(err) end
   end
-  local ok, err = sock:sslhandshake(false, t.server_name or c.node_host[node], t.verify)
+  local ok, err = sock:sslhandshake(false, t.server_name or host, t.verify)
   if not ok then
     local hint = ""
     if t.verify and tostring(err):find("verify", 1, true) then
@@ -409,21 +410,27 @@ end
 -- every idle connection); the pump ends the thread with ngx.thread.kill.
 local function connection(c, k, gen)
   local cn = c.conns[k]
-  local node = floor(k / 2)
+  -- Asked at each connect: a sentinel node's master moves.
+  if lib.rlc_engine_conn_address(c.e, k, host_out, port_out, tls_out) ~= OK then
+    conn_down(c, k, gen, "no address yet")
+    return
+  end
+  local host, port, secure = ffi_string(host_out[0]), tonumber(port_out[0]), tls_out[0] == 1
+  cn.where = port == 0 and host or host .. ":" .. port
   local sock = ngx.socket.tcp()
   sock:settimeouts(c.connect_timeout_ms, c.send_timeout_ms, READ_TIMEOUT_MS)
   local ok, err
-  if c.node_port[node] == 0 then
-    ok, err = sock:connect("unix:" .. c.node_host[node])
+  if port == 0 then
+    ok, err = sock:connect("unix:" .. host)
   else
-    ok, err = sock:connect(c.node_host[node], c.node_port[node])
+    ok, err = sock:connect(host, port)
   end
   if cn.gen ~= gen or not c.e then
     sock:close()
     return
   end
-  if ok and c.node_tls[node] then
-    ok, err = handshake(c, sock, node)
+  if ok and secure then
+    ok, err = handshake(c, sock, host)
     if cn.gen ~= gen or not c.e then
       sock:close()
       return
@@ -464,7 +471,7 @@ local function connection(c, k, gen)
       sock:close()
       -- TLS 1.3: a server that wanted a client certificate says so after
       -- the handshake, and the read ends
-      if c.node_tls[node] then cn.last_err = "TLS connection failed: " .. tostring(rerr) end
+      if secure then cn.last_err = "TLS connection failed: " .. tostring(rerr) end
       conn_down(c, k, gen, rerr)
       return
     end
@@ -1062,7 +1069,7 @@ function _M.client(nodes, opts)
   local e = out[0]
   local n = lib.rlc_engine_nodes(e)
   local c = setmetatable({
-    e = e, nodes = nodes, options = options, uuid_str = uuid, nconns = 2 * n,
+    e = e, nodes = nodes, options = options, uuid_str = uuid, nconns = lib.rlc_engine_conns(e),
     conns = {}, ops = {}, lost = {}, reap = {}, node_host = {}, node_port = {},
     wake = semaphore.new(0), wake_posted = false, pump_running = false, pump_deadline = -1,
     need_open = false, closing = false, last_now = now_ms(),
@@ -1097,7 +1104,7 @@ function _M.client(nodes, opts)
       end
     end
   end
-  for k = 0, 2 * n - 1 do
+  for k = 0, c.nconns - 1 do
     c.conns[k] = { state = CLOSED, gen = 0, writing = false, wsem = semaphore.new(0),
                    fails = 0, next_try = 0 }
   end

@@ -33,6 +33,8 @@ const lib = koffi.load(ensureBuilt());
 const efn = {
   engineNew: lib.func('void *rlcn_engine_new(const char *nodes, const char *uuid, const char *options, void *res)'),
   address: lib.func('int rlcn_engine_node_address(void *e, int node, void *res)'),
+  connAddress: lib.func('int rlcn_engine_conn_address(void *e, int conn, void *res)'),
+  conns: lib.func('int rlc_engine_conns(void *e)'),
   nodeTls: lib.func('int rlc_engine_node_tls(void *e, int node)'),
   option: lib.func('const char *rlc_engine_option(void *e, const char *name)'),
   take: lib.func('size_t rlcn_engine_take(void *e, int conn, uint8_t *buf, size_t cap)'),
@@ -181,9 +183,12 @@ class EngineDriver {
       this.e = null;
       throw err;
     }
-    this.conns = new Array(2 * n).fill(null);
-    this.everUp = new Array(2 * n).fill(false);
-    this.lastError = new Array(2 * n).fill(null);
+    // 2 per node, then a sentinel node's discovery connection (redlockc.h)
+    const nConns = efn.conns(this.e);
+    this.conns = new Array(nConns).fill(null);
+    this.everUp = new Array(nConns).fill(false);
+    this.lastError = new Array(nConns).fill(null);
+    this.connLabel = new Array(nConns).fill(null); // where each went last
     this.ops = new Map();      // op id -> {resolve, kind, started}
     this.timer = null;
     this.timerAt = -1;
@@ -265,8 +270,18 @@ class EngineDriver {
     const e = this.e;
     for (let k = 0; k < this.conns.length; k++) {
       const c = this.conns[k];
+      const want = efn.wantOpen(e, k);
       if (!c) {
-        if (efn.wantOpen(e, k)) this.open(k);
+        if (want === 1) this.open(k);
+        else if (want === -1) efn.closed(e, k, nowMs()); // given up while closed: acknowledged
+      } else if (want === -1) {
+        // The engine gave it up (a stalled server, bytes not RESP, a sentinel
+        // node's master moved): close it, and say so, so it may reopen.
+        c.gone = true;
+        this.conns[k] = null;
+        c.socket.destroy();
+        efn.closed(e, k, nowMs());
+        this.again = true;
       } else if (c.up) {
         for (let n = OUT_CAP; n === OUT_CAP;) {
           n = Number(efn.take(e, k, outBuf, OUT_CAP));
@@ -300,11 +315,8 @@ class EngineDriver {
   // What the sockets saw last ("127.0.0.1:6379: connect ECONNREFUSED ..."),
   // for a connection error whose engine message does not say it.
   errorDetail() {
-    const seen = this.lastError.map((err, k) => {
-      if (!err) return null;
-      const a = this.addresses[k >> 1];
-      return `${a.port ? `${a.host}:${a.port}` : a.host}: ${err.message}`;
-    }).filter(Boolean);
+    const seen = this.lastError.map((err, k) => (err ? `${this.where(k)}: ${err.message}` : null))
+      .filter(Boolean);
     return [...new Set(seen)].join('; ');
   }
 
@@ -330,7 +342,13 @@ class EngineDriver {
   // ---- connections ----------------------------------------------------------
 
   open(k) {
-    const { host, port, tls: secure } = this.addresses[k >> 1];
+    // Asked at each connect: a sentinel node's master moves.
+    const tlsFlag = efn.connAddress(this.e, k, res);
+    if (tlsFlag < 0) return; // its master is not known yet: not wanted
+    const host = resMsg();
+    const port = Number(res.readBigInt64LE(8));
+    const secure = tlsFlag === 1;
+    this.connLabel[k] = port ? `${host}:${port}` : host;
     let socket;
     if (port === 0) socket = net.createConnection({ path: host });
     else if (secure) socket = tls.connect({ host, port, ...this.tlsSettings });
@@ -392,7 +410,8 @@ class EngineDriver {
   }
 
   where(k) {
-    const a = this.addresses[k >> 1];
+    if (this.connLabel[k]) return this.connLabel[k];
+    const a = this.addresses[k >> 1] || this.addresses[0];
     return a.port ? `${a.host}:${a.port}` : a.host;
   }
 

@@ -45,6 +45,23 @@ API int rlcn_engine_node_address(rlc_engine *e, int node, struct rlcn_record *re
     return res->rc;
 }
 
+/* Where connection conn goes now: host into res->msg, port into res->value;
+ * returns 1 for TLS, 0 for plain, -1 when it has no address yet (a sentinel
+ * node's master is not known) or there is no such conn (res->rc says). */
+API int rlcn_engine_conn_address(rlc_engine *e, int conn, struct rlcn_record *res)
+{
+    const char *host = NULL;
+    int port = 0, tls = 0;
+    res->rc = rlc_engine_conn_address(e, conn, &host, &port, &tls);
+    res->value = port;
+    if (res->rc != RLC_OK) {
+        set_msg(res, res->rc);
+        return -1;
+    }
+    snprintf(res->msg, sizeof res->msg, "%s", host);
+    return tls;
+}
+
 /* Copies up to cap of the bytes waiting for conn into buf and tells the
  * engine they went out; returns how many. */
 API size_t rlcn_engine_take(rlc_engine *e, int conn, unsigned char *buf, size_t cap)

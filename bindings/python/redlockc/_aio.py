@@ -109,13 +109,15 @@ def _describe(e, secure, handshake):
 class _Conn(asyncio.Protocol):
     """One connection of the engine (2*node: commands, 2*node+1: subscriber)."""
 
-    __slots__ = ("driver", "k", "transport", "task")
+    __slots__ = ("driver", "k", "transport", "task", "label", "secure")
 
     def __init__(self, driver, k):
         self.driver = driver
         self.k = k
         self.transport = None
         self.task = None  # the connect (and TLS handshake) in flight
+        self.label = ""  # "host:port" it went to, for messages
+        self.secure = False
 
     def connection_made(self, transport):
         self.transport = transport
@@ -238,9 +240,8 @@ class Driver:
         """message and what the sockets saw last ("127.0.0.1:6380: TLS handshake
         failed: ..."), for a connection error."""
         seen = []
-        for k, err in sorted(self.last_error.items()):
-            host, port = self.addresses[k // 2]
-            line = f"{host}:{port}: {err}" if port else f"{host}: {err}"
+        for k, (label, err) in sorted(self.last_error.items()):
+            line = f"{label}: {err}"
             if line not in seen and line not in message:
                 seen.append(line)
         if not seen:
@@ -292,8 +293,14 @@ class Driver:
             self.apply(_flush(self.engine))
 
     async def _connect(self, c):
-        host, port = self.addresses[c.k // 2]
-        secure = self.tls[c.k // 2]
+        try:
+            # Asked at each connect: a sentinel node's master moves.
+            host, port, secure = _core.rlcpy_engine_conn_address(self.engine, c.k)
+        except Exception:  # its master became unknown since: wanted no more
+            if self.conns.get(c.k) is c:
+                del self.conns[c.k]
+            return
+        c.label, c.secure = (f"{host}:{port}" if port else host), secure
         try:
             if port == 0:
                 coro = self.loop.create_unix_connection(lambda: c, host)
@@ -309,7 +316,7 @@ class Driver:
         except Exception as e:  # OSError, TimeoutError, a bad address, ssl.SSLError...
             if self.conns.get(c.k) is not c or self.engine is None:
                 return
-            self.last_error[c.k] = _describe(e, secure, handshake=True)
+            self.last_error[c.k] = (c.label, _describe(e, secure, handshake=True))
             del self.conns[c.k]
             failures = self.retry.get(c.k, (0, 0))[1] + 1
             delay = min(_RETRY_CAP_S, _RETRY_FIRST_S * 2 ** (failures - 1))
@@ -335,7 +342,7 @@ class Driver:
         if exc is not None:
             # TLS 1.3: a server that wants a client certificate says so after
             # the handshake, on the first read
-            self.last_error[c.k] = _describe(exc, self.tls[c.k // 2], handshake=False)
+            self.last_error[c.k] = (c.label, _describe(exc, c.secure, handshake=False))
         if self.engine is not None:
             _core.rlcpy_engine_closed(self.engine, c.k, self.now())
             self.apply(_flush(self.engine))

@@ -25,6 +25,9 @@ _OTHER_OPTIONS = ("drift_factor", "pool_size", "key_prefix")
 # paths (str or os.PathLike), a name, and tls_verify (bool).
 _TLS_TEXT_OPTIONS = ("tls_ca_file", "tls_ca_dir", "tls_cert_file", "tls_key_file",
                      "tls_server_name")
+# AUTH to the sentinels of redis-sentinel:// nodes (the URI's credentials are
+# the data nodes').
+_SENTINEL_TEXT_OPTIONS = ("sentinel_user", "sentinel_password")
 
 
 def _node_list(nodes):
@@ -43,6 +46,19 @@ def _node_list(nodes):
     for uri in uris:
         _units.text(uri, "node URI")
     return ",".join(uris)
+
+
+def _split_nodes(uris):
+    """The comma-separated text -> one URI per node: a piece without a scheme
+    continues the one before it (a cluster's seeds, a sentinel list, a
+    password holding a comma)."""
+    out = []
+    for piece in uris.split(","):
+        if out and "://" not in piece:
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    return tuple(out)
 
 
 def _option_text(name, value):
@@ -71,8 +87,8 @@ def _option_text(name, value):
             raise invalid("key_prefix must not contain ';' or NUL characters")
         _units.text(value or "-", "key_prefix")  # UTF-8 check; "" is allowed
         return name, value
-    if name in _TLS_TEXT_OPTIONS:
-        if name != "tls_server_name":
+    if name in _TLS_TEXT_OPTIONS or name in _SENTINEL_TEXT_OPTIONS:
+        if name in _TLS_TEXT_OPTIONS and name != "tls_server_name":
             value = os.fspath(value) if isinstance(value, os.PathLike) else value
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a str, not {type(value).__name__}")
@@ -85,7 +101,7 @@ def _option_text(name, value):
             raise TypeError(f"tls_verify must be True or False, not {value!r}")
         return name, "1" if value else "0"
     known = ", ".join(sorted([*_TIME_OPTIONS, *_OTHER_OPTIONS, *_TLS_TEXT_OPTIONS,
-                              "tls_verify"])) + \
+                              *_SENTINEL_TEXT_OPTIONS, "tls_verify"])) + \
         " (or the C names in ms: " + ", ".join(sorted(_TIME_OPTIONS.values())) + ")"
     raise TypeError(f"Client() got an unexpected keyword argument {name!r} (options: {known})")
 
@@ -141,8 +157,10 @@ class Client(FamilyClientMixin):
 
     ``Client(nodes, **options)``
 
-    nodes: ``"redis://[[user]:password@]host[:port][/db]"`` or
-    ``"unix://[[user]:password@]/path.sock[?db=N]"``, or an iterable of them
+    nodes: ``"redis://[[user]:password@]host[:port][/db]"``,
+    ``"unix://[[user]:password@]/path.sock[?db=N]"`` or
+    ``"redis-sentinel://[[user]:password@]host:port[,host:port...]/master[/db]"``
+    (the master that the listed sentinels name), or an iterable of them
     (a list, a tuple...; or one string of comma-separated URIs, as in
     ``REDLOCKC_NODES``).
     One node gives Redisson-compatible single-instance locks; N >= 2
@@ -159,6 +177,8 @@ class Client(FamilyClientMixin):
     - ``drift_factor``: clock drift allowance, a fraction of the lease (0.01)
     - ``pool_size``: pipelined connections per node, shared by all threads (1)
     - ``key_prefix``: prepended to every lock name (``""``)
+    - ``sentinel_user``, ``sentinel_password``: AUTH to the sentinels of
+      redis-sentinel:// nodes (the URI's password is the data nodes')
 
     The C library's names of the time options (``watchdog_timeout_ms=10000``...)
     are accepted too, in whole milliseconds.
@@ -186,7 +206,7 @@ class Client(FamilyClientMixin):
         except InvalidArgument as e:
             raise _in_seconds(e, options) from None
         self._uuid = _core.rlc_client_uuid(self._ptr)
-        self._nodes = tuple(uris.split(","))
+        self._nodes = _split_nodes(uris)
         # The library's log lines go to the "redlockc" logger (silent until
         # logging is configured); the dispatcher lives until the client is freed.
         log_dispatch = _metrics.LogDispatch(self._uuid)

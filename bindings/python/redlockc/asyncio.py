@@ -34,7 +34,7 @@ import weakref
 
 from . import redlockc_core as _core
 from . import _aio, _units
-from ._client import _in_seconds, _node_list, _options, _shown
+from ._client import _in_seconds, _node_list, _options, _shown, _split_nodes
 from ._errors import (AuthenticationError, ClosedError, ConnectionError, Error,  # noqa: F401
                       InvalidArgument, LockLostError, NoQuorumError, NotAcquiredError,
                       NotOwnerError, OutOfMemoryError, ProtocolError, ServerError,
@@ -102,7 +102,7 @@ class Client:
             raise _in_seconds(e, options) from None
         # Weakly: the driver outlives the client in its finalizer.
         self._driver.on_lost = weakref.WeakMethod(self._lost)
-        self._nodes = tuple(uris.split(","))
+        self._nodes = _split_nodes(uris)
         self._loop = None
         self._closed = False
         self._next_owner = _AUTO_OWNER_BASE

@@ -34,6 +34,7 @@
 #include "quorum.h"
 #include "resolve.h"
 #include "scripts.h"
+#include "sentinel_watch.h"
 #include "tracking.h"
 #include "watchdog.h"
 #include "family.h"
@@ -67,6 +68,7 @@ static void destroy(rlc_client *c)
     free(c->clusters);
     pubsub_free(c->pubsub);
     tracking_free(c->tracking);
+    sentinel_watch_free(c->sentinel_watch);
     client_drop_lost_queue(c);
     metrics_free(c->metrics);
     if (c->wake_fd >= 0)
@@ -105,14 +107,17 @@ static void *thread_main(void *arg)
                 next = soon;
         }
         metrics_flush_log(c);
-        struct pollfd pfd[1 + 3 * RLC_MAX_NODES];
+        struct pollfd pfd[1 + 4 * RLC_MAX_NODES];
         pfd[0] = (struct pollfd){c->wake_fd, POLLIN, 0};
         int np = pubsub_prepare(c->pubsub, pfd + 1, RLC_MAX_NODES, &next);
         int nt = tracking_prepare(c->tracking, pfd + 1 + np, 2 * RLC_MAX_NODES, &next);
+        int ns = sentinel_watch_prepare(c->sentinel_watch, pfd + 1 + np + nt, RLC_MAX_NODES,
+                                        &next);
         if (atomic_load(&c->stopping))
             break;
         int64_t now = rlc_now_ns();
-        poll(pfd, (nfds_t)(np + nt) + 1, next >= RLC_FOREVER_NS ? -1 : rlc_poll_ms_until(next, now));
+        poll(pfd, (nfds_t)(np + nt + ns) + 1,
+             next >= RLC_FOREVER_NS ? -1 : rlc_poll_ms_until(next, now));
         if (pfd[0].revents) {
             uint64_t v;
             while (read(c->wake_fd, &v, sizeof v) < 0 && errno == EINTR)
@@ -120,6 +125,7 @@ static void *thread_main(void *arg)
         }
         pubsub_service(c->pubsub, pfd + 1, np);
         tracking_service(c->tracking, pfd + 1 + np, nt);
+        sentinel_watch_service(c->sentinel_watch, pfd + 1 + np + nt, ns);
     }
     client_unref(c);
     return NULL;
@@ -147,13 +153,6 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
                             "hiredis 0.14, which has no TLS (or reach the server through a "
                             "TLS tunnel such as stunnel: docs/SECURITY.md)",
                             c->nodes[i].label, tls_scheme(&c->nodes[i]));
-    for (int i = 0; i < c->n_nodes; i++)
-        if (c->nodes[i].topology == RLC_TOPO_SENTINEL)
-            return rlc_fail(RLC_E_INVAL,
-                            "node %s is %s: not supported by the blocking API yet",
-                            c->nodes[i].label,
-                            c->nodes[i].topology == RLC_TOPO_CLUSTER ? "redis-cluster://"
-                                                                     : "redis-sentinel://");
     int any_sentinel = 0;
     for (int i = 0; i < c->n_nodes; i++)
         any_sentinel |= c->nodes[i].topology == RLC_TOPO_SENTINEL;
@@ -163,10 +162,21 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
     if (options_any_tls(&c->opts))
         return rlc_fail(RLC_E_INVAL, "tls_* options are given but no node is rediss:// "
                                      "(write rediss://host:port for a TLS node)");
-    for (int i = 0; i < c->n_nodes; i++)
-        if (!c->nodes[i].is_unix && !(c->nodes[i].resolver = resolver_new(c->nodes[i].host,
-                                                                        c->nodes[i].port)))
+    for (int i = 0; i < c->n_nodes; i++) {
+        struct node_addr *n = &c->nodes[i];
+        if (n->topology == RLC_TOPO_SENTINEL) {
+            /* Messages name the master, not whichever sentinel is first. */
+            snprintf(n->label, sizeof n->label, "master '%.100s' (sentinels %s%s)",
+                     n->master_name, n->seeds[0].label, n->n_seeds > 1 ? ",..." : "");
+            n->resolver = resolver_new_sentinel(n, c->opts.sentinel_user,
+                                                c->opts.sentinel_password,
+                                                c->opts.connect_timeout_ms, c->opts.io_timeout_ms);
+        } else if (!n->is_unix) {
+            n->resolver = resolver_new(n->host, n->port);
+        }
+        if (!n->is_unix && !n->resolver)
             return rlc_fail(RLC_E_NOMEM, "out of memory");
+    }
     c->quorum = quorum_of(c->n_nodes);
     c->call_timeout_ms = c->n_nodes == 1 ? c->opts.io_timeout_ms : c->opts.node_timeout_ms;
     int total = c->n_nodes * (int)c->opts.pool_size;
@@ -234,7 +244,10 @@ int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
     c->pubsub = pubsub_new(c);
     c->tracking = tracking_new(c);
     c->metrics = metrics_new(c);
-    if (c->wake_fd < 0 || !c->pubsub || !c->tracking || !c->metrics) {
+    c->sentinel_watch = sentinel_watch_new(c->nodes, c->n_nodes, c->opts.sentinel_user,
+                                           c->opts.sentinel_password,
+                                           c->opts.connect_timeout_ms);
+    if (c->wake_fd < 0 || !c->pubsub || !c->tracking || !c->metrics || !c->sentinel_watch) {
         rc = rlc_fail(RLC_E_NOMEM, "cannot create the client's eventfd or channel table");
         goto fail;
     }

@@ -54,7 +54,7 @@ int conn_queue(struct conn *c, const char *data, size_t len)
     return RLC_OK;
 }
 
-enum handshake_kind { HS_AUTH, HS_SELECT, HS_SCRIPT };
+enum handshake_kind { HS_AUTH, HS_SELECT, HS_SCRIPT, HS_ROLE };
 
 static struct script *const all_scripts[] = {&script_acquire, &script_release, &script_undo,
                                              &script_renew,
@@ -68,7 +68,7 @@ static struct script *const all_scripts[] = {&script_acquire, &script_release, &
 static int queue_handshake(struct conn *c)
 {
     const struct node_addr *n = c->node;
-    struct rlc_cmd *cmds[2 + NSCRIPTS];
+    struct rlc_cmd *cmds[3 + NSCRIPTS];
     int ncmds = 0, rc = RLC_OK;
     c->handshake_left = c->handshake_next = 0;
     if (n->password) {
@@ -83,6 +83,15 @@ static int queue_handshake(struct conn *c)
         size_t lens[2] = {6, (size_t)snprintf(db, sizeof db, "%d", n->db)};
         c->handshake[ncmds] = HS_SELECT;
         cmds[ncmds++] = cmd_format(2, argv, lens);
+    }
+    if (n->topology == RLC_TOPO_SENTINEL) {
+        /* The sentinels' answer may be stale (a failover under way, a
+         * sentinel that missed it): the node itself says whether it is the
+         * master, in the same round trip. */
+        const char *argv[1] = {"ROLE"};
+        size_t lens[1] = {4};
+        c->handshake[ncmds] = HS_ROLE;
+        cmds[ncmds++] = cmd_format(1, argv, lens);
     }
     for (size_t i = 0; c->load_scripts && i < NSCRIPTS; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", all_scripts[i]->source};
@@ -152,6 +161,7 @@ static int connect_any(struct conn *c, const struct resolved *a, int n, char err
         e = connect_addr(c, (const struct sockaddr *)&a[i].sa, a[i].len, a[i].family);
     if (e != 0) {
         snprintf(err, RLC_ERRLEN, "cannot connect to %s: %s", c->node->label, strerror(-e));
+        conn_master_lost(c);
         conn_close(c);
         return RLC_E_CONNECT;
     }
@@ -183,7 +193,7 @@ int conn_start(struct conn *c, char err[RLC_ERRLEN])
         return RLC_OK;
     }
     struct resolved a[RLC_RESOLVED_MAX];
-    int na = resolver_cached(n->resolver, a);
+    int na = resolver_cached(n->resolver, a, &c->addr_gen);
     if (na > 0)
         return connect_any(c, a, na, err);
     if (resolver_wait(n->resolver, &c->fd, &c->resolve_gen) != RLC_OK) {
@@ -201,15 +211,17 @@ int conn_start(struct conn *c, char err[RLC_ERRLEN])
 static int finish_lookup(struct conn *c, char err[RLC_ERRLEN])
 {
     struct resolved a[RLC_RESOLVED_MAX];
-    int na = 0, g = 0;
-    if (!resolver_done(c->node->resolver, c->resolve_gen, a, &na, &g))
+    int na = 0;
+    char why[200];
+    if (!resolver_done(c->node->resolver, c->resolve_gen, a, &na, &c->addr_gen, why, sizeof why))
         return RLC_OK;
     resolver_forget(c->node->resolver, c->fd);
     c->fd = -1;
     c->resolving = false;
     if (na == 0) {
-        snprintf(err, RLC_ERRLEN, "cannot resolve %s: %s", c->node->label,
-                 g ? gai_strerror(g) : "no address");
+        snprintf(err, RLC_ERRLEN, "cannot %s %s: %s",
+                 c->node->topology == RLC_TOPO_SENTINEL ? "find" : "resolve", c->node->label,
+                 why);
         conn_close(c);
         return RLC_E_CONNECT;
     }
@@ -228,6 +240,7 @@ int conn_finish_connect(struct conn *c, char err[RLC_ERRLEN])
         return RLC_OK;
     if (soerr != 0) {
         snprintf(err, RLC_ERRLEN, "cannot connect to %s: %s", c->node->label, strerror(soerr));
+        conn_master_lost(c);
         conn_close(c);
         return RLC_E_CONNECT;
     }
@@ -249,6 +262,7 @@ int conn_flush(struct conn *c, char err[RLC_ERRLEN])
         } else {
             snprintf(err, RLC_ERRLEN, "connection to %s broke: %s", c->node->label,
                      strerror(errno));
+            conn_master_lost(c);
             conn_close(c);
             return RLC_E_CONNECT;
         }
@@ -278,10 +292,17 @@ int conn_read(struct conn *c, char err[RLC_ERRLEN])
         } else {
             snprintf(err, RLC_ERRLEN, "connection to %s %s", c->node->label,
                      n == 0 ? "closed by the server" : strerror(errno));
+            conn_master_lost(c);
             conn_close(c);
             return RLC_E_CONNECT;
         }
     }
+}
+
+static bool role_is_master(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+           r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
 }
 
 int conn_next_reply(struct conn *c, redisReply **reply, char err[RLC_ERRLEN])
@@ -303,6 +324,18 @@ int conn_next_reply(struct conn *c, redisReply **reply, char err[RLC_ERRLEN])
         redisReply *hr = r;
         int kind = c->handshake[c->handshake_next++];
         c->handshake_left--;
+        if (kind == HS_ROLE && !role_is_master(hr)) {
+            snprintf(err, RLC_ERRLEN, "%s: the node the sentinels named is not the master "
+                     "(ROLE: %s); asking them again", c->node->label,
+                     hr->type == REDIS_REPLY_ARRAY && hr->elements > 0 &&
+                             hr->element[0]->type == REDIS_REPLY_STRING
+                         ? hr->element[0]->str
+                         : hr->type == REDIS_REPLY_ERROR ? hr->str : "?");
+            freeReplyObject(hr);
+            conn_master_lost(c);
+            conn_close(c);
+            return RLC_E_CONNECT;
+        }
         /* A refused SCRIPT LOAD is not fatal: EVALSHA will report the real
          * error (or NOSCRIPT, and the call is retried as EVAL). */
         if (hr->type == REDIS_REPLY_ERROR && kind != HS_SCRIPT) {
@@ -339,4 +372,16 @@ void conn_close(struct conn *c)
     c->out = NULL;
     c->out_len = c->out_cap = 0;
     c->handshake_left = c->handshake_next = 0;
+}
+
+void conn_master_lost(struct conn *c)
+{
+    if (c->node->topology == RLC_TOPO_SENTINEL)
+        resolver_invalidate(c->node->resolver);
+}
+
+bool conn_moved(const struct conn *c)
+{
+    return c->node->topology == RLC_TOPO_SENTINEL && c->state != CONN_CLOSED && !c->resolving &&
+           resolver_addr_gen(c->node->resolver) != c->addr_gen;
 }

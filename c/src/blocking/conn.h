@@ -32,6 +32,7 @@ struct conn {
     int64_t connect_started_ns; /* the name lookup, if any, counts as connecting */
     bool resolving;     /* CONNECTING: fd is a resolver pipe, not yet a socket */
     unsigned resolve_gen;
+    unsigned addr_gen;  /* the resolver's address generation this one went to */
 };
 
 void conn_init(struct conn *c, const struct node_addr *node, bool load_scripts);
@@ -69,5 +70,14 @@ int conn_next_reply(struct conn *c, redisReply **reply, char err[RLC_ERRLEN]);
 int conn_peer_closed(struct conn *c);
 
 void conn_close(struct conn *c);
+
+/* A sentinel node's connection found the master gone or demoted: its
+ * address is forgotten, so the next connect asks the sentinels. A no-op for
+ * other nodes. */
+void conn_master_lost(struct conn *c);
+
+/* A sentinel node's open connection to an address the sentinels have since
+ * replaced (a failover): it must be closed before its next use. */
+bool conn_moved(const struct conn *c);
 
 #endif

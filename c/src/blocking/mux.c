@@ -243,6 +243,16 @@ static bool is_noscript(const redisReply *reply)
     return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
+/* A sentinel node's master that was demoted by a failover refuses writes
+ * with READONLY: the command did not run. The connection is given up like a
+ * broken one (the request fails with RLC_E_CONNECT, or a redo waits for the
+ * next connection), and the next connect asks the sentinels. */
+static bool is_demoted(const struct mux *m, const redisReply *reply)
+{
+    return m->conn.node->topology == RLC_TOPO_SENTINEL && reply->type == REDIS_REPLY_ERROR &&
+           strncmp(reply->str, "READONLY", 8) == 0;
+}
+
 /* Hands one reply to the request at the head of the queue. */
 static int dispatch(struct mux *m, redisReply *reply, struct wakeup_fd *me, char err[RLC_ERRLEN])
 {
@@ -251,6 +261,22 @@ static int dispatch(struct mux *m, redisReply *reply, struct wakeup_fd *me, char
         freeReplyObject(reply);
         snprintf(err, RLC_ERRLEN, "%s sent a reply nobody asked for", m->conn.node->label);
         return RLC_E_PROTOCOL;
+    }
+    if (is_demoted(m, reply)) {
+        freeReplyObject(reply);
+        snprintf(err, RLC_ERRLEN, "%s: the master became a replica (READONLY, a failover); "
+                 "asking the sentinels again", m->conn.node->label);
+        conn_master_lost(&m->conn);
+        return RLC_E_CONNECT; /* r is still queued: teardown fails or redoes it */
+    }
+    if (conn_moved(&m->conn)) {
+        /* The sentinels moved the master away from this connection's node.
+         * It may be a replica already, flushed by its resync: a script's
+         * "0, no such hold" from it is not the master's word, and must not
+         * count as a verdict (the watchdog would call a live hold lost). */
+        freeReplyObject(reply);
+        snprintf(err, RLC_ERRLEN, "%s: the master moved (a failover)", m->conn.node->label);
+        return RLC_E_CONNECT;
     }
     m->head = r->next;
     if (!m->head)
@@ -348,8 +374,15 @@ static bool send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
      * KILL, timeout) since its last reply: check before sending, so that the
      * call goes out on a fresh connection instead of failing. Nothing is in
      * flight, so nothing can be lost by reconnecting. One recv(MSG_PEEK). */
-    if (c->state == CONN_READY && !m->head && conn_peer_closed(c))
+    if (c->state == CONN_READY && !m->head && conn_peer_closed(c)) {
+        conn_master_lost(c);
         teardown(m, RLC_E_CONNECT, "connection closed by the server", NULL);
+    }
+    /* A sentinel node's master moved (+switch-master, or another connection
+     * found out): an idle connection to the old one goes. Busy ones finish
+     * what they carry, and fail or see READONLY on the old master. */
+    if (!m->head && conn_moved(c))
+        teardown(m, RLC_E_CONNECT, "the master moved", NULL);
     if (r->waiter && m->head && m->waiting == 0 && now - m->head->sent_ns > m->stale_ns)
         /* Only abandoned requests, and the oldest unanswered for too long:
          * the server is hung or gone without a FIN. Start over. Never for a
@@ -362,9 +395,10 @@ static bool send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
         /* A connect nobody watches (started for a fire-and-forget send) may
          * have failed or timed out meanwhile: never join a dead attempt. */
         struct pollfd p = {c->fd, POLLOUT, 0};
-        if (now - c->connect_started_ns > m->connect_timeout_ns)
+        if (now - c->connect_started_ns > m->connect_timeout_ns) {
+            conn_master_lost(c);
             teardown(m, RLC_E_CONNECT, "connect timed out", NULL);
-        else if (poll(&p, 1, 0) > 0 && conn_finish_connect(c, err) != RLC_OK)
+        } else if (poll(&p, 1, 0) > 0 && conn_finish_connect(c, err) != RLC_OK)
             teardown(m, RLC_E_CONNECT, err, NULL);
     }
 
@@ -750,6 +784,7 @@ static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
                         snprintf(err, sizeof err, "connect to %s timed out after %lld ms",
                                  c->node->label,
                                  (long long)(m->connect_timeout_ns / RLC_NS_PER_MS));
+                        conn_master_lost(c);
                         teardown(m, RLC_E_CONNECT, err, me);
                         next = now;
                     } else {
@@ -815,8 +850,10 @@ bool mux_push_detached(struct mux *m)
         }
         if (rc == RLC_OK && c->state == CONN_CONNECTING) {
             struct pollfd p = {c->fd, POLLOUT, 0};
-            if (now - c->connect_started_ns > m->connect_timeout_ns)
+            if (now - c->connect_started_ns > m->connect_timeout_ns) {
+                conn_master_lost(c);
                 rc = RLC_E_CONNECT, snprintf(err, sizeof err, "connect timed out");
+            }
             else if (c->fd >= 0 && poll(&p, 1, 0) > 0)
                 rc = conn_finish_connect(c, err);
         }

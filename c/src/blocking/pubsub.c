@@ -600,8 +600,11 @@ int pubsub_prepare(struct pubsub *ps, struct pollfd *pfd, int max, int64_t *next
                 continue;
             }
         }
-        if (s->conn.state == CONN_CONNECTING &&
-            now - s->conn.connect_started_ns > connect_ns) {
+        /* A sentinel node's master moved: subscribe on the new one (the
+         * old one, as a replica, would still relay its publishes, but
+         * it may also be gone). Waiters are woken to look again. */
+        if (conn_moved(&s->conn) || (s->conn.state == CONN_CONNECTING &&
+                                     now - s->conn.connect_started_ns > connect_ns)) {
             node_down(ps, i, now);
             continue;
         }

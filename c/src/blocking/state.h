@@ -27,6 +27,7 @@ struct hold;
 struct pubsub;
 struct tracking;
 struct lost_event;
+struct sentinel_watch;
 
 #define RLC_HOLD_BUCKETS 1024
 
@@ -70,6 +71,7 @@ struct rlc_client {
 
     struct pubsub *pubsub;
     struct tracking *tracking;  /* loss pushed at once (tracking.c) */
+    struct sentinel_watch *sentinel_watch; /* +switch-master (sentinel_watch.c) */
     pthread_t thread;           /* watchdog + pub/sub; never runs a callback */
     bool thread_started;
     int wake_fd;                /* eventfd that wakes the thread */

@@ -649,7 +649,10 @@ int tracking_prepare(struct tracking *t, struct pollfd *pfd, int max, int64_t *n
                 continue;
             }
         }
-        if (stuck(&tn->sub, now, connect_ns) || stuck(&tn->rd, now, connect_ns) ||
+        /* A sentinel node's master moved: the old one may be a flushed
+         * replica soon, whose "gone" must not count. Start over there. */
+        if (conn_moved(&tn->sub) || conn_moved(&tn->rd) ||
+            stuck(&tn->sub, now, connect_ns) || stuck(&tn->rd, now, connect_ns) ||
             ((tn->state == T_HELLO || tn->state == T_TRACK) && now - tn->step_since_ns > step_ns)) {
             node_down(t, i, now, NULL);
             continue;
@@ -681,6 +684,8 @@ static int service_conn(struct tracking *t, int i, bool rd, short revents, int64
     struct conn *cn = rd ? &tn->rd : &tn->sub;
     char err[RLC_ERRLEN];
     int rc = RLC_OK;
+    if (conn_moved(cn))
+        return RLC_E_CONNECT; /* its answers are no longer the master's */
     if (cn->state == CONN_CONNECTING)
         rc = conn_finish_connect(cn, err);
     if (rc != RLC_OK || cn->state != CONN_READY)

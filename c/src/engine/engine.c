@@ -198,15 +198,49 @@ int64_t rlc_engine_validity_ms(const rlc_engine *e, const char *name, size_t nam
 
 static bool conn_ok(const rlc_engine *e, int k)
 {
-    return e && k >= 0 && k < 2 * e->n;
+    return e && k >= 0 && k < e->n_conns;
+}
+
+int rlc_engine_conns(const rlc_engine *e)
+{
+    return e ? e->n_conns : 0;
+}
+
+int rlc_engine_conn_address(const rlc_engine *e, int conn, const char **host, int *port,
+                            int *tls)
+{
+    if (!conn_ok(e, conn) || !host || !port)
+        return rlc_fail(RLC_E_INVAL, "no connection %d", conn);
+    const struct conn *c = &e->conns[conn];
+    if (tls)
+        *tls = e->addrs[c->node].tls;
+    if (c->master >= 0) {
+        if (cluster_address(e, c, host, port) != RLC_OK)
+            return rlc_fail(RLC_E_INVAL, "connection %d of cluster %s is not in use", conn,
+                            e->addrs[c->node].label);
+        return RLC_OK;
+    }
+    if (sentinel_address(e, c, host, port) != RLC_OK) {
+        const char *why = sentinel_why(e, c->node);
+        return rlc_fail(RLC_E_CONNECT, "the master of %s is not known yet%s%s",
+                        e->addrs[c->node].label, why ? ": " : "", why ? why : "");
+    }
+    return RLC_OK;
 }
 
 int rlc_engine_want_open(const rlc_engine *e, int conn)
 {
     if (!conn_ok(e, conn))
         return 0;
-    if (conn % 2 == 1 && e->conns[conn].state != C_DROPPED)
-        return sub_wanted(e, conn / 2) ? 1 : 0;
+    const struct conn *c = &e->conns[conn];
+    if (c->disc)
+        return sentinel_want_open(e, c);
+    if (c->master >= 0)
+        return cluster_want_open(e, c);
+    if (c->state == C_DOWN && !sentinel_master_known(e, c->node))
+        return 0;
+    if (c->sub && c->state != C_DROPPED)
+        return sub_wanted(e, c->node) ? 1 : 0;
     return conn_want_open(e, conn);
 }
 
@@ -215,9 +249,15 @@ void rlc_engine_connected(rlc_engine *e, int conn, int64_t now_ms)
     if (!conn_ok(e, conn))
         return;
     advance(e, now_ms);
+    struct conn *c = &e->conns[conn];
+    if (c->disc) {
+        if (c->state != C_UP && c->state != C_DROPPED)
+            sentinel_connected(e, c);
+        return;
+    }
     conn_connected(e, conn, e->now);
-    if (conn % 2 == 1 && e->conns[conn].state == C_UP)
-        sub_on_connected(e, &e->conns[conn]);
+    if (c->sub && c->state == C_UP)
+        sub_on_connected(e, c);
 }
 
 void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
@@ -225,11 +265,27 @@ void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
     if (!conn_ok(e, conn))
         return;
     advance(e, now_ms);
+    struct conn *c = &e->conns[conn];
     char msg[200];
-    snprintf(msg, sizeof msg, "connection to %s lost", e->addrs[conn / 2].label);
+    const char *host;
+    int port;
+    if (c->disc) {
+        conn_closed(e, conn, e->now, RLC_E_CONNECT, "");
+        sentinel_closed(e, c);
+        return;
+    }
+    bool ours = c->state == C_DROPPED; /* the engine let it go: it knows why */
+    if ((c->master >= 0 ? cluster_address(e, c, &host, &port)
+                        : sentinel_address(e, c, &host, &port)) == RLC_OK)
+        snprintf(msg, sizeof msg, "connection to %.100s:%d (%s) lost", host, port,
+                 e->addrs[c->node].label);
+    else
+        snprintf(msg, sizeof msg, "connection to %s lost", e->addrs[c->node].label);
     conn_closed(e, conn, e->now, RLC_E_CONNECT, msg);
-    if (conn % 2 == 1)
-        sub_on_closed(e, &e->conns[conn]);
+    if (c->sub)
+        sub_on_closed(e, c);
+    if (!ours)
+        sentinel_suspect(e, c->node, msg); /* gone or never reached: ask again */
 }
 
 size_t rlc_engine_pending(rlc_engine *e, int conn, const char **data)
@@ -264,8 +320,11 @@ int rlc_engine_received(rlc_engine *e, int conn, const char *data, size_t len, i
     if (!conn_ok(e, conn) || (!data && len))
         return rlc_fail(RLC_E_INVAL, "bad connection number or data");
     advance(e, now_ms);
-    if (conn % 2 == 1)
-        return sub_received(e, &e->conns[conn], data, len, e->now);
+    struct conn *c = &e->conns[conn];
+    if (c->disc)
+        return sentinel_received(e, c, data, len);
+    if (c->sub)
+        return sub_received(e, c, data, len, e->now);
     return conn_received(e, conn, data, len, e->now);
 }
 
@@ -295,8 +354,8 @@ int rlc_engine_idle(const rlc_engine *e)
 {
     if (!e)
         return 1;
-    for (int k = 0; k < 2 * e->n; k += 2)
-        if (e->conns[k].head || e->conns[k].qhead)
+    for (int k = 0; k < e->n_conns; k++)
+        if (!e->conns[k].sub && !e->conns[k].disc && (e->conns[k].head || e->conns[k].qhead))
             return 0;
     return e->n_ops == 0;
 }
@@ -343,17 +402,12 @@ static int make_hello(rlc_engine *e, int i)
  * password in the clear to a server meant to be reached over TLS. */
 static int check_tls(const rlc_engine *e)
 {
-    /* The engine speaks to fixed addresses: following a cluster's slots or
-     * a sentinel's failovers is not written for it yet. */
+    bool any_sentinel = false;
     for (int i = 0; i < e->n; i++)
-        if (e->addrs[i].topology != RLC_TOPO_STANDALONE)
-            return rlc_fail(RLC_E_INVAL,
-                            "node %s is %s: not supported by the event-loop engine yet (use "
-                            "the blocking API%s)",
-                            e->addrs[i].label,
-                            e->addrs[i].topology == RLC_TOPO_CLUSTER ? "redis-cluster://"
-                                                                     : "redis-sentinel://",
-                            e->addrs[i].tls ? ", without TLS" : "");
+        any_sentinel = any_sentinel || e->addrs[i].topology == RLC_TOPO_SENTINEL;
+    if (!any_sentinel && (e->opts.sentinel_user || e->opts.sentinel_password))
+        return rlc_fail(RLC_E_INVAL, "sentinel_* options are given but no node is "
+                                     "redis-sentinel://");
     for (int i = 0; i < e->n; i++)
         if (e->addrs[i].tls)
             return RLC_OK;

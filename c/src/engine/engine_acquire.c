@@ -58,7 +58,7 @@ static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
                                           h->n_levels ? h->n_levels - 1 : 0);
         for (int i = 0; i < e->n; i++)
             /* it may leave a level of this owner at its lease (E8) */
-            hold_mark_ttl(h, conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true),
+            hold_mark_ttl(h, conn_send(e, i, h->lock, R_RELEASE, NULL, &script_release, cmd, true),
                           h->lease_ms);
         cmd_unref(cmd);
         h->count = 0;
@@ -115,7 +115,7 @@ static void start_floor(rlc_engine *e, struct eng_op *op, int stored, int k, int
     op->round_deadline = now + e->call_timeout_ms;
     for (int i = 0; i < e->n; i++)
         if (op->granted[i] && (uint64_t)op->rep[i].b < op->token)
-            op->reqs[i] = conn_send(e, i, R_FLOOR, op, &script_token_floor, cmd, false);
+            op->reqs[i] = conn_send(e, i, h->lock, R_FLOOR, op, &script_token_floor, cmd, false);
     cmd_unref(cmd);
     timer_set(e, &op->timer, T_OP, op, op->round_deadline);
 }

@@ -43,19 +43,32 @@ static int64_t stall_ms(const rlc_engine *e)
 
 int conn_make_all(rlc_engine *e)
 {
-    e->conns = calloc((size_t)(2 * e->n), sizeof *e->conns);
+    size_t n_disc = 0, n_cluster = 0;
+    for (int i = 0; i < e->n; i++) {
+        n_disc += e->addrs[i].topology == RLC_TOPO_SENTINEL;
+        n_cluster += e->addrs[i].topology == RLC_TOPO_CLUSTER;
+    }
+    /* n <= RLC_MAX_NODES */
+    size_t n_conns = 2 * (size_t)e->n + n_disc + n_cluster * ENG_CLUSTER_CONNS;
+    e->n_conns = (int)n_conns;
+    e->conns = calloc(n_conns, sizeof *e->conns);
     if (!e->conns)
         return -1;
-    for (int k = 0; k < 2 * e->n; k++) {
+    for (int k = 0; k < (int)n_conns; k++) {
         e->conns[k].node = k / 2;
         e->conns[k].sub = k % 2 == 1;
         e->conns[k].timer.at = -1;
+        e->conns[k].master = -1;
     }
-    return 0;
+    if (sentinel_make(e, 2 * e->n) != 0)
+        return -1;
+    return cluster_make(e, 2 * e->n + (int)n_disc);
 }
 
 static void req_free(rlc_engine *e, struct req *r)
 {
+    if (r->kind >= R_MAP)
+        cluster_own_reply(e, NULL, r, NULL); /* no answer will come */
     req_gone(e, r, true);
     cmd_unref(r->cmd);
     free(r);
@@ -84,6 +97,10 @@ void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len)
 
 static void schedule(rlc_engine *e, struct conn *c)
 {
+    if (c->disc) {
+        sentinel_schedule(e, c);
+        return;
+    }
     int64_t at = -1;
     if (c->state == C_UP && c->head)
         at = c->head->sent_at + stall_ms(e);
@@ -123,8 +140,29 @@ static void queue_req(struct conn *c, struct req *r, bool front)
     c->qtail = r;
 }
 
-struct req *conn_send(rlc_engine *e, int node, int kind, struct eng_op *op,
-                      const struct script *s, struct rlc_cmd *cmd, bool redo)
+void conn_put(rlc_engine *e, struct conn *c, struct req *r, bool front)
+{
+    if (c->state == C_UP)
+        write_req(e, c, r);
+    else
+        queue_req(c, r, front);
+    schedule(e, c);
+}
+
+struct req *conn_own_req(rlc_engine *e, int node, int kind, struct rlc_cmd *cmd)
+{
+    struct req *r = calloc(1, sizeof *r);
+    if (!r)
+        abort();
+    r->kind = kind;
+    r->node = node;
+    r->cmd = cmd;
+    e->in_flight++;
+    return r;
+}
+
+struct req *conn_send(rlc_engine *e, int node, const struct eng_lock *l, int kind,
+                      struct eng_op *op, const struct script *s, struct rlc_cmd *cmd, bool redo)
 {
     struct req *r = calloc(1, sizeof *r);
     if (!r)
@@ -132,22 +170,25 @@ struct req *conn_send(rlc_engine *e, int node, int kind, struct eng_op *op,
     r->kind = kind;
     r->node = node;
     r->op = op;
-    r->script = s;
     r->redo = redo;
+    r->slot = l->slot;
+    const struct script *twin = is_cluster(e, node) ? cluster_script(e, node, s) : s;
+    struct rlc_cmd *own = twin != s ? cmd_with_script(cmd, s, twin) : NULL;
+    if (own) {
+        s = twin; /* a sharded cluster's release: the same call, SPUBLISHing */
+        cmd = own;
+    }
+    r->script = s;
     /* A NOSCRIPT answer sends a request again behind what was pipelined
      * after it, so a release or an undo may run after the owner's next
      * acquire or extend and cut that hold's TTL (the simulation found it,
      * seeds 5480 and 20227). That is safe because every request that may set
      * a hold's TTL stays marked until its answer (hold_valid_until), so no
      * validity is counted past what it could leave. */
-    r->cmd = cmd_ref(cmd);
+    r->cmd = own ? own : cmd_ref(cmd);
     e->in_flight++;
-    struct conn *c = conn_at(e, 2 * node);
-    if (c->state == C_UP)
-        write_req(e, c, r);
-    else
-        queue_req(c, r, false);
-    schedule(e, c);
+    struct conn *c = is_cluster(e, node) ? cluster_route(e, node, r->slot) : conn_at(e, 2 * node);
+    conn_put(e, c, r, false);
     return r;
 }
 
@@ -316,7 +357,10 @@ void conn_closed(rlc_engine *e, int k, int64_t now, int why, const char *msg)
         schedule(e, c);
         return;
     }
+    bool was_up = c->state == C_UP;
     end_conn(e, c, why, msg, C_DOWN);
+    if (c->master >= 0)
+        cluster_conn_closed(e, c, was_up);
 }
 
 void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg)
@@ -326,6 +370,10 @@ void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg)
 
 void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
 {
+    if (c->disc) {
+        sentinel_timer(e, c, now);
+        return;
+    }
     if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
@@ -349,6 +397,13 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
     c->head = r->next;
     if (!c->head)
         c->tail = NULL;
+    if (r->kind >= R_MAP) {
+        cluster_own_reply(e, c, r, reply);
+        req_free(e, r);
+        return;
+    }
+    if (c->master >= 0 && r->kind != R_HELLO && cluster_redirected(e, c, r, reply))
+        return; /* MOVED / ASK: r went to another master */
     if (r->kind == R_HELLO) {
         if (reply->type == REDIS_REPLY_ERROR) {
             char msg[300];
@@ -412,6 +467,12 @@ int conn_next(rlc_engine *e, struct conn *c, redisReply **out)
     return reply != NULL;
 }
 
+static bool is_readonly(const rlc_engine *e, const struct conn *c, const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && e->addrs[c->node].topology == RLC_TOPO_SENTINEL &&
+           strncmp(r->str, "READONLY", 8) == 0;
+}
+
 /* A command connection's bytes: each reply goes to its request (in order). */
 int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t now)
 {
@@ -422,6 +483,19 @@ int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t no
     redisReply *reply;
     int got;
     while ((got = conn_next(e, c, &reply)) > 0) {
+        if (is_readonly(e, c, reply)) {
+            /* A sentinel node's master was demoted: what is in flight here
+             * ran nowhere that counts; it is settled as unanswered (an
+             * acquire's round undoes, redo requests go out again) and
+             * the master is asked for again. */
+            char why[200];
+            snprintf(why, sizeof why, "%s answered READONLY (no longer the master)",
+                     e->addrs[c->node].label);
+            freeReplyObject(reply);
+            conn_drop(e, c, RLC_E_CONNECT, why);
+            sentinel_suspect(e, c->node, why);
+            return RLC_OK;
+        }
         on_reply(e, c, reply);
         freeReplyObject(reply);
         if (c->state != C_UP)
@@ -437,7 +511,7 @@ void conn_free_all(rlc_engine *e)
 {
     if (!e->conns)
         return;
-    for (int k = 0; k < 2 * e->n; k++) {
+    for (int k = 0; k < e->n_conns; k++) {
         struct conn *c = &e->conns[k];
         timer_clear(&c->timer);
         for (struct req *r = c->head, *n; r; r = n) {
@@ -454,4 +528,6 @@ void conn_free_all(rlc_engine *e)
     }
     free(e->conns);
     e->conns = NULL;
+    sentinel_free(e);
+    cluster_free_all(e);
 }

@@ -24,6 +24,7 @@
 
 #include "redlockc.h"
 #include "cmd.h"
+#include "cluster_map.h"
 #include "options.h"
 #include "uri.h"
 
@@ -45,7 +46,9 @@ struct timer {
 
 /* ---- connections (engine_conn.c) ---- */
 
-enum req_kind { R_HELLO = 1, R_ACQUIRE, R_UNDO, R_RELEASE, R_RENEW, R_EXTEND, R_FLOOR, R_SYNC };
+enum req_kind { R_HELLO = 1, R_ACQUIRE, R_UNDO, R_RELEASE, R_RENEW, R_EXTEND, R_FLOOR, R_SYNC,
+                /* a cluster node's own (engine_cluster.c): no operation waits */
+                R_MAP, R_PROBE, R_ASKING };
 
 struct req {
     struct req *next;
@@ -59,6 +62,8 @@ struct req {
     bool eval;          /* already sent as EVAL (after NOSCRIPT) */
     int64_t sent_at;    /* when it was written (its connection was up) */
     uint64_t end_at;    /* its connection's `appended` after its bytes */
+    unsigned slot;      /* its lock's hash slot: where a cluster node routes it */
+    int hops;           /* MOVED / ASK followed so far */
 };
 
 enum conn_state { C_DOWN, C_CONNECTING, C_UP, C_DROPPED };
@@ -79,6 +84,22 @@ struct conn {
     struct timer timer;    /* reconnect backoff, stall check */
     int fails;             /* connects in a row that failed */
     bool ever_up;          /* since the last failure */
+    bool disc;             /* a sentinel node's discovery connection (engine_sentinel.c) */
+    int master;            /* a cluster node's: the master's index in its map; else -1 */
+};
+
+/* ---- where a redis-sentinel:// node's master is (engine_sentinel.c) ---- */
+
+struct sentinel {
+    char *host;            /* the master as the sentinels last said; NULL: not known */
+    int port;
+    int conn;              /* the discovery connection's number */
+    int seed;              /* the sentinel it talks to, or tries next */
+    int step;              /* on that connection: AUTH, ask, watch (+switch-master) */
+    int unanswered;        /* sentinels tried in a row without an answer */
+    int64_t backoff_ms;    /* before the next round of them */
+    int64_t asked_at;
+    char why[200];         /* the last discovery failure, for messages */
 };
 
 /* ---- locks and holds (engine_lock.c) ---- */
@@ -137,6 +158,7 @@ struct eng_lock {
     struct timer timer;    /* the holder's lease end or the safety poll */
     int64_t timer_want;
     bool missed_wake;      /* a wake found no sleeper: the next busy try retries */
+    unsigned slot;         /* the hash slot of its key (and of its other names) */
     int own_msgs;          /* unlock messages of our own releases still to come */
     struct eng_lock *cnext; /* in the engine's channel buckets */
 };
@@ -221,7 +243,11 @@ struct rlc_engine {
     struct node_addr *addrs;
     int n, q;
     int64_t call_timeout_ms;  /* io_timeout_ms for one node, node_timeout_ms for N */
-    struct conn *conns;       /* 2n: command, subscriber of node 0, 1, ... */
+    struct conn *conns;       /* 2n: command, subscriber of node 0, 1, ...; then the
+                                 sentinel nodes' discovery connections */
+    int n_conns;
+    struct sentinel *sentinels; /* per node; used by redis-sentinel:// nodes only */
+    struct eng_cluster **clusters; /* per node; non-NULL for redis-cluster:// nodes */
     struct rlc_cmd *hello[RLC_MAX_NODES][2]; /* AUTH, SELECT (each may be NULL) */
     struct eng_lock *buckets[ENG_BUCKETS];
     struct eng_lock *cbuckets[ENG_BUCKETS]; /* the same locks by channel */
@@ -263,9 +289,14 @@ void timer_free_all(rlc_engine *e);
 /* engine_conn.c */
 int conn_make_all(rlc_engine *e);
 void conn_free_all(rlc_engine *e);
-/* Queues cmd for node's command connection; op (may be NULL) gets the reply. */
-struct req *conn_send(rlc_engine *e, int node, int kind, struct eng_op *op,
-                      const struct script *s, struct rlc_cmd *cmd, bool redo);
+/* Queues cmd for node's command connection (a cluster's: the one of l's
+ * slot); op (may be NULL) gets the reply. */
+struct req *conn_send(rlc_engine *e, int node, const struct eng_lock *l, int kind,
+                      struct eng_op *op, const struct script *s, struct rlc_cmd *cmd, bool redo);
+/* r goes (again) on c: written now if c is up, else queued (first or last). */
+void conn_put(rlc_engine *e, struct conn *c, struct req *r, bool front);
+/* A request of no operation (a cluster node's own), for conn_put. */
+struct req *conn_own_req(rlc_engine *e, int node, int kind, struct rlc_cmd *cmd);
 void conn_connected(rlc_engine *e, int k, int64_t now);
 void conn_closed(rlc_engine *e, int k, int64_t now, int why, const char *msg);
 int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t now);
@@ -275,6 +306,50 @@ void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len);
 void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg);
 int conn_feed(rlc_engine *e, struct conn *c, const char *data, size_t len);
 int conn_next(rlc_engine *e, struct conn *c, struct redisReply **out);
+
+/* engine_cluster.c: a redis-cluster:// node is a slot map and, per master,
+ * a command and a subscriber connection (a block of them per node). */
+#define ENG_CLUSTER_CONNS (2 * CMAP_MAX_MASTERS)
+int cluster_make(rlc_engine *e, int first_conn);
+void cluster_free_all(rlc_engine *e);
+bool is_cluster(const rlc_engine *e, int node);
+/* The command connection for a request of `slot` on cluster node `node`
+ * (it asks for the map the first time). */
+struct conn *cluster_route(rlc_engine *e, int node, unsigned slot);
+/* The script to send on node for s (SPUBLISH twins on sharded clusters). */
+const struct script *cluster_script(const rlc_engine *e, int node, const struct script *s);
+/* A reply on a cluster command connection: true when it was a redirection
+ * that took r elsewhere (r is then not the caller's to free). */
+bool cluster_redirected(rlc_engine *e, struct conn *c, struct req *r,
+                        const struct redisReply *reply);
+/* r is a cluster node's own request (R_MAP, R_PROBE, R_ASKING): its reply
+ * (NULL: none will come). */
+void cluster_own_reply(rlc_engine *e, struct conn *c, struct req *r,
+                       const struct redisReply *reply);
+void cluster_conn_closed(rlc_engine *e, struct conn *c, bool was_up);
+int cluster_want_open(const rlc_engine *e, const struct conn *c);
+int cluster_address(const rlc_engine *e, const struct conn *c, const char **host, int *port);
+/* Subscriptions on a cluster: the subscriber connection for a lock, and the
+ * verbs (SSUBSCRIBE / SUNSUBSCRIBE on a sharded cluster). */
+struct conn *cluster_sub_conn(rlc_engine *e, int node, unsigned slot);
+const char *cluster_sub_verb(const rlc_engine *e, int node, bool subscribe);
+void cluster_sub_moved(rlc_engine *e, struct conn *c, const struct redisReply *r);
+
+/* engine_sentinel.c */
+int sentinel_make(rlc_engine *e, int first_conn);
+void sentinel_free(rlc_engine *e);
+bool sentinel_master_known(const rlc_engine *e, int node);
+int sentinel_want_open(const rlc_engine *e, const struct conn *c);
+void sentinel_connected(rlc_engine *e, struct conn *c);
+void sentinel_closed(rlc_engine *e, struct conn *c);
+int sentinel_received(rlc_engine *e, struct conn *c, const char *data, size_t len);
+void sentinel_schedule(rlc_engine *e, struct conn *c);
+void sentinel_timer(rlc_engine *e, struct conn *c, int64_t now);
+/* node's master is wrong (READONLY, its connection gone): ask again. */
+void sentinel_suspect(rlc_engine *e, int node, const char *why);
+/* Where connection c goes now: RLC_OK, or -1 while its master is unknown. */
+int sentinel_address(const rlc_engine *e, const struct conn *c, const char **host, int *port);
+const char *sentinel_why(const rlc_engine *e, int node);
 
 /* engine_sub.c */
 void sub_join(rlc_engine *e, struct eng_op *op);

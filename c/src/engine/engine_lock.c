@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine_int.h"
+#include "slot.h"
 #include "keys.h"
 #include "quorum.h"
 
@@ -92,6 +93,7 @@ struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len)
             key_derived("redisson_lock_token:", l->key, l->key_len, "", &l->token_key_len);
         l->attempts_key = key_derived("redlockc_attempts:", l->key, l->key_len,
                                   "", &l->attempts_key_len);
+        l->slot = slot_of(l->key, l->key_len); /* all four names hash here */
     }
     if (!l->name || !l->key || !l->channel || !l->token_key || !l->attempts_key) {
         lock_free(l);

@@ -53,7 +53,7 @@ static bool take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool r
                                           h->n_levels - 1);
         for (int i = 0; i < e->n; i++)
             /* it may leave a level of this owner at its lease (E8) */
-            hold_mark_ttl(h, conn_send(e, i, R_RELEASE, NULL, &script_release, cmd, true),
+            hold_mark_ttl(h, conn_send(e, i, h->lock, R_RELEASE, NULL, &script_release, cmd, true),
                           h->lease_ms);
         cmd_unref(cmd);
         h->n_levels = 0;

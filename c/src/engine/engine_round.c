@@ -36,8 +36,11 @@ void round_begin(rlc_engine *e, struct eng_op *op, int64_t now)
     round_clear(op);
     op->started = now;
     bool all_up = true;
-    for (int i = 0; i < e->n; i++)
-        all_up = all_up && e->conns[2 * i].state == C_UP;
+    for (int i = 0; i < e->n; i++) {
+        const struct conn *c = is_cluster(e, i) ? cluster_route(e, i, op->hold->lock->slot)
+                                                : &e->conns[2 * i];
+        all_up = all_up && c->state == C_UP;
+    }
     op->round_deadline = now + e->call_timeout_ms + (all_up ? 0 : e->opts.connect_timeout_ms);
 }
 
@@ -46,7 +49,7 @@ void round_send(rlc_engine *e, struct eng_op *op, int kind, const struct script 
 {
     bool redo = kind == R_RELEASE;
     for (int i = 0; i < e->n; i++) {
-        op->reqs[i] = conn_send(e, i, kind, op, s, cmd, redo);
+        op->reqs[i] = conn_send(e, i, op->hold->lock, kind, op, s, cmd, redo);
         /* each of these may set the hold's TTL to op->lease on its node */
         hold_mark_ttl(op->hold, op->reqs[i], op->lease);
     }
@@ -78,7 +81,7 @@ void round_send_sync(rlc_engine *e, struct eng_op *op)
     if (!cmd)
         abort();
     for (int i = 0; i < e->n; i++)
-        op->syncs[i] = conn_send(e, i, R_SYNC, op, NULL, cmd, false);
+        op->syncs[i] = conn_send(e, i, op->hold->lock, R_SYNC, op, NULL, cmd, false);
     cmd_unref(cmd);
     op->round_deadline += e->opts.sync_timeout_ms;
     timer_set(e, &op->timer, T_OP, op, op->round_deadline);
@@ -113,6 +116,15 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
     }
     if (!why)
         why = "no answer in time";
+    char unknown[300];
+    if (failed && !sentinel_master_known(e, node)) {
+        /* No connection was made: say what the sentinels said instead. */
+        const char *s = sentinel_why(e, node);
+        snprintf(unknown, sizeof unknown, "its master is not known (%s)",
+                 s ? s : "no sentinel answered yet");
+        why = unknown;
+        first = RLC_E_CONNECT;
+    }
     if (e->n > 1) {
         snprintf(msg, size, "only %d of %d nodes answered for lock '%.60s' (quorum %d); %s: %s",
                  e->n - failed, e->n, op->hold->lock->name, e->q, e->addrs[node].label, why);
@@ -179,7 +191,7 @@ void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
     for (int i = 0; i < e->n; i++)
         if (which[i])
         {
-            struct req *r = conn_send(e, i, R_UNDO, NULL, &script_undo, cmd, true);
+            struct req *r = conn_send(e, i, l, R_UNDO, NULL, &script_undo, cmd, true);
             /* even a try the engine did not nest may have nested on the
              * server (a level whose release has not run yet): its undo may
              * put back an earlier PTTL */

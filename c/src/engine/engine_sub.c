@@ -46,10 +46,15 @@ static void send_sub(rlc_engine *e, struct conn *c, const char *verb, const stru
     cmd_unref(cmd);
 }
 
-static void each_node_sub(rlc_engine *e, const char *verb, struct eng_lock *l)
+/* On every node's subscriber (a cluster's: the one of the lock's slot's
+ * master, with the sharded verbs there). */
+static void each_node_sub(rlc_engine *e, bool subscribe, struct eng_lock *l)
 {
     for (int i = 0; i < e->n; i++) {
-        struct conn *c = &e->conns[2 * i + 1];
+        bool cl = is_cluster(e, i);
+        struct conn *c = cl ? cluster_sub_conn(e, i, l->slot) : &e->conns[2 * i + 1];
+        const char *verb = cl ? cluster_sub_verb(e, i, subscribe)
+                              : subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE";
         if (c->state == C_UP)
             send_sub(e, c, verb, l);
     }
@@ -80,7 +85,7 @@ void sub_join(rlc_engine *e, struct eng_op *op)
         l->subscribed = true;
         l->confirms = 0;
         e->n_subscribed++;
-        each_node_sub(e, "SUBSCRIBE", l);
+        each_node_sub(e, true, l);
     }
 }
 
@@ -105,7 +110,7 @@ void sub_leave(rlc_engine *e, struct eng_op *op)
         l->missed_wake = false;
         l->own_msgs = 0;
         e->n_subscribed--;
-        each_node_sub(e, "UNSUBSCRIBE", l);
+        each_node_sub(e, false, l);
         timer_clear(&l->timer);
         l->timer_want = -1;
     } else if (op->woken) {
@@ -174,8 +179,13 @@ static void for_each_lock(rlc_engine *e, void (*fn)(rlc_engine *, struct eng_loc
 
 static void resubscribe(rlc_engine *e, struct eng_lock *l, void *arg)
 {
-    if (l->subscribed)
-        send_sub(e, arg, "SUBSCRIBE", l);
+    struct conn *c = arg;
+    if (!l->subscribed)
+        return;
+    if (c->master < 0)
+        send_sub(e, c, "SUBSCRIBE", l);
+    else if (cluster_sub_conn(e, c->node, l->slot) == c)
+        send_sub(e, c, cluster_sub_verb(e, c->node, true), l); /* its slot's master */
 }
 
 void sub_on_connected(rlc_engine *e, struct conn *c)
@@ -222,6 +232,10 @@ static void refuse(rlc_engine *e, struct eng_lock *l, void *arg)
 static void on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t now)
 {
     if (r->type == REDIS_REPLY_ERROR) {
+        if (c->master >= 0 && strncmp(r->str, "MOVED ", 6) == 0) {
+            cluster_sub_moved(e, c, r); /* SSUBSCRIBE to a master that lost the slot */
+            return;
+        }
         if (strstr(r->str, "NOAUTH") || strstr(r->str, "WRONGPASS")) {
             /* the handshake's refusal: the waiters time out or are served by
              * the other nodes; the connection is retried with backoff */
@@ -240,6 +254,9 @@ static void on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t
     struct eng_lock *l = lock_by_channel(e, r->element[1]->str, r->element[1]->len);
     if (!l || !l->subscribed)
         return;
+    /* (s)message, (s)subscribe: a sharded cluster's are the same with an 's' */
+    if (kind[0] == 's' && c->master >= 0)
+        kind++;
     if (strcmp(kind, "message") == 0) {
         if (l->own_msgs > 0)
             l->own_msgs--;
@@ -248,6 +265,13 @@ static void on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t
     } else if (strcmp(kind, "subscribe") == 0) {
         l->confirms |= UINT64_C(1) << c->node;
         wake_all(e, l, now);
+    } else if (strcmp(kind, "unsubscribe") == 0 && c->master >= 0 &&
+               r->element[0]->str[0] == 's' && cluster_sub_conn(e, c->node, l->slot) == c) {
+        /* The server dropped a sharded subscription: its slot moved away. The
+         * waiters poll until the map moves the subscription (they retry on
+         * their holder's lease or the safety poll, never miss the lock). */
+        l->confirms &= ~(UINT64_C(1) << c->node);
+        cluster_sub_moved(e, c, r);
     }
 }
 

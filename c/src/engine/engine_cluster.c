@@ -1,0 +1,346 @@
+/*
+ * engine_cluster.c - a redis-cluster:// node of the engine.
+ *
+ * A cluster is one node of the engine (for Redlock, one vote). Every name a
+ * lock uses is in one hash slot (keys.c's brace rule), so each lock's
+ * requests go to the one master that owns its slot. The node keeps a slot
+ * map (cluster_map.c) and a block of connections: per master, a command
+ * and a subscriber connection, numbered base + 2j and base + 2j + 1.
+ *
+ *   - The map is asked for (CLUSTER SLOTS, and once PUBSUB SHARDNUMSUB,
+ *     Redisson's probe for sharded pub/sub) when the first request comes,
+ *     after a MOVED, and when a master's connection closes. One question is
+ *     in flight at a time; a second wish is kept and asked after it.
+ *   - Until the map is known, requests go to the first seed (master 0); a
+ *     seed that cannot be reached is replaced by the next one.
+ *   - MOVED: the request did not run; the slot's owner is updated and the
+ *     request goes to the new owner, as it was (same attempt id: it is the
+ *     same attempt). ASK: it goes to the named master once, behind ASKING,
+ *     and the map is not changed. At most MAX_HOPS of them per request,
+ *     then the error reaches the operation. TRYAGAIN and CLUSTERDOWN reach
+ *     the operation as errors (the round treats the node as failed).
+ *   - When the map changes, requests still queued for a master that no
+ *     longer owns their slot move to the one that does, and subscriptions
+ *     move with their slots.
+ *   - On a sharded cluster (Redis 7), waiters SSUBSCRIBE on their slot's
+ *     master and releases SPUBLISH (the scripts' twins, scripts.c), as
+ *     Redisson does there; otherwise SUBSCRIBE and PUBLISH, which a cluster
+ *     spreads to every node.
+ *
+ * Safety is the standalone argument: a redirection only ever re-sends a
+ * request that did not run (MOVED, ASK), and a moved connection settles
+ * what was in flight as unanswered (engine_conn.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "engine_int.h"
+#include "scripts.h"
+
+#define MAX_HOPS 5
+
+struct eng_cluster {
+    struct cmap map;
+    int node;
+    int base;                /* its first connection */
+    int seed;                /* the seed master 0 stands for, until the map is known */
+    bool sharded;            /* PUBSUB SHARDNUMSUB answered */
+    bool probed;
+    struct req *map_req;     /* the question in flight, or NULL */
+    struct req *probe_req;
+    bool again;              /* asked again while one was in flight */
+};
+
+bool is_cluster(const rlc_engine *e, int node)
+{
+    return e->clusters && e->clusters[node];
+}
+
+static struct conn *cmd_conn(rlc_engine *e, const struct eng_cluster *cl, int master)
+{
+    return &e->conns[cl->base + 2 * master];
+}
+
+static struct rlc_cmd *words(int argc, const char *const *argv)
+{
+    size_t lens[2];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    struct rlc_cmd *cmd = cmd_format(argc, argv, lens);
+    if (!cmd)
+        abort();
+    return cmd;
+}
+
+/* A master whose command connection is up and that owns slots, else
+ * master 0 (a seed, until the map is known). */
+static int ask_whom(rlc_engine *e, const struct eng_cluster *cl)
+{
+    bool owns[CMAP_MAX_MASTERS] = {false};
+    for (int s = 0; s < RLC_SLOTS; s++)
+        if (cl->map.owner[s])
+            owns[cl->map.owner[s] - 1] = true;
+    for (int j = 0; j < cl->map.n; j++)
+        if (owns[j] && cmd_conn(e, cl, j)->state == C_UP)
+            return j;
+    for (int j = 0; j < cl->map.n; j++)
+        if (cmd_conn(e, cl, j)->state == C_UP)
+            return j;
+    for (int j = 0; j < cl->map.n; j++)
+        if (owns[j])
+            return j;
+    return 0;
+}
+
+static void ask_map(rlc_engine *e, struct eng_cluster *cl)
+{
+    if (cl->map_req) {
+        cl->again = true;
+        return;
+    }
+    cl->again = false;
+    struct conn *c = cmd_conn(e, cl, ask_whom(e, cl));
+    const char *slots[2] = {"CLUSTER", "SLOTS"};
+    /* first: the map comes before the requests queued behind it */
+    cl->map_req = conn_own_req(e, cl->node, R_MAP, words(2, slots));
+    conn_put(e, c, cl->map_req, c->state != C_UP);
+    if (!cl->probed && !cl->probe_req) {
+        const char *probe[2] = {"PUBSUB", "SHARDNUMSUB"};
+        cl->probe_req = conn_own_req(e, cl->node, R_PROBE, words(2, probe));
+        if (c->state == C_UP) {
+            conn_put(e, c, cl->probe_req, false);
+        } else {
+            /* behind the map's question, ahead of the rest */
+            cl->probe_req->next = cl->map_req->next;
+            cl->map_req->next = cl->probe_req;
+            if (c->qtail == cl->map_req)
+                c->qtail = cl->probe_req;
+        }
+    }
+}
+
+struct conn *cluster_route(rlc_engine *e, int node, unsigned slot)
+{
+    struct eng_cluster *cl = e->clusters[node];
+    if (!cl->map.loaded && !cl->map_req)
+        ask_map(e, cl);
+    int j = cl->map.owner[slot % RLC_SLOTS] ? cl->map.owner[slot % RLC_SLOTS] - 1 : 0;
+    return cmd_conn(e, cl, j);
+}
+
+const struct script *cluster_script(const rlc_engine *e, int node, const struct script *s)
+{
+    const struct script *t = s && e->clusters[node]->sharded ? script_sharded_twin(s) : NULL;
+    return t ? t : s;
+}
+
+/* ---- subscriptions ----------------------------------------------------------- */
+
+struct conn *cluster_sub_conn(rlc_engine *e, int node, unsigned slot)
+{
+    struct eng_cluster *cl = e->clusters[node];
+    int j = cl->map.owner[slot % RLC_SLOTS] ? cl->map.owner[slot % RLC_SLOTS] - 1 : 0;
+    return cmd_conn(e, cl, j) + 1;
+}
+
+const char *cluster_sub_verb(const rlc_engine *e, int node, bool subscribe)
+{
+    if (e->clusters[node]->sharded)
+        return subscribe ? "SSUBSCRIBE" : "SUNSUBSCRIBE";
+    return subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE";
+}
+
+/* After the map changed: each subscribed lock whose slot moved leaves its
+ * old master's subscriber and joins the new one's. */
+static void move_subs(rlc_engine *e, struct eng_cluster *cl, const uint8_t *old)
+{
+    for (int b = 0; b < ENG_BUCKETS; b++)
+        for (struct eng_lock *l = e->buckets[b]; l; l = l->next) {
+            if (!l->subscribed || old[l->slot] == cl->map.owner[l->slot])
+                continue;
+            const char *argv[2] = {NULL, l->channel};
+            size_t lens[2] = {0, l->channel_len};
+            struct conn *from = old[l->slot] ? cmd_conn(e, cl, old[l->slot] - 1) + 1 : NULL;
+            struct conn *to = cluster_sub_conn(e, cl->node, l->slot);
+            l->confirms &= ~(UINT64_C(1) << cl->node);
+            for (int k = 0; k < 2; k++) {
+                struct conn *c = k == 0 ? from : to;
+                if (!c || c->state != C_UP)
+                    continue; /* `to` subscribes it when it connects */
+                argv[0] = cluster_sub_verb(e, cl->node, k == 1);
+                lens[0] = strlen(argv[0]);
+                struct rlc_cmd *cmd = cmd_format(2, argv, lens);
+                if (!cmd)
+                    abort();
+                conn_append(e, c, cmd->data, cmd->len);
+                cmd_unref(cmd);
+            }
+        }
+}
+
+void cluster_sub_moved(rlc_engine *e, struct conn *c, const redisReply *r)
+{
+    struct eng_cluster *cl = e->clusters[c->node];
+    int slot, master;
+    uint8_t old[RLC_SLOTS];
+    memcpy(old, cl->map.owner, sizeof old);
+    if (cmap_redirect(&cl->map, r, c->master, &slot, &master) == CMAP_MOVED && master >= 0)
+        move_subs(e, cl, old);
+    ask_map(e, cl);
+}
+
+/* ---- the map's answers ------------------------------------------------------- */
+
+/* Requests queued for masters that no longer own their slot go to the one
+ * that does (in order). */
+static void reroute(rlc_engine *e, struct eng_cluster *cl)
+{
+    for (int j = 0; j < cl->map.n; j++) {
+        struct conn *c = cmd_conn(e, cl, j);
+        struct req *keep = NULL, *keep_tail = NULL, *r = c->qhead;
+        c->qhead = c->qtail = NULL;
+        while (r) {
+            struct req *next = r->next;
+            r->next = NULL;
+            int owner = r->kind < R_MAP ? cl->map.owner[r->slot % RLC_SLOTS] - 1 : j;
+            if (owner >= 0 && owner != j && r->kind != R_HELLO) {
+                conn_put(e, cmd_conn(e, cl, owner), r, false);
+            } else {
+                if (keep_tail)
+                    keep_tail->next = r;
+                else
+                    keep = r;
+                keep_tail = r;
+            }
+            r = next;
+        }
+        c->qhead = keep;
+        c->qtail = keep_tail;
+    }
+}
+
+void cluster_own_reply(rlc_engine *e, struct conn *c, struct req *r, const redisReply *reply)
+{
+    struct eng_cluster *cl = e->clusters ? e->clusters[r->node] : NULL;
+    if (!cl)
+        return;
+    if (r == cl->probe_req) {
+        cl->probe_req = NULL;
+        if (reply) {
+            cl->probed = true;
+            cl->sharded = reply->type == REDIS_REPLY_ARRAY;
+        }
+        return;
+    }
+    if (r != cl->map_req)
+        return; /* ASKING's +OK */
+    cl->map_req = NULL;
+    if (reply) {
+        uint8_t old[RLC_SLOTS];
+        memcpy(old, cl->map.owner, sizeof old);
+        bool changed = false;
+        if (cmap_apply_slots(&cl->map, reply, c ? c->master : -1, &changed) > 0 && changed) {
+            reroute(e, cl);
+            move_subs(e, cl, old);
+        }
+    }
+    if (reply && cl->again)
+        ask_map(e, cl); /* without an answer, the closed connection asks (below) */
+}
+
+bool cluster_redirected(rlc_engine *e, struct conn *c, struct req *r, const redisReply *reply)
+{
+    struct eng_cluster *cl = e->clusters[c->node];
+    if (reply->type != REDIS_REPLY_ERROR || r->hops >= MAX_HOPS)
+        return false;
+    int slot, master;
+    enum cmap_redirect kind = cmap_redirect(&cl->map, reply, c->master, &slot, &master);
+    if (kind == CMAP_MOVED)
+        ask_map(e, cl); /* one slot moved: others likely did too */
+    if ((kind != CMAP_MOVED && kind != CMAP_ASK) || master < 0)
+        return false;
+    r->hops++;
+    struct conn *to = cmd_conn(e, cl, master);
+    if (kind == CMAP_ASK) {
+        const char *asking[1] = {"ASKING"};
+        conn_put(e, to, conn_own_req(e, cl->node, R_ASKING, words(1, asking)), false);
+    }
+    conn_put(e, to, r, false);
+    return true;
+}
+
+void cluster_conn_closed(rlc_engine *e, struct conn *c, bool was_up)
+{
+    struct eng_cluster *cl = e->clusters[c->node];
+    const struct node_addr *a = &e->addrs[c->node];
+    if (!cl->map.loaded && c->master == 0 && !was_up && a->n_seeds > 1) {
+        /* master 0 stands for a seed until the map is known: try the next */
+        cl->seed = (cl->seed + 1) % a->n_seeds;
+        struct cmap_master *m = &cl->map.m[0];
+        snprintf(m->host, sizeof m->host, "%s", a->seeds[cl->seed].host);
+        m->port = a->seeds[cl->seed].port;
+        snprintf(m->label, sizeof m->label, "%s", a->seeds[cl->seed].label);
+        c->retry_at = e->now;
+    }
+    if (!cl->map_req)
+        ask_map(e, cl); /* a master gone: the map may have changed */
+}
+
+int cluster_want_open(const rlc_engine *e, const struct conn *c)
+{
+    const struct eng_cluster *cl = e->clusters[c->node];
+    if (c->master >= cl->map.n)
+        return 0;
+    if (c->sub && c->state != C_DROPPED)
+        return e->n_subscribed > 0 && (c->master == 0 || cl->map.loaded) ? 1 : 0;
+    return conn_want_open(e, (int)(c - e->conns));
+}
+
+int cluster_address(const rlc_engine *e, const struct conn *c, const char **host, int *port)
+{
+    const struct eng_cluster *cl = e->clusters[c->node];
+    if (c->master < 0 || c->master >= cl->map.n)
+        return -1;
+    *host = cl->map.m[c->master].host;
+    *port = cl->map.m[c->master].port;
+    return RLC_OK;
+}
+
+int cluster_make(rlc_engine *e, int first_conn)
+{
+    int k = first_conn;
+    for (int i = 0; i < e->n; i++) {
+        const struct node_addr *a = &e->addrs[i];
+        if (a->topology != RLC_TOPO_CLUSTER)
+            continue;
+        if (!e->clusters && !(e->clusters = calloc((size_t)e->n, sizeof *e->clusters)))
+            return -1;
+        struct eng_cluster *cl = calloc(1, sizeof *cl);
+        if (!cl)
+            return -1;
+        e->clusters[i] = cl;
+        cl->node = i;
+        cl->base = k;
+        cmap_master(&cl->map, a->seeds[0].host, strlen(a->seeds[0].host), a->seeds[0].port);
+        for (int j = 0; j < ENG_CLUSTER_CONNS; j++, k++) {
+            e->conns[k].node = i;
+            e->conns[k].sub = j % 2 == 1;
+            e->conns[k].master = j / 2;
+            e->conns[k].timer.at = -1;
+        }
+    }
+    return 0;
+}
+
+void cluster_free_all(rlc_engine *e)
+{
+    if (!e->clusters)
+        return;
+    for (int i = 0; i < e->n; i++)
+        free(e->clusters[i]);
+    free(e->clusters);
+    e->clusters = NULL;
+}

@@ -1,0 +1,107 @@
+/*
+ * test_engine_cluster.c - the engine on a real Redis Cluster (3 masters, 3
+ * replicas): each lock on its slot's master (MOVED followed while the map
+ * is still unknown), reentrancy, a waiter in another engine woken through
+ * sharded pub/sub, and exclusion against the blocking API's cluster client.
+ * One cluster for the whole case: starting one takes seconds.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "engine_loop.h"
+#include "fixture.h"
+#include "redis_cluster.h"
+#include "slot.h"
+
+#define UUID_A "6d7a1c3e-0000-4000-8000-0000000000c1"
+#define UUID_B "6d7a1c3e-0000-4000-8000-0000000000c2"
+
+static const struct redis_server *master_for(const struct redis_cluster *rc, const char *key)
+{
+    int i = rc_master_of(rc, (int)slot_of(key, strlen(key)));
+    return i >= 0 ? &rc->node[i] : NULL;
+}
+
+TEST(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blocking_api)
+{
+    struct redis_cluster rc;
+    if (rc_start(&rc) != 0) {
+        fprintf(stderr, "could not start a 3+3 redis cluster\n");
+        check_failed = 1;
+        return;
+    }
+    struct eloop A, B;
+    memset(&A, 0, sizeof A);
+    memset(&B, 0, sizeof B);
+    rlc_client *c = NULL;
+    rlc_lock *bl = NULL;
+    CHECK_RC(el_init(&A, rc.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_init(&B, rc.uri, UUID_B, NULL), RLC_OK);
+
+    int per_master[RC_NODES] = {0};
+    for (int i = 0; i < 24; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ecl:%d", i);
+        const struct el_done *d = NULL;
+        CHECK_RC(el_acquire(&A, name, 1, 0, 5000, NULL), RLC_OK);
+        CHECK_RC(el_acquire(&A, name, 1, 0, 5000, &d), RLC_OK);
+        CHECK(d->count == 2, "%s: count %lld", name, (long long)d->count);
+        const struct redis_server *m = master_for(&rc, name);
+        CHECK(m && rs_int(m, "EXISTS %s", name) == 1, "%s is on its slot's master", name);
+        per_master[rc_master_of(&rc, (int)slot_of(name, strlen(name)))]++;
+        CHECK_RC(el_release(&A, name, 1), RLC_OK);
+        CHECK_RC(el_release(&A, name, 1), RLC_OK);
+        CHECK(rs_int(m, "EXISTS %s", name) == 0, "%s released", name);
+    }
+    int used = 0;
+    for (int i = 0; i < RC_NODES; i++)
+        used += per_master[i] > 0;
+    CHECK(used == 3, "24 names over %d masters", used);
+
+    /* A waiter in B, woken by A's release (SSUBSCRIBE / SPUBLISH). */
+    const struct redis_server *m = master_for(&rc, "ecl:w");
+    CHECK_RC(el_acquire(&A, "ecl:w", 1, 0, -1, NULL), RLC_OK);
+    uint64_t op, rel;
+    CHECK_RC(rlc_engine_acquire(B.e, "ecl:w", 5, 1, 20000, -1, el_now(), &op), RLC_OK);
+    for (int i = 0; i < 400; i++) {
+        el_turn(&A, 5);
+        el_turn(&B, 5);
+        redisReply *r = rs_cmd(m, "PUBSUB SHARDNUMSUB redisson_lock__channel:{ecl:w}");
+        long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+                          ? r->element[1]->integer : 0;
+        if (r)
+            freeReplyObject(r);
+        if (n == 1)
+            break;
+    }
+    CHECK(el_wait(&B, op, 0) == NULL, "B still waits");
+    CHECK_RC(rlc_engine_release(A.e, "ecl:w", 5, 1, el_now(), &rel), RLC_OK);
+    const struct el_done *d = NULL;
+    for (int64_t end = el_now() + 10000; el_now() < end && !(d = el_wait(&B, op, 0));) {
+        el_turn(&A, 5);
+        el_turn(&B, 5);
+    }
+    CHECK(d && d->status == RLC_OK, "B got it: %d %s", d ? d->status : -100, d ? d->message : "");
+    CHECK_RC(el_release(&B, "ecl:w", 1), RLC_OK);
+
+    /* The blocking API's cluster client and the engine exclude each other. */
+    c = client(rc.uri, NULL);
+    bl = c ? lock(c, "ecl:x", 3) : NULL;
+    CHECK(c && bl, "blocking client");
+    CHECK_RC(rlc_lock_acquire(bl, 0, -1), RLC_OK);
+    CHECK_RC(el_acquire(&A, "ecl:x", 1, 0, -1, NULL), RLC_NOT_ACQUIRED);
+    CHECK_RC(rlc_lock_release(bl), RLC_OK);
+    CHECK_RC(el_acquire(&A, "ecl:x", 1, 0, -1, NULL), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(bl, 0, -1), RLC_NOT_ACQUIRED);
+    CHECK_RC(el_release(&A, "ecl:x", 1), RLC_OK);
+done:
+    rlc_lock_free(bl);
+    rlc_client_free(c);
+    if (A.e)
+        el_free(&A);
+    if (B.e)
+        el_free(&B);
+    rc_stop(&rc);
+}
+
+RUN_TESTS(CASE(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blocking_api))
