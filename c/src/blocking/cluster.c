@@ -62,9 +62,9 @@ struct cluster {
 
     pthread_mutex_t mu;
     pthread_cond_t cond;           /* work for the thread, or the first map */
-    uint8_t owner[RLC_SLOTS];      /* 1 + entry index; 0 unknown */
+    struct cmap map;               /* slots -> masters (cluster_map.c); entry i is map.m[i] */
     struct entry e[RLC_CLUSTER_MAX_NODES];
-    int n;
+    int n;                         /* entries made (map.n once each has its address) */
     int n_seeds;
     bool loaded;                   /* the first map read ended (well or not) */
     bool sharded;
@@ -82,39 +82,57 @@ static __thread int last_entry;
 
 /* ---- the node table (under mu) ------------------------------------------- */
 
-static int find_entry(const struct cluster *cl, const char *host, int port)
+/* Makes the entries of masters the map named since (each with the URI's
+ * user and password). False without memory: those stay unusable. */
+static bool make_entries(struct cluster *cl)
 {
-    for (int i = 0; i < cl->n; i++)
-        if (cl->e[i].addr.port == port && strcmp(cl->e[i].addr.host, host) == 0)
-            return i;
-    return -1;
+    while (cl->n < cl->map.n) {
+        const struct cmap_master *m = &cl->map.m[cl->n];
+        struct node_addr *a = &cl->e[cl->n].addr;
+        memset(a, 0, sizeof *a);
+        a->host = strdup(m->host);
+        a->port = m->port;
+        a->user = cl->seed->user ? strdup(cl->seed->user) : NULL;
+        a->password = cl->seed->password ? strdup(cl->seed->password) : NULL;
+        a->resolver = a->host ? resolver_new(m->host, m->port) : NULL;
+        if (!a->host || !a->resolver || (cl->seed->user && !a->user) ||
+            (cl->seed->password && !a->password)) {
+            free(a->host);
+            free(a->user);
+            free(a->password);
+            if (a->resolver)
+                resolver_unref(a->resolver);
+            memset(a, 0, sizeof *a);
+            return false;
+        }
+        size_t ll = strlen(m->label) < sizeof a->label ? strlen(m->label) : sizeof a->label - 1;
+        memcpy(a->label, m->label, ll);
+        a->label[ll] = '\0';
+        cl->n++;
+    }
+    return true;
+}
+
+/* Under mu: the entry for master index i of the map (made if new), or -1. */
+static int entry_of(struct cluster *cl, int i)
+{
+    if (i < 0 || cl->stop || !make_entries(cl))
+        return i < cl->n ? i : -1;
+    return i;
 }
 
 /* The entry for host:port, added if new; -1 when the table is full or
- * there is no memory. Data nodes take the URI's user and password. */
+ * there is no memory. */
 static int add_entry(struct cluster *cl, const char *host, int port)
 {
-    int i = find_entry(cl, host, port);
-    if (i >= 0 || cl->n == RLC_CLUSTER_MAX_NODES || cl->stop)
-        return i;
-    struct node_addr *a = &cl->e[cl->n].addr;
-    memset(a, 0, sizeof *a);
-    a->host = strdup(host);
-    a->port = port;
-    a->user = cl->seed->user ? strdup(cl->seed->user) : NULL;
-    a->password = cl->seed->password ? strdup(cl->seed->password) : NULL;
-    a->resolver = a->host ? resolver_new(host, port) : NULL;
-    if (!a->host || !a->resolver || (cl->seed->user && !a->user) ||
-        (cl->seed->password && !a->password)) {
-        free(a->host);
-        free(a->user);
-        free(a->password);
-        if (a->resolver)
-            resolver_unref(a->resolver);
-        return -1;
-    }
-    snprintf(a->label, sizeof a->label, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
-    return cl->n++;
+    return entry_of(cl, cmap_master(&cl->map, host, strlen(host), port));
+}
+
+/* The entry owning slot, or -1 unknown. */
+static int owner_of(const struct cluster *cl, int slot)
+{
+    int i = slot >= 0 && slot < RLC_SLOTS ? cl->map.owner[slot] - 1 : -1;
+    return i < cl->n ? i : -1;
 }
 
 static struct mux *entry_mux(struct cluster *cl, int i, int pool)
@@ -200,8 +218,8 @@ struct mux *cluster_pick(struct cluster *cl, int pool, struct rlc_cmd **cmd,
         pthread_cond_timedwait(&cl->cond, &cl->mu, &ts);
     }
     int i = 0; /* the first seed: a MOVED from it teaches the map */
-    if (*slot >= 0 && cl->owner[*slot])
-        i = cl->owner[*slot] - 1;
+    if (owner_of(cl, *slot) >= 0)
+        i = owner_of(cl, *slot);
     else if (*slot < 0 && last_cl == cl && last_entry < cl->n) /* < n: an address reused */
         i = last_entry;
     else if (*slot >= 0)
@@ -239,42 +257,18 @@ bool cluster_is_redirect(const redisReply *r)
             starts(r->str, r->len, "TRYAGAIN") || starts(r->str, r->len, "CLUSTERDOWN"));
 }
 
-/* "<slot> <host>:<port>" (host may be an IPv6 address: the last ':' splits)
- * -> slot, host, port. The host is "" when the node does not know its own
- * address (cluster-announce-hostname unset and no IP seen yet). */
-static bool parse_target(const char *s, size_t len, int *slot, char *host, size_t hsize, int *port)
+/* Under mu: applies a redirection (cluster_map.c): the entry it names, or
+ * -1. `from`: the entry the command went to. */
+static int apply_redirect(struct cluster *cl, const redisReply *r, int from, bool *moved)
 {
-    char buf[300];
-    if (len >= sizeof buf)
-        return false;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    char *sp = strchr(buf, ' ');
-    char *colon = strrchr(buf, ':');
-    if (!sp || !colon || colon < sp)
-        return false;
-    *slot = atoi(buf);
-    *port = atoi(colon + 1);
-    *colon = '\0';
-    snprintf(host, hsize, "%s", sp + 1);
-    return *slot >= 0 && *slot < RLC_SLOTS && *port > 0 && *port < 65536;
-}
-
-/* Under mu: applies a MOVED, returns the entry of the new owner or -1. */
-static int apply_moved(struct cluster *cl, const char *words, size_t len, int from)
-{
-    int slot, port;
-    char host[256];
-    if (!parse_target(words, len, &slot, host, sizeof host, &port))
-        return -1;
-    if (!host[0]) /* the address we sent to, as in a CLUSTER SLOTS "" */
-        snprintf(host, sizeof host, "%s", cl->e[from >= 0 ? from : 0].addr.host);
-    int i = add_entry(cl, host, port);
-    if (i >= 0 && cl->owner[slot] != i + 1) {
-        cl->owner[slot] = (uint8_t)(i + 1);
+    int slot, master;
+    uint8_t before[RLC_SLOTS];
+    memcpy(before, cl->map.owner, sizeof before);
+    enum cmap_redirect kind = cmap_redirect(&cl->map, r, from, &slot, &master);
+    *moved = kind == CMAP_MOVED;
+    if (kind == CMAP_MOVED && slot >= 0 && before[slot] != cl->map.owner[slot])
         cl->epoch++;
-    }
-    return i;
+    return kind == CMAP_MOVED || kind == CMAP_ASK ? entry_of(cl, master) : -1;
 }
 
 struct mux *cluster_redirect(struct cluster *cl, int pool, int slot, const redisReply *r,
@@ -285,18 +279,17 @@ struct mux *cluster_redirect(struct cluster *cl, int pool, int slot, const redis
     struct mux *m = NULL;
     pthread_mutex_lock(&cl->mu);
     int i = -1;
-    if (starts(r->str, r->len, "MOVED ")) {
-        i = apply_moved(cl, r->str + 6, r->len - 6, slot >= 0 ? cl->owner[slot] - 1 : -1);
-        cl->want_refresh = true; /* one slot moved: others likely did too */
-    } else if (starts(r->str, r->len, "ASK ")) {
-        int s, port;
-        char host[256];
-        if (parse_target(r->str + 4, r->len - 4, &s, host, sizeof host, &port))
-            i = add_entry(cl, host[0] ? host : cl->e[0].addr.host, port);
-        *asking = true;
+    if (starts(r->str, r->len, "MOVED ") || starts(r->str, r->len, "ASK ")) {
+        bool moved;
+        int from = owner_of(cl, slot);
+        i = apply_redirect(cl, r, from >= 0 ? from : 0, &moved);
+        if (moved)
+            cl->want_refresh = true; /* one slot moved: others likely did too */
+        else
+            *asking = true;
     } else { /* TRYAGAIN (keys of a slot in the middle of a move), CLUSTERDOWN */
         *pause_ms = 20;
-        i = slot >= 0 && cl->owner[slot] ? cl->owner[slot] - 1 : 0;
+        i = owner_of(cl, slot) >= 0 ? owner_of(cl, slot) : 0;
         if (starts(r->str, r->len, "CLUSTERDOWN"))
             cl->want_refresh = true;
     }
@@ -349,39 +342,16 @@ void cluster_want_refresh(struct cluster *cl)
 
 /* ---- the map's refresh (the cluster's thread) ------------------------------ */
 
-/* CLUSTER SLOTS -> owners[] and new entries. Each element is
- * [start, end, [host, port, id, ...], replicas...]. Returns slots mapped. */
+/* CLUSTER SLOTS from entry `asked` -> the map (cluster_map.c) and entries
+ * for its new masters. Returns slots mapped. */
 static int apply_slots(struct cluster *cl, const redisReply *r, int asked)
 {
-    if (!r || r->type != REDIS_REPLY_ARRAY)
-        return 0;
-    uint8_t owner[RLC_SLOTS];
-    memset(owner, 0, sizeof owner);
-    int mapped = 0;
     pthread_mutex_lock(&cl->mu);
-    for (size_t k = 0; k < r->elements; k++) {
-        const redisReply *e = r->element[k];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            e->element[0]->type != REDIS_REPLY_INTEGER ||
-            e->element[1]->type != REDIS_REPLY_INTEGER ||
-            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
-            continue;
-        const redisReply *m = e->element[2];
-        if (m->element[0]->type != REDIS_REPLY_STRING || m->element[1]->type != REDIS_REPLY_INTEGER)
-            continue;
-        /* "" or "?": the node does not know its address; it is the one asked */
-        const char *host = m->element[0]->str;
-        if (!host[0] || strcmp(host, "?") == 0)
-            host = cl->e[asked].addr.host;
-        int i = add_entry(cl, host, (int)m->element[1]->integer);
-        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
-        for (long long s = lo; i >= 0 && s <= hi && s >= 0 && s < RLC_SLOTS; s++, mapped++)
-            owner[s] = (uint8_t)(i + 1);
-    }
-    if (mapped > 0 && memcmp(owner, cl->owner, sizeof owner) != 0) {
-        memcpy(cl->owner, owner, sizeof owner);
+    bool changed = false;
+    int mapped = cmap_apply_slots(&cl->map, r, asked, &changed);
+    make_entries(cl);
+    if (changed)
         cl->epoch++;
-    }
     pthread_mutex_unlock(&cl->mu);
     return mapped;
 }
@@ -434,8 +404,8 @@ static void refresh(struct cluster *cl)
     int n = cl->n;
     bool is_master[RLC_CLUSTER_MAX_NODES] = {false};
     for (int s = 0; s < RLC_SLOTS; s++)
-        if (cl->owner[s])
-            is_master[cl->owner[s] - 1] = true;
+        if (owner_of(cl, s) >= 0)
+            is_master[owner_of(cl, s)] = true;
     pthread_mutex_unlock(&cl->mu);
     bool ok = false;
     for (int pass = 0; pass < 2 && !ok; pass++)
@@ -455,7 +425,7 @@ static void refresh(struct cluster *cl)
 static void resend(struct cluster *cl, struct deferred *d)
 {
     pthread_mutex_lock(&cl->mu);
-    int i = d->slot >= 0 && cl->owner[d->slot] ? cl->owner[d->slot] - 1 : 0;
+    int i = owner_of(cl, d->slot) >= 0 ? owner_of(cl, d->slot) : 0;
     struct mux *m = entry_mux(cl, i, d->pool);
     pthread_mutex_unlock(&cl->mu);
     if (m)
@@ -631,7 +601,7 @@ bool cluster_loaded(struct cluster *cl)
 int cluster_master_of(struct cluster *cl, int slot)
 {
     pthread_mutex_lock(&cl->mu);
-    int i = slot >= 0 && slot < RLC_SLOTS ? cl->owner[slot] - 1 : -1;
+    int i = owner_of(cl, slot);
     pthread_mutex_unlock(&cl->mu);
     return i;
 }
@@ -643,8 +613,12 @@ const struct node_addr *cluster_node_addr(struct cluster *cl, int i)
 
 void cluster_note_moved(struct cluster *cl, const char *words, size_t len)
 {
+    char text[300];
+    redisReply r = {.type = REDIS_REPLY_ERROR, .str = text};
+    r.len = (size_t)snprintf(text, sizeof text, "MOVED %.*s", (int)(len < 280 ? len : 280), words);
+    bool moved;
     pthread_mutex_lock(&cl->mu);
-    apply_moved(cl, words, len, -1);
+    apply_redirect(cl, &r, 0, &moved);
     cl->want_refresh = true;
     pthread_cond_signal(&cl->cond);
     pthread_mutex_unlock(&cl->mu);

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cluster_map.h"
 #include "uri.h"
 
 struct cluster;
@@ -31,7 +32,7 @@ struct script;
 struct rlc_client;
 
 /* Masters (and seeds) a cluster's table can hold over its life. */
-#define RLC_CLUSTER_MAX_NODES 32
+#define RLC_CLUSTER_MAX_NODES CMAP_MAX_MASTERS
 
 /* Redirections followed for one command before it fails. */
 #define RLC_CLUSTER_MAX_HOPS 5

@@ -14,8 +14,8 @@
 
 struct redisReply;
 
-/* Masters one map can name over its life (old ones stay, unused). */
-#define CMAP_MAX_MASTERS 16
+/* Masters (and seeds) one map can name over its life (old ones stay). */
+#define CMAP_MAX_MASTERS 32
 
 struct cmap_master {
     char host[256];
