@@ -2,7 +2,8 @@
  * test_engine_cluster.c - the engine on a real Redis Cluster (3 masters, 3
  * replicas): each lock on its slot's master (MOVED followed while the map
  * is still unknown), reentrancy, a waiter in another engine woken through
- * sharded pub/sub, and exclusion against the blocking API's cluster client.
+ * sharded pub/sub, exclusion against the blocking API's cluster client, and
+ * Redlock with the cluster as one node beside two standalone masters.
  * One cluster for the whole case: starting one takes seconds.
  */
 #include <string.h>
@@ -30,9 +31,13 @@ TEST(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blockin
         check_failed = 1;
         return;
     }
-    struct eloop A, B;
+    struct eloop A, B, R;
+    struct redis_server s1, s2;
     memset(&A, 0, sizeof A);
     memset(&B, 0, sizeof B);
+    memset(&R, 0, sizeof R);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
     rlc_client *c = NULL;
     rlc_lock *bl = NULL;
     CHECK_RC(el_init(&A, rc.uri, UUID_A, NULL), RLC_OK);
@@ -94,6 +99,22 @@ TEST(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blockin
     CHECK_RC(el_acquire(&A, "ecl:x", 1, 0, -1, NULL), RLC_OK);
     CHECK_RC(rlc_lock_acquire(bl, 0, -1), RLC_NOT_ACQUIRED);
     CHECK_RC(el_release(&A, "ecl:x", 1), RLC_OK);
+
+    /* Redlock over topologies: the cluster is one node beside two masters. */
+    if (rs_start(&s1, NULL) != 0 || rs_start(&s2, NULL) != 0) {
+        CHECK(0, "standalone servers");
+    }
+    char nodes[600];
+    snprintf(nodes, sizeof nodes, "%s,%s,%s", rc.uri, s1.uri, s2.uri);
+    CHECK_RC(el_init(&R, nodes, UUID_A, "node_timeout_ms=300"), RLC_OK);
+    CHECK_RC(el_acquire(&R, "ecl:red", 1, 0, 5000, NULL), RLC_OK);
+    const struct redis_server *rm = master_for(&rc, "ecl:red");
+    CHECK(rm && rs_int(rm, "EXISTS ecl:red") == 1 && rs_int(&s1, "EXISTS ecl:red") == 1 &&
+          rs_int(&s2, "EXISTS ecl:red") == 1, "on the cluster's master and both standalones");
+    CHECK_RC(el_release(&R, "ecl:red", 1), RLC_OK);
+    rs_stop(&s2);
+    CHECK_RC(el_acquire(&R, "ecl:red2", 1, 0, 5000, NULL), RLC_OK); /* 2 of 3 */
+    CHECK_RC(el_release(&R, "ecl:red2", 1), RLC_OK);
 done:
     rlc_lock_free(bl);
     rlc_client_free(c);
@@ -101,6 +122,10 @@ done:
         el_free(&A);
     if (B.e)
         el_free(&B);
+    if (R.e)
+        el_free(&R);
+    rs_stop(&s1);
+    rs_stop(&s2);
     rc_stop(&rc);
 }
 
