@@ -160,10 +160,7 @@ int sentinel_watch_prepare(struct sentinel_watch *sw, struct pollfd *pfd, int ma
             if (deadline < *next_ns)
                 *next_ns = deadline;
         }
-        short ev = POLLIN;
-        if (c->state == CONN_CONNECTING || c->out_len > 0)
-            ev |= POLLOUT;
-        pfd[np] = (struct pollfd){c->fd, ev, 0};
+        pfd[np] = (struct pollfd){c->fd, conn_events(c), 0};
         sw->polled[np++] = w;
     }
     return np;
@@ -202,8 +199,7 @@ static int service_one(struct watch *w, short revents, char err[RLC_ERRLEN])
     struct conn *c = &w->conn;
     int rc = RLC_OK;
     if (c->state == CONN_CONNECTING) {
-        if (revents & (POLLOUT | POLLERR | POLLHUP))
-            rc = conn_finish_connect(c, err);
+        rc = conn_finish_connect(c, err); /* polled for conn_events() */
     } else if (revents & (POLLIN | POLLERR | POLLHUP)) {
         rc = conn_read(c, err);
         redisReply *reply;

@@ -48,6 +48,7 @@ struct rlc_client {
     int quorum;                 /* n/2 + 1 */
     int64_t call_timeout_ms;    /* io_timeout_ms for one node, node_timeout_ms for N */
     struct mux *muxes;          /* n_nodes x pool_size, node-major */
+    struct tls_ctx *tls;        /* the rediss:// nodes' TLS settings (tls.h), or NULL */
 
     /* Everything below is guarded by mu. */
     pthread_mutex_t mu;
