@@ -432,7 +432,7 @@ static const char *const secret_uris[] = {
     "redis://u:" SECRET "@[zz]",
     "redis://" SECRET "@h",
     "redis://u:" SECRET "%zz@h",
-    "rediss://u:" SECRET "@h",
+    "rediss://u:" SECRET "@h:0",
     "http://u:" SECRET "@h",
     "unix://u:" SECRET "@relative",
     "unix://u:" SECRET "@/x?db=z",
