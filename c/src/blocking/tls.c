@@ -340,6 +340,18 @@ ssize_t tls_write(struct ssl_st *s, const void *buf, size_t len, short *want,
     int r = SSL_write(s, buf, len > INT32_MAX ? INT32_MAX : (int)len);
     if (r > 0)
         return r;
+    int e = SSL_get_error(s, r);
+    if (e == SSL_ERROR_SYSCALL) {
+        /* A server that refused us (TLS 1.3: a client certificate it
+         * wanted, checked after our handshake ended) sent an alert and
+         * closed; our write then met its RST. The alert, still in the
+         * socket, is the reason worth telling. */
+        char b[256];
+        short ignored;
+        if (tls_read(s, b, sizeof b, &ignored, label, err, err_len) < 0 &&
+            !strstr(err, strerror(ECONNRESET)) && !strstr(err, strerror(EPIPE)))
+            return -1;
+    }
     return not_now_or_fail(s, r, want, "TLS connection to", label, err, err_len);
 }
 
