@@ -331,6 +331,12 @@ done:
  * (without touching the parent's sessions) and makes its own. */
 TEST(a_forked_child_frees_the_parents_client_and_makes_its_own)
 {
+#if defined(__SANITIZE_THREAD__)
+    /* TSan cannot run threads in a child forked from a threaded process
+     * ("dup thread with used id"); this case runs in the other builds. */
+    fprintf(stderr, "skipped under ThreadSanitizer\n");
+    return;
+#endif
     struct tls_env e;
     rlc_client *c = NULL;
     rlc_lock *l = NULL;
@@ -342,9 +348,10 @@ TEST(a_forked_child_frees_the_parents_client_and_makes_its_own)
     pid_t pid = fork();
     CHECK(pid >= 0, "fork");
     if (pid == 0) {
+        int ok = rlc_lock_release(l) == RLC_E_CLOSED;
         rlc_lock_free(l);
         rlc_client_free(c);
-        int ok = round_trip(e.uri, e.opts);
+        ok = ok && round_trip(e.uri, e.opts);
         _exit(ok ? 0 : 1);
     }
     int status = -1;
