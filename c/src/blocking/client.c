@@ -79,8 +79,10 @@ static void destroy(rlc_client *c)
     for (int i = 0; c->nodes && i < c->n_nodes; i++)
         resolver_unref(c->nodes[i].resolver);
     uri_free_list(c->nodes, c->n_nodes);
-    if (!child) /* OpenSSL's locks may be held by a thread the child lacks */
+    if (!child)
         tls_ctx_free(c->tls);
+    else /* OpenSSL's locks may be held by a thread the child lacks */
+        tls_abandon(c->tls);
     options_free(&c->opts);
     free(c);
 }

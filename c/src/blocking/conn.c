@@ -477,6 +477,8 @@ void conn_close(struct conn *c)
      * may have been held by a thread the child does not have. */
     if (c->ssl && c->ssl_fork_gen == owner_fork_generation())
         tls_session_free(c->ssl);
+    else
+        tls_abandon(c->ssl);
     c->ssl = NULL;
     c->tcp_up = false;
     c->tls_want = 0;

@@ -23,6 +23,7 @@
 #include <openssl/x509v3.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,6 +195,18 @@ int tls_ctx_new(const struct rlc_options *o, struct tls_ctx **out)
     }
     *out = t;
     return RLC_OK;
+}
+
+/* What forked children left behind (tls_abandon): reachable, never read
+ * (volatile: or the compiler drops stores nobody reads). */
+static void *volatile abandoned[256];
+static atomic_uint n_abandoned;
+
+void tls_abandon(void *p)
+{
+    unsigned i = p ? atomic_fetch_add(&n_abandoned, 1) : UINT32_MAX;
+    if (i < sizeof abandoned / sizeof abandoned[0])
+        abandoned[i] = p;
 }
 
 void tls_ctx_free(struct tls_ctx *t)

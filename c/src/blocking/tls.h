@@ -25,8 +25,13 @@ struct tls_ctx;
 int tls_ctx_new(const struct rlc_options *o, struct tls_ctx **out);
 
 /* Accepts NULL. Not in a forked child (OpenSSL's locks may be held there):
- * the child leaves it behind. */
+ * the child leaves it behind with tls_abandon. */
 void tls_ctx_free(struct tls_ctx *t);
+
+/* A forked child's copy of a context or session: never freed (freeing takes
+ * OpenSSL's locks, which a thread the child does not have may hold), but
+ * kept where a leak checker sees it still referenced, up to a bound. */
+void tls_abandon(void *p);
 
 /* A session over the connected socket fd. host is the name or address the
  * certificate must carry (and the SNI, for a name) unless tls_server_name
