@@ -9,7 +9,8 @@
  * watchdog renews over TLS; and every way verification can fail (another
  * CA, a name the certificate lacks, a client certificate the server wants
  * and does not get) is an RLC_E_CONNECT that says why, never a hang, while
- * tls_verify=0 and a given client certificate connect.
+ * tls_verify=0 and a given client certificate connect; rediss-sentinel://
+ * reaches the master the sentinel names over TLS.
  */
 #include <limits.h>
 #include <netinet/in.h>
@@ -368,10 +369,47 @@ done:
     env_stop(&e);
 }
 
+/* rediss-sentinel://: the sentinel is asked in clear (as it listens), and
+ * names the master by its TLS port; the data connection speaks TLS to it,
+ * checked against the address the sentinel gave (127.0.0.1, an IP SAN). */
+TEST(rediss_sentinel_reaches_the_master_over_tls)
+{
+    struct tls_env e;
+    struct redis_server sent = {0};
+    rlc_client *c = NULL;
+    rlc_lock *l = NULL;
+    char msg[512], uri[160], opts[600], conf[1024];
+    CHECK(env_start(&e, false, false) == 0, "no TLS server");
+    /* tls-replication: the sentinel's own links to the master are TLS. */
+    snprintf(conf, sizeof conf,
+             "tls-replication yes\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
+             "sentinel monitor mym 127.0.0.1 %d 1\n", e.cert, e.key, e.ca, e.tls_port);
+    CHECK(rs_start_sentinel(&sent, conf) == 0, "the sentinel did not start");
+    snprintf(uri, sizeof uri, "rediss-sentinel://%s/mym", sent.uri);
+    c = client(uri, e.opts);
+    CHECK(c, "client");
+    l = lock(c, "tls:sent", 0);
+    CHECK_RC(rlc_lock_acquire(l, 5000, -1), RLC_OK);
+    CHECK(rs_int(&e.s, "EXISTS tls:sent") == 1, "the hold is not on the master");
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    snprintf(opts, sizeof opts, "%s;tls_server_name=wrong.example", e.opts);
+    int rc = try_acquire(uri, opts, msg, sizeof msg);
+    CHECK(rc == RLC_E_CONNECT && strstr(msg, "TLS handshake with master 'mym'") &&
+              strstr(msg, "hostname mismatch"),
+          "wrong name: status %d, message %s", rc, msg);
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    if (sent.pid > 0)
+        rs_stop(&sent);
+    env_stop(&e);
+}
+
 RUN_TESTS(CASE(lock_and_unlock_over_tls_is_the_redisson_hash),
           CASE(waiter_is_woken_by_the_unlock_message_over_tls),
           CASE(watchdog_renews_over_tls),
           CASE(another_ca_or_a_wrong_name_fail_the_handshake_clearly),
           CASE(tls_verify_0_connects_whatever_the_certificate),
           CASE(a_required_client_certificate_given_or_not),
-          CASE(a_forked_child_frees_the_parents_client_and_makes_its_own))
+          CASE(a_forked_child_frees_the_parents_client_and_makes_its_own),
+          CASE(rediss_sentinel_reaches_the_master_over_tls))
