@@ -369,9 +369,19 @@ done:
     env_stop(&e);
 }
 
-/* rediss-sentinel://: the sentinel is asked in clear (as it listens), and
- * names the master by its TLS port; the data connection speaks TLS to it,
- * checked against the address the sentinel gave (127.0.0.1, an IP SAN). */
+/* A client of the sentinel sits in SUBSCRIBE (CLIENT LIST, plain port). */
+static int sentinel_has_subscriber(const struct redis_server *s)
+{
+    redisReply *r = rs_cmd(s, "CLIENT LIST");
+    int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cmd=subscribe");
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* rediss-sentinel://: TLS to the sentinel (its tls-port; it keeps a plain
+ * port for the harness) and to the master it names by its TLS port, that
+ * one checked against the address the sentinel gave (127.0.0.1, an IP SAN). */
 TEST(rediss_sentinel_reaches_the_master_over_tls)
 {
     struct tls_env e;
@@ -380,23 +390,35 @@ TEST(rediss_sentinel_reaches_the_master_over_tls)
     rlc_lock *l = NULL;
     char msg[512], uri[160], opts[600], conf[1024];
     CHECK(env_start(&e, false, false) == 0, "no TLS server");
+    int sent_tls_port = free_port();
     /* tls-replication: the sentinel's own links to the master are TLS. */
     snprintf(conf, sizeof conf,
-             "tls-replication yes\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
-             "sentinel monitor mym 127.0.0.1 %d 1\n", e.cert, e.key, e.ca, e.tls_port);
+             "tls-port %d\ntls-auth-clients no\ntls-replication yes\n"
+             "tls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
+             "sentinel monitor mym 127.0.0.1 %d 1\n",
+             sent_tls_port, e.cert, e.key, e.ca, e.tls_port);
     CHECK(rs_start_sentinel(&sent, conf) == 0, "the sentinel did not start");
-    snprintf(uri, sizeof uri, "rediss-sentinel://%s/mym", sent.uri);
+    snprintf(uri, sizeof uri, "rediss-sentinel://127.0.0.1:%d/mym", sent_tls_port);
     c = client(uri, e.opts);
     CHECK(c, "client");
     l = lock(c, "tls:sent", 0);
     CHECK_RC(rlc_lock_acquire(l, 5000, -1), RLC_OK);
     CHECK(rs_int(&e.s, "EXISTS tls:sent") == 1, "the hold is not on the master");
     CHECK_RC(rlc_lock_release(l), RLC_OK);
+    /* The +switch-master watch subscribes over TLS too. */
+    CHECK(WAIT_UNTIL(sentinel_has_subscriber(&sent), 10000),
+          "no SUBSCRIBE +switch-master on the sentinel");
     snprintf(opts, sizeof opts, "%s;tls_server_name=wrong.example", e.opts);
     int rc = try_acquire(uri, opts, msg, sizeof msg);
-    CHECK(rc == RLC_E_CONNECT && strstr(msg, "TLS handshake with master 'mym'") &&
+    /* The sentinel's name is checked first: no master address comes back. */
+    CHECK(rc == RLC_E_CONNECT && strstr(msg, "TLS handshake with sentinel 127.0.0.1:") &&
               strstr(msg, "hostname mismatch"),
           "wrong name: status %d, message %s", rc, msg);
+    /* The sentinel's plain port is not TLS: the handshake fails there. */
+    snprintf(uri, sizeof uri, "rediss-sentinel://%s/mym", sent.uri);
+    rc = try_acquire(uri, e.opts, msg, sizeof msg);
+    CHECK(rc == RLC_E_CONNECT && strstr(msg, "sentinel"), "plain sentinel port: status %d, "
+          "message %s", rc, msg);
 done:
     rlc_lock_free(l);
     rlc_client_free(c);

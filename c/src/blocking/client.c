@@ -79,10 +79,7 @@ static void destroy(rlc_client *c)
     for (int i = 0; c->nodes && i < c->n_nodes; i++)
         resolver_unref(c->nodes[i].resolver);
     uri_free_list(c->nodes, c->n_nodes);
-    if (!child)
-        tls_ctx_free(c->tls);
-    else /* OpenSSL's locks may be held by a thread the child lacks */
-        tls_abandon(c->tls);
+    tls_ctx_free(c->tls); /* in a child: left behind (tls.h) */
     options_free(&c->opts);
     free(c);
 }

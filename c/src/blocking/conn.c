@@ -494,6 +494,49 @@ void conn_close(struct conn *c)
     c->handshake_left = c->handshake_next = 0;
 }
 
+int conn_exchange(struct conn *c, int n, redisReply **out, int64_t deadline_ns,
+                  char err[RLC_ERRLEN])
+{
+    int got = 0, rc = RLC_OK;
+    while (rc == RLC_OK && got < n) {
+        if (c->state == CONN_READY && c->out_len > 0 && (rc = conn_flush(c, err)) != RLC_OK)
+            break;
+        redisReply *r;
+        int k = 0;
+        while (got < n && c->state == CONN_READY && (k = conn_next_reply(c, &r, err)) > 0)
+            out[got++] = r;
+        if (k < 0) {
+            rc = k;
+            break;
+        }
+        if (got == n)
+            break;
+        if (c->state == CONN_CLOSED) {
+            snprintf(err, RLC_ERRLEN, "connection to %s closed", c->node->label);
+            rc = RLC_E_CONNECT;
+            break;
+        }
+        int64_t now = rlc_now_ns();
+        if (now >= deadline_ns) {
+            snprintf(err, RLC_ERRLEN, "%s did not %s in time", c->node->label,
+                     c->state == CONN_CONNECTING ? "take a connection" : "answer");
+            rc = c->state == CONN_CONNECTING ? RLC_E_CONNECT : RLC_E_TIMEOUT;
+            break;
+        }
+        struct pollfd p = {c->fd, conn_events(c), 0};
+        if (poll(&p, 1, rlc_poll_ms_until(deadline_ns, now)) <= 0)
+            continue;
+        if (c->state == CONN_CONNECTING)
+            rc = conn_finish_connect(c, err);
+        else if (p.revents & (POLLIN | POLLERR | POLLHUP))
+            rc = conn_read(c, err);
+    }
+    if (rc != RLC_OK)
+        while (got > 0)
+            freeReplyObject(out[--got]);
+    return rc;
+}
+
 void conn_master_lost(struct conn *c)
 {
     if (c->node->topology == RLC_TOPO_SENTINEL)

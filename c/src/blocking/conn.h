@@ -88,6 +88,13 @@ int conn_peer_closed(struct conn *c);
 
 void conn_close(struct conn *c);
 
+/* Blocking, for a thread of its own (a sentinel lookup): after conn_start
+ * and conn_queue, connects, writes and reads until n replies (after the
+ * handshake's) are in out[], or deadline_ns (rlc_now_ns() time). RLC_OK, or
+ * a status and err (no reply is left in out[] then). The caller closes c. */
+int conn_exchange(struct conn *c, int n, redisReply **out, int64_t deadline_ns,
+                  char err[RLC_ERRLEN]);
+
 /* A sentinel node's connection found the master gone or demoted: its
  * address is forgotten, so the next connect asks the sentinels. A no-op for
  * other nodes. */

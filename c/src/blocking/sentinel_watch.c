@@ -112,6 +112,9 @@ static int start(struct sentinel_watch *sw, struct watch *w)
     w->cur.port = s->port;
     w->cur.user = (char *)sw->user;
     w->cur.password = (char *)sw->password;
+    /* rediss-sentinel://: the sentinels speak TLS too (named by their host). */
+    w->cur.tls = w->node->tls;
+    w->cur.tls_ctx = w->node->tls_ctx;
     snprintf(w->cur.label, sizeof w->cur.label, "sentinel %s", s->label);
     if (!(w->cur.resolver = resolver_new(s->host, s->port)))
         return RLC_E_NOMEM;

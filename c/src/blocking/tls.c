@@ -34,9 +34,12 @@
 #include "redlockc.h"
 #include "error.h"
 #include "options.h"
+#include "owner.h"
 #include "tls.h"
 
 struct tls_ctx {
+    atomic_int refs;
+    unsigned fork_gen; /* owner_fork_generation() when made */
     SSL_CTX *ctx;
     char *server_name; /* tls_server_name, or NULL: each node's own host */
     bool verify;
@@ -175,6 +178,10 @@ int tls_ctx_new(const struct rlc_options *o, struct tls_ctx **out)
     *out = NULL;
     pthread_once(&sock_once, make_sock_method);
     struct tls_ctx *t = calloc(1, sizeof *t);
+    if (t) {
+        atomic_init(&t->refs, 1);
+        t->fork_gen = owner_fork_generation();
+    }
     if (!t || !sock_method || !(t->ctx = SSL_CTX_new(TLS_client_method())) ||
         (o->tls_server_name && !(t->server_name = strdup(o->tls_server_name)))) {
         tls_ctx_free(t);
@@ -209,10 +216,21 @@ void tls_abandon(void *p)
         abandoned[i] = p;
 }
 
+struct tls_ctx *tls_ctx_ref(struct tls_ctx *t)
+{
+    if (t)
+        atomic_fetch_add(&t->refs, 1);
+    return t;
+}
+
 void tls_ctx_free(struct tls_ctx *t)
 {
-    if (!t)
+    if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
         return;
+    if (t->fork_gen != owner_fork_generation()) {
+        tls_abandon(t);
+        return;
+    }
     SSL_CTX_free(t->ctx);
     free(t->server_name);
     free(t);

@@ -24,8 +24,13 @@ struct tls_ctx;
  * used) / RLC_E_NOMEM with the thread's message set. */
 int tls_ctx_new(const struct rlc_options *o, struct tls_ctx **out);
 
-/* Accepts NULL. Not in a forked child (OpenSSL's locks may be held there):
- * the child leaves it behind with tls_abandon. */
+/* One more reference (a sentinel node's lookups, which may outlive the
+ * client); returns t. Accepts NULL. */
+struct tls_ctx *tls_ctx_ref(struct tls_ctx *t);
+
+/* Drops a reference; the last one frees. Accepts NULL. Never frees in a
+ * forked child (OpenSSL's locks may be held there by a thread the child
+ * does not have): the child leaves it behind with tls_abandon. */
 void tls_ctx_free(struct tls_ctx *t);
 
 /* A forked child's copy of a context or session: never freed (freeing takes
