@@ -18,7 +18,7 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 
-# Depends from the binaries' real needs (libc6, libhiredis0.14), by dpkg-shlibdeps.
+# Depends from the binaries' real needs (libc6, libhiredis0.14, libssl3), by dpkg-shlibdeps.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # libredlockc1 gets a shlibs file (and ldconfig in postinst), so that packages
 # built against it depend on "libredlockc1 (>= 1.0.0)".

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config libhiredis-dev
+  build-essential cmake pkg-config libhiredis-dev libssl-dev
   nftables iproute2
   redis-server redis-tools
   valgrind clang libclang-rt-14-dev

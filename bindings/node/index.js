@@ -82,12 +82,10 @@ function leaseMs(lease, where = 'acquire') {
 const ACQUIRE_OPTIONS = ['wait', 'lease', 'signal'];
 const CLIENT_OPTIONS = ['watchdog_timeout_ms', 'io_timeout_ms', 'node_timeout_ms', 'connect_timeout_ms',
   'retry_jitter_ms', 'drift_factor', 'pool_size', 'key_prefix'];
-// TLS to rediss:// nodes (the engine driver's): tls_verify also takes true/false.
+// TLS to rediss:// nodes (the engine driver's Node TLS, and the blocking
+// client's own OpenSSL): tls_verify also takes true/false.
 const TLS_OPTIONS = ['tls_ca_file', 'tls_ca_dir', 'tls_cert_file', 'tls_key_file', 'tls_server_name',
   'tls_verify'];
-// _handle of a Client with rediss:// nodes: it has no blocking client
-// (hiredis 0.14 has no TLS), so what needs one refuses (Client._native).
-const TLS_ONLY = Symbol('rediss: engine only');
 
 // An AbortSignal, or nothing.
 function signalOption(where, signal) {
@@ -176,7 +174,7 @@ const lockRegistry = new FinalizationRegistry(({ driver, key, owner, query, lock
 });
 const clientRegistry = new FinalizationRegistry(({ handle, driver }) => {
   driver.close(0);
-  if (handle !== TLS_ONLY) getChannel().run(OP.CLIENT_FREE, handle); // it joins the watchdog: not on this thread
+  getChannel().run(OP.CLIENT_FREE, handle); // it joins the watchdog: not on this thread
 });
 
 function abandon(driver, key, owner, leaseMs) {
@@ -225,16 +223,12 @@ class Client extends EventEmitter {
       throw e;
     }
     // The blocking client (queries, fencedSet, the lock family, the
-    // library's log) after the engine: with rediss:// nodes there is none.
-    if (this._driver.tls) {
-      this._handle = TLS_ONLY;
-    } else {
-      this._handle = fn.clientNew(nodes, text, scratch);
-      if (!this._handle) {
-        const err = fail(syncResult());
-        this._driver.close(0);
-        throw err;
-      }
+    // library's log) after the engine; over rediss:// it does its own TLS.
+    this._handle = fn.clientNew(nodes, text, scratch);
+    if (!this._handle) {
+      const err = fail(syncResult());
+      this._driver.close(0);
+      throw err;
     }
     this._closed = null;
     this._id = nextClientId++;
@@ -246,20 +240,14 @@ class Client extends EventEmitter {
     });
   }
 
-  // The blocking client's handle, for what runs on it; throws when closed,
-  // or when the nodes are rediss:// (the blocking client has no TLS).
-  _native(what) {
+  // The blocking client's handle, for what runs on it; throws when closed.
+  _native(what) { // what: the caller, for messages (none left today)
     if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
-    if (this._handle === TLS_ONLY) {
-      throw invalid(`${what} runs on the blocking client, which has no TLS (hiredis 0.14): with ` +
-        'rediss:// nodes a Client offers Lock acquire, release, extend, isHeld, holdCount, ' +
-        'validity and fencingToken');
-    }
     return this._handle;
   }
 
   _logging(on) {
-    if (!this._handle || this._handle === TLS_ONLY || on === (this._sink !== null)) return;
+    if (!this._handle || on === (this._sink !== null)) return;
     const channel = getChannel();
     if (on) {
       channel.clients.set(this._id, new WeakRef(this));
@@ -284,9 +272,7 @@ class Client extends EventEmitter {
   metrics() {
     if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
     const buf = Buffer.alloc(8 * METRICS_MAX);
-    let n = 0;
-    if (this._handle !== TLS_ONLY) n = Math.min(fn.clientMetrics(this._handle, buf, METRICS_MAX), METRICS_MAX);
-    else while (n < METRICS_MAX && fn.metricName(n)) n++; // the engine's counts alone
+    const n = Math.min(fn.clientMetrics(this._handle, buf, METRICS_MAX), METRICS_MAX);
     const mine = this._state.counts;
     const extra = {
       acquires: mine.acquires, busy: mine.busy, waits: mine.waits, lost: mine.lost,
@@ -403,7 +389,7 @@ class Client extends EventEmitter {
       this._sink = null;
       const before = Promise.allSettled([...(this._inflight || []), this._driver.close(CLOSE_BOUND_MS)]);
       // rlc_client_free silences the log first: the sink may go after it.
-      this._closed = before.then(() => handle !== TLS_ONLY && getChannel().run(OP.CLIENT_FREE, handle)).then(() => {
+      this._closed = before.then(() => getChannel().run(OP.CLIENT_FREE, handle)).then(() => {
         if (sink) fn.sinkFree(sink);
         getChannel().clients.delete(this._id);
       });

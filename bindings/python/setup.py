@@ -12,7 +12,7 @@ REDLOCKC_LINK:
                   module gets a RUNPATH to its directory unless it is /usr's
   bundle          compile the library's C sources (c/src of this checkout)
                   into the module itself, their symbols hidden; needs only
-                  hiredis (Debian: libhiredis-dev)
+                  hiredis and OpenSSL (Debian: libhiredis-dev, libssl-dev)
 
 SWIG (Debian: swig) and a C compiler are needed either way.
 """
@@ -80,6 +80,11 @@ def extension():
         hiredis = pkg_config("--cflags", "--libs", "hiredis")
         if hiredis is None:
             raise SystemExit("REDLOCKC_LINK=bundle needs hiredis (Debian: libhiredis-dev)")
+        # The blocking API's TLS (c/src/blocking/tls.c).
+        openssl = pkg_config("--cflags", "--libs", "libssl", "libcrypto")
+        if openssl is None:
+            raise SystemExit("REDLOCKC_LINK=bundle needs OpenSSL (Debian: libssl-dev)")
+        hiredis += openssl
         kw["sources"] += sorted(glob.glob(os.path.join(TOP, "c", "src", "**", "*.c"), recursive=True))
         kw["include_dirs"] += [INCLUDE] + [os.path.join(TOP, "c", "src", d) for d in ("engine", "blocking", "family")]
         kw["include_dirs"] += [f[2:] for f in hiredis if f.startswith("-I")]

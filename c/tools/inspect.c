@@ -12,6 +12,9 @@
  *   GET redisson_lock_token:{<name>}               the fencing counter
  *   PUBSUB NUMSUB redisson_lock__channel:{<name>}  waiters (subscribers)
  * Nothing is ever written. Over N nodes each node is shown on its own.
+ * hiredis 0.14 has no TLS (the library does its own, under its API): on a
+ * rediss:// node status shows only what the API tells (locked or not), and
+ * watch refuses.
  *
  * watch polls that state every WATCH_POLL_MS and also listens on the unlock
  * channel, printing a line for each change (a new holder, a hand-off, a
@@ -51,6 +54,7 @@ struct node_state {
 
 struct node_addr {
     int is_unix;
+    int tls;        /* rediss://: not readable with hiredis */
     char host[256]; /* TCP: name or address (IPv6 without brackets) */
     int port;
     char path[256]; /* unix socket path */
@@ -85,6 +89,7 @@ static void parse_node(const char *uri, size_t len, struct node_addr *n)
     n->port = 6379;
     const char *end = uri + len, *p = strstr(uri, "://");
     n->is_unix = strncmp(uri, "unix://", 7) == 0;
+    n->tls = strncmp(uri, "rediss://", 9) == 0;
     p = p && p < end ? p + 3 : uri;
     /* userinfo ends at the last '@' before the first '/' (the db, or a
      * unix socket's path). */
@@ -275,6 +280,11 @@ static void node_read(struct target *t, int i, struct node_state *s)
 {
     memset(s, 0, sizeof *s);
     s->pttl = -2;
+    if (t->nodes[i].tls) {
+        snprintf(s->err, sizeof s->err, "holders, PTTL, token and waiters are not shown for "
+                 "rediss:// (this tool reads them with hiredis 0.14, which has no TLS)");
+        return;
+    }
     if (!t->ctx[i] && !(t->ctx[i] = node_connect(&t->nodes[i], s->err, sizeof s->err)))
         return;
     redisContext *c = t->ctx[i];
@@ -457,6 +467,12 @@ int cli_watch(const struct cli_args *a)
 {
     struct target t;
     int rc = target_open(&t, a);
+    for (int i = 0; rc == 0 && i < t.nnodes; i++)
+        if (t.nodes[i].tls) {
+            cli_err("watch reads the lock's keys with hiredis 0.14, which has no TLS: "
+                    "not for rediss:// nodes (%s)", t.nodes[i].label);
+            rc = CLI_USAGE;
+        }
     if (rc != 0) {
         target_close(&t);
         return rc;

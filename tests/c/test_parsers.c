@@ -112,10 +112,6 @@ static const struct uri_row uri_rows[] = {
     {"h:6379", RLC_E_INVAL, "the scheme must be redis://, rediss:// or unix://"},
     {"redis:/h", RLC_E_INVAL, "the scheme must be redis://, rediss:// or unix://"},
     {"rediss:/h", RLC_E_INVAL, "the scheme must be redis://, rediss:// or unix://"},
-    /* Parsed, then refused by the blocking client: hiredis 0.14 has no TLS. */
-    {"rediss://h:6379", RLC_E_INVAL, "TLS needs an event-loop driver (Python redlockc.asyncio, "
-                                     "Node, OpenResty)"},
-    {"redis://a:1,rediss://b:2", RLC_E_INVAL, "node b:2 is rediss://: TLS needs an event-loop"},
     {"rediss://h:0", RLC_E_INVAL, "port must be a number from 1 to 65535"},
     {"redis://h?db=1", RLC_E_INVAL, "query strings and fragments are not supported"},
     {"redis://h#x", RLC_E_INVAL, "query strings and fragments are not supported"},
@@ -239,11 +235,9 @@ TEST(cluster_and_sentinel_uris_parse_or_say_why_not)
         CHECK(!strstr(rlc_errmsg(), "not supported"), "row %s parsed: %s", secret[i],
               rlc_errmsg());
     }
-    /* rediss-*: the blocking API has no TLS. */
-    expect("blocking rediss-sentinel", try_client("rediss-sentinel://a:1/m", NULL), RLC_E_INVAL,
-           "node a:1 is rediss-sentinel://: TLS needs an event-loop driver");
-    expect("blocking rediss-cluster", try_client("rediss-cluster://a:1", NULL), RLC_E_INVAL,
-           "node a:1 is rediss-cluster://: TLS needs an event-loop driver");
+    /* rediss-sentinel: TLS to the master (tls.c); making the client does no I/O. */
+    expect("blocking rediss-sentinel", try_client("rediss-sentinel://a:1/m", NULL), RLC_OK,
+           NULL);
     /* Sentinel credentials are options, and only for sentinel nodes. */
     expect("sentinel options, no sentinel node",
            try_client("redis://h:1", "sentinel_password=" SECRET), RLC_E_INVAL,
@@ -345,14 +339,27 @@ done:
     rlc_engine_free(e);
 }
 
-TEST(the_blocking_client_refuses_tls_with_a_message_naming_the_drivers)
+/* The blocking client makes its TLS context when it is made (no I/O): a file
+ * it cannot use is RLC_E_INVAL naming the option and the path; tls_* with no
+ * rediss:// node stays an error. */
+TEST(the_blocking_client_takes_tls_and_checks_its_files_up_front)
 {
-    expect("blocking rediss", try_client("rediss://:" SECRET "@127.0.0.1:6380", NULL),
-           RLC_E_INVAL, "node 127.0.0.1:6380 is rediss://: TLS needs an event-loop driver");
-    CHECK(strstr(rlc_errmsg(), "hiredis 0.14") && !strstr(rlc_errmsg(), SECRET),
-          "message: %s", rlc_errmsg());
+    expect("blocking rediss", try_client("rediss://:" SECRET "@127.0.0.1:6380", NULL), RLC_OK,
+           NULL);
+    expect("blocking mixed", try_client("redis://a:1,rediss://b:2", "tls_verify=0"), RLC_OK,
+           NULL);
     expect("blocking tls option", try_client("redis://127.0.0.1:1", "tls_verify=0"), RLC_E_INVAL,
            "tls_* options are given but no node is rediss://");
+    expect("missing CA file", try_client("rediss://:" SECRET "@h:1", "tls_ca_file=/nonexistent/ca.pem"),
+           RLC_E_INVAL, "option tls_ca_file: cannot load CA certificates from "
+                        "/nonexistent/ca.pem: No such file or directory");
+    CHECK(!strstr(rlc_errmsg(), SECRET), "message: %s", rlc_errmsg());
+    expect("CA dir not a directory", try_client("rediss://h:1", "tls_ca_dir=/etc/hostname"),
+           RLC_E_INVAL, "option tls_ca_dir: cannot use the CA directory /etc/hostname");
+    expect("CA file without certificates", try_client("rediss://h:1", "tls_ca_file=/etc/hostname"),
+           RLC_E_INVAL, "option tls_ca_file: cannot load CA certificates from /etc/hostname");
+    expect("missing client certificate", try_client("rediss://h:1", "tls_cert_file=/nonexistent/c.pem"),
+           RLC_E_INVAL, "option tls_cert_file: cannot load a certificate from /nonexistent/c.pem");
 done:;
 }
 
@@ -421,7 +428,7 @@ static const char *const secret_uris[] = {
     "redis://u:" SECRET "@[zz]",
     "redis://" SECRET "@h",
     "redis://u:" SECRET "%zz@h",
-    "rediss://u:" SECRET "@h",
+    "rediss://u:" SECRET "@h:0",
     "http://u:" SECRET "@h",
     "unix://u:" SECRET "@relative",
     "unix://u:" SECRET "@/x?db=z",
@@ -666,7 +673,7 @@ RUN_TESTS(CASE(uri_grammar_table),
           CASE(rejected_uris_never_show_their_password),
           CASE(rediss_uris_and_tls_options_through_the_engine),
           CASE(rlc_engine_option_gives_each_value_as_written),
-          CASE(the_blocking_client_refuses_tls_with_a_message_naming_the_drivers),
+          CASE(the_blocking_client_takes_tls_and_checks_its_files_up_front),
           CASE(integer_options_accept_their_range_and_nothing_else),
           CASE(drift_factor_and_key_prefix_limits),
           CASE(unknown_duplicate_and_malformed_option_strings),

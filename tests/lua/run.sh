@@ -6,6 +6,7 @@
 #   test_exclusion.lua  two lua5.4 processes, one lock, a racy counter file
 #   test_family.lua     read-write lock, fair lock, semaphores, multi-name lock
 #   gc_loop.lua         10,000 dropped lock handles under valgrind: no leak
+#   smoke.lua           also over rediss:// (tests/tls/make_certs.sh certificates)
 # Fails (never skips) when lua5.4, valgrind or the built module is missing.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -64,6 +65,27 @@ run() { # NAME CMD...: a part of the suite, timed
 run "api" lua5.4 "$HERE/test_api.lua"
 run "two processes" lua5.4 "$HERE/test_exclusion.lua"
 run "lock family" lua5.4 "$HERE/test_family.lua"
+
+# rediss://: the blocking client's own TLS (the C library's OpenSSL), against
+# a TLS-only server; a CA that did not sign its certificate is nil, err.
+over_tls() {
+  local out
+  bash "$TOP/tests/tls/make_certs.sh" "$work/certs" &&
+    redis_start_tls TLS "$work/certs" server no || return 1
+  out=$(lua5.4 "$HERE/smoke.lua" "$TLS_URI" lua:tls "tls_ca_file=$work/certs/ca.crt" 2>&1)
+  echo "over rediss://: $out"
+  [ "$out" = "acquired, owned=true, count=1, released" ] || return 1
+  out=$(lua5.4 - "$TLS_URI" "tls_ca_file=$work/certs/other-ca.crt" 2>&1 <<'LUA'
+local redlockc = require "redlockc"
+local c = assert(redlockc.client(arg[1], arg[2]))
+local l = assert(c:lock("lua:tls"))
+print(l:acquire{ wait_ms = 0 })
+LUA
+)
+  echo "another CA: $out"
+  [[ $out == nil*"TLS handshake with 127.0.0.1:"*"certificate verify failed"* ]]
+}
+run "rediss:// (blocking TLS)" over_tls
 
 # valgrind: definite or indirect leaks, or any memory error, fail the run.
 # (Still-reachable blocks are the Lua interpreter's and libc's own.)

@@ -1,8 +1,8 @@
--- smoke.lua URI NAME - an installed module's first use: take a lock, look,
--- give it back. Prints "acquired, owned=true, count=1, released".
+-- smoke.lua URI NAME [OPTIONS] - an installed module's first use: take a
+-- lock, look, give it back. Prints "acquired, owned=true, count=1, released".
 local redlockc = require "redlockc"
-local uri, name = ...
-local client = assert(redlockc.client(uri))
+local uri, name, options = ...
+local client = assert(redlockc.client(uri, options))
 local lock <close> = assert(client:lock(name))
 assert(lock:acquire{ wait_ms = 1000 })
 local owned, count = lock:owned(), lock:hold_count()

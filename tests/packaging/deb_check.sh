@@ -84,6 +84,8 @@ expect_eq "libredlockc1 holds the runtime library only (and its copyright file)"
   "$(files "$(deb libredlockc1)")"
 expect_match "libredlockc1 depends on libhiredis0.14 (dpkg-shlibdeps)" "libhiredis0\.14" \
   "$(field "$(deb libredlockc1)" Depends)"
+expect_match "libredlockc1 depends on libssl3 (dpkg-shlibdeps: TLS of the blocking API)" "libssl3" \
+  "$(field "$(deb libredlockc1)" Depends)"
 expect_match "libredlockc1 has a shlibs file" "libredlockc 1 libredlockc1" \
   "$(dpkg-deb --info "$(deb libredlockc1)" shlibs 2>&1)"
 devfiles=$(files "$(deb libredlockc-dev)")

@@ -126,3 +126,31 @@ class RedisServer:
                 self.kill()
         self.proc = None
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class TlsRedisServer(RedisServer):
+    """A redis-server with a TLS port besides its plain one (for looking)."""
+
+    def __init__(self, certs, auth_clients, *extra):
+        super().__init__(*extra)
+        self.certs = certs
+        self.auth_clients = auth_clients
+        self.tls_port = None
+
+    def _spawn(self):
+        self.tls_port = free_port()
+        c = self.certs
+        self.extra_args = self._base_extra + [
+                "--tls-port", str(self.tls_port),
+                "--tls-cert-file", f"{c}/server.crt", "--tls-key-file", f"{c}/server.key",
+                "--tls-ca-cert-file", f"{c}/ca.crt",
+                "--tls-auth-clients", "yes" if self.auth_clients else "no"]
+        return super()._spawn()
+
+    def start(self):
+        self._base_extra = list(self.extra_args)
+        return super().start()
+
+    def tls_uri(self, host="127.0.0.1", password=True):
+        auth = f":{self.password}@" if password and self.password else ""
+        return f"rediss://{auth}{host}:{self.tls_port}"

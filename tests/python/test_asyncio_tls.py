@@ -13,40 +13,12 @@ import pytest_asyncio  # noqa: F401  (the plugin must be there: without it async
 
 import redlockc
 import redlockc.asyncio as aio
-from redis_servers import RedisServer, free_port
+from redis_servers import TlsRedisServer
 
 pytestmark = pytest.mark.asyncio
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PASSWORD = "tls-Pa55-not-for-logs"
-
-
-class TlsRedisServer(RedisServer):
-    """A redis-server with a TLS port besides its plain one (for looking)."""
-
-    def __init__(self, certs, auth_clients, *extra):
-        super().__init__(*extra)
-        self.certs = certs
-        self.auth_clients = auth_clients
-        self.tls_port = None
-
-    def _spawn(self):
-        self.tls_port = free_port()
-        c = self.certs
-        self.extra_args = self._base_extra + [
-                "--tls-port", str(self.tls_port),
-                "--tls-cert-file", f"{c}/server.crt", "--tls-key-file", f"{c}/server.key",
-                "--tls-ca-cert-file", f"{c}/ca.crt",
-                "--tls-auth-clients", "yes" if self.auth_clients else "no"]
-        return super()._spawn()
-
-    def start(self):
-        self._base_extra = list(self.extra_args)
-        return super().start()
-
-    def tls_uri(self, host="127.0.0.1", password=True):
-        auth = f":{PASSWORD}@" if password and self.password else ""
-        return f"rediss://{auth}{host}:{self.tls_port}"
 
 
 @pytest.fixture(scope="module")
@@ -155,11 +127,3 @@ async def test_bad_tls_settings_are_refused_when_the_client_is_made(tls_server, 
                    tls_ca_file=f"{certs}/ca.crt")
     with pytest.raises(TypeError, match="tls_verify"):
         aio.Client(tls_server.tls_uri(), tls_verify="yes")
-
-
-async def test_the_blocking_client_refuses_rediss_naming_the_drivers(tls_server):
-    with pytest.raises(redlockc.InvalidArgument) as info:
-        redlockc.Client(tls_server.tls_uri())
-    msg = str(info.value)
-    assert "TLS needs an event-loop driver (Python redlockc.asyncio, Node, OpenResty)" in msg
-    assert PASSWORD not in msg

@@ -78,7 +78,7 @@ const registry = new FinalizationRegistry(({ kind, handle }) => ffn.free(kind, h
 // A native family handle: jobs in flight keep it; close() frees it after them.
 class Handle {
   constructor(client, kind, name, make) {
-    const native = client._native(this.constructor.name); // closed, or rediss:// (no TLS there)
+    const native = client._native(this.constructor.name); // throws once closed
     this.client = client; // keeps the client alive as long as its handles
     this.name = name;
     this._kind = kind;

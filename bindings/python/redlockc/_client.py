@@ -21,7 +21,7 @@ _TIME_OPTIONS = {
     "retry_jitter": "retry_jitter_ms",
 }
 _OTHER_OPTIONS = ("drift_factor", "pool_size", "key_prefix")
-# TLS to rediss:// nodes (redlockc.asyncio; the blocking Client has no TLS):
+# TLS to rediss:// nodes (the blocking Client's is the C library's OpenSSL):
 # paths (str or os.PathLike), a name, and tls_verify (bool).
 _TLS_TEXT_OPTIONS = ("tls_ca_file", "tls_ca_dir", "tls_cert_file", "tls_key_file",
                      "tls_server_name")
@@ -179,6 +179,9 @@ class Client(FamilyClientMixin):
     - ``key_prefix``: prepended to every lock name (``""``)
     - ``sentinel_user``, ``sentinel_password``: AUTH to the sentinels of
       redis-sentinel:// nodes (the URI's password is the data nodes')
+    - ``tls_ca_file``, ``tls_ca_dir``, ``tls_cert_file``, ``tls_key_file``,
+      ``tls_server_name``, ``tls_verify`` (bool): TLS to ``rediss://`` nodes,
+      verified against the system's CAs by default
 
     The C library's names of the time options (``watchdog_timeout_ms=10000``...)
     are accepted too, in whole milliseconds.

@@ -35,6 +35,7 @@
 #include "resolve.h"
 #include "scripts.h"
 #include "sentinel_watch.h"
+#include "tls.h"
 #include "tracking.h"
 #include "watchdog.h"
 #include "family.h"
@@ -85,6 +86,7 @@ static void destroy(rlc_client *c)
     for (int i = 0; c->nodes && i < c->n_nodes; i++)
         resolver_unref(c->nodes[i].resolver);
     uri_free_list(c->nodes, c->n_nodes);
+    tls_ctx_free(c->tls); /* in a child: left behind (tls.h) */
     options_free(&c->opts);
     free(c);
 }
@@ -131,11 +133,25 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
-static const char *tls_scheme(const struct node_addr *a)
+/* One TLS context for every rediss:// node of the client (tls.c): made
+ * here, so an unreadable CA or key file fails rlc_client_new rather than
+ * every connect. tls_* options without such a node are a mistake that would
+ * send a password in clear to a server meant to be reached over TLS. */
+static int init_tls(rlc_client *c)
 {
-    return a->topology == RLC_TOPO_CLUSTER    ? "rediss-cluster://"
-           : a->topology == RLC_TOPO_SENTINEL ? "rediss-sentinel://"
-                                              : "rediss://";
+    int any_tls = 0;
+    for (int i = 0; i < c->n_nodes; i++)
+        any_tls |= c->nodes[i].tls;
+    if (!any_tls)
+        return options_any_tls(&c->opts)
+                   ? rlc_fail(RLC_E_INVAL, "tls_* options are given but no node is rediss:// "
+                                           "(write rediss://host:port for a TLS node)")
+                   : RLC_OK;
+    int rc = tls_ctx_new(&c->opts, &c->tls);
+    for (int i = 0; rc == RLC_OK && i < c->n_nodes; i++)
+        if (c->nodes[i].tls)
+            c->nodes[i].tls_ctx = c->tls;
+    return rc;
 }
 
 static int init_nodes(rlc_client *c, const char *nodes, const char *options)
@@ -145,23 +161,14 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
         return rc;
     if ((rc = options_parse(options, &c->opts)) != RLC_OK)
         return rc;
-    for (int i = 0; i < c->n_nodes; i++)
-        if (c->nodes[i].tls)
-            return rlc_fail(RLC_E_INVAL,
-                            "node %s is %s: TLS needs an event-loop driver (Python "
-                            "redlockc.asyncio, Node, OpenResty); this blocking client runs on "
-                            "hiredis 0.14, which has no TLS (or reach the server through a "
-                            "TLS tunnel such as stunnel: docs/SECURITY.md)",
-                            c->nodes[i].label, tls_scheme(&c->nodes[i]));
     int any_sentinel = 0;
     for (int i = 0; i < c->n_nodes; i++)
         any_sentinel |= c->nodes[i].topology == RLC_TOPO_SENTINEL;
     if (!any_sentinel && (c->opts.sentinel_user || c->opts.sentinel_password))
         return rlc_fail(RLC_E_INVAL, "sentinel_* options are given but no node is "
                                      "redis-sentinel://");
-    if (options_any_tls(&c->opts))
-        return rlc_fail(RLC_E_INVAL, "tls_* options are given but no node is rediss:// "
-                                     "(write rediss://host:port for a TLS node)");
+    if ((rc = init_tls(c)) != RLC_OK)
+        return rc;
     for (int i = 0; i < c->n_nodes; i++) {
         struct node_addr *n = &c->nodes[i];
         if (n->topology == RLC_TOPO_SENTINEL) {

@@ -92,6 +92,10 @@ static bool make_entries(struct cluster *cl)
         memset(a, 0, sizeof *a);
         a->host = strdup(m->host);
         a->port = m->port;
+        /* rediss-cluster://: every master over TLS, with the client's
+         * settings (borrowed: the client outlives its clusters) */
+        a->tls = cl->seed->tls;
+        a->tls_ctx = cl->seed->tls_ctx;
         a->user = cl->seed->user ? strdup(cl->seed->user) : NULL;
         a->password = cl->seed->password ? strdup(cl->seed->password) : NULL;
         a->resolver = a->host ? resolver_new(m->host, m->port) : NULL;

@@ -9,11 +9,18 @@
  * The handshake (AUTH, SELECT) is not a separate round trip: its commands go
  * first in the queue, pipelined with whatever the first caller wants, and
  * their replies are checked here before any caller sees a reply.
+ *
+ * A rediss:// node's connection puts TLS (tls.c) between the socket and
+ * those bytes: after the TCP connect it stays CONNECTING until the TLS
+ * handshake is done, telling its poller which event each step waits for
+ * (conn_events), and it reads until OpenSSL holds nothing more, since
+ * poll() only sees the socket.
  */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +33,9 @@
 #include "cmd.h"
 #include "conn.h"
 #include "resolve.h"
+#include "owner.h"
 #include "scripts.h"
+#include "tls.h"
 
 void conn_init(struct conn *c, const struct node_addr *node, bool load_scripts)
 {
@@ -141,7 +150,11 @@ static int connect_addr(struct conn *c, const struct sockaddr *sa, socklen_t len
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     }
     if (connect(fd, sa, len) == 0) {
-        c->state = CONN_READY;
+        /* A TLS node is not ready before its handshake, which starts when
+         * the socket takes its first bytes. */
+        c->tcp_up = true;
+        c->tls_want = POLLOUT;
+        c->state = c->node->tls_ctx ? CONN_CONNECTING : CONN_READY;
     } else if (errno == EINPROGRESS || errno == EAGAIN) {
         c->state = CONN_CONNECTING;
     } else {
@@ -228,10 +241,47 @@ static int finish_lookup(struct conn *c, char err[RLC_ERRLEN])
     return connect_any(c, a, na, err);
 }
 
+short conn_events(const struct conn *c)
+{
+    if (c->state == CONN_CONNECTING)
+        return c->tcp_up && c->node->tls_ctx ? c->tls_want : POLLOUT;
+    if (c->state != CONN_READY)
+        return 0;
+    return POLLIN | (c->out_len > 0 && c->tls_want != POLLIN ? POLLOUT : 0);
+}
+
+/* The TLS handshake's next step, on a connected socket. */
+static int tls_step(struct conn *c, char err[RLC_ERRLEN])
+{
+    const struct node_addr *n = c->node;
+    if (!c->ssl) {
+        /* A sentinel node's master is known by the address the sentinels
+         * gave, which is where the socket went: check that (NULL). */
+        c->ssl = tls_session_new(n->tls_ctx, c->fd,
+                                 n->topology == RLC_TOPO_SENTINEL ? NULL : n->host, n->label,
+                                 err, RLC_ERRLEN);
+        if (!c->ssl) {
+            conn_close(c);
+            return RLC_E_CONNECT;
+        }
+        c->ssl_fork_gen = owner_fork_generation();
+    }
+    int r = tls_handshake(c->ssl, &c->tls_want, n->label, err, RLC_ERRLEN);
+    if (r < 0) {
+        conn_close(c);
+        return RLC_E_CONNECT;
+    }
+    if (r > 0)
+        c->state = CONN_READY;
+    return RLC_OK;
+}
+
 int conn_finish_connect(struct conn *c, char err[RLC_ERRLEN])
 {
     if (c->resolving)
         return finish_lookup(c, err);
+    if (c->tcp_up)
+        return tls_step(c, err);
     int soerr = 0;
     socklen_t len = sizeof soerr;
     if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
@@ -244,12 +294,40 @@ int conn_finish_connect(struct conn *c, char err[RLC_ERRLEN])
         conn_close(c);
         return RLC_E_CONNECT;
     }
+    c->tcp_up = true;
+    if (c->node->tls_ctx)
+        return tls_step(c, err);
     c->state = CONN_READY;
+    return RLC_OK;
+}
+
+/* conn_flush over TLS: SSL_write takes what it can (partial writes are on);
+ * "not now" keeps the rest queued, the event it waits for in tls_want. */
+static int tls_flush(struct conn *c, char err[RLC_ERRLEN])
+{
+    size_t done = 0;
+    c->tls_want = 0;
+    while (done < c->out_len) {
+        ssize_t n = tls_write(c->ssl, c->out + done, c->out_len - done, &c->tls_want,
+                              c->node->label, err, RLC_ERRLEN);
+        if (n < 0) {
+            conn_master_lost(c);
+            conn_close(c);
+            return RLC_E_CONNECT;
+        }
+        if (n == 0)
+            break;
+        done += (size_t)n;
+    }
+    memmove(c->out, c->out + done, c->out_len - done);
+    c->out_len -= done;
     return RLC_OK;
 }
 
 int conn_flush(struct conn *c, char err[RLC_ERRLEN])
 {
+    if (c->ssl)
+        return tls_flush(c, err);
     size_t done = 0;
     while (done < c->out_len) {
         ssize_t n = send(c->fd, c->out + done, c->out_len - done, MSG_NOSIGNAL);
@@ -272,8 +350,37 @@ int conn_flush(struct conn *c, char err[RLC_ERRLEN])
     return RLC_OK;
 }
 
+/* conn_read over TLS: until SSL_read says it needs the socket again, or
+ * bytes OpenSSL already decrypted would sit where poll() cannot see them. */
+static int tls_read_all(struct conn *c, char err[RLC_ERRLEN])
+{
+    char buf[16384];
+    short want = 0;
+    for (;;) {
+        ssize_t n = tls_read(c->ssl, buf, sizeof buf, &want, c->node->label, err, RLC_ERRLEN);
+        if (n < 0) {
+            conn_master_lost(c);
+            conn_close(c);
+            return RLC_E_CONNECT;
+        }
+        if (n == 0) {
+            /* A write that waited for the peer's bytes may go on now. */
+            if (c->tls_want == POLLIN)
+                c->tls_want = 0;
+            return RLC_OK;
+        }
+        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+            snprintf(err, RLC_ERRLEN, "out of memory reading from %s", c->node->label);
+            conn_close(c);
+            return RLC_E_NOMEM;
+        }
+    }
+}
+
 int conn_read(struct conn *c, char err[RLC_ERRLEN])
 {
+    if (c->ssl)
+        return tls_read_all(c, err);
     char buf[16384];
     for (;;) {
         ssize_t n = recv(c->fd, buf, sizeof buf, 0);
@@ -351,6 +458,10 @@ int conn_next_reply(struct conn *c, redisReply **reply, char err[RLC_ERRLEN])
 
 int conn_peer_closed(struct conn *c)
 {
+    /* A TLS peer that closes sends a close_notify first: the socket then
+     * holds bytes, which MSG_PEEK would take for a live connection. */
+    if (c->ssl)
+        return tls_peer_closed(c->ssl);
     char b;
     ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
@@ -362,6 +473,15 @@ void conn_close(struct conn *c)
         resolver_forget(c->node->resolver, c->fd);
     else if (c->fd >= 0)
         close(c->fd);
+    /* A forked child's copy of the session is left alone: OpenSSL's locks
+     * may have been held by a thread the child does not have. */
+    if (c->ssl && c->ssl_fork_gen == owner_fork_generation())
+        tls_session_free(c->ssl);
+    else
+        tls_abandon(c->ssl);
+    c->ssl = NULL;
+    c->tcp_up = false;
+    c->tls_want = 0;
     c->resolving = false;
     c->fd = -1;
     c->state = CONN_CLOSED;
@@ -372,6 +492,49 @@ void conn_close(struct conn *c)
     c->out = NULL;
     c->out_len = c->out_cap = 0;
     c->handshake_left = c->handshake_next = 0;
+}
+
+int conn_exchange(struct conn *c, int n, redisReply **out, int64_t deadline_ns,
+                  char err[RLC_ERRLEN])
+{
+    int got = 0, rc = RLC_OK;
+    while (rc == RLC_OK && got < n) {
+        if (c->state == CONN_READY && c->out_len > 0 && (rc = conn_flush(c, err)) != RLC_OK)
+            break;
+        redisReply *r;
+        int k = 0;
+        while (got < n && c->state == CONN_READY && (k = conn_next_reply(c, &r, err)) > 0)
+            out[got++] = r;
+        if (k < 0) {
+            rc = k;
+            break;
+        }
+        if (got == n)
+            break;
+        if (c->state == CONN_CLOSED) {
+            snprintf(err, RLC_ERRLEN, "connection to %s closed", c->node->label);
+            rc = RLC_E_CONNECT;
+            break;
+        }
+        int64_t now = rlc_now_ns();
+        if (now >= deadline_ns) {
+            snprintf(err, RLC_ERRLEN, "%s did not %s in time", c->node->label,
+                     c->state == CONN_CONNECTING ? "take a connection" : "answer");
+            rc = c->state == CONN_CONNECTING ? RLC_E_CONNECT : RLC_E_TIMEOUT;
+            break;
+        }
+        struct pollfd p = {c->fd, conn_events(c), 0};
+        if (poll(&p, 1, rlc_poll_ms_until(deadline_ns, now)) <= 0)
+            continue;
+        if (c->state == CONN_CONNECTING)
+            rc = conn_finish_connect(c, err);
+        else if (p.revents & (POLLIN | POLLERR | POLLHUP))
+            rc = conn_read(c, err);
+    }
+    if (rc != RLC_OK)
+        while (got > 0)
+            freeReplyObject(out[--got]);
+    return rc;
 }
 
 void conn_master_lost(struct conn *c)

@@ -33,6 +33,13 @@ struct conn {
     bool resolving;     /* CONNECTING: fd is a resolver pipe, not yet a socket */
     unsigned resolve_gen;
     unsigned addr_gen;  /* the resolver's address generation this one went to */
+    /* TLS nodes (node->tls_ctx): the session from the TCP connect on. The
+     * handshake runs while CONNECTING (tcp_up), so it counts against
+     * connect_timeout_ms like the connect itself. */
+    struct ssl_st *ssl;
+    unsigned ssl_fork_gen; /* a child's copy of the session is not freed */
+    bool tcp_up;        /* CONNECTING: the TCP connect is done */
+    short tls_want;     /* the event the last TLS step waits for, 0 none */
 };
 
 void conn_init(struct conn *c, const struct node_addr *node, bool load_scripts);
@@ -45,9 +52,18 @@ void conn_init(struct conn *c, const struct node_addr *node, bool load_scripts);
  * RLC_OK or RLC_E_CONNECT/NOMEM + err. */
 int conn_start(struct conn *c, char err[RLC_ERRLEN]);
 
-/* For CONNECTING after poll() reported on fd: READY, still CONNECTING (the
- * lookup ended and the connect began, or neither is done), or
- * RLC_E_CONNECT. */
+/* The poll events to wait for on fd now: CONNECTING waits for the connect
+ * (POLLOUT) or for what the TLS handshake wants (POLLIN or POLLOUT); READY
+ * for replies (POLLIN) and, with bytes queued, room to write (POLLOUT;
+ * not while a TLS write waits for the peer's bytes). Every poller asks
+ * this rather than assume, so a handshake never spins on a writable
+ * socket. */
+short conn_events(const struct conn *c);
+
+/* For CONNECTING after poll() reported any event on fd: READY, still
+ * CONNECTING (the lookup ended and the connect began, the connect is done
+ * and the TLS handshake goes on, or nothing is done yet), or
+ * RLC_E_CONNECT (a refused connect, a failed handshake: err says why). */
 int conn_finish_connect(struct conn *c, char err[RLC_ERRLEN]);
 
 /* Appends bytes to the queue. */
@@ -56,8 +72,9 @@ int conn_queue(struct conn *c, const char *data, size_t len);
 /* Writes what the socket takes now (READY only). RLC_OK or RLC_E_CONNECT. */
 int conn_flush(struct conn *c, char err[RLC_ERRLEN]);
 
-/* Reads what has arrived. RLC_OK (maybe nothing), or RLC_E_CONNECT on EOF
- * or a socket error. */
+/* Reads what has arrived (over TLS: until OpenSSL holds nothing more, as
+ * poll() cannot see bytes it buffered). RLC_OK (maybe nothing), or
+ * RLC_E_CONNECT on EOF or a socket error. */
 int conn_read(struct conn *c, char err[RLC_ERRLEN]);
 
 /* The next complete reply to one of the owner's commands: 1 and *reply,
@@ -70,6 +87,13 @@ int conn_next_reply(struct conn *c, redisReply **reply, char err[RLC_ERRLEN]);
 int conn_peer_closed(struct conn *c);
 
 void conn_close(struct conn *c);
+
+/* Blocking, for a thread of its own (a sentinel lookup): after conn_start
+ * and conn_queue, connects, writes and reads until n replies (after the
+ * handshake's) are in out[], or deadline_ns (rlc_now_ns() time). RLC_OK, or
+ * a status and err (no reply is left in out[] then). The caller closes c. */
+int conn_exchange(struct conn *c, int n, redisReply **out, int64_t deadline_ns,
+                  char err[RLC_ERRLEN]);
 
 /* A sentinel node's connection found the master gone or demoted: its
  * address is forgotten, so the next connect asks the sentinels. A no-op for

@@ -326,8 +326,7 @@ static void service(struct mux *m, struct wakeup_fd *me, short revents)
     }
     int rc = RLC_OK;
     if (m->conn.state == CONN_CONNECTING) {
-        if (revents & (POLLOUT | POLLERR | POLLHUP))
-            rc = conn_finish_connect(&m->conn, err);
+        rc = conn_finish_connect(&m->conn, err); /* polled for conn_events() */
     } else if (revents & (POLLIN | POLLERR | POLLHUP)) {
         rc = conn_read(&m->conn, err);
         redisReply *reply;
@@ -394,7 +393,7 @@ static bool send_locked(struct mux *m, struct mux_req *r, int64_t timeout_ms)
     if (c->state == CONN_CONNECTING && m->waiting == 0) {
         /* A connect nobody watches (started for a fire-and-forget send) may
          * have failed or timed out meanwhile: never join a dead attempt. */
-        struct pollfd p = {c->fd, POLLOUT, 0};
+        struct pollfd p = {c->fd, conn_events(c), 0};
         if (now - c->connect_started_ns > m->connect_timeout_ns) {
             conn_master_lost(c);
             teardown(m, RLC_E_CONNECT, "connect timed out", NULL);
@@ -788,9 +787,7 @@ static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
                         teardown(m, RLC_E_CONNECT, err, me);
                         next = now;
                     } else {
-                        short ev = POLLIN;
-                        if (c->state == CONN_CONNECTING || c->out_len > 0)
-                            ev |= POLLOUT;
+                        short ev = conn_events(c);
                         if (c->state == CONN_CONNECTING && connect_deadline < next)
                             next = connect_deadline;
                         pfd[np].fd = c->fd;
@@ -849,7 +846,7 @@ bool mux_push_detached(struct mux *m)
             }
         }
         if (rc == RLC_OK && c->state == CONN_CONNECTING) {
-            struct pollfd p = {c->fd, POLLOUT, 0};
+            struct pollfd p = {c->fd, conn_events(c), 0};
             if (now - c->connect_started_ns > m->connect_timeout_ns) {
                 conn_master_lost(c);
                 rc = RLC_E_CONNECT, snprintf(err, sizeof err, "connect timed out");

@@ -619,10 +619,7 @@ int pubsub_prepare(struct pubsub *ps, struct pollfd *pfd, int max, int64_t *next
             node_down(ps, i, now);
             continue;
         }
-        short ev = POLLIN;
-        if (s->conn.state == CONN_CONNECTING || s->conn.out_len > 0)
-            ev |= POLLOUT;
-        pfd[np] = (struct pollfd){s->conn.fd, ev, 0};
+        pfd[np] = (struct pollfd){s->conn.fd, conn_events(&s->conn), 0};
         ps->polled[np++] = i;
     }
     pthread_mutex_unlock(&ps->mu);

@@ -35,7 +35,10 @@
 
 #include "redlockc.h"
 #include "clock.h"
+#include "cmd.h"
+#include "conn.h"
 #include "resolve.h"
+#include "tls.h"
 #include "uri.h"
 
 /* What a sentinel node's lookups need; set at creation, then read-only. */
@@ -46,6 +49,7 @@ struct sentinels {
     char *master;
     char *user, *password;    /* AUTH to the sentinels, or NULL */
     int64_t connect_ms, io_ms;
+    struct tls_ctx *tls;      /* rediss-sentinel://: TLS to the sentinels (a reference) */
 };
 
 struct resolver {
@@ -161,6 +165,7 @@ static void sentinels_free(struct sentinels *s)
     free(s->master);
     free(s->user);
     free_secret(s->password);
+    tls_ctx_free(s->tls);
     free(s);
 }
 
@@ -188,6 +193,7 @@ struct resolver *resolver_new_sentinel(const struct node_addr *n, const char *us
     }
     s->connect_ms = connect_ms;
     s->io_ms = io_ms;
+    s->tls = tls_ctx_ref(n->tls_ctx);
     return r;
 fail:
     if (r) {
@@ -228,11 +234,79 @@ static struct timeval tv_of(int64_t ms)
     return (struct timeval){(time_t)(ms / 1000), (suseconds_t)(ms % 1000 * 1000)};
 }
 
+/* A sentinel's reply to SENTINEL get-master-addr-by-name: 0 and ip/port,
+ * or -1 and why (a master it does not know: 1 in *unknown). */
+static int read_answer(const struct sentinels *s, int i, const redisReply *rep, char *ip,
+                       size_t ip_len, char *port, size_t port_len, char *why, size_t why_len,
+                       int *unknown)
+{
+    if (rep->type == REDIS_REPLY_NIL) {
+        snprintf(why, why_len, "sentinel %s:%d knows no master named '%s'", s->host[i],
+                 s->port[i], s->master);
+        *unknown = 1;
+    } else if (rep->type == REDIS_REPLY_ERROR) {
+        snprintf(why, why_len, "sentinel %s:%d: %s", s->host[i], s->port[i], rep->str);
+    } else if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+               rep->element[0]->type != REDIS_REPLY_STRING ||
+               rep->element[1]->type != REDIS_REPLY_STRING) {
+        snprintf(why, why_len, "sentinel %s:%d gave a malformed master address", s->host[i],
+                 s->port[i]);
+    } else {
+        snprintf(ip, ip_len, "%s", rep->element[0]->str);
+        snprintf(port, port_len, "%s", rep->element[1]->str);
+        return 0;
+    }
+    return -1;
+}
+
+/* ask_one over TLS (rediss-sentinel://): hiredis 0.14 has none, so the
+ * question goes through conn.c (tls.c), blocking this lookup thread only,
+ * with AUTH in its handshake and the sentinel's host as the name checked. */
+static int ask_one_tls(const struct sentinels *s, int i, char *ip, size_t ip_len, char *port,
+                       size_t port_len, char *why, size_t why_len, int *unknown)
+{
+    struct node_addr n;
+    memset(&n, 0, sizeof n);
+    n.host = s->host[i];
+    n.port = s->port[i];
+    n.tls = 1;
+    n.tls_ctx = s->tls;
+    n.user = s->user;
+    n.password = s->password;
+    snprintf(n.label, sizeof n.label, "sentinel %s:%d", s->host[i], s->port[i]);
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", s->master};
+    size_t lens[3] = {8, 23, strlen(s->master)};
+    struct rlc_cmd *cmd = cmd_format(3, argv, lens);
+    struct conn c;
+    char err[RLC_ERRLEN] = "out of memory";
+    redisReply *rep = NULL;
+    int rc = RLC_E_NOMEM;
+    conn_init(&c, &n, false);
+    int64_t deadline = rlc_deadline_after_ms(rlc_now_ns(), s->connect_ms + s->io_ms);
+    if (cmd && (n.resolver = resolver_new(n.host, n.port)) && conn_start(&c, err) == RLC_OK &&
+        conn_queue(&c, cmd->data, cmd->len) == RLC_OK)
+        rc = conn_exchange(&c, 1, &rep, deadline, err);
+    conn_close(&c);
+    cmd_unref(cmd);
+    resolver_unref(n.resolver);
+    if (rc != RLC_OK) {
+        /* conn.c's messages name "sentinel host:port" already. */
+        snprintf(why, why_len, "%s%s", err,
+                 rc == RLC_E_AUTH ? " (sentinel_user/sentinel_password)" : "");
+        return -1;
+    }
+    rc = read_answer(s, i, rep, ip, ip_len, port, port_len, why, why_len, unknown);
+    freeReplyObject(rep);
+    return rc;
+}
+
 /* One sentinel's answer for the master: 0 and ip/port, or -1 and why
  * (a down sentinel, refused AUTH, a master it does not know: 1 in *unknown). */
 static int ask_one(const struct sentinels *s, int i, char *ip, size_t ip_len, char *port,
                    size_t port_len, char *why, size_t why_len, int *unknown)
 {
+    if (s->tls)
+        return ask_one_tls(s, i, ip, ip_len, port, port_len, why, why_len, unknown);
     redisContext *c = redisConnectWithTimeout(s->host[i], s->port[i], tv_of(s->connect_ms));
     redisReply *rep = NULL;
     int rc = -1;
@@ -254,24 +328,10 @@ static int ask_one(const struct sentinels *s, int i, char *ip, size_t ip_len, ch
         freeReplyObject(rep);
     }
     rep = redisCommand(c, "SENTINEL get-master-addr-by-name %s", s->master);
-    if (!rep) {
+    if (!rep)
         snprintf(why, why_len, "sentinel %s:%d: %s", s->host[i], s->port[i], c->errstr);
-    } else if (rep->type == REDIS_REPLY_NIL) {
-        snprintf(why, why_len, "sentinel %s:%d knows no master named '%s'", s->host[i],
-                 s->port[i], s->master);
-        *unknown = 1;
-    } else if (rep->type == REDIS_REPLY_ERROR) {
-        snprintf(why, why_len, "sentinel %s:%d: %s", s->host[i], s->port[i], rep->str);
-    } else if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-               rep->element[0]->type != REDIS_REPLY_STRING ||
-               rep->element[1]->type != REDIS_REPLY_STRING) {
-        snprintf(why, why_len, "sentinel %s:%d gave a malformed master address", s->host[i],
-                 s->port[i]);
-    } else {
-        snprintf(ip, ip_len, "%s", rep->element[0]->str);
-        snprintf(port, port_len, "%s", rep->element[1]->str);
-        rc = 0;
-    }
+    else
+        rc = read_answer(s, i, rep, ip, ip_len, port, port_len, why, why_len, unknown);
 out:
     if (rep)
         freeReplyObject(rep);

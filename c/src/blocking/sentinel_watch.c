@@ -112,6 +112,9 @@ static int start(struct sentinel_watch *sw, struct watch *w)
     w->cur.port = s->port;
     w->cur.user = (char *)sw->user;
     w->cur.password = (char *)sw->password;
+    /* rediss-sentinel://: the sentinels speak TLS too (named by their host). */
+    w->cur.tls = w->node->tls;
+    w->cur.tls_ctx = w->node->tls_ctx;
     snprintf(w->cur.label, sizeof w->cur.label, "sentinel %s", s->label);
     if (!(w->cur.resolver = resolver_new(s->host, s->port)))
         return RLC_E_NOMEM;
@@ -160,10 +163,7 @@ int sentinel_watch_prepare(struct sentinel_watch *sw, struct pollfd *pfd, int ma
             if (deadline < *next_ns)
                 *next_ns = deadline;
         }
-        short ev = POLLIN;
-        if (c->state == CONN_CONNECTING || c->out_len > 0)
-            ev |= POLLOUT;
-        pfd[np] = (struct pollfd){c->fd, ev, 0};
+        pfd[np] = (struct pollfd){c->fd, conn_events(c), 0};
         sw->polled[np++] = w;
     }
     return np;
@@ -202,8 +202,7 @@ static int service_one(struct watch *w, short revents, char err[RLC_ERRLEN])
     struct conn *c = &w->conn;
     int rc = RLC_OK;
     if (c->state == CONN_CONNECTING) {
-        if (revents & (POLLOUT | POLLERR | POLLHUP))
-            rc = conn_finish_connect(c, err);
+        rc = conn_finish_connect(c, err); /* polled for conn_events() */
     } else if (revents & (POLLIN | POLLERR | POLLHUP)) {
         rc = conn_read(c, err);
         redisReply *reply;

@@ -49,6 +49,7 @@ struct rlc_client {
     int64_t call_timeout_ms;    /* io_timeout_ms for one node, node_timeout_ms for N */
     struct mux *muxes;          /* n_nodes x pool_size, node-major */
     struct cluster **clusters;  /* per node: its slot map if it is a cluster, else NULL */
+    struct tls_ctx *tls;        /* the rediss:// nodes' TLS settings (tls.h), or NULL */
 
     /* Everything below is guarded by mu. */
     pthread_mutex_t mu;

@@ -598,10 +598,7 @@ static int add_pfd(struct tracking *t, struct pollfd *pfd, int np, int max, int 
     struct conn *cn = rd ? &t->nodes[i].rd : &t->nodes[i].sub;
     if (cn->state == CONN_CLOSED || np >= max)
         return np;
-    short ev = POLLIN;
-    if (cn->state == CONN_CONNECTING || cn->out_len > 0)
-        ev |= POLLOUT;
-    pfd[np] = (struct pollfd){cn->fd, ev, 0};
+    pfd[np] = (struct pollfd){cn->fd, conn_events(cn), 0};
     t->polled[np] = 2 * i + rd;
     return np + 1;
 }
