@@ -16,7 +16,16 @@ const cli = (port, ...args) => execFileSync('redis-cli', ['-p', String(port), '-
 async function startCluster() {
   const nodes = [];
   for (let i = 0; i < 6; i++) {
-    nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000']));
+    // A port above 55535 leaves no room for the cluster bus (port + 10000):
+    // redis-server exits at start, and another port is tried.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000']));
+        break;
+      } catch (e) {
+        if (attempt === 9) throw e;
+      }
+    }
   }
   execFileSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
     '--cluster-replicas', '1', '--cluster-yes'], { stdio: 'ignore', timeout: 60000 });
