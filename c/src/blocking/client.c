@@ -34,6 +34,7 @@
 #include "quorum.h"
 #include "resolve.h"
 #include "scripts.h"
+#include "sentinel_tls.h"
 #include "sentinel_watch.h"
 #include "tls.h"
 #include "tracking.h"
@@ -177,7 +178,8 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
                      n->master_name, n->seeds[0].label, n->n_seeds > 1 ? ",..." : "");
             n->resolver = resolver_new_sentinel(n, c->opts.sentinel_user,
                                                 c->opts.sentinel_password,
-                                                c->opts.connect_timeout_ms, c->opts.io_timeout_ms);
+                                                c->opts.connect_timeout_ms, c->opts.io_timeout_ms,
+                                                sentinel_tls_ask);
         } else if (!n->is_unix) {
             n->resolver = resolver_new(n->host, n->port);
         }
@@ -206,7 +208,8 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
     for (int i = 0; i < total; i++) {
         int node = i / (int)c->opts.pool_size;
         if (c->clusters[node]) /* routes each command to its slot's master */
-            mux_init_routing(&c->muxes[i], &c->nodes[node], c->clusters[node],
+            mux_init_routing(&c->muxes[i], &c->nodes[node],
+                             (struct route_to){c->clusters[node], &cluster_router},
                              i % (int)c->opts.pool_size);
         else
             mux_init(&c->muxes[i], &c->nodes[node], c->opts.connect_timeout_ms, stale_ms,

@@ -254,13 +254,6 @@ static bool starts(const char *s, size_t len, const char *w)
     return len >= n && memcmp(s, w, n) == 0;
 }
 
-bool cluster_is_redirect(const redisReply *r)
-{
-    return r && r->type == REDIS_REPLY_ERROR &&
-           (starts(r->str, r->len, "MOVED ") || starts(r->str, r->len, "ASK ") ||
-            starts(r->str, r->len, "TRYAGAIN") || starts(r->str, r->len, "CLUSTERDOWN"));
-}
-
 /* Under mu: applies a redirection (cluster_map.c): the entry it names, or
  * -1. `from`: the entry the command went to. */
 static int apply_redirect(struct cluster *cl, const redisReply *r, int from, bool *moved)
@@ -433,7 +426,8 @@ static void resend(struct cluster *cl, struct deferred *d)
     struct mux *m = entry_mux(cl, i, d->pool);
     pthread_mutex_unlock(&cl->mu);
     if (m)
-        mux_route_detached(m, d->cmd, d->redo, cl, d->pool, d->slot, d->hops);
+        mux_route_detached(m, d->cmd, d->redo, (struct route_to){cl, &cluster_router}, d->pool,
+                           d->slot, d->hops);
     cmd_unref(d->cmd);
     free(d);
 }
@@ -635,3 +629,12 @@ uint64_t cluster_epoch(struct cluster *cl)
     pthread_mutex_unlock(&cl->mu);
     return e;
 }
+
+const struct mux_router cluster_router = {
+    .pick = cluster_pick,
+    .redirect = cluster_redirect,
+    .defer = cluster_defer,
+    .want_refresh = cluster_want_refresh,
+    .push_detached = cluster_push_detached,
+    .shutdown = cluster_shutdown,
+};

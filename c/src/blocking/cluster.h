@@ -31,11 +31,14 @@ struct rlc_cmd;
 struct script;
 struct rlc_client;
 
+/* The calls a routing mux makes (mux.h): the ones below. */
+extern const struct mux_router cluster_router;
+
 /* Masters (and seeds) a cluster's table can hold over its life. */
 #define RLC_CLUSTER_MAX_NODES CMAP_MAX_MASTERS
 
 /* Redirections followed for one command before it fails. */
-#define RLC_CLUSTER_MAX_HOPS 5
+#define RLC_CLUSTER_MAX_HOPS CMAP_MAX_HOPS
 
 /* For the client's node `node` (a cluster URI). Starts its thread, which
  * reads the slot map when the first command needs it. NULL without memory
@@ -65,8 +68,6 @@ bool cluster_push_detached(struct cluster *cl);
 struct mux *cluster_pick(struct cluster *cl, int pool, struct rlc_cmd **cmd,
                          const struct script **script, int *slot, int64_t deadline_ns);
 
-/* Whether reply is a redirection or a cluster's "try again". */
-bool cluster_is_redirect(const redisReply *reply);
 
 /* Follows a redirection reply for a command of slot `slot`: the connection
  * to send it on next (MOVED updates the map first and asks for a full

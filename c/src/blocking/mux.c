@@ -30,7 +30,7 @@
 
 #include "redlockc.h"
 #include "clock.h"
-#include "cluster.h"
+#include "cluster_map.h"
 #include "cmd.h"
 #include "metrics.h"
 #include "mux.h"
@@ -52,13 +52,13 @@ struct mux_req {
     bool retried;
     bool redo;     /* detached and idempotent: survives a broken connection */
     bool detached; /* sent with nobody to wait for it (not merely abandoned) */
-    struct cluster *cl; /* routed on a cluster: where redirections are asked */
+    struct route_to to; /* routed on a cluster: where redirections are asked */
     int slot, pool, hops;
 };
 
 /* Where a routed request goes and how many redirections it took so far. */
 struct route {
-    struct cluster *cl;
+    struct route_to to;
     int slot, pool, hops;
 };
 
@@ -81,14 +81,14 @@ void mux_init(struct mux *m, const struct node_addr *node, int64_t connect_timeo
     m->connect_adds_budget = connect_adds_budget;
 }
 
-void mux_init_routing(struct mux *m, const struct node_addr *node, struct cluster *cl,
+void mux_init_routing(struct mux *m, const struct node_addr *node, struct route_to to,
                       int pool_index)
 {
     memset(m, 0, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
     conn_init(&m->conn, node, false); /* never started: for labels only */
     m->wake_fd = -1;
-    m->cluster = cl;
+    m->to = to;
     m->pool_index = pool_index;
 }
 
@@ -185,9 +185,9 @@ static void teardown(struct mux *m, int status, const char *err, struct wakeup_f
 
 void mux_shutdown(struct mux *m)
 {
-    if (m->cluster) { /* the cluster's own connections: one call for all */
+    if (m->to.cl) { /* the cluster's own connections: one call for all */
         if (m->pool_index == 0)
-            cluster_shutdown(m->cluster);
+            m->to.ops->shutdown(m->to.cl);
         return;
     }
     pthread_mutex_lock(&m->mu);
@@ -200,7 +200,7 @@ void mux_shutdown(struct mux *m)
 
 void mux_destroy(struct mux *m)
 {
-    if (m->cluster) { /* its connections are the cluster's (cluster_free) */
+    if (m->to.cl) { /* its connections are the cluster's (cluster_free) */
         conn_close(&m->conn);
         pthread_mutex_destroy(&m->mu);
         return;
@@ -304,8 +304,8 @@ static int dispatch(struct mux *m, redisReply *reply, struct wakeup_fd *me, char
         /* A detached command a cluster redirected did not run: the
          * cluster's thread sends it on (an abandoned one is never sent
          * again, see above). Lock order: a mux's mu, then the cluster's. */
-        if (r->detached && r->cl && cluster_is_redirect(reply))
-            cluster_defer(r->cl, r->pool, r->cmd, NULL, r->slot, r->hops + 1, r->redo);
+        if (r->detached && r->to.cl && cmap_is_redirect(reply))
+            r->to.ops->defer(r->to.cl, r->pool, r->cmd, NULL, r->slot, r->hops + 1, r->redo);
         freeReplyObject(reply);
         req_free(r);
         return RLC_OK;
@@ -482,7 +482,7 @@ static struct mux_req *send_waited(struct mux *m, struct rlc_cmd *cmd, const str
     if (!r)
         return &nomem_req;
     if (rt) {
-        r->cl = rt->cl;
+        r->to = rt->to;
         r->slot = rt->slot;
         r->pool = rt->pool;
         r->hops = rt->hops;
@@ -529,9 +529,9 @@ static struct mux_req *routed_send(struct mux *v, struct rlc_cmd *cmd, const str
                                    int64_t timeout_ms)
 {
     int64_t now = rlc_now_ns(), deadline = rlc_deadline_after_ms(now, timeout_ms);
-    struct route rt = {v->cluster, -1, v->pool_index, 0};
+    struct route rt = {v->to, -1, v->pool_index, 0};
     struct rlc_cmd *c = cmd;
-    struct mux *m = cluster_pick(rt.cl, rt.pool, &c, &script, &rt.slot, deadline);
+    struct mux *m = rt.to.ops->pick(rt.to.cl, rt.pool, &c, &script, &rt.slot, deadline);
     struct mux_req *r;
     if (!m) {
         r = failed_req(c, RLC_E_NOMEM, "out of memory");
@@ -548,7 +548,7 @@ static struct mux_req *routed_send(struct mux *v, struct rlc_cmd *cmd, const str
 struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
                          int64_t timeout_ms)
 {
-    if (m->cluster)
+    if (m->to.cl)
         return routed_send(m, cmd, script, timeout_ms);
     return send_waited(m, cmd, script, timeout_ms, NULL, false);
 }
@@ -571,7 +571,7 @@ static void send_detached(struct mux *m, struct rlc_cmd *eval, bool redo, const 
     r->redo = redo;
     r->detached = true;
     if (rt) {
-        r->cl = rt->cl;
+        r->to = rt->to;
         r->slot = rt->slot;
         r->pool = rt->pool;
         r->hops = rt->hops;
@@ -600,11 +600,11 @@ static void send_detached(struct mux *m, struct rlc_cmd *eval, bool redo, const 
 void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
                        bool redo)
 {
-    struct route rt = {m->cluster, -1, m->pool_index, 0};
+    struct route rt = {m->to, -1, m->pool_index, 0};
     struct rlc_cmd *picked = NULL;
-    if (m->cluster) {
+    if (m->to.cl) {
         /* Waits for nothing: a first map not read yet sends it to a seed. */
-        m = cluster_pick(rt.cl, rt.pool, &cmd, &script, &rt.slot, 0);
+        m = rt.to.ops->pick(rt.to.cl, rt.pool, &cmd, &script, &rt.slot, 0);
         picked = cmd;
         if (!m) {
             cmd_unref(picked);
@@ -614,15 +614,15 @@ void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *
     /* Nobody will be waiting to retry a NOSCRIPT, so send the source. */
     struct rlc_cmd *eval = script ? cmd_evalsha_to_eval(cmd, script) : cmd_ref(cmd);
     if (eval)
-        send_detached(m, eval, redo, rt.cl ? &rt : NULL);
+        send_detached(m, eval, redo, rt.to.cl ? &rt : NULL);
     cmd_unref(eval);
     cmd_unref(picked);
 }
 
-void mux_route_detached(struct mux *target, struct rlc_cmd *cmd, bool redo, struct cluster *cl,
+void mux_route_detached(struct mux *target, struct rlc_cmd *cmd, bool redo, struct route_to to,
                         int pool, int slot, int hops)
 {
-    struct route rt = {cl, slot, pool, hops};
+    struct route rt = {to, slot, pool, hops};
     send_detached(target, cmd, redo, &rt);
 }
 
@@ -696,17 +696,17 @@ void mux_wait(struct mux_req **reqs, int n, struct mux_result *res)
  * answers MOVED, ASK, TRYAGAIN or CLUSTERDOWN did not run the command. */
 static struct mux_req *redirect(struct mux_req *r, struct mux_result *res)
 {
-    struct route rt = {r->cl, r->slot, r->pool, r->hops + 1};
+    struct route rt = {r->to, r->slot, r->pool, r->hops + 1};
     bool asking = false;
     int64_t pause_ms = 0;
     char err[RLC_ERRLEN] = "";
     struct mux *m = NULL;
-    if (rt.hops <= RLC_CLUSTER_MAX_HOPS)
-        m = cluster_redirect(rt.cl, rt.pool, rt.slot, r->reply, &asking, &pause_ms, err,
+    if (rt.hops <= CMAP_MAX_HOPS)
+        m = rt.to.ops->redirect(rt.to.cl, rt.pool, rt.slot, r->reply, &asking, &pause_ms, err,
                              sizeof err);
     else
         snprintf(err, sizeof err, "cluster: slot %d was still redirected after %d hops (last: "
-                 "%.100s)", rt.slot, RLC_CLUSTER_MAX_HOPS, r->reply->str);
+                 "%.100s)", rt.slot, CMAP_MAX_HOPS, r->reply->str);
     int64_t now = rlc_now_ns();
     if (m && pause_ms > 0 && now + pause_ms * RLC_NS_PER_MS < r->deadline_ns) {
         struct timespec ts = {0, (long)(pause_ms * RLC_NS_PER_MS)};
@@ -751,11 +751,11 @@ static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
             struct mux *m = r->mux;
             bool redirected = false;
             pthread_mutex_lock(&m->mu);
-            if (r->done && r->cl && r->status == RLC_OK && cluster_is_redirect(r->reply)) {
+            if (r->done && r->to.cl && r->status == RLC_OK && cmap_is_redirect(r->reply)) {
                 redirected = true; /* followed below, once m is unlocked */
             } else if (r->done) {
-                if (r->cl && (r->status == RLC_E_CONNECT || r->status == RLC_E_TIMEOUT))
-                    cluster_want_refresh(r->cl); /* a master may have failed over */
+                if (r->to.cl && (r->status == RLC_E_CONNECT || r->status == RLC_E_TIMEOUT))
+                    r->to.ops->want_refresh(r->to.cl); /* a master may have failed over */
                 collect(r, &res[i]);
                 fin[i] = true;
             } else if (now >= r->deadline_ns) {
@@ -827,8 +827,8 @@ static void wait_loop(struct mux_req **reqs, int n, struct mux_result *res,
 
 bool mux_push_detached(struct mux *m)
 {
-    if (m->cluster) /* one routing mux speaks for all the cluster's connections */
-        return m->pool_index == 0 && cluster_push_detached(m->cluster);
+    if (m->to.cl) /* one routing mux speaks for all the cluster's connections */
+        return m->pool_index == 0 && m->to.ops->push_detached(m->to.cl);
     char err[RLC_ERRLEN] = "";
     pthread_mutex_lock(&m->mu);
     struct conn *c = &m->conn;

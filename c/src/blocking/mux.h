@@ -21,6 +21,14 @@
 struct rlc_cmd;
 struct script;
 struct cluster;
+struct mux_router;
+struct script;
+
+/* The cluster a routing mux or request belongs to, and its calls. */
+struct route_to {
+    struct cluster *cl;                /* NULL: not routed */
+    const struct mux_router *ops;
+};
 struct wakeup_fd;
 struct mux_req;
 
@@ -43,8 +51,23 @@ struct mux {
     bool connect_adds_budget;    /* one node: a call that must connect gets more time */
     int wake_fd;                 /* the client's thread: wakes it to push a redo out */
     bool closed;
-    struct cluster *cluster;     /* a routing mux (cluster.h): no connection of its own */
+    struct route_to to;          /* a routing mux (cluster.h): no connection of its own */
     int pool_index;              /* its column in the cluster's per-master pools */
+};
+
+/* What a routing mux asks of the cluster it routes for. cluster.c fills
+ * it in (cluster_router): mux.c names nothing of cluster.c, which sits above
+ * the muxes it owns. See cluster.h for each call. */
+struct mux_router {
+    struct mux *(*pick)(struct cluster *cl, int pool, struct rlc_cmd **cmd,
+                        const struct script **script, int *slot, int64_t deadline_ns);
+    struct mux *(*redirect)(struct cluster *cl, int pool, int slot, const redisReply *reply,
+                            bool *asking, int64_t *pause_ms, char *err, size_t err_size);
+    void (*defer)(struct cluster *cl, int pool, struct rlc_cmd *cmd,
+                  const struct script *script, int slot, int hops, bool redo);
+    void (*want_refresh)(struct cluster *cl);
+    bool (*push_detached)(struct cluster *cl);
+    void (*shutdown)(struct cluster *cl);
 };
 
 /* What a caller gets back for one request. */
@@ -60,12 +83,12 @@ void mux_init(struct mux *m, const struct node_addr *node, int64_t connect_timeo
 /* A routing mux for a cluster node: each send goes to the connection, in
  * column pool_index, of the master that owns the command's slot, and its
  * redirections are followed (cluster.h). */
-void mux_init_routing(struct mux *m, const struct node_addr *node, struct cluster *cl,
+void mux_init_routing(struct mux *m, const struct node_addr *node, struct route_to to,
                       int pool_index);
 
 /* For cluster.c: sends a detached command on target, remembering its route
  * so that a redirection sends it on again (cluster_defer). */
-void mux_route_detached(struct mux *target, struct rlc_cmd *cmd, bool redo, struct cluster *cl,
+void mux_route_detached(struct mux *target, struct rlc_cmd *cmd, bool redo, struct route_to to,
                         int pool, int slot, int hops);
 
 /* Called by the client's own thread: moves detached work that nobody else

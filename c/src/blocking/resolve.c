@@ -35,8 +35,6 @@
 
 #include "redlockc.h"
 #include "clock.h"
-#include "cmd.h"
-#include "conn.h"
 #include "resolve.h"
 #include "tls.h"
 #include "uri.h"
@@ -50,6 +48,7 @@ struct sentinels {
     char *user, *password;    /* AUTH to the sentinels, or NULL */
     int64_t connect_ms, io_ms;
     struct tls_ctx *tls;      /* rediss-sentinel://: TLS to the sentinels (a reference) */
+    sentinel_tls_fn ask_tls;  /* how (the client's, sentinel_tls.c) */
 };
 
 struct resolver {
@@ -170,7 +169,8 @@ static void sentinels_free(struct sentinels *s)
 }
 
 struct resolver *resolver_new_sentinel(const struct node_addr *n, const char *user,
-                                       const char *password, int64_t connect_ms, int64_t io_ms)
+                                       const char *password, int64_t connect_ms, int64_t io_ms,
+                                       sentinel_tls_fn ask_tls)
 {
     pthread_once(&atfork_once, register_atfork);
     struct resolver *r = calloc(1, sizeof *r);
@@ -194,6 +194,7 @@ struct resolver *resolver_new_sentinel(const struct node_addr *n, const char *us
     s->connect_ms = connect_ms;
     s->io_ms = io_ms;
     s->tls = tls_ctx_ref(n->tls_ctx);
+    s->ask_tls = ask_tls;
     return r;
 fail:
     if (r) {
@@ -259,43 +260,17 @@ static int read_answer(const struct sentinels *s, int i, const redisReply *rep, 
     return -1;
 }
 
-/* ask_one over TLS (rediss-sentinel://): hiredis 0.14 has none, so the
- * question goes through conn.c (tls.c), blocking this lookup thread only,
- * with AUTH in its handshake and the sentinel's host as the name checked. */
+/* ask_one over TLS (rediss-sentinel://), through the client's function. */
 static int ask_one_tls(const struct sentinels *s, int i, char *ip, size_t ip_len, char *port,
                        size_t port_len, char *why, size_t why_len, int *unknown)
 {
-    struct node_addr n;
-    memset(&n, 0, sizeof n);
-    n.host = s->host[i];
-    n.port = s->port[i];
-    n.tls = 1;
-    n.tls_ctx = s->tls;
-    n.user = s->user;
-    n.password = s->password;
-    snprintf(n.label, sizeof n.label, "sentinel %s:%d", s->host[i], s->port[i]);
-    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", s->master};
-    size_t lens[3] = {8, 23, strlen(s->master)};
-    struct rlc_cmd *cmd = cmd_format(3, argv, lens);
-    struct conn c;
-    char err[RLC_ERRLEN] = "out of memory";
+    struct sentinel_tls_query q = {s->host[i], s->port[i], s->user, s->password, s->tls,
+                                   s->master,
+                                   rlc_deadline_after_ms(rlc_now_ns(), s->connect_ms + s->io_ms)};
     redisReply *rep = NULL;
-    int rc = RLC_E_NOMEM;
-    conn_init(&c, &n, false);
-    int64_t deadline = rlc_deadline_after_ms(rlc_now_ns(), s->connect_ms + s->io_ms);
-    if (cmd && (n.resolver = resolver_new(n.host, n.port)) && conn_start(&c, err) == RLC_OK &&
-        conn_queue(&c, cmd->data, cmd->len) == RLC_OK)
-        rc = conn_exchange(&c, 1, &rep, deadline, err);
-    conn_close(&c);
-    cmd_unref(cmd);
-    resolver_unref(n.resolver);
-    if (rc != RLC_OK) {
-        /* conn.c's messages name "sentinel host:port" already. */
-        snprintf(why, why_len, "%s%s", err,
-                 rc == RLC_E_AUTH ? " (sentinel_user/sentinel_password)" : "");
+    if (s->ask_tls(&q, &rep, why, why_len) != RLC_OK)
         return -1;
-    }
-    rc = read_answer(s, i, rep, ip, ip_len, port, port_len, why, why_len, unknown);
+    int rc = read_answer(s, i, rep, ip, ip_len, port, port_len, why, why_len, unknown);
     freeReplyObject(rep);
     return rc;
 }

@@ -40,12 +40,30 @@ struct resolved {
  * numeric address is resolved here, once, and never looked up again. */
 struct resolver *resolver_new(const char *host, int port);
 
+/* One question to a sentinel over TLS (rediss-sentinel://). hiredis 0.14
+ * has no TLS, so it goes through the client's own connections (conn.c),
+ * which sit above this file: the client hands the function in
+ * (sentinel_tls.c), so that name lookups never reach up to connections. */
+struct sentinel_tls_query {
+    const char *host;
+    int port;
+    const char *user, *password; /* AUTH in the handshake, or NULL */
+    struct tls_ctx *tls;
+    const char *master;          /* SENTINEL get-master-addr-by-name <master> */
+    int64_t deadline_ns;
+};
+struct redisReply;
+/* RLC_OK and the reply (the caller frees it), or a status and why. */
+typedef int (*sentinel_tls_fn)(const struct sentinel_tls_query *q, struct redisReply **reply,
+                               char *why, size_t why_len);
+
 /* A sentinel node's resolver: its lookups ask n's sentinels (n->seeds) for
  * the master named n->master_name, with AUTH user/password (either may be
- * NULL) to the sentinels, each within connect_ms and io_ms. NULL without
- * memory. */
+ * NULL) to the sentinels, each within connect_ms and io_ms; over TLS
+ * through ask_tls when n is rediss-sentinel://. NULL without memory. */
 struct resolver *resolver_new_sentinel(const struct node_addr *n, const char *user,
-                                       const char *password, int64_t connect_ms, int64_t io_ms);
+                                       const char *password, int64_t connect_ms, int64_t io_ms,
+                                       sentinel_tls_fn ask_tls);
 
 /* Drops the client's reference; a lookup still running keeps its own. */
 void resolver_unref(struct resolver *r);

@@ -105,6 +105,13 @@ static bool parse_target(const char *s, size_t len, int *slot, const char **host
     return *slot >= 0 && *slot < RLC_SLOTS && *port > 0 && *port < 65536;
 }
 
+bool cmap_is_redirect(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ERROR &&
+           (starts(r, "MOVED ") || starts(r, "ASK ") || starts(r, "TRYAGAIN") ||
+            starts(r, "CLUSTERDOWN"));
+}
+
 enum cmap_redirect cmap_redirect(struct cmap *m, const redisReply *r, int asked, int *slot,
                                  int *master)
 {

@@ -14,6 +14,9 @@
 
 struct redisReply;
 
+/* Redirections (MOVED, ASK) followed for one command before it fails. */
+#define CMAP_MAX_HOPS 5
+
 /* Masters (and seeds) one map can name over its life (old ones stay). */
 #define CMAP_MAX_MASTERS 32
 
@@ -40,6 +43,10 @@ int cmap_master(struct cmap *m, const char *host, size_t host_len, int port);
 int cmap_apply_slots(struct cmap *m, const struct redisReply *r, int asked, bool *changed);
 
 enum cmap_redirect { CMAP_NONE = 0, CMAP_MOVED, CMAP_ASK, CMAP_RETRY };
+
+/* Whether reply is a redirection (MOVED, ASK) or a cluster's "try again"
+ * (TRYAGAIN, CLUSTERDOWN). */
+bool cmap_is_redirect(const struct redisReply *r);
 
 /* What an error reply asks for: MOVED and ASK name a slot and a master
  * (*slot, *master: added to the table if new; -1 if it is full or the

@@ -417,6 +417,26 @@ static int check_tls(const rlc_engine *e)
     return RLC_OK;
 }
 
+/* The topologies, as the connections below reach them. */
+static const struct topo_hooks topo_hooks = {
+    .disc_schedule = sentinel_schedule,
+    .disc_timer = sentinel_timer,
+    .suspect = sentinel_suspect,
+    .route = cluster_route,
+    .script = cluster_script,
+    .redirected = cluster_redirected,
+    .own_reply = cluster_own_reply,
+    .closed = cluster_conn_closed,
+};
+
+static int n_sentinels(const rlc_engine *e)
+{
+    int n = 0;
+    for (int i = 0; i < e->n; i++)
+        n += e->addrs[i].topology == RLC_TOPO_SENTINEL;
+    return n;
+}
+
 int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
                    const char *options)
 {
@@ -457,7 +477,9 @@ int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
         e->rng = (e->rng ^ (unsigned char)client_uuid[i]) * 1099511628211ULL;
     if (!e->rng)
         e->rng = 1;
-    bool ok = conn_make_all(e) == 0;
+    e->topo = &topo_hooks;
+    bool ok = conn_make_all(e) == 0 && sentinel_make(e, 2 * e->n) == 0 &&
+              cluster_make(e, 2 * e->n + n_sentinels(e)) == 0;
     for (int i = 0; ok && i < e->n; i++)
         ok = make_hello(e, i) == 0;
     if (!ok) {
@@ -492,6 +514,8 @@ void rlc_engine_free(rlc_engine *e)
     if (!e)
         return;
     conn_free_all(e);
+    sentinel_free(e);
+    cluster_free_all(e);
     free_ops(e);
     lock_free_all(e);
     timer_free_all(e);

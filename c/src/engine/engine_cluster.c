@@ -16,7 +16,7 @@
  *   - MOVED: the request did not run; the slot's owner is updated and the
  *     request goes to the new owner, as it was (same attempt id: it is the
  *     same attempt). ASK: it goes to the named master once, behind ASKING,
- *     and the map is not changed. At most MAX_HOPS of them per request,
+ *     and the map is not changed. At most CMAP_MAX_HOPS of them per request,
  *     then the error reaches the operation. TRYAGAIN and CLUSTERDOWN reach
  *     the operation as errors (the round treats the node as failed).
  *   - When the map changes, requests still queued for a master that no
@@ -39,8 +39,6 @@
 
 #include "engine_int.h"
 #include "scripts.h"
-
-#define MAX_HOPS 5
 
 struct eng_cluster {
     struct cmap map;
@@ -254,7 +252,7 @@ void cluster_own_reply(rlc_engine *e, struct conn *c, struct req *r, const redis
 bool cluster_redirected(rlc_engine *e, struct conn *c, struct req *r, const redisReply *reply)
 {
     struct eng_cluster *cl = e->clusters[c->node];
-    if (reply->type != REDIS_REPLY_ERROR || r->hops >= MAX_HOPS)
+    if (reply->type != REDIS_REPLY_ERROR || r->hops >= CMAP_MAX_HOPS)
         return false;
     int slot, master;
     enum cmap_redirect kind = cmap_redirect(&cl->map, reply, c->master, &slot, &master);

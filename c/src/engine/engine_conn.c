@@ -60,15 +60,13 @@ int conn_make_all(rlc_engine *e)
         e->conns[k].timer.at = -1;
         e->conns[k].master = -1;
     }
-    if (sentinel_make(e, 2 * e->n) != 0)
-        return -1;
-    return cluster_make(e, 2 * e->n + (int)n_disc);
+    return 0;
 }
 
 static void req_free(rlc_engine *e, struct req *r)
 {
     if (r->kind >= R_MAP)
-        cluster_own_reply(e, NULL, r, NULL); /* no answer will come */
+        e->topo->own_reply(e, NULL, r, NULL); /* no answer will come */
     req_gone(e, r, true);
     cmd_unref(r->cmd);
     free(r);
@@ -98,7 +96,7 @@ void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len)
 static void schedule(rlc_engine *e, struct conn *c)
 {
     if (c->disc) {
-        sentinel_schedule(e, c);
+        e->topo->disc_schedule(e, c);
         return;
     }
     int64_t at = -1;
@@ -172,7 +170,8 @@ struct req *conn_send(rlc_engine *e, int node, const struct eng_lock *l, int kin
     r->op = op;
     r->redo = redo;
     r->slot = l->slot;
-    const struct script *twin = is_cluster(e, node) ? cluster_script(e, node, s) : s;
+    bool cluster = e->clusters && e->clusters[node];
+    const struct script *twin = cluster ? e->topo->script(e, node, s) : s;
     struct rlc_cmd *own = twin != s ? cmd_with_script(cmd, s, twin) : NULL;
     if (own) {
         s = twin; /* a sharded cluster's release: the same call, SPUBLISHing */
@@ -187,7 +186,7 @@ struct req *conn_send(rlc_engine *e, int node, const struct eng_lock *l, int kin
      * validity is counted past what it could leave. */
     r->cmd = own ? own : cmd_ref(cmd);
     e->in_flight++;
-    struct conn *c = is_cluster(e, node) ? cluster_route(e, node, r->slot) : conn_at(e, 2 * node);
+    struct conn *c = cluster ? e->topo->route(e, node, r->slot) : conn_at(e, 2 * node);
     conn_put(e, c, r, false);
     return r;
 }
@@ -360,7 +359,7 @@ void conn_closed(rlc_engine *e, int k, int64_t now, int why, const char *msg)
     bool was_up = c->state == C_UP;
     end_conn(e, c, why, msg, C_DOWN);
     if (c->master >= 0)
-        cluster_conn_closed(e, c, was_up);
+        e->topo->closed(e, c, was_up);
 }
 
 void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg)
@@ -371,7 +370,7 @@ void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg)
 void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
 {
     if (c->disc) {
-        sentinel_timer(e, c, now);
+        e->topo->disc_timer(e, c, now);
         return;
     }
     if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
@@ -398,11 +397,11 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
     if (!c->head)
         c->tail = NULL;
     if (r->kind >= R_MAP) {
-        cluster_own_reply(e, c, r, reply);
+        e->topo->own_reply(e, c, r, reply);
         req_free(e, r);
         return;
     }
-    if (c->master >= 0 && r->kind != R_HELLO && cluster_redirected(e, c, r, reply))
+    if (c->master >= 0 && r->kind != R_HELLO && e->topo->redirected(e, c, r, reply))
         return; /* MOVED / ASK: r went to another master */
     if (r->kind == R_HELLO) {
         if (reply->type == REDIS_REPLY_ERROR) {
@@ -493,7 +492,7 @@ int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t no
                      e->addrs[c->node].label);
             freeReplyObject(reply);
             conn_drop(e, c, RLC_E_CONNECT, why);
-            sentinel_suspect(e, c->node, why);
+            e->topo->suspect(e, c->node, why);
             return RLC_OK;
         }
         on_reply(e, c, reply);
@@ -528,6 +527,5 @@ void conn_free_all(rlc_engine *e)
     }
     free(e->conns);
     e->conns = NULL;
-    sentinel_free(e);
-    cluster_free_all(e);
+
 }

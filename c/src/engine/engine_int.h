@@ -248,6 +248,9 @@ struct rlc_engine {
     int n_conns;
     struct sentinel *sentinels; /* per node; used by redis-sentinel:// nodes only */
     struct eng_cluster **clusters; /* per node; non-NULL for redis-cluster:// nodes */
+    /* how the connections reach the topologies above them (engine.c sets
+     * it): engine_conn.c never names engine_sentinel.c or engine_cluster.c */
+    const struct topo_hooks *topo;
     struct rlc_cmd *hello[RLC_MAX_NODES][2]; /* AUTH, SELECT (each may be NULL) */
     struct eng_lock *buckets[ENG_BUCKETS];
     struct eng_lock *cbuckets[ENG_BUCKETS]; /* the same locks by channel */
@@ -287,6 +290,7 @@ int timer_pop(rlc_engine *e, int64_t now, int *kind, void **obj);
 void timer_free_all(rlc_engine *e);
 
 /* engine_conn.c */
+/* The connections (their count: 2 per node, the sentinels' and clusters'). */
 int conn_make_all(rlc_engine *e);
 void conn_free_all(rlc_engine *e);
 /* Queues cmd for node's command connection (a cluster's: the one of l's
@@ -306,6 +310,21 @@ void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len);
 void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg);
 int conn_feed(rlc_engine *e, struct conn *c, const char *data, size_t len);
 int conn_next(rlc_engine *e, struct conn *c, struct redisReply **out);
+
+/* What engine_conn.c asks of the topologies above it (a sentinel node's
+ * discovery connection, a cluster node's routing), through e->topo. */
+struct topo_hooks {
+    void (*disc_schedule)(rlc_engine *e, struct conn *c);
+    void (*disc_timer)(rlc_engine *e, struct conn *c, int64_t now);
+    void (*suspect)(rlc_engine *e, int node, const char *why);
+    struct conn *(*route)(rlc_engine *e, int node, unsigned slot);
+    const struct script *(*script)(const rlc_engine *e, int node, const struct script *s);
+    bool (*redirected)(rlc_engine *e, struct conn *c, struct req *r,
+                       const struct redisReply *reply);
+    void (*own_reply)(rlc_engine *e, struct conn *c, struct req *r,
+                      const struct redisReply *reply);
+    void (*closed)(rlc_engine *e, struct conn *c, bool was_up);
+};
 
 /* engine_cluster.c: a redis-cluster:// node is a slot map and, per master,
  * a command and a subscriber connection (a block of them per node). */
