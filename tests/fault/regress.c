@@ -780,10 +780,10 @@ TEST(waiters_do_not_poll)
     /* Every waiter made its first try. */
     CHECK(WAIT_UNTIL(scripts_run(&s) >= base + OBS10_WAITERS, 5000), "waiters did not start");
     /* ...and the one more try each makes once its subscription is confirmed
-     * (under load those could land in the window): the count rests 300 ms. */
+     * (under load those could land in the window): the count rests 500 ms. */
     long long settled = scripts_run(&s);
-    for (int i = 0; i < 30; i++) {
-        check_sleep_ms(300);
+    for (int i = 0; i < 20; i++) {
+        check_sleep_ms(500);
         long long now = scripts_run(&s);
         if (now == settled)
             break;
