@@ -10,7 +10,7 @@ import pytest_asyncio
 
 import redlockc
 import redlockc.asyncio as aio
-from redis_servers import free_port
+from redis_servers import RedisServer, free_port
 from sentinel_servers import SentinelGroup
 
 pytestmark = pytest.mark.asyncio
@@ -154,3 +154,28 @@ async def test_a_failover_is_followed_and_the_waiter_is_served(group, client):
         await waiter_lock.release()
     finally:
         await other.close()
+
+
+async def test_a_sentinel_group_is_one_redlock_node_beside_two_masters(group):
+    """Redlock over topologies: the sentinel group counts as one node (its
+    master holds the key), beside two standalone masters."""
+    others = [RedisServer().start(), RedisServer().start()]
+    try:
+        nodes = ",".join([group.uri] + [s.uri for s in others])
+        async with aio.Client(nodes, node_timeout_ms=300) as c:
+            assert c.quorum == 2, "3 nodes: the group is one of them"
+            lock = c.lock("s-redlock")
+            assert await asyncio.wait_for(lock.acquire(timeout=5), 10)
+            with master_raw(group) as raw:
+                assert raw.exists("s-redlock")
+            for s in others:
+                with s.raw() as raw:
+                    assert raw.exists("s-redlock")
+            await lock.release()
+            others[1].stop()
+            lock2 = c.lock("s-redlock-2")
+            assert await asyncio.wait_for(lock2.acquire(timeout=5), 10), "2 of 3 is a quorum"
+            await lock2.release()
+    finally:
+        for s in others:
+            s.stop()
