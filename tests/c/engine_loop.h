@@ -43,6 +43,7 @@ struct eloop {
     struct el_done done[EL_MAX_DONE];
     int n_done;
     int lost;                 /* RLC_EV_LOST events seen */
+    int opens;                /* connects started */
     char lost_name[128];
     int lost_status;
     uint64_t lost_owner;
@@ -95,6 +96,7 @@ static inline void el_open(struct eloop *L, int k)
     int port;
     if (rlc_engine_conn_address(L->e, k, &host, &port, NULL) != RLC_OK)
         return; /* its sentinel node's master is not known (want_open says 0 then) */
+    L->opens++;
     int fd = -1, rc = -1;
     if (port == 0) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};

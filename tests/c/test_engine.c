@@ -399,6 +399,35 @@ done:
     rlc_engine_free(NULL);
 }
 
+/* Seeds that all refuse connections: the acquire fails in bounded time,
+ * and the engine tries the seeds in turn with a backoff, never in a loop. */
+TEST(a_cluster_whose_seeds_are_all_down_fails_without_spinning)
+{
+    struct redis_server a, b;
+    CHECK(rs_start(&a, NULL) == 0 && rs_start(&b, NULL) == 0, "servers");
+    char uri[128];
+    snprintf(uri, sizeof uri, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", a.port, b.port);
+    rs_stop(&a); /* their ports refuse connections from now on */
+    rs_stop(&b);
+    struct eloop L;
+    CHECK_RC(el_init(&L, uri, UUID_A, "connect_timeout_ms=200;io_timeout_ms=300"), RLC_OK);
+    int64_t t0 = el_now();
+    int tries = 0;
+    /* a caller that keeps trying for a second (each acquire fails at once) */
+    while (el_now() - t0 < 1000 && tries < 100000) {
+        int rc = el_acquire(&L, "down", 1, 0, -1, NULL);
+        CHECK(rc == RLC_E_CONNECT || rc == RLC_E_TIMEOUT, "acquire: %d", rc);
+        tries++;
+    }
+    int64_t took = el_now() - t0;
+    CHECK(took < 20000, "ended after %lld ms", (long long)took);
+    fprintf(stderr, "  %d acquires, %d connects in %lld ms\n", tries, L.opens, (long long)took);
+    CHECK(L.opens < 100, "%d connects in %lld ms: the seeds are retried in a loop", L.opens,
+          (long long)took);
+done:
+    el_free(&L);
+}
+
 RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_not_owner),
           CASE(waiter_in_another_engine_is_woken_by_the_unlock_message),
           CASE(same_engine_waiters_are_served_in_turn),
@@ -409,4 +438,5 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(redlock_over_three_nodes_needs_a_quorum),
           CASE(a_stopped_server_ends_a_wait_with_an_error_in_bounded_time),
           CASE(sync_replicas_needs_the_replicas_wait_or_undoes),
-          CASE(bad_input_is_refused_with_a_message))
+          CASE(bad_input_is_refused_with_a_message),
+          CASE(a_cluster_whose_seeds_are_all_down_fails_without_spinning))

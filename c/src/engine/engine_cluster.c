@@ -45,6 +45,7 @@ struct eng_cluster {
     int node;
     int base;                /* its first connection */
     int seed;                /* the seed master 0 stands for, until the map is known */
+    int unreached;           /* seeds tried in a row without a connection */
     bool sharded;            /* PUBSUB SHARDNUMSUB answered */
     bool probed;
     struct req *map_req;     /* the question in flight, or NULL */
@@ -281,7 +282,11 @@ void cluster_conn_closed(rlc_engine *e, struct conn *c, bool was_up)
         snprintf(m->host, sizeof m->host, "%s", a->seeds[cl->seed].host);
         m->port = a->seeds[cl->seed].port;
         snprintf(m->label, sizeof m->label, "%s", a->seeds[cl->seed].label);
-        c->retry_at = e->now;
+        /* the next seed at once, until all were tried: then the backoff */
+        if (++cl->unreached < a->n_seeds)
+            c->retry_at = e->now;
+        else
+            cl->unreached = 0;
     }
     if (!cl->map_req)
         ask_map(e, cl); /* a master gone: the map may have changed */
