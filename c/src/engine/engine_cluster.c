@@ -46,6 +46,7 @@ struct eng_cluster {
     int base;                /* its first connection */
     int seed;                /* the seed master 0 stands for, until the map is known */
     int unreached;           /* seeds tried in a row without a connection */
+    bool owns[CMAP_MAX_MASTERS]; /* master j owns slots now (its subscriber is wanted) */
     bool sharded;            /* PUBSUB SHARDNUMSUB answered */
     bool probed;
     struct req *map_req;     /* the question in flight, or NULL */
@@ -121,6 +122,15 @@ static void ask_map(rlc_engine *e, struct eng_cluster *cl)
     }
 }
 
+/* After the owners changed: which masters own slots now. */
+static void note_owners(struct eng_cluster *cl)
+{
+    memset(cl->owns, 0, sizeof cl->owns);
+    for (int s = 0; s < RLC_SLOTS; s++)
+        if (cl->map.owner[s])
+            cl->owns[cl->map.owner[s] - 1] = true;
+}
+
 struct conn *cluster_route(rlc_engine *e, int node, unsigned slot)
 {
     struct eng_cluster *cl = e->clusters[node];
@@ -186,8 +196,10 @@ void cluster_sub_moved(rlc_engine *e, struct conn *c, const redisReply *r)
     int slot, master;
     uint8_t old[RLC_SLOTS];
     memcpy(old, cl->map.owner, sizeof old);
-    if (cmap_redirect(&cl->map, r, c->master, &slot, &master) == CMAP_MOVED && master >= 0)
+    if (cmap_redirect(&cl->map, r, c->master, &slot, &master) == CMAP_MOVED && master >= 0) {
+        note_owners(cl);
         move_subs(e, cl, old);
+    }
     ask_map(e, cl);
 }
 
@@ -242,6 +254,7 @@ void cluster_own_reply(rlc_engine *e, struct conn *c, struct req *r, const redis
         memcpy(old, cl->map.owner, sizeof old);
         bool changed = false;
         if (cmap_apply_slots(&cl->map, reply, c ? c->master : -1, &changed) > 0 && changed) {
+            note_owners(cl);
             reroute(e, cl);
             move_subs(e, cl, old);
         }
@@ -257,8 +270,10 @@ bool cluster_redirected(rlc_engine *e, struct conn *c, struct req *r, const redi
         return false;
     int slot, master;
     enum cmap_redirect kind = cmap_redirect(&cl->map, reply, c->master, &slot, &master);
-    if (kind == CMAP_MOVED)
+    if (kind == CMAP_MOVED) {
+        note_owners(cl);
         ask_map(e, cl); /* one slot moved: others likely did too */
+    }
     if ((kind != CMAP_MOVED && kind != CMAP_ASK) || master < 0)
         return false;
     r->hops++;
@@ -298,7 +313,9 @@ int cluster_want_open(const rlc_engine *e, const struct conn *c)
     if (c->master >= cl->map.n)
         return 0;
     if (c->sub && c->state != C_DROPPED)
-        return e->n_subscribed > 0 && (c->master == 0 || cl->map.loaded) ? 1 : 0;
+        /* a master that owns no slot (a seed, one failed over) has no waiter */
+        return e->n_subscribed > 0 && (cl->owns[c->master] || (!cl->map.loaded && c->master == 0))
+                   ? 1 : 0;
     return conn_want_open(e, (int)(c - e->conns));
 }
 
