@@ -55,6 +55,16 @@ struct rlc_cmd *cmd_with_script(const struct rlc_cmd *cmd, const struct script *
     return c;
 }
 
+struct rlc_cmd *cmd_words(int argc, const char *const *argv)
+{
+    size_t lens[8];
+    if (argc < 0 || argc > 8)
+        return NULL;
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    return cmd_format(argc, argv, lens);
+}
+
 struct rlc_cmd *cmd_format(int argc, const char *const *argv, const size_t *lens)
 {
     size_t len = 1 + digits((size_t)argc) + 2;

@@ -21,6 +21,8 @@ struct rlc_cmd {
 
 /* Formats argv (binary-safe: lens gives each length) as a RESP array. */
 struct rlc_cmd *cmd_format(int argc, const char *const *argv, const size_t *lens);
+/* The same for NUL-terminated words (at most 8): "SENTINEL", "ASKING"... */
+struct rlc_cmd *cmd_words(int argc, const char *const *argv);
 
 /* EVALSHA <sha> <nkeys> keys... args...; argv holds keys then args. */
 struct rlc_cmd *cmd_evalsha(const struct script *s, int nkeys, int nargs,

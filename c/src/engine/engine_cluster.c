@@ -66,12 +66,9 @@ static struct conn *cmd_conn(rlc_engine *e, const struct eng_cluster *cl, int ma
 
 static struct rlc_cmd *words(int argc, const char *const *argv)
 {
-    size_t lens[2];
-    for (int i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-    struct rlc_cmd *cmd = cmd_format(argc, argv, lens);
+    struct rlc_cmd *cmd = cmd_words(argc, argv);
     if (!cmd)
-        abort();
+        abort(); /* a map question that cannot be asked would strand requests */
     return cmd;
 }
 
@@ -181,11 +178,7 @@ static void move_subs(rlc_engine *e, struct eng_cluster *cl, const uint8_t *old)
                     continue; /* `to` subscribes it when it connects */
                 argv[0] = cluster_sub_verb(e, cl->node, k == 1);
                 lens[0] = strlen(argv[0]);
-                struct rlc_cmd *cmd = cmd_format(2, argv, lens);
-                if (!cmd)
-                    abort();
-                conn_append(e, c, cmd->data, cmd->len);
-                cmd_unref(cmd);
+                conn_append_cmd(e, c, 2, argv, lens);
             }
         }
 }

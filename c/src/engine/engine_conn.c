@@ -93,6 +93,16 @@ void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len)
     c->appended += len;
 }
 
+void conn_append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const *argv,
+                     const size_t *lens)
+{
+    struct rlc_cmd *cmd = lens ? cmd_format(argc, argv, lens) : cmd_words(argc, argv);
+    if (!cmd)
+        abort();
+    conn_append(e, c, cmd->data, cmd->len);
+    cmd_unref(cmd);
+}
+
 static void schedule(rlc_engine *e, struct conn *c)
 {
     if (c->disc) {

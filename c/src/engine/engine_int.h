@@ -307,6 +307,9 @@ int conn_received(rlc_engine *e, int k, const char *data, size_t len, int64_t no
 void conn_timer(rlc_engine *e, struct conn *c, int64_t now);
 int conn_want_open(const rlc_engine *e, int k);
 void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len);
+/* Appends one command (lens NULL: NUL-terminated words) to c's bytes. */
+void conn_append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const *argv,
+                     const size_t *lens);
 void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg);
 int conn_feed(rlc_engine *e, struct conn *c, const char *data, size_t len);
 int conn_next(rlc_engine *e, struct conn *c, struct redisReply **out);

@@ -118,18 +118,6 @@ static void pass_over(rlc_engine *e, struct conn *c, const char *fmt, const char
     conn_drop(e, c, RLC_E_CONNECT, s->why);
 }
 
-static void append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const *argv)
-{
-    size_t lens[3];
-    for (int i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-    struct rlc_cmd *cmd = cmd_format(argc, argv, lens);
-    if (!cmd)
-        abort();
-    conn_append(e, c, cmd->data, cmd->len);
-    cmd_unref(cmd);
-}
-
 void sentinel_connected(rlc_engine *e, struct conn *c)
 {
     struct sentinel *s = &e->sentinels[c->node];
@@ -145,11 +133,11 @@ void sentinel_connected(rlc_engine *e, struct conn *c)
         const char *user = e->opts.sentinel_user;
         const char *argv[3] = {"AUTH", user ? user : e->opts.sentinel_password,
                                e->opts.sentinel_password};
-        append_cmd(e, c, user ? 3 : 2, argv);
+        conn_append_cmd(e, c, user ? 3 : 2, argv, NULL);
         s->step = S_AUTH;
     }
     const char *ask[3] = {"SENTINEL", "get-master-addr-by-name", e->addrs[c->node].master_name};
-    append_cmd(e, c, 3, ask);
+    conn_append_cmd(e, c, 3, ask, NULL);
     sentinel_schedule(e, c);
 }
 
@@ -248,7 +236,7 @@ static void on_answer(rlc_engine *e, struct conn *c, const redisReply *r)
     s->why[0] = 0;
     s->step = S_WATCH;
     const char *watch[2] = {"SUBSCRIBE", "+switch-master"};
-    append_cmd(e, c, 2, watch);
+    conn_append_cmd(e, c, 2, watch, NULL);
 }
 
 /* "+switch-master": "<name> <old-ip> <old-port> <new-ip> <new-port>". */

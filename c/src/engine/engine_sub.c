@@ -39,11 +39,7 @@ static void send_sub(rlc_engine *e, struct conn *c, const char *verb, const stru
 {
     const char *argv[2] = {verb, l->channel};
     size_t lens[2] = {strlen(verb), l->channel_len};
-    struct rlc_cmd *cmd = cmd_format(2, argv, lens);
-    if (!cmd)
-        abort();
-    conn_append(e, c, cmd->data, cmd->len);
-    cmd_unref(cmd);
+    conn_append_cmd(e, c, 2, argv, lens);
 }
 
 /* On every node's subscriber (a cluster's: the one of the lock's slot's
