@@ -70,21 +70,6 @@ static rlc_lock *lock(rlc_client *c, const char *name, uint64_t owner)
     return l;
 }
 
-/* A loopback port nobody listens on (bound, read, closed). */
-static int dead_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 /* ---- NULL everywhere ------------------------------------------------------ */
 
 TEST(null_handles_and_out_pointers_are_inval)
@@ -634,7 +619,7 @@ TEST(cli_never_prints_a_password)
     char exe[4096];
     CHECK(cli_path(exe, sizeof exe) == 0, "redlockc not found at %s (built with RLC_CLI=ON?)",
           exe);
-    int dead = dead_port();
+    int dead = rs_free_port();
     const struct cli_row rows[] = {
         {"dead port", false, "redis://:" PASSWORD "@127.0.0.1:%d", NULL,
          {"-w", "0", "n", "--", "true"}, 69},

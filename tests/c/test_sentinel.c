@@ -166,28 +166,13 @@ static int sset_start(struct sset *s, const char *data_pw, const char *sent_pw)
         return;                                                               \
     }
 
-/* A loopback port nothing listens on (bound, then closed). */
-static int dead_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 TEST(lock_and_unlock_through_sentinels_with_the_first_one_down)
 {
     START_SENTINELS(s, NULL, NULL);
     rlc_client *c = NULL;
     rlc_lock *l = NULL;
     char uri[256];
-    snprintf(uri, sizeof uri, "redis-sentinel://127.0.0.1:%d,%s/" MASTER, dead_port(),
+    snprintf(uri, sizeof uri, "redis-sentinel://127.0.0.1:%d,%s/" MASTER, rs_free_port(),
              s.sentinels);
     c = client(uri, NULL);
     CHECK(c != NULL, "client");

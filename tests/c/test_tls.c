@@ -36,20 +36,6 @@ struct tls_env {
     char opts[512];     /* tls_ca_file=<ca> */
 };
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 /* Certificates, then a server with a TLS port: 0, or -1 (the case fails). */
 static int env_start(struct tls_env *e, bool client_auth, bool password)
 {
@@ -68,7 +54,7 @@ static int env_start(struct tls_env *e, bool client_auth, bool password)
     snprintf(e->cert, sizeof e->cert, "%s/server.crt", e->dir);
     snprintf(e->key, sizeof e->key, "%s/server.key", e->dir);
     snprintf(e->client_pem, sizeof e->client_pem, "%s/client.pem", e->dir);
-    e->tls_port = free_port();
+    e->tls_port = rs_free_port();
     snprintf(e->tls_port_s, sizeof e->tls_port_s, "%d", e->tls_port);
     const char *extra[] = {"--tls-port", e->tls_port_s, "--tls-cert-file", e->cert,
                            "--tls-key-file", e->key, "--tls-ca-cert-file", e->ca,
@@ -390,7 +376,7 @@ TEST(rediss_sentinel_reaches_the_master_over_tls)
     rlc_lock *l = NULL;
     char msg[512], uri[160], opts[600], conf[1024];
     CHECK(env_start(&e, false, false) == 0, "no TLS server");
-    int sent_tls_port = free_port();
+    int sent_tls_port = rs_free_port();
     /* tls-replication: the sentinel's own links to the master are TLS. */
     snprintf(conf, sizeof conf,
              "tls-port %d\ntls-auth-clients no\ntls-replication yes\n"

@@ -14,6 +14,8 @@ sys.path.insert(0, os.path.dirname(__file__))  # redis_servers, workers
 
 import redlockc  # noqa: E402  (from PYTHONPATH: the build tree, see run.sh)
 from redis_servers import RedisServer  # noqa: E402
+# The TLS modules' fixtures (certificates, TLS servers), one set per module.
+from tls_fixtures import certs, mtls_server, tls_server  # noqa: E402,F401
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest_asyncio
 
 import redlockc
 import redlockc.asyncio as aio
+from aio_wait import until
 from redis_servers import RedisServer, free_port
 from sentinel_servers import SentinelGroup
 
@@ -18,17 +19,6 @@ pytestmark = pytest.mark.asyncio
 # Long enough that a failover (about 1 s here) fits in one lease: the hold
 # is then expected to survive on the promoted replica.
 WATCHDOG_MS = 6000
-
-
-async def until(condition, timeout=10.0, interval=0.01):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    for _ in range(int(timeout / interval) + 2):
-        value = condition()
-        if value or loop.time() >= deadline:
-            return value
-        await asyncio.sleep(interval)
-    return condition()
 
 
 @pytest.fixture(scope="module")

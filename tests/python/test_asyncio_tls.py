@@ -4,42 +4,17 @@ tests/tls/make_certs.sh (OpenSSL). The server keeps a plain port too, to look
 at the lock as anyone would. Every wait is bounded; nothing asserts on speed.
 """
 import asyncio
-import os
 import ssl
-import subprocess
 
 import pytest
 import pytest_asyncio  # noqa: F401  (the plugin must be there: without it async tests are skipped)
 
 import redlockc
 import redlockc.asyncio as aio
-from redis_servers import TlsRedisServer
 
 pytestmark = pytest.mark.asyncio
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PASSWORD = "tls-Pa55-not-for-logs"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("certs")
-    subprocess.run(["bash", os.path.join(HERE, "..", "tls", "make_certs.sh"), str(d)], check=True)
-    return str(d)
-
-
-@pytest.fixture(scope="module")
-def tls_server(certs):
-    s = TlsRedisServer(certs, False, "--requirepass", PASSWORD).start()
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def mtls_server(certs):
-    s = TlsRedisServer(certs, True).start()
-    yield s
-    s.stop()
+from tls_fixtures import PASSWORD  # certs, tls_server, mtls_server: conftest.py
 
 
 async def round_trip(uri, **options):

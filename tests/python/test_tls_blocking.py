@@ -4,38 +4,14 @@ certificates made for the run by tests/tls/make_certs.sh. The server keeps a
 plain port too, to look at the lock as anyone would. Every wait is bounded;
 nothing asserts on speed.
 """
-import os
-import subprocess
 import threading
 
 import pytest
 
 import redlockc
-from redis_servers import TlsRedisServer, wait_until
+from redis_servers import wait_until
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PASSWORD = "tls-Pa55-not-for-logs"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("certs")
-    subprocess.run(["bash", os.path.join(HERE, "..", "tls", "make_certs.sh"), str(d)], check=True)
-    return str(d)
-
-
-@pytest.fixture(scope="module")
-def tls_server(certs):
-    s = TlsRedisServer(certs, False, "--requirepass", PASSWORD).start()
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def mtls_server(certs):
-    s = TlsRedisServer(certs, True).start()
-    yield s
-    s.stop()
+from tls_fixtures import PASSWORD  # certs, tls_server, mtls_server: conftest.py
 
 
 def test_a_lock_over_rediss_is_the_redisson_hash(tls_server, certs):

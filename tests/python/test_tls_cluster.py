@@ -4,7 +4,6 @@ the TLS ports), reached by the blocking client (OpenSSL in the C library) and
 by redlockc.asyncio (Python's ssl). Each node keeps a plain port to look at.
 """
 import asyncio
-import os
 import subprocess
 
 import pytest
@@ -14,9 +13,6 @@ import redis_servers
 import redlockc
 import redlockc.asyncio as aio
 from redis_servers import TlsRedisServer, wait_until
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
 
 _free_port = redis_servers.free_port
 
@@ -31,10 +27,7 @@ def low_port():
 
 
 @pytest.fixture(scope="module")
-def tls_cluster(tmp_path_factory, monkeypatch_module):
-    certs = str(tmp_path_factory.mktemp("certs"))
-    subprocess.run(["bash", os.path.join(HERE, "..", "tls", "make_certs.sh"), certs], check=True,
-                   capture_output=True)
+def tls_cluster(certs, monkeypatch_module):
     monkeypatch_module.setattr(redis_servers, "free_port", low_port)
     nodes = []
     try:

@@ -18,7 +18,7 @@
 
 #include "redis_server.h"
 
-static int free_port(void)
+int rs_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -116,7 +116,7 @@ int rs_start(struct redis_server *s, const char *const *extra)
         return -1;
     snprintf(s->socket, sizeof s->socket, "%s/redis.sock", s->dir);
     for (int attempt = 0; attempt < 5; attempt++) {
-        s->port = free_port();
+        s->port = rs_free_port();
         if (s->port <= 0)
             continue;
         snprintf(s->uri, sizeof s->uri, "redis://127.0.0.1:%d", s->port);
@@ -140,7 +140,7 @@ int rs_start_sentinel(struct redis_server *s, const char *conf_text)
     fputs(conf_text, f);
     fclose(f);
     for (int attempt = 0; attempt < 5; attempt++) {
-        s->port = free_port();
+        s->port = rs_free_port();
         if (s->port <= 0)
             continue;
         snprintf(s->uri, sizeof s->uri, "127.0.0.1:%d", s->port);

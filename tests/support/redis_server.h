@@ -23,6 +23,9 @@ struct redis_server {
 
 /* Starts a server on a free port; extra: NULL-terminated redis-server args
  * (e.g. "--requirepass", "pw", NULL) or NULL. 0 on success. */
+/* A loopback port nothing listens on right now (bound, read, closed), or -1. */
+int rs_free_port(void);
+
 int rs_start(struct redis_server *s, const char *const *extra);
 
 /* Starts a sentinel (redis-server <conf> --sentinel) on a free port, its
