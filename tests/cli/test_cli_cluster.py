@@ -5,13 +5,14 @@ import subprocess
 
 import pytest
 
-from clitools import Redis, run, wait_until
+from clitools import Redis, free_port, run, wait_until
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    nodes = [Redis("--cluster-enabled", "yes", "--cluster-node-timeout", "1000")
-             for _ in range(6)]
+    # the bus port given, not port + 10000 (taken, or past 65535)
+    nodes = [Redis("--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+                   "--cluster-port", str(free_port())) for _ in range(6)]
     try:
         subprocess.run(["redis-cli", "--cluster", "create"] +
                        [f"127.0.0.1:{n.port}" for n in nodes] +

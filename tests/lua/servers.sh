@@ -175,7 +175,9 @@ sentinel_master_port() {
 cluster_start() {
   local name=$1 j i p ports=() seeds=
   for j in 1 2 3 4 5 6; do
-    redis_start "${name}_$j" --cluster-enabled yes --cluster-node-timeout 1000 || return 1
+    # the bus port given, not port + 10000 (taken, or past 65535)
+    redis_start "${name}_$j" --cluster-enabled yes --cluster-node-timeout 1000 \
+      --cluster-port "$(free_port)" || return 1
     p=${name}_${j}_PORT
     ports+=("127.0.0.1:${!p}")
     seeds+="${seeds:+,}127.0.0.1:${!p}"

@@ -352,8 +352,10 @@ expect_eq "a lock through redis-sentinel:// is written on the master" \
 redis-cli -p "$SEN_SPORT" SENTINEL FAILOVER rlcor >/dev/null
 for i in $(seq 400); do # the new master named and promoted (20 s)
   nm=$(sentinel_master_port "$SEN_SPORT" rlcor)
+  # promoted, and the old master demoted (until then it answers as a master too)
   [ -n "$nm" ] && [ "$nm" != "$sm" ] &&
-    redis-cli -p "$nm" INFO replication | grep -q "role:master" && break
+    redis-cli -p "$nm" INFO replication | grep -q "role:master" &&
+    redis-cli -p "$sm" INFO replication | grep -q "role:slave" && break
   sleep 0.05
 done
 seen=

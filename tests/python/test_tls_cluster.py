@@ -34,6 +34,7 @@ def tls_cluster(certs, monkeypatch_module):
         for _ in range(6):
             nodes.append(TlsRedisServer(
                 certs, False, "--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+                "--cluster-port", str(_free_port()),
                 "--tls-cluster", "yes", "--tls-replication", "yes",
                 "--tls-client-cert-file", f"{certs}/client.crt",
                 "--tls-client-key-file", f"{certs}/client.key").start())

@@ -164,9 +164,13 @@ int rc_start(struct redis_cluster *rc)
 {
     memset(rc, 0, sizeof *rc);
     /* node-timeout 2000: a killed master is failed over in seconds. */
-    const char *args[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                          "--cluster-node-timeout", "2000", NULL};
     for (int i = 0; i < RC_NODES; i++) {
+        /* The bus port given, not port + 10000: that may be taken, or past
+         * 65535 (redis-server would exit at start). */
+        snprintf(rc->bus[i], sizeof rc->bus[i], "%d", rs_free_port());
+        const char *args[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                              "--cluster-node-timeout", "2000", "--cluster-port", rc->bus[i],
+                              NULL};
         if (rs_start(&rc->node[i], args) != 0)
             goto fail;
         rc->n++;

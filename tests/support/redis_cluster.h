@@ -16,6 +16,7 @@ struct redis_cluster {
     int n;
     struct redis_server node[RC_NODES];
     char uri[256]; /* redis-cluster://127.0.0.1:<p1>,127.0.0.1:<p2> */
+    char bus[RC_NODES][16]; /* each node's cluster bus port (kept: a restart reuses it) */
 };
 
 /* 0 on success; on failure everything started is stopped again. */

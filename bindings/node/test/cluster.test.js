@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 const { execFileSync } = require('node:child_process');
 const redlockc = require('..');
 const { within } = require('./helpers.js');
-const { startRedis } = require('./redis_server.js');
+const { startRedis, freePort } = require('./redis_server.js');
 
 const { Client } = redlockc;
 
@@ -20,7 +20,8 @@ async function startCluster() {
     // redis-server exits at start, and another port is tried.
     for (let attempt = 0; ; attempt++) {
       try {
-        nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000']));
+        nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000',
+          '--cluster-port', String(await freePort())]));
         break;
       } catch (e) {
         if (attempt === 9) throw e;
