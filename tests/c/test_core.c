@@ -807,6 +807,36 @@ done:
     rs_stop(&s);
 }
 
+/* An extend whose answer comes after the lease it sets has run out (less
+ * the drift allowance) is not certainly held meanwhile: RLC_E_LOST, not an
+ * OK that claims a validity already over (quorum_renew_end, as the engine
+ * decides). CLIENT PAUSE WRITE holds the extend's script 400 ms on the
+ * server, which then runs it: the lock is still there (its lease is 10 s). */
+TEST(extend_answered_after_its_lease_ran_out_is_lost)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "io_timeout_ms=3000");
+    rlc_lock *l = lock(c, "late", 0);
+    CHECK_RC(rlc_lock_acquire(l, 0, 10000), RLC_OK);
+    redisReply *r = rs_cmd(&s, "CLIENT PAUSE 400 WRITE");
+    int paused = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+    if (r)
+        freeReplyObject(r);
+    CHECK(paused, "CLIENT PAUSE refused");
+    CHECK_RC(rlc_lock_extend(l, 200), RLC_E_LOST);
+    CHECK(strstr(rlc_errmsg(), "came after") != NULL, "message: %s", rlc_errmsg());
+    long long pttl = rs_int(&s, "PTTL late");
+    CHECK(pttl <= 200, "the server ran the extend all the same: PTTL %lld", pttl);
+    CHECK_RC(rlc_lock_release(l), RLC_E_LOST);
+    CHECK_RC(rlc_lock_acquire(l, 0, 5000), RLC_OK); /* a new hold, extended in time */
+    CHECK_RC(rlc_lock_extend(l, 5000), RLC_OK);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 TEST(force_release_frees_any_holder_and_wakes_waiters)
 {
     START(s);
@@ -1075,6 +1105,7 @@ RUN_TESTS(CASE(acquire_and_release_change_the_hash),
           CASE(lost_after_holder_frozen_past_its_lease),
           CASE(hung_server_makes_the_hold_lost_when_its_validity_ends),
           CASE(lost_hold_is_reported_by_extend_and_every_release),
+          CASE(extend_answered_after_its_lease_ran_out_is_lost),
           CASE(waiter_wakes_on_unlock_message_within_200ms),
           CASE(waiter_retries_when_a_crashed_holders_lease_ends),
           CASE(bounded_wait_gives_up_on_time),

@@ -144,6 +144,34 @@ TEST(arithmetic)
 done:;
 }
 
+TEST(release_needs_a_quorum_and_is_not_held_once_no_quorum_can_say_yes)
+{
+    CHECK(quorum_release_end(1, 1, 0) == QE_DONE, "one node ran it");
+    CHECK(quorum_release_end(1, 0, 1) == QE_NOT_HELD, "one node refused");
+    CHECK(quorum_release_end(1, 0, 0) == QE_OUTAGE, "no answer");
+    CHECK(quorum_release_end(3, 2, 1) == QE_DONE, "2 of 3 ran it");
+    CHECK(quorum_release_end(3, 1, 1) == QE_OUTAGE, "1 ran, 1 refused, 1 silent: unknown");
+    CHECK(quorum_release_end(3, 1, 2) == QE_NOT_HELD, "2 of 3 refused: no quorum held it");
+    CHECK(quorum_release_end(5, 2, 2) == QE_OUTAGE, "2/2/1 of 5: unknown");
+    CHECK(quorum_release_end(5, 2, 3) == QE_NOT_HELD, "3 of 5 refused");
+done:;
+}
+
+TEST(renewal_counts_only_in_time_and_is_lost_once_no_quorum_can_say_yes)
+{
+    CHECK(quorum_renew_end(3, 2, 0, 100) == QE_DONE, "2 of 3 renewed in time");
+    CHECK(quorum_renew_end(3, 3, 0, 0) == QE_LATE, "renewed, but the validity has ended");
+    CHECK(quorum_renew_end(3, 3, 0, -5) == QE_LATE, "renewed after it ended");
+    CHECK(quorum_renew_end(3, 1, 2, 100) == QE_NOT_HELD, "2 of 3 say it is gone");
+    CHECK(quorum_renew_end(3, 1, 1, 100) == QE_OUTAGE, "1/1/1: unknown");
+    CHECK(quorum_renew_end(1, 0, 0, 100) == QE_OUTAGE, "no answer");
+    CHECK(quorum_has(5, 3) && !quorum_has(5, 2) && quorum_has(2, 2) && !quorum_has(2, 1),
+          "quorum_has");
+    CHECK(quorum_denied(5, 3) && !quorum_denied(5, 2) && quorum_denied(2, 1),
+          "quorum_denied: of 2 nodes one no is enough (the quorum is 2)");
+done:;
+}
+
 RUN_TESTS(CASE(one_node_yes_is_held_with_its_token),
           CASE(one_node_busy_sleeps_until_the_holders_lease_ends_and_undoes_nothing),
           CASE(no_answer_is_an_outage_and_is_undone),
@@ -153,4 +181,6 @@ RUN_TESTS(CASE(one_node_yes_is_held_with_its_token),
           CASE(an_unanswered_node_may_give_a_holder_its_quorum), CASE(granted_too_late_is_not_held),
           CASE(nested_acquire_whose_outer_hold_is_gone_is_lost),
           CASE(holder_without_expiry_gives_an_unknown_sleep),
-          CASE(undone_before_arrival_counts_as_no_vote_and_needs_no_undo), CASE(arithmetic))
+          CASE(undone_before_arrival_counts_as_no_vote_and_needs_no_undo), CASE(arithmetic),
+          CASE(release_needs_a_quorum_and_is_not_held_once_no_quorum_can_say_yes),
+          CASE(renewal_counts_only_in_time_and_is_lost_once_no_quorum_can_say_yes))

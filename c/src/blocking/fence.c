@@ -29,6 +29,7 @@
 #include "error.h"
 #include "fence.h"
 #include "mux.h"
+#include "quorum.h"
 #include "scripts.h"
 #include "sha1.h"
 
@@ -60,7 +61,7 @@ int fence_store_token(rlc_lock *l, uint64_t owner, const uint64_t *tokens, const
         return rlc_fail(RLC_E_NOMEM, "out of memory");
     /* A quorum that counted to the token itself is the register already:
      * raise the others without waiting (fewer nodes lag behind). */
-    if (stored >= c->quorum) {
+    if (quorum_has(c->n_nodes, stored)) {
         for (int j = 0; j < k; j++)
             mux_send_detached(client_mux(c, nodes[j], owner), cmd, &script_token_floor, false);
         cmd_unref(cmd);
@@ -98,7 +99,7 @@ int fence_store_token(rlc_lock *l, uint64_t owner, const uint64_t *tokens, const
         if (r->reply)
             freeReplyObject(r->reply);
     }
-    if (stored >= c->quorum)
+    if (quorum_has(c->n_nodes, stored))
         return RLC_OK;
     char name[80];
     return rlc_fail(status,

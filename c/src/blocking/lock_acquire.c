@@ -154,7 +154,7 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
                        const struct cancel_point *cp, struct attempt *a)
 {
     rlc_client *c = l->client;
-    int n = c->n_nodes, q = c->quorum;
+    int n = c->n_nodes;
 
     /* The hold is registered before sending, as an acquire in flight. A
      * nested acquire keeps the mode and lease of the hold it nests in. */
@@ -286,11 +286,11 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
                       (long long)(elapsed_ns / RLC_NS_PER_MS));
         a->split = false;
         a->sleep_ms = 0;
-    } else if (yes + not_counted >= q) {
+    } else if (quorum_has(n, yes + not_counted)) {
         rc = rlc_fail(RLC_NOT_ACQUIRED,
                       "lock '%s': %d of %d nodes granted it, but only %d count toward the "
                       "quorum of %d: %s", lock_shown(l, name, sizeof name), yes + not_counted, n,
-                      yes, q, guard_why);
+                      yes, quorum_of(n), guard_why);
         a->split = false;
         a->sleep_ms = guard_wait_ms;
     } else if (vd.outcome == Q_BUSY) {

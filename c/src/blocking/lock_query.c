@@ -28,7 +28,7 @@ static int query(rlc_lock *l, int argc, const char *const *argv, const size_t *l
         if (r && lock_reply_int(r, &v[*nv]))
             (*nv)++;
     }
-    int rc = *nv >= c->quorum ? RLC_OK : fanout_fail(c, &f, l->key);
+    int rc = quorum_has(f.n, *nv) ? RLC_OK : fanout_fail(c, &f, l->key);
     fanout_clear(&f);
     cmd_unref(cmd);
     return rc;
@@ -54,7 +54,7 @@ int rlc_lock_is_locked(rlc_lock *l, int *out)
     int64_t v[RLC_MAX_NODES];
     int nv;
     if ((rc = query(l, 2, argv, lens, v, &nv)) == RLC_OK)
-        *out = count_ones(v, nv) >= l->client->quorum;
+        *out = quorum_has(l->client->n_nodes, count_ones(v, nv));
     client_leave(l->client);
     return rc;
 }
@@ -82,7 +82,7 @@ int rlc_lock_is_held(rlc_lock *l, int *out)
         int64_t v[RLC_MAX_NODES];
         int nv;
         if ((rc = query(l, 3, argv, lens, v, &nv)) == RLC_OK)
-            *out = count_ones(v, nv) >= c->quorum;
+            *out = quorum_has(c->n_nodes, count_ones(v, nv));
     }
     client_leave(c);
     return rc;

@@ -178,11 +178,12 @@ int rlc_lock_release(rlc_lock *l)
             freed += v == 0 || v == -2;
         }
     }
-    if (freed >= c->quorum)
+    if (quorum_has(f.n, freed))
         pubsub_notify_local(c->pubsub, l->channel, l->channel_len);
-    if (done >= c->quorum)
+    int end = quorum_release_end(f.n, done, refused);
+    if (end == QE_DONE)
         rc = RLC_OK;
-    else if (refused > f.n - c->quorum)
+    else if (end == QE_NOT_HELD)
         rc = not_held(l, had_hold, field);
     else
         rc = fanout_fail(c, &f, l->key);
@@ -251,10 +252,13 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
             r->element[0]->integer == 1 ? yes++ : gone++;
     }
 
+    int64_t validity_ms =
+        quorum_validity_ms(lease, rlc_now_ns() - f.started_ns, c->opts.drift_factor);
+    int end = quorum_renew_end(f.n, yes, gone, validity_ms);
     pthread_mutex_lock(&c->mu);
     h = hold_id ? hold_by_id(c, l, owner, hold_id) : NULL;
     bool had_hold = h && h->count > 0, wake = false;
-    if (yes >= c->quorum) {
+    if (end == QE_DONE) {
         rc = RLC_OK;
         if (had_hold) {
             h->lease_ms = lease;
@@ -264,8 +268,11 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
             h->next_renew_ns = f.started_ns + lease * RLC_NS_PER_MS / 3;
             wake = watchdog && h->next_renew_ns < c->watchdog_wake_ns;
         }
-    } else if (gone > f.n - c->quorum) {
-        rc = RLC_E_NOT_OWNER; /* message below, outside the mutex */
+    } else if (end == QE_LATE || end == QE_NOT_HELD) {
+        /* Late: renewed, but after the lease it set (less the drift
+         * allowance) had run out, so not certainly ours meanwhile; an OK
+         * would claim a validity that has ended (the engine's rule too). */
+        rc = end == QE_LATE ? RLC_E_LOST : RLC_E_NOT_OWNER; /* message below, outside mu */
         if (had_hold)
             lock_mark_lost(c, h);
     } else {
@@ -274,6 +281,13 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
     pthread_mutex_unlock(&c->mu);
     if (rc == RLC_E_NOT_OWNER)
         rc = not_held(l, had_hold, field);
+    else if (rc == RLC_E_LOST) {
+        char name[80];
+        rc = rlc_fail(RLC_E_LOST,
+                      "lock '%s' was lost: the extend's answers came after its %lld ms lease "
+                      "(less the drift allowance) ran out", lock_shown(l, name, sizeof name),
+                      (long long)lease);
+    }
     if (wake)
         client_wake_thread(c);
     fanout_clear(&f);
@@ -297,7 +311,7 @@ int rlc_lock_force_release(rlc_lock *l)
     int answered = 0;
     for (int i = 0; i < f.n; i++)
         answered += fanout_reply(&f, i) != NULL;
-    if (answered >= c->quorum) {
+    if (quorum_has(f.n, answered)) {
         pthread_mutex_lock(&c->mu);
         hold_drop_all(c, l);
         pthread_mutex_unlock(&c->mu);

@@ -44,6 +44,7 @@
 #include "conn.h"
 #include "hold.h"
 #include "metrics.h"
+#include "quorum.h"
 #include "state.h"
 #include "tracking.h"
 
@@ -443,7 +444,7 @@ static void apply(struct tracking *t)
 {
     rlc_client *c = t->c;
     struct round *r = &t->r;
-    int n = t->n, q = c->quorum;
+    int n = t->n;
     /* The holds are found again by id: some may be gone by now (released,
      * their handle freed), and a pointer kept across the round could dangle. */
     qsort(r->h, (size_t)r->nholds, sizeof *r->h, by_id);
@@ -456,7 +457,7 @@ static void apply(struct tracking *t)
         int gone = 0;
         for (int i = 0; i < n; i++)
             gone += r->v[row * (size_t)n + (size_t)i] == 0;
-        if (gone > n - q) {
+        if (quorum_denied(n, gone)) {
             h->lost = RLC_E_LOST;
             if (!h->notified) {
                 h->notified = true;

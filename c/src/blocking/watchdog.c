@@ -226,7 +226,7 @@ static int verdict(const struct round *r, int n, int k, int i, int j, int *statu
 /* Under mu: applies the replies to the holds still alive. */
 static void apply(rlc_client *c, struct round *r, int64_t now)
 {
-    int n = c->n_nodes, q = c->quorum;
+    int n = c->n_nodes;
     int64_t lease = c->opts.watchdog_timeout_ms;
     int64_t valid_ms = lease - quorum_drift_ms(lease, c->opts.drift_factor);
     int64_t retry_ns = (lease / 10 > 5 ? lease / 10 : 5) * RLC_NS_PER_MS;
@@ -243,11 +243,16 @@ static void apply(rlc_client *c, struct round *r, int64_t now)
             yes += v == 1;
             gone += v == 0;
         }
-        if (yes >= q) {
+        /* A yes renews even if it came late (the round is bounded by the
+         * soonest validity, so only just): a node that says yes still had
+         * the hold when the script ran, as an expired one answers no, so a
+         * quorum of yeses kept it ours throughout. */
+        int end = quorum_renew_end(n, yes, gone, 1);
+        if (end == QE_DONE) {
             metrics_count(c, RLC_M_RENEWALS);
             h->valid_until_ns = r->started_ns + valid_ms * RLC_NS_PER_MS;
             h->next_renew_ns = r->started_ns + lease * RLC_NS_PER_MS / 3;
-        } else if (gone > n - q) {
+        } else if (end == QE_NOT_HELD) {
             h->lost = RLC_E_LOST;
         } else if (now >= h->valid_until_ns) {
             h->lost = n == 1 ? status : RLC_E_NO_QUORUM;

@@ -326,7 +326,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     struct hold *h = op->hold;
     int64_t validity = quorum_validity_ms(op->lease, (now - op->started) * 1000000,
                                           e->opts.drift_factor);
-    if (op->stored >= e->q && validity > 0) {
+    if (quorum_has(e->n, op->stored) && validity > 0) {
         grant(e, op, now);
         return;
     }

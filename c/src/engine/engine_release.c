@@ -107,10 +107,10 @@ static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     /* unanswered releases stay queued as redo requests; nobody waits for them */
     round_abandon(op);
     char msg[400] = "";
-    int rc;
-    if (done >= e->q)
+    int rc, end = quorum_release_end(e->n, done, refused);
+    if (end == QE_DONE)
         rc = RLC_OK;
-    else if (refused > e->n - e->q)
+    else if (end == QE_NOT_HELD)
         rc = not_held(h, op->had_hold, msg, sizeof msg);
     else
         rc = round_fail(e, op, msg, sizeof msg);
@@ -125,7 +125,7 @@ static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     /* our own waiters hear of it now, not a message's round trip later;
      * the messages of this release then wake nobody more (engine_sub.c) */
-    if (freed >= e->q && h->lock->waiters) {
+    if (quorum_has(e->n, freed) && h->lock->waiters) {
         h->lock->own_msgs += freed;
         sub_wake_one(e, h->lock, now);
     }
@@ -184,7 +184,8 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     char msg[400] = "";
     int rc;
     int64_t valid_until = hold_valid_until(h, op->started, op->lease, e->opts.drift_factor);
-    if (yes >= e->q && valid_until <= now) {
+    int end = quorum_renew_end(e->n, yes, gone, valid_until - now);
+    if (end == QE_LATE) {
         /* a quorum renewed it, but the answers came after that lease ran out
          * (a slow round, a paused process): it is not certainly held, and
          * RLC_OK would hand out a negative validity (found by the simulation) */
@@ -196,7 +197,7 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         h->lost = RLC_E_LOST;
         h->watchdog = false;
         renew_schedule(e, h);
-    } else if (yes >= e->q) {
+    } else if (end == QE_DONE) {
         rc = RLC_OK;
         h->lease_ms = op->lease;
         h->watchdog = op->watchdog;
@@ -206,7 +207,7 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
             h->next_renew = op->started + op->lease / 3;
         renew_schedule(e, h);
         op->validity_out = h->valid_until - now;
-    } else if (gone > e->n - e->q) {
+    } else if (end == QE_NOT_HELD) {
         rc = not_held(h, true, msg, sizeof msg);
         h->lost = RLC_E_LOST;
         h->watchdog = false;

@@ -125,7 +125,7 @@ static void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         if (op->rep[i].status == RLC_OK)
             op->rep[i].a == 1 ? yes++ : gone++;
     char msg[300];
-    int fail = yes >= e->q ? 0 : round_fail(e, op, msg, sizeof msg);
+    int fail = quorum_has(e->n, yes) ? 0 : round_fail(e, op, msg, sizeof msg);
     int64_t started = op->started, lease = op->lease;
     end_renewal(e, h);
     if (h->count <= 0 || h->lost || !h->watchdog) {
@@ -133,11 +133,16 @@ static void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         hold_maybe_free(e, h);
         return;
     }
-    if (yes >= e->q) {
+    int64_t valid_until = hold_valid_until(h, started, lease, e->opts.drift_factor);
+    int end = quorum_renew_end(e->n, yes, gone, valid_until - now);
+    if (end == QE_DONE || end == QE_LATE) {
+        /* late (the round's deadline is the old validity, so only just):
+         * the new validity has ended too, and the hold's timer, due at
+         * once, loses it as an extend that came late is lost */
         h->renew_fail = 0;
-        h->valid_until = hold_valid_until(h, started, lease, e->opts.drift_factor);
+        h->valid_until = valid_until;
         h->next_renew = started + lease / 3;
-    } else if (gone > e->n - e->q) {
+    } else if (end == QE_NOT_HELD) {
         lose(e, h, RLC_E_LOST);
         return;
     } else {

@@ -122,3 +122,27 @@ void quorum_decide(const struct quorum_vote *v, int n, bool nested, int64_t leas
         out->outcome = Q_OUTAGE;
     }
 }
+
+bool quorum_has(int n, int k)
+{
+    return k >= quorum_of(n);
+}
+
+bool quorum_denied(int n, int no)
+{
+    return no > n - quorum_of(n);
+}
+
+int quorum_release_end(int n, int done, int refused)
+{
+    return quorum_has(n, done)          ? QE_DONE
+           : quorum_denied(n, refused) ? QE_NOT_HELD
+                                       : QE_OUTAGE;
+}
+
+int quorum_renew_end(int n, int yes, int gone, int64_t validity_ms)
+{
+    if (quorum_has(n, yes))
+        return validity_ms > 0 ? QE_DONE : QE_LATE;
+    return quorum_denied(n, gone) ? QE_NOT_HELD : QE_OUTAGE;
+}

@@ -73,4 +73,29 @@ struct quorum_verdict {
 void quorum_decide(const struct quorum_vote *v, int n, bool nested, int64_t lease_ms,
                    int64_t elapsed_ns, double drift_factor, struct quorum_verdict *out);
 
+/* ---- what a quorum says of a release, an extend or a renewal -------------- */
+
+/* Do k of n nodes make a quorum? */
+bool quorum_has(int n, int k);
+
+/* Did more than n - q nodes say no? Then no quorum can say yes. */
+bool quorum_denied(int n, int no);
+
+enum quorum_end {
+    QE_DONE = 1, /* a quorum did it */
+    QE_LATE,     /* a quorum renewed it, but the answers came after the validity
+                    that renewal gives had ended: not certainly held */
+    QE_NOT_HELD, /* no quorum can count it ours: lost, or never ours */
+    QE_OUTAGE    /* too few answers to say */
+};
+
+/* A release round: done nodes took our level off (or found the lock gone
+ * with it), refused nodes said the level was not ours. */
+int quorum_release_end(int n, int done, int refused);
+
+/* An extend or renewal round: yes nodes renewed the hold, gone nodes said it
+ * is not ours; validity_ms is what the new lease, counted from the round's
+ * start, still leaves when the answers are in (<= 0: it has ended). */
+int quorum_renew_end(int n, int yes, int gone, int64_t validity_ms);
+
 #endif

@@ -180,47 +180,47 @@ int64_t fam_tomb_ms(const rlc_client *c, int64_t lease)
 void fam_read_acquire(rlc_client *c, const struct fanout *f, int64_t lease, const char *key,
                       struct fam_try *t)
 {
-    int n = c->n_nodes, q = c->quorum, yes = 0, busy = 0;
-    int64_t pttl[RLC_MAX_NODES];
+    int n = c->n_nodes;
+    struct quorum_vote votes[RLC_MAX_NODES];
     t->count = 0;
     t->split = false;
     t->sleep_ms = -1;
     t->any_undo = false;
     t->started_ns = f->started_ns;
+    /* Each node's answer as a vote, and quorum_decide's verdict, as for an
+     * RLock: the family's replies name no holder and carry no token. */
     for (int i = 0; i < n; i++) {
         const redisReply *r = fanout_reply(f, i);
-        t->undo[i] = true;
+        votes[i] = (struct quorum_vote){QV_NONE, 0, false, NULL, 0};
         if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
             r->element[0]->type != REDIS_REPLY_INTEGER ||
             r->element[1]->type != REDIS_REPLY_INTEGER)
             continue;
         int64_t v = r->element[0]->integer;
-        if (v >= 1) {
-            yes++;
-            if (!t->count)
-                t->count = v;
-        } else if (v == 0) {
-            t->undo[i] = false;
-            pttl[busy++] = r->element[1]->integer;
-        }
+        if (v >= 1 && !t->count)
+            t->count = v;
+        if (v >= 1)
+            votes[i].kind = QV_YES;
+        else if (v == 0)
+            votes[i] = (struct quorum_vote){QV_BUSY, r->element[1]->integer, false, NULL, 0};
     }
-    int64_t elapsed = rlc_now_ns() - f->started_ns;
-    bool valid = quorum_validity_ms(lease, elapsed, c->opts.drift_factor) > 0;
-    if (yes >= q && valid) {
+    struct quorum_verdict vd;
+    quorum_decide(votes, n, false, lease, rlc_now_ns() - f->started_ns, c->opts.drift_factor,
+                  &vd);
+    if (vd.outcome == Q_HELD) {
         t->rc = RLC_OK;
-    } else if (yes >= q || yes + busy >= q) {
+    } else if (vd.outcome == Q_LEASE_USED || vd.outcome == Q_BUSY) {
         t->rc = rlc_fail(RLC_NOT_ACQUIRED, "'%s' is held by another owner", key);
-        t->split = yes > 0;
-        /* Look again when the soonest refusing lease ends, at the latest. */
-        for (int i = 0; i < busy; i++)
-            if (pttl[i] > 0 && (t->sleep_ms < 0 || pttl[i] < t->sleep_ms))
-                t->sleep_ms = pttl[i];
+        /* granted too slowly: try again at once, after a jitter */
+        t->split = vd.outcome == Q_LEASE_USED || vd.split;
+        t->sleep_ms = vd.outcome == Q_BUSY ? vd.sleep_ms : -1;
     } else {
         t->rc = fanout_fail(c, f, key);
     }
-    if (t->rc != RLC_OK)
-        for (int i = 0; i < n; i++)
-            t->any_undo = t->any_undo || t->undo[i];
+    for (int i = 0; i < n; i++) {
+        t->undo[i] = vd.undo[i];
+        t->any_undo = t->any_undo || (t->rc != RLC_OK && vd.undo[i]);
+    }
 }
 
 static void jitter(const rlc_client *c, int64_t deadline_ns)

@@ -19,6 +19,7 @@
 #include "cmd.h"
 #include "error.h"
 #include "pubsub.h"
+#include "quorum.h"
 
 enum { K_RW, K_FAIR };
 enum { OP_ACQUIRE, OP_RELEASE, OP_UNDO, OP_RENEW, OP_WITHDRAW };
@@ -420,11 +421,12 @@ static int release(struct flock *l, int side)
             freed += fr;
         }
     }
-    if (freed >= c->quorum && l->kind == K_RW)
+    if (quorum_has(f.n, freed) && l->kind == K_RW)
         pubsub_notify_local(c->pubsub, l->channel, l->channel_len);
-    if (done >= c->quorum)
+    int end = quorum_release_end(f.n, done, refused);
+    if (end == QE_DONE)
         rc = RLC_OK;
-    else if (refused > f.n - c->quorum)
+    else if (end == QE_NOT_HELD)
         rc = rlc_fail(RLC_E_LOST, "%s '%s' was lost: it expired or was taken",
                       side_name(l, side), name);
     else
@@ -457,7 +459,9 @@ static int renew(struct fam_obj *o, int side, uint64_t owner, uint64_t level)
     }
     fanout_clear(&f);
     cmd_unref(cmd);
-    return yes >= c->quorum ? 1 : gone > c->n_nodes - c->quorum ? 0 : -1;
+    /* a late yes renews, as in the RLock's watchdog (watchdog.c) */
+    int end = quorum_renew_end(f.n, yes, gone, 1);
+    return end == QE_DONE ? 1 : end == QE_NOT_HELD ? 0 : -1;
 }
 
 /* ---- handles and queries ---------------------------------------------------------- */
@@ -597,10 +601,10 @@ static int server_string(struct flock *l, int argc, const char **argv, const siz
                      (r->type != REDIS_REPLY_STRING ||
                       (o->len == r->len && memcmp(o->str, r->str, r->len) == 0));
         }
-        if (agree >= c->quorum && r->type == REDIS_REPLY_STRING)
+        if (quorum_has(f.n, agree) && r->type == REDIS_REPLY_STRING)
             snprintf(out, size, "%.*s", (int)r->len, r->str);
     }
-    rc = answered >= c->quorum ? RLC_OK : fanout_fail(c, &f, l->key);
+    rc = quorum_has(f.n, answered) ? RLC_OK : fanout_fail(c, &f, l->key);
     fanout_clear(&f);
     cmd_unref(cmd);
     client_leave(c);
