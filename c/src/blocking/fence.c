@@ -50,11 +50,8 @@ int fence_store_token(rlc_lock *l, uint64_t owner, const uint64_t *tokens, const
     if (k == 0)
         return RLC_OK;
 
-    char floor[24];
-    const char *argv[2] = {l->token_key, floor};
-    size_t lens[2] = {l->token_key_len,
-                      (size_t)snprintf(floor, sizeof floor, "%llu", (unsigned long long)token)};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
+    struct lock_names names = lock_names_of(l);
+    struct rlc_cmd *cmd = call_token_floor(&names, token);
     struct mux_req *reqs[RLC_MAX_NODES];
     struct mux_result res[RLC_MAX_NODES];
     if (!cmd)

@@ -29,35 +29,6 @@
  * the retry rate of one waiter to 200/s whatever the options. */
 #define MIN_RETRY_MS 5
 
-/* The acquire script's reply (scripts.h). */
-struct acquire_reply {
-    int64_t count;       /* >= 1 held; 0 busy; -1 undone before it ran */
-    int64_t x;           /* token when held, else the holder's pttl */
-    bool inner;          /* held: the outer level named is in this life */
-    const char *holder;  /* busy: the holder's field ("" unknown) */
-    size_t holder_len;
-};
-
-static int parse_acquire(const redisReply *r, struct acquire_reply *a)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4)
-        return 0;
-    for (size_t i = 0; i < 2; i++)
-        if (r->element[i]->type != REDIS_REPLY_INTEGER)
-            return 0;
-    a->count = r->element[0]->integer;
-    a->x = r->element[1]->integer;
-    a->holder = "";
-    a->holder_len = 0;
-    a->inner = r->elements == 4 && r->element[3]->type == REDIS_REPLY_INTEGER &&
-               r->element[3]->integer == 1;
-    if (r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
-        a->holder = r->element[2]->str;
-        a->holder_len = r->element[2]->len;
-    }
-    return 1;
-}
-
 struct attempt {
     int64_t sleep_ms; /* busy: when enough holders' leases end for a quorum; -1 unknown */
     bool split;       /* we got votes but not a quorum, and no other owner can have one */
@@ -91,16 +62,10 @@ static void undo_attempt(rlc_lock *l, uint64_t owner, const char *field, uint64_
                          int64_t lease, const bool *which)
 {
     rlc_client *c = l->client;
-    char id[RLC_ATTEMPT_LEN], ttl[24];
-    /* A tombstone outlives any acquire that can still be on its way: one
-     * whose connection is still open is answered or torn down within a
-     * call's deadline plus a connect; a minute covers a stalled server. */
-    int64_t tomb = lease + 2 * (c->call_timeout_ms + c->opts.connect_timeout_ms) + 60000;
-    const char *argv[5] = {l->key, l->attempts_key, id, field, ttl};
-    size_t lens[5] = {l->key_len, l->attempts_key_len,
-                      (size_t)client_attempt_name(c, attempt, id, sizeof id), strlen(field),
-                      (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)tomb)};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_undo, 2, 3, argv, lens);
+    struct lock_names names = lock_names_of(l);
+    struct rlc_cmd *cmd = call_undo(
+        &names, c->uuid, attempt, field, strlen(field),
+        lock_undo_tomb_ms(lease, c->call_timeout_ms, c->opts.connect_timeout_ms));
     fanout_detached(c, owner, cmd, &script_undo, which, true);
     cmd_unref(cmd);
 }
@@ -181,14 +146,9 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     h->pending++;
     pthread_mutex_unlock(&c->mu);
 
-    char lease_s[24], id[RLC_ATTEMPT_LEN], in[RLC_ATTEMPT_LEN];
-    const char *argv[7] = {l->key, l->token_key, l->attempts_key, lease_s, field, id, in};
-    size_t lens[7] = {l->key_len, l->token_key_len, l->attempts_key_len,
-                      (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease),
-                      strlen(field), (size_t)client_attempt_name(c, attempt, id, sizeof id), 0};
-    if (outer_level)
-        lens[6] = (size_t)client_attempt_name(c, outer_level, in, sizeof in);
-    struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 3, 4, argv, lens);
+    struct lock_names names = lock_names_of(l);
+    struct rlc_cmd *cmd =
+        call_acquire(&names, c->uuid, lease, field, strlen(field), attempt, outer_level);
     struct fanout f;
     /* Restart guard: INFO server rides ahead of the acquire (restart_guard.c). */
     struct mux_req *info[RLC_MAX_NODES] = {NULL};
@@ -207,16 +167,16 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
      * engine) gives the verdict. A guarded node's yes (restart guard) may
      * hold the key, so it is undone, but it does not count. */
     struct quorum_vote votes[RLC_MAX_NODES];
-    struct acquire_reply replies[RLC_MAX_NODES];
+    struct acquire_answer replies[RLC_MAX_NODES];
     uint64_t tokens[RLC_MAX_NODES];
     bool granted[RLC_MAX_NODES];
     int not_counted = 0, granting = 0;
     for (int i = 0; i < n; i++) {
         const redisReply *r = fanout_reply(&f, i);
-        struct acquire_reply *ar = &replies[i];
+        struct acquire_answer *ar = &replies[i];
         votes[i] = (struct quorum_vote){QV_NONE, 0, false, NULL, 0};
         granted[i] = false;
-        if (!r || !parse_acquire(r, ar))
+        if (!r || !answer_acquire(r, ar))
             continue;
         if (ar->count >= 1 && guarded[i]) {
             not_counted++;

@@ -21,14 +21,9 @@
 static struct rlc_cmd *release_cmd(const rlc_lock *l, int64_t lease_ms, const char *field,
                                    uint64_t attempt, uint64_t upto)
 {
-    char lease[24], id[RLC_ATTEMPT_LEN], up[20] = "";
-    const char *argv[7] = {l->key, l->channel, l->attempts_key, lease, field, id, up};
-    size_t lens[7] = {l->key_len, l->channel_len, l->attempts_key_len,
-                      (size_t)snprintf(lease, sizeof lease, "%lld", (long long)lease_ms),
-                      strlen(field), 0, 0};
-    lens[5] = attempt ? (size_t)client_attempt_name(l->client, attempt, id, sizeof id) : 0;
-    lens[6] = upto ? (size_t)snprintf(up, sizeof up, "%llx", (unsigned long long)upto) : 0;
-    return cmd_evalsha(&script_release, 3, 4, argv, lens);
+    struct lock_names names = lock_names_of(l);
+    return call_release(&names, l->client->uuid, lease_ms, field, strlen(field), attempt, upto,
+                        NULL, 0);
 }
 
 /* After the last level of a lost hold is given up: what may be left of it
@@ -40,36 +35,18 @@ static void release_lost_remains(rlc_lock *l, uint64_t owner, const uint64_t *id
                                  int64_t lease, uint64_t upto)
 {
     rlc_client *c = l->client;
-    char field[RLC_UUID_LEN + 24], lease_s[24], up[20];
+    char field[RLC_UUID_LEN + 24];
     client_field(c, owner, field, sizeof field);
-    int64_t argc = 6 + n;
-    const char **argv = malloc(sizeof *argv * (size_t)argc);
-    size_t *lens = malloc(sizeof *lens * (size_t)argc);
-    char (*names)[RLC_ATTEMPT_LEN] = malloc(RLC_ATTEMPT_LEN * (size_t)n);
-    if (argv && lens && names) {
-        argv[0] = l->key, lens[0] = l->key_len;
-        argv[1] = l->channel, lens[1] = l->channel_len;
-        argv[2] = l->attempts_key, lens[2] = l->attempts_key_len;
-        argv[3] = lease_s, lens[3] = (size_t)snprintf(lease_s, sizeof lease_s, "%lld",
-                                                     (long long)lease);
-        argv[4] = field, lens[4] = strlen(field);
-        /* ARGV: lease, field, the oldest level, upto, the other levels */
-        argv[6] = up, lens[6] = (size_t)snprintf(up, sizeof up, "%llx", (unsigned long long)upto);
-        for (int64_t k = 0; k < n; k++) {
-            size_t len = (size_t)client_attempt_name(c, ids[k], names[k], RLC_ATTEMPT_LEN);
-            int64_t at = k == 0 ? 5 : 6 + k;
-            argv[at] = names[k], lens[at] = len;
-        }
-        struct rlc_cmd *cmd = cmd_evalsha(&script_release, 3, (int)(argc - 3), argv, lens);
-        bool all[RLC_MAX_NODES];
-        for (int i = 0; i < c->n_nodes; i++)
-            all[i] = true;
-        fanout_detached(c, owner, cmd, &script_release, all, true);
-        cmd_unref(cmd);
-    }
-    free(argv);
-    free(lens);
-    free(names);
+    struct lock_names names = lock_names_of(l);
+    struct rlc_cmd *cmd = call_release(&names, c->uuid, lease, field, strlen(field),
+                                       n > 0 ? ids[0] : 0, upto, ids + (n > 0), n > 0 ? n - 1 : 0);
+    if (!cmd)
+        return;
+    bool all[RLC_MAX_NODES];
+    for (int i = 0; i < c->n_nodes; i++)
+        all[i] = true;
+    fanout_detached(c, owner, cmd, &script_release, all, true);
+    cmd_unref(cmd);
 }
 
 /* If the handle's hold for owner was lost, says so, and changes nothing on
@@ -235,13 +212,8 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
     uint64_t hold_id = h ? h->id : 0;
     uint64_t level = h && h->n_attempts > 0 ? h->attempts[0] : 0;
     pthread_mutex_unlock(&c->mu);
-    char lease_s[24], id[RLC_ATTEMPT_LEN];
-    const char *argv[5] = {l->key, l->attempts_key, lease_s, field, id};
-    size_t lens[5] = {l->key_len, l->attempts_key_len,
-                      (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease),
-                      strlen(field),
-                      level ? (size_t)client_attempt_name(c, level, id, sizeof id) : 0};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_renew, 2, 3, argv, lens);
+    struct lock_names names = lock_names_of(l);
+    struct rlc_cmd *cmd = call_renew(&names, c->uuid, lease, field, strlen(field), level);
     struct fanout f;
     fanout_run(c, owner, cmd, &script_renew, &f);
     int yes = 0, gone = 0;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "lock_calls.h"
 #include "state.h"
 
 int client_field(const rlc_client *c, uint64_t owner, char *buf, size_t size)
@@ -31,7 +32,7 @@ uint64_t client_new_attempt(rlc_client *c)
 
 int client_attempt_name(const rlc_client *c, uint64_t attempt, char *buf, size_t size)
 {
-    return snprintf(buf, size, "%s:%llx", c->uuid, (unsigned long long)attempt);
+    return lock_attempt_id(c->uuid, attempt, buf, size);
 }
 
 void client_wake_thread(rlc_client *c)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "redlockc.h"
+#include "lock_calls.h"
 #include "mux.h"
 #include "options.h"
 #include "owner.h"
@@ -99,6 +100,14 @@ struct rlc_lock {
     void *on_lost_user;
     struct hold *holds;         /* one per owner holding it through this handle */
 };
+
+/* The lock's names as the script calls take them (lock_calls.h). */
+static inline struct lock_names lock_names_of(const rlc_lock *l)
+{
+    return (struct lock_names){l->key, l->token_key, l->attempts_key, l->channel,
+                               l->key_len, l->token_key_len, l->attempts_key_len,
+                               l->channel_len};
+}
 
 /* Whether c was made before a fork() (this is the child). */
 bool client_forked(const rlc_client *c);

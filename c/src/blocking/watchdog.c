@@ -100,14 +100,18 @@ static int collect(rlc_client *c, struct round *r, int64_t now)
     r->cmds = calloc((size_t)max_chunks, sizeof *r->cmds);
     r->chunk_owner = calloc((size_t)max_chunks, sizeof *r->chunk_owner);
     char (*fields)[FIELD_LEN] = malloc(FIELD_LEN * (size_t)CHUNK);
-    char (*ids)[RLC_ATTEMPT_LEN] = malloc(RLC_ATTEMPT_LEN * (size_t)CHUNK);
-    const char **argv = malloc(sizeof *argv * (4 * CHUNK + 1));
-    size_t *lens = malloc(sizeof *lens * (4 * CHUNK + 1));
-    if (!r->due || !r->cmds || !r->chunk_owner || !fields || !ids || !argv || !lens) {
+    const char **fieldv = malloc(sizeof *fieldv * CHUNK);
+    size_t *field_lens = malloc(sizeof *field_lens * CHUNK);
+    struct lock_names *names = malloc(sizeof *names * CHUNK);
+    uint64_t *levels = malloc(sizeof *levels * CHUNK);
+    bool ok = r->due && r->cmds && r->chunk_owner && fields && fieldv && field_lens && names &&
+              levels;
+    if (!ok) {
         free(fields);
-        free(ids);
-        free(argv);
-        free(lens);
+        free(fieldv);
+        free(field_lens);
+        free(names);
+        free(levels);
         return -1;
     }
     /* A renewal that answers after a hold's validity ended comes too late
@@ -126,9 +130,6 @@ static int collect(rlc_client *c, struct round *r, int64_t now)
         }
     qsort(r->due, (size_t)r->ndue, sizeof *r->due, by_slot);
 
-    char lease[24];
-    size_t lease_len = (size_t)snprintf(lease, sizeof lease, "%lld",
-                                        (long long)c->opts.watchdog_timeout_ms);
     for (int first = 0; first < r->ndue;) {
         int m = 0;
         while (first + m < r->ndue && m < CHUNK && r->due[first + m].slot == r->due[first].slot &&
@@ -136,31 +137,25 @@ static int collect(rlc_client *c, struct round *r, int64_t now)
             m++;
         int k = r->nchunks++;
         r->chunk_owner[k] = r->due[first].h->owner;
-        /* KEYS: m locks, m attempts hashes; ARGV: lease, m fields, m ids */
         for (int j = 0; j < m; j++) {
             struct due *d = &r->due[first + j];
             struct hold *h = d->h;
             d->chunk = k;
             d->pos = j;
-            argv[j] = h->lock->key;
-            lens[j] = h->lock->key_len;
-            argv[m + j] = h->lock->attempts_key;
-            lens[m + j] = h->lock->attempts_key_len;
-            lens[2 * m + 1 + j] = (size_t)client_field(c, h->owner, fields[j], FIELD_LEN);
-            argv[2 * m + 1 + j] = fields[j];
-            lens[3 * m + 1 + j] = (size_t)client_attempt_name(c, d->level, ids[j],
-                                                               RLC_ATTEMPT_LEN);
-            argv[3 * m + 1 + j] = ids[j];
+            names[j] = lock_names_of(h->lock);
+            field_lens[j] = (size_t)client_field(c, h->owner, fields[j], FIELD_LEN);
+            fieldv[j] = fields[j];
+            levels[j] = d->level;
         }
-        argv[2 * m] = lease;
-        lens[2 * m] = lease_len;
-        r->cmds[k] = cmd_evalsha(&script_renew, 2 * m, 2 * m + 1, argv, lens);
+        r->cmds[k] = call_renew_many(m, names, c->uuid, c->opts.watchdog_timeout_ms, fieldv,
+                                     field_lens, levels);
         first += m;
     }
     free(fields);
-    free(ids);
-    free(argv);
-    free(lens);
+    free(fieldv);
+    free(field_lens);
+    free(names);
+    free(levels);
     return r->ndue;
 }
 
@@ -215,12 +210,10 @@ static int verdict(const struct round *r, int n, int k, int i, int j, int *statu
         *status = res->status;
         return -1;
     }
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || (size_t)j >= rep->elements ||
-        rep->element[j]->type != REDIS_REPLY_INTEGER) {
+    int v = rep ? answer_renew(rep, (size_t)j) : -1;
+    if (v < 0)
         *status = rep && rep->type == REDIS_REPLY_ERROR ? RLC_E_SERVER : RLC_E_PROTOCOL;
-        return -1;
-    }
-    return rep->element[j]->integer == 1;
+    return v;
 }
 
 /* Under mu: applies the replies to the holds still alive. */

@@ -31,14 +31,9 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     op->phase = P_ROUND;
     op->attempt = ++e->next_attempt;
     round_begin(e, op, now);
-    char lease_s[24], id[ENG_ATTEMPT_LEN], in[ENG_ATTEMPT_LEN];
-    const char *argv[7] = {l->key, l->token_key, l->attempts_key, lease_s, h->field, id, in};
-    size_t lens[7] = {l->key_len, l->token_key_len, l->attempts_key_len,
-                      (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)op->lease),
-                      h->field_len, (size_t)eng_attempt_name(e, op->attempt, id, sizeof id), 0};
-    if (op->outer_level)
-        lens[6] = (size_t)eng_attempt_name(e, op->outer_level, in, sizeof in);
-    struct rlc_cmd *cmd = cmd_evalsha(&script_acquire, 3, 4, argv, lens);
+    struct lock_names names = eng_names(l);
+    struct rlc_cmd *cmd = call_acquire(&names, e->uuid, op->lease, h->field, h->field_len,
+                                       op->attempt, op->outer_level);
     if (!cmd)
         abort();
     round_send(e, op, R_ACQUIRE, &script_acquire, cmd);
@@ -76,23 +71,21 @@ static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
     try_round(e, op, now);
 }
 
-/* The acquire script's reply: {count, token|pttl, before|holder, inner}. */
+/* The acquire script's answer, kept past its reply (lock_calls.h). */
 static void parse(struct node_reply *nr, const redisReply *r)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
-        r->element[1]->type != REDIS_REPLY_INTEGER) {
+    struct acquire_answer a;
+    if (!answer_acquire(r, &a)) {
         nr->status = RLC_E_PROTOCOL;
         nr->err = strdup("unexpected reply to the acquire script");
         return;
     }
-    nr->a = r->element[0]->integer;
-    nr->b = r->element[1]->integer;
-    nr->inner = r->elements == 4 && r->element[3]->type == REDIS_REPLY_INTEGER &&
-                r->element[3]->integer == 1;
-    if (r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
-        nr->holder = strndup(r->element[2]->str, r->element[2]->len);
-        nr->holder_len = r->element[2]->len;
+    nr->a = a.count;
+    nr->b = a.x;
+    nr->inner = a.inner;
+    if (a.holder_len) {
+        nr->holder = strndup(a.holder, a.holder_len);
+        nr->holder_len = a.holder_len;
     }
 }
 
@@ -104,12 +97,8 @@ static void start_floor(rlc_engine *e, struct eng_op *op, int stored, int k, int
     op->phase = P_FLOOR;
     op->stored = stored;
     op->floor_pending = k;
-    char floor[24];
-    const char *argv[2] = {h->lock->token_key, floor};
-    size_t lens[2] = {h->lock->token_key_len,
-                      (size_t)snprintf(floor, sizeof floor, "%llu",
-                                       (unsigned long long)op->token)};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
+    struct lock_names names = eng_names(h->lock);
+    struct rlc_cmd *cmd = call_token_floor(&names, op->token);
     if (!cmd)
         abort();
     op->round_deadline = now + e->call_timeout_ms;

@@ -25,6 +25,7 @@
 #include "redlockc.h"
 #include "cmd.h"
 #include "cluster_map.h"
+#include "lock_calls.h"
 #include "options.h"
 #include "uri.h"
 
@@ -163,6 +164,14 @@ struct eng_lock {
     struct eng_lock *cnext; /* in the engine's channel buckets */
 };
 
+/* Its names as the script calls take them (lock_calls.h). */
+static inline struct lock_names eng_names(const struct eng_lock *l)
+{
+    return (struct lock_names){l->key, l->token_key, l->attempts_key, l->channel,
+                               l->key_len, l->token_key_len, l->attempts_key_len,
+                               l->channel_len};
+}
+
 /* ---- operations (engine_op.c; the kinds in engine_acquire.c,
  * engine_release.c, engine_renew.c) ---- */
 
@@ -273,13 +282,11 @@ struct rlc_engine {
     struct eng_op *ops_by_id[ENG_BUCKETS];
 };
 
-/* engine_op.c (events), engine_lock.c (ids) */
+/* engine_op.c (events), engine_lock.c (random numbers) */
 void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void eng_event_lost(rlc_engine *e, struct hold *h, int status, const char *why);
 uint64_t eng_random(rlc_engine *e);
-int eng_attempt_name(const rlc_engine *e, uint64_t attempt, char *buf, size_t size);
-#define ENG_ATTEMPT_LEN 64
 
 /* engine_timer.c */
 void timer_set(rlc_engine *e, struct timer *t, int kind, void *obj, int64_t at);

@@ -24,11 +24,6 @@ uint64_t eng_random(rlc_engine *e)
     return e->rng * 0x2545F4914F6CDD1DULL;
 }
 
-/* "<uuid>:<hex seq>": an attempt's id, never reused by this engine. */
-int eng_attempt_name(const rlc_engine *e, uint64_t attempt, char *buf, size_t size)
-{
-    return snprintf(buf, size, "%s:%llx", e->uuid, (unsigned long long)attempt);
-}
 
 static uint64_t hash(const char *s, size_t len)
 {

@@ -21,15 +21,9 @@
  * the id of its oldest level: it renews only the life that level is in). */
 struct rlc_cmd *cmd_renew(const rlc_engine *e, const struct hold *h, int64_t lease)
 {
-    const struct eng_lock *l = h->lock;
-    char lease_s[24], id[ENG_ATTEMPT_LEN];
-    const char *argv[5] = {l->key, l->attempts_key, lease_s, h->field, id};
-    size_t lens[5] = {l->key_len, l->attempts_key_len,
-                      (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease),
-                      h->field_len,
-                      h->n_levels ? (size_t)eng_attempt_name(e, h->levels[0], id, sizeof id)
-                                  : 0};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_renew, 2, 3, argv, lens);
+    struct lock_names names = eng_names(h->lock);
+    struct rlc_cmd *cmd = call_renew(&names, e->uuid, lease, h->field, h->field_len,
+                                     h->n_levels ? h->levels[0] : 0);
     if (!cmd)
         abort();
     return cmd;

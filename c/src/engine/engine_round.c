@@ -138,35 +138,9 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
 struct rlc_cmd *cmd_release(const rlc_engine *e, const struct hold *h, uint64_t level,
                             uint64_t upto, const uint64_t *extra, int64_t n_extra)
 {
-    const struct eng_lock *l = h->lock;
-    int64_t argc = 7 + n_extra;
-    const char **argv = malloc(sizeof *argv * (size_t)argc);
-    size_t *lens = malloc(sizeof *lens * (size_t)argc);
-    char (*ids)[ENG_ATTEMPT_LEN] = malloc(ENG_ATTEMPT_LEN * (size_t)(n_extra + 1));
-    struct rlc_cmd *cmd = NULL;
-    if (argv && lens && ids) {
-        char lease[24], up[20] = "";
-        argv[0] = l->key, lens[0] = l->key_len;
-        argv[1] = l->channel, lens[1] = l->channel_len;
-        argv[2] = l->attempts_key, lens[2] = l->attempts_key_len;
-        argv[3] = lease, lens[3] = (size_t)snprintf(lease, sizeof lease, "%lld",
-                                                   (long long)h->lease_ms);
-        argv[4] = h->field, lens[4] = h->field_len;
-        argv[5] = ids[0], lens[5] = level ? (size_t)eng_attempt_name(e, level, ids[0],
-                                                                      ENG_ATTEMPT_LEN)
-                                          : 0;
-        argv[6] = up, lens[6] = upto ? (size_t)snprintf(up, sizeof up, "%llx",
-                                                        (unsigned long long)upto)
-                                     : 0;
-        for (int64_t k = 0; k < n_extra; k++) {
-            argv[7 + k] = ids[k + 1];
-            lens[7 + k] = (size_t)eng_attempt_name(e, extra[k], ids[k + 1], ENG_ATTEMPT_LEN);
-        }
-        cmd = cmd_evalsha(&script_release, 3, (int)(argc - 3), argv, lens);
-    }
-    free(argv);
-    free(lens);
-    free(ids);
+    struct lock_names names = eng_names(h->lock);
+    struct rlc_cmd *cmd = call_release(&names, e->uuid, h->lease_ms, h->field, h->field_len,
+                                       level, upto, extra, n_extra);
     if (!cmd)
         abort();
     return cmd;
@@ -176,16 +150,10 @@ void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
                const bool *which)
 {
     const struct eng_lock *l = h->lock;
-    char id[ENG_ATTEMPT_LEN], ttl[24];
-    /* A tombstone outlives any acquire still on its way: a connection is
-     * answered or dropped within a call's deadline plus a connect; a minute
-     * more covers a server stalled longer. */
-    int64_t tomb = lease + 2 * (e->call_timeout_ms + e->opts.connect_timeout_ms) + 60000;
-    const char *argv[5] = {l->key, l->attempts_key, id, h->field, ttl};
-    size_t lens[5] = {l->key_len, l->attempts_key_len,
-                      (size_t)eng_attempt_name(e, attempt, id, sizeof id), h->field_len,
-                      (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)tomb)};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_undo, 2, 3, argv, lens);
+    struct lock_names names = eng_names(l);
+    struct rlc_cmd *cmd = call_undo(
+        &names, e->uuid, attempt, h->field, h->field_len,
+        lock_undo_tomb_ms(lease, e->call_timeout_ms, e->opts.connect_timeout_ms));
     if (!cmd)
         abort();
     for (int i = 0; i < e->n; i++)
@@ -249,9 +217,9 @@ void round_note_renew(struct eng_op *op, int node, const redisReply *r, int stat
                       const char *msg)
 {
     const redisReply *ok = round_note(op, node, r, status, msg);
-    if (ok && ok->type == REDIS_REPLY_ARRAY && ok->elements == 1 &&
-        ok->element[0]->type == REDIS_REPLY_INTEGER) {
-        op->rep[node].a = ok->element[0]->integer;
+    int renewed = ok ? answer_renew(ok, 0) : -1;
+    if (renewed >= 0) {
+        op->rep[node].a = renewed;
     } else if (ok) {
         op->rep[node].status = RLC_E_PROTOCOL;
         op->rep[node].err = strdup("unexpected reply to the renew script");

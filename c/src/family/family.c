@@ -16,6 +16,7 @@
 #include "family.h"
 #include "clock.h"
 #include "error.h"
+#include "lock_calls.h"
 #include "owner.h"
 #include "pubsub.h"
 #include "quorum.h"
@@ -172,7 +173,7 @@ int fam_check_lease(const rlc_client *c, int64_t lease_ms)
 
 int64_t fam_tomb_ms(const rlc_client *c, int64_t lease)
 {
-    return lease + 2 * (c->call_timeout_ms + c->opts.connect_timeout_ms) + 60000;
+    return lock_undo_tomb_ms(lease, c->call_timeout_ms, c->opts.connect_timeout_ms);
 }
 
 /* ---- one try, and the wait loop -------------------------------------------- */

@@ -128,14 +128,10 @@ static void undo_all(rlc_multilock *m, uint64_t owner, const char *field, uint64
                      int64_t lease, const bool *which)
 {
     rlc_client *c = m->client;
-    char id[RLC_ATTEMPT_LEN], ttl[24];
-    size_t idl = (size_t)client_attempt_name(c, attempt, id, sizeof id);
-    size_t tl = (size_t)snprintf(ttl, sizeof ttl, "%lld", (long long)fam_tomb_ms(c, lease));
     for (int i = 0; i < m->n; i++) {
-        rlc_lock *l = m->locks[i];
-        const char *argv[5] = {l->key, l->attempts_key, id, field, ttl};
-        size_t lens[5] = {l->key_len, l->attempts_key_len, idl, strlen(field), tl};
-        struct rlc_cmd *cmd = cmd_evalsha(&script_undo, 2, 3, argv, lens);
+        struct lock_names names = lock_names_of(m->locks[i]);
+        struct rlc_cmd *cmd = call_undo(&names, c->uuid, attempt, field, strlen(field),
+                                        fam_tomb_ms(c, lease));
         fanout_detached(c, owner, cmd, &script_undo, which, true);
         cmd_unref(cmd);
     }

@@ -1,0 +1,153 @@
+/*
+ * lock_calls.c - each lock script's call and answer (lock_calls.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cmd.h"
+#include "lock_calls.h"
+#include "scripts.h"
+
+int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size)
+{
+    return snprintf(buf, size, "%s:%llx", uuid, (unsigned long long)attempt);
+}
+
+static size_t num(char *buf, size_t size, long long v)
+{
+    return (size_t)snprintf(buf, size, "%lld", v);
+}
+
+struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
+                             const char *field, size_t field_len, uint64_t attempt,
+                             uint64_t outer_level)
+{
+    char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX];
+    const char *argv[7] = {n->key, n->token_key, n->attempts_key, lease, field, id, in};
+    size_t lens[7] = {n->key_len, n->token_key_len, n->attempts_key_len,
+                      num(lease, sizeof lease, lease_ms), field_len,
+                      (size_t)lock_attempt_id(uuid, attempt, id, sizeof id),
+                      outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0};
+    return cmd_evalsha(&script_acquire, 3, 4, argv, lens);
+}
+
+struct rlc_cmd *call_undo(const struct lock_names *n, const char *uuid, uint64_t attempt,
+                          const char *field, size_t field_len, int64_t tomb_ms)
+{
+    char id[LOCK_ATTEMPT_ID_MAX], ttl[24];
+    const char *argv[5] = {n->key, n->attempts_key, id, field, ttl};
+    size_t lens[5] = {n->key_len, n->attempts_key_len,
+                      (size_t)lock_attempt_id(uuid, attempt, id, sizeof id), field_len,
+                      num(ttl, sizeof ttl, tomb_ms)};
+    return cmd_evalsha(&script_undo, 2, 3, argv, lens);
+}
+
+int64_t lock_undo_tomb_ms(int64_t lease_ms, int64_t call_timeout_ms, int64_t connect_timeout_ms)
+{
+    return lease_ms + 2 * (call_timeout_ms + connect_timeout_ms) + 60000;
+}
+
+struct rlc_cmd *call_renew(const struct lock_names *n, const char *uuid, int64_t lease_ms,
+                           const char *field, size_t field_len, uint64_t level)
+{
+    return call_renew_many(1, n, uuid, lease_ms, &field, &field_len, &level);
+}
+
+struct rlc_cmd *call_renew_many(int m, const struct lock_names *names, const char *uuid,
+                                int64_t lease_ms, const char *const *fields,
+                                const size_t *field_lens, const uint64_t *levels)
+{
+    /* KEYS: m locks, m attempts hashes; ARGV: lease, m fields, m level ids */
+    const char **argv = malloc(sizeof *argv * (size_t)(4 * m + 1));
+    size_t *lens = malloc(sizeof *lens * (size_t)(4 * m + 1));
+    char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)m);
+    struct rlc_cmd *cmd = NULL;
+    if (argv && lens && ids) {
+        char lease[24];
+        argv[2 * m] = lease, lens[2 * m] = num(lease, sizeof lease, lease_ms);
+        for (int j = 0; j < m; j++) {
+            argv[j] = names[j].key, lens[j] = names[j].key_len;
+            argv[m + j] = names[j].attempts_key, lens[m + j] = names[j].attempts_key_len;
+            argv[2 * m + 1 + j] = fields[j], lens[2 * m + 1 + j] = field_lens[j];
+            argv[3 * m + 1 + j] = ids[j];
+            lens[3 * m + 1 + j] =
+                levels[j] ? (size_t)lock_attempt_id(uuid, levels[j], ids[j], LOCK_ATTEMPT_ID_MAX)
+                          : 0;
+        }
+        cmd = cmd_evalsha(&script_renew, 2 * m, 2 * m + 1, argv, lens);
+    }
+    free(argv);
+    free(lens);
+    free(ids);
+    return cmd;
+}
+
+struct rlc_cmd *call_release(const struct lock_names *n, const char *uuid, int64_t lease_ms,
+                             const char *field, size_t field_len, uint64_t level, uint64_t upto,
+                             const uint64_t *extra, int64_t n_extra)
+{
+    /* KEYS lock, channel, attempts; ARGV lease, field, the level, upto, then
+     * the extra levels */
+    int64_t argc = 7 + n_extra;
+    const char **argv = malloc(sizeof *argv * (size_t)argc);
+    size_t *lens = malloc(sizeof *lens * (size_t)argc);
+    char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)(n_extra + 1));
+    struct rlc_cmd *cmd = NULL;
+    if (argv && lens && ids) {
+        char lease[24], up[20] = "";
+        argv[0] = n->key, lens[0] = n->key_len;
+        argv[1] = n->channel, lens[1] = n->channel_len;
+        argv[2] = n->attempts_key, lens[2] = n->attempts_key_len;
+        argv[3] = lease, lens[3] = num(lease, sizeof lease, lease_ms);
+        argv[4] = field, lens[4] = field_len;
+        argv[5] = ids[0],
+        lens[5] = level ? (size_t)lock_attempt_id(uuid, level, ids[0], LOCK_ATTEMPT_ID_MAX) : 0;
+        argv[6] = up,
+        lens[6] = upto ? (size_t)snprintf(up, sizeof up, "%llx", (unsigned long long)upto) : 0;
+        for (int64_t k = 0; k < n_extra; k++) {
+            argv[7 + k] = ids[k + 1];
+            lens[7 + k] = (size_t)lock_attempt_id(uuid, extra[k], ids[k + 1],
+                                                  LOCK_ATTEMPT_ID_MAX);
+        }
+        cmd = cmd_evalsha(&script_release, 3, (int)(argc - 3), argv, lens);
+    }
+    free(argv);
+    free(lens);
+    free(ids);
+    return cmd;
+}
+
+struct rlc_cmd *call_token_floor(const struct lock_names *n, uint64_t token)
+{
+    char floor[24];
+    const char *argv[2] = {n->token_key, floor};
+    size_t lens[2] = {n->token_key_len, (size_t)snprintf(floor, sizeof floor, "%llu",
+                                                         (unsigned long long)token)};
+    return cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
+}
+
+bool answer_acquire(const redisReply *r, struct acquire_answer *a)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+        return false;
+    a->count = r->element[0]->integer;
+    a->x = r->element[1]->integer;
+    a->inner = r->elements == 4 && r->element[3]->type == REDIS_REPLY_INTEGER &&
+               r->element[3]->integer == 1;
+    a->holder = "";
+    a->holder_len = 0;
+    if (r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
+        a->holder = r->element[2]->str;
+        a->holder_len = r->element[2]->len;
+    }
+    return true;
+}
+
+int answer_renew(const redisReply *r, size_t j)
+{
+    if (r->type != REDIS_REPLY_ARRAY || j >= r->elements ||
+        r->element[j]->type != REDIS_REPLY_INTEGER)
+        return -1;
+    return r->element[j]->integer == 1;
+}

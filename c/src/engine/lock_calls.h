@@ -1,0 +1,90 @@
+/*
+ * lock_calls.h - how a lock's scripts (scripts.h) are called and what they
+ * answer: KEYS and ARGV in each script's order, and each reply read. The
+ * one place the engine, the blocking API and the lock family take them from,
+ * so the two drivers cannot drift apart on the wire. Pure: no I/O, no clock.
+ *
+ * Each call_* returns a new EVALSHA command (cmd_unref it), or NULL when
+ * memory runs out.
+ */
+#ifndef RLC_LOCK_CALLS_H
+#define RLC_LOCK_CALLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+struct rlc_cmd;
+
+/* A lock's derived names (keys.h), as the caller keeps them. */
+struct lock_names {
+    const char *key, *token_key, *attempts_key, *channel;
+    size_t key_len, token_key_len, attempts_key_len, channel_len;
+};
+
+/* Room for an attempt id: "<client uuid>:<attempt in hex>". */
+#define LOCK_ATTEMPT_ID_MAX 96
+
+/* Writes attempt's id into buf; returns its length. */
+int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size);
+
+/* One try at the lock for field, under attempt; outer_level: a level of the
+ * hold it nests in, or 0 for a new hold. */
+struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
+                             const char *field, size_t field_len, uint64_t attempt,
+                             uint64_t outer_level);
+
+/* Takes back attempt's level wherever it ran, and stops it where it has not
+ * arrived yet, for tomb_ms (lock_undo_tomb_ms). */
+struct rlc_cmd *call_undo(const struct lock_names *n, const char *uuid, uint64_t attempt,
+                          const char *field, size_t field_len, int64_t tomb_ms);
+
+/* How long an undo's tombstone must outlive any acquire still on its way: a
+ * connection is answered or dropped within a call's deadline plus a connect,
+ * and a minute more covers a server stalled longer. */
+int64_t lock_undo_tomb_ms(int64_t lease_ms, int64_t call_timeout_ms, int64_t connect_timeout_ms);
+
+/* Renews the life of the lock that level (the hold's oldest, 0: none known)
+ * was taken in, to lease_ms. */
+struct rlc_cmd *call_renew(const struct lock_names *n, const char *uuid, int64_t lease_ms,
+                           const char *field, size_t field_len, uint64_t level);
+
+/* The same for m holds in one call (the blocking watchdog's batches, all in
+ * one hash slot on a cluster): hold j is names[j], fields[j], levels[j]. */
+struct rlc_cmd *call_renew_many(int m, const struct lock_names *names, const char *uuid,
+                                int64_t lease_ms, const char *const *fields,
+                                const size_t *field_lens, const uint64_t *levels);
+
+/* Gives up level (0: none named); upto: 0, or for the client's last level
+ * the newest attempt made so far, so no level of an earlier attempt is left
+ * behind; extra: more levels to give up at once (a lost hold's remains). */
+struct rlc_cmd *call_release(const struct lock_names *n, const char *uuid, int64_t lease_ms,
+                             const char *field, size_t field_len, uint64_t level, uint64_t upto,
+                             const uint64_t *extra, int64_t n_extra);
+
+/* Raises the token counter to at least token (fencing, over N nodes). */
+struct rlc_cmd *call_token_floor(const struct lock_names *n, uint64_t token);
+
+/* ---- the answers ------------------------------------------------------------ */
+
+/* The acquire script's answer. count >= 1 held (x: the token; inner: the
+ * nested-in level is in this life), 0 busy (x: the holder's pttl, -1 no
+ * expiry; holder: its field, "" unknown, pointing into the reply), -1 the
+ * attempt was undone before it arrived. */
+struct acquire_answer {
+    int64_t count, x;
+    bool inner;
+    const char *holder;
+    size_t holder_len;
+};
+
+/* Reads r into a; false when it is not the acquire script's answer. */
+bool answer_acquire(const redisReply *r, struct acquire_answer *a);
+
+/* The renew script's answer for the j-th hold it renewed (0 for a single
+ * one): 1 renewed, 0 not ours, -1 not a renew answer. */
+int answer_renew(const redisReply *r, size_t j);
+
+#endif

@@ -1,0 +1,151 @@
+/*
+ * test_lock_calls.c - the script calls and answers (c/src/engine/lock_calls.c)
+ * alone, no Redis: the exact bytes each call puts on the wire (the engine,
+ * the blocking API and the family all send these), and how answers read.
+ */
+#include <string.h>
+
+#include "check.h"
+#include "cmd.h"
+#include "lock_calls.h"
+#include "scripts.h"
+
+static const struct lock_names NAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
+                                        "redisson_lock__channel:{k}", 1, 23, 21, 26};
+
+/* The command as a string (its bytes are not NUL-terminated). */
+static const char *text(const struct rlc_cmd *c)
+{
+    static char buf[4096];
+    size_t n = c->len < sizeof buf - 1 ? c->len : sizeof buf - 1;
+    memcpy(buf, c->data, n);
+    buf[n] = 0;
+    return buf;
+}
+
+/* The RESP array after "EVALSHA <sha>": what the script is given. */
+static const char *args_of(const struct rlc_cmd *c, const struct script *s)
+{
+    const char *t = text(c), *at = strstr(t, s->sha);
+    return at ? at + 40 + 2 : "";
+}
+
+TEST(acquire_call_names_keys_and_attempts_in_the_scripts_order)
+{
+    scripts_init();
+    struct rlc_cmd *c = call_acquire(&NAMES, "U", 30000, "U:7", 3, 0x1f, 0);
+    CHECK(c && strncmp(text(c), "*10\r\n$7\r\nEVALSHA\r\n", 18) == 0, "head %.20s", text(c));
+    const char *want = "$1\r\n3\r\n$1\r\nk\r\n$23\r\nredisson_lock_token:{k}\r\n"
+                       "$21\r\nredlockc_attempts:{k}\r\n$5\r\n30000\r\n$3\r\nU:7\r\n"
+                       "$4\r\nU:1f\r\n$0\r\n\r\n";
+    CHECK(strcmp(args_of(c, &script_acquire), want) == 0, "args %s", args_of(c, &script_acquire));
+    cmd_unref(c);
+    c = call_acquire(&NAMES, "U", 500, "U:7", 3, 2, 1);
+    CHECK(strstr(text(c), "$3\r\nU:2\r\n$3\r\nU:1\r\n") != NULL, "nested names its outer level");
+    cmd_unref(c);
+done:;
+}
+
+TEST(renew_of_one_is_the_batch_of_one)
+{
+    scripts_init();
+    struct rlc_cmd *one = call_renew(&NAMES, "U", 9000, "U:7", 3, 5);
+    const char *field = "U:7";
+    size_t flen = 3;
+    uint64_t level = 5;
+    struct rlc_cmd *many = call_renew_many(1, &NAMES, "U", 9000, &field, &flen, &level);
+    CHECK(one && many && one->len == many->len && memcmp(one->data, many->data, one->len) == 0,
+          "same bytes");
+    const char *want = "$1\r\n2\r\n$1\r\nk\r\n$21\r\nredlockc_attempts:{k}\r\n$4\r\n9000\r\n"
+                       "$3\r\nU:7\r\n$3\r\nU:5\r\n";
+    CHECK(strcmp(args_of(one, &script_renew), want) == 0, "args %s", args_of(one, &script_renew));
+    cmd_unref(one);
+    cmd_unref(many);
+done:;
+}
+
+TEST(release_names_its_level_upto_and_the_remains)
+{
+    scripts_init();
+    uint64_t extra[2] = {3, 4};
+    struct rlc_cmd *c = call_release(&NAMES, "U", 100, "U:7", 3, 2, 0x10, extra, 2);
+    const char *want = "$1\r\n3\r\n$1\r\nk\r\n$26\r\nredisson_lock__channel:{k}\r\n"
+                       "$21\r\nredlockc_attempts:{k}\r\n$3\r\n100\r\n$3\r\nU:7\r\n$3\r\nU:2\r\n"
+                       "$2\r\n10\r\n$3\r\nU:3\r\n$3\r\nU:4\r\n";
+    CHECK(c && strcmp(args_of(c, &script_release), want) == 0, "args %s",
+          c ? args_of(c, &script_release) : "(null)");
+    cmd_unref(c);
+    c = call_release(&NAMES, "U", 100, "U:7", 3, 0, 0, NULL, 0);
+    CHECK(c && strstr(text(c), "$3\r\nU:7\r\n$0\r\n\r\n$0\r\n\r\n") != NULL,
+          "no level and no upto are empty");
+    cmd_unref(c);
+done:;
+}
+
+TEST(undo_carries_a_tombstone_that_outlives_a_late_acquire)
+{
+    scripts_init();
+    CHECK(lock_undo_tomb_ms(1000, 3000, 2000) == 1000 + 2 * 5000 + 60000, "tomb");
+    struct rlc_cmd *c = call_undo(&NAMES, "U", 9, "U:7", 3, 71000);
+    const char *want = "$1\r\n2\r\n$1\r\nk\r\n$21\r\nredlockc_attempts:{k}\r\n$3\r\nU:9\r\n"
+                       "$3\r\nU:7\r\n$5\r\n71000\r\n";
+    CHECK(c && strcmp(args_of(c, &script_undo), want) == 0, "args %s",
+          c ? args_of(c, &script_undo) : "(null)");
+    cmd_unref(c);
+done:;
+}
+
+static redisReply *integer(long long v)
+{
+    redisReply *r = calloc(1, sizeof *r);
+    r->type = REDIS_REPLY_INTEGER;
+    r->integer = v;
+    return r;
+}
+
+static redisReply *array(size_t n, redisReply **el)
+{
+    redisReply *r = calloc(1, sizeof *r);
+    r->type = REDIS_REPLY_ARRAY;
+    r->elements = n;
+    r->element = el;
+    return r;
+}
+
+TEST(answers_read_as_the_scripts_write_them)
+{
+    redisReply *holder = calloc(1, sizeof *holder);
+    holder->type = REDIS_REPLY_STRING;
+    holder->str = "X:1";
+    holder->len = 3;
+    redisReply *busy_el[3] = {integer(0), integer(1234), holder};
+    redisReply *busy = array(3, busy_el);
+    struct acquire_answer a;
+    CHECK(answer_acquire(busy, &a) && a.count == 0 && a.x == 1234 && a.holder_len == 3 &&
+              memcmp(a.holder, "X:1", 3) == 0 && !a.inner, "busy");
+    redisReply *held_el[4] = {integer(2), integer(77), integer(-2), integer(1)};
+    redisReply *held = array(4, held_el);
+    CHECK(answer_acquire(held, &a) && a.count == 2 && a.x == 77 && a.inner && a.holder_len == 0,
+          "held, nested in this life");
+    CHECK(!answer_acquire(held_el[0], &a), "an integer is not an acquire answer");
+    redisReply *ren_el[2] = {integer(1), integer(0)};
+    redisReply *ren = array(2, ren_el);
+    CHECK(answer_renew(ren, 0) == 1 && answer_renew(ren, 1) == 0 && answer_renew(ren, 2) == -1,
+          "renew answers");
+    CHECK(answer_renew(held_el[0], 0) == -1, "not an array");
+    for (int i = 0; i < 3; i++)
+        free(busy_el[i]);
+    for (int i = 0; i < 4; i++)
+        free(held_el[i]);
+    free(ren_el[0]);
+    free(ren_el[1]);
+    free(busy);
+    free(held);
+    free(ren);
+done:;
+}
+
+RUN_TESTS(CASE(acquire_call_names_keys_and_attempts_in_the_scripts_order),
+          CASE(renew_of_one_is_the_batch_of_one), CASE(release_names_its_level_upto_and_the_remains),
+          CASE(undo_carries_a_tombstone_that_outlives_a_late_acquire),
+          CASE(answers_read_as_the_scripts_write_them))
