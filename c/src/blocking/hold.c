@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "hold.h"
 
 struct hold *hold_find(rlc_lock *l, uint64_t owner)
@@ -98,8 +99,22 @@ void hold_set_watchdog(rlc_client *c, struct hold *h, bool on)
     if (h->watchdog == on)
         return;
     h->watchdog = on;
-    if (on && c->opts.loss_push) /* tracking.c registers the key at once */
-        client_wake_thread(c);
+    if (on && c->opts.loss_push) {
+        /* tracking.c registers the key once the grace is over; the thread
+         * is woken only if it plans to sleep past that */
+        int64_t now = rlc_now_ns();
+        h->track_after_ns = rlc_deadline_after_ms(now, HOLD_TRACK_GRACE_MS);
+        /* One planned wake serves every hold taken before it comes (when
+         * it comes, the thread plans the next for those still held), so a
+         * stream of brief holds wakes the thread once per grace, not per hold. */
+        if (c->track_wake_ns <= now) {
+            c->track_wake_ns = h->track_after_ns;
+            if (c->track_wake_ns < c->watchdog_wake_ns) {
+                c->watchdog_wake_ns = c->track_wake_ns;
+                client_wake_thread(c);
+            }
+        }
+    }
     if (on) {
         h->wd_prev = NULL;
         h->wd_next = c->renewing;

@@ -68,6 +68,7 @@ struct rlc_client {
     pthread_t cb_thread;        /* runs the on_lost callbacks, started with the first */
     bool cb_started;
     int64_t watchdog_wake_ns;   /* when the watchdog thread plans to wake */
+    int64_t track_wake_ns;      /* a wake planned for loss push's grace (hold.h), or past */
     struct node_life life[RLC_MAX_NODES]; /* restart_guard.c */
     int64_t max_lease_ms;       /* the longest lease this client used */
 

@@ -318,10 +318,10 @@ static void apply_invalidations(struct tracking *t)
     forget_keys(t);
 }
 
-static bool wants_verify(const struct hold *h)
+static bool wants_verify(const struct hold *h, int64_t now)
 {
     return !h->lost && h->n_attempts > 0 && !h->releasing &&
-           (h->track_dirty || h->track_level != h->attempts[0]);
+           (h->track_dirty || (h->track_level != h->attempts[0] && now >= h->track_after_ns));
 }
 
 static int by_id(const void *a, const void *b)
@@ -331,12 +331,12 @@ static int by_id(const void *a, const void *b)
 }
 
 /* Under mu: formats the round's chunks for every dirty hold. */
-static struct rlc_cmd **collect(struct tracking *t, int *nchunks)
+static struct rlc_cmd **collect(struct tracking *t, int64_t now, int *nchunks)
 {
     rlc_client *c = t->c;
     int m = 0;
     for (struct hold *h = c->renewing; h; h = h->wd_next)
-        m += wants_verify(h);
+        m += wants_verify(h, now);
     *nchunks = 0;
     if (m == 0)
         return NULL;
@@ -357,7 +357,7 @@ static struct rlc_cmd **collect(struct tracking *t, int *nchunks)
         goto out;
     }
     for (struct hold *h = c->renewing; h; h = h->wd_next)
-        if (wants_verify(h)) {
+        if (wants_verify(h, now)) {
             h->track_dirty = false;
             h->track_level = h->attempts[0];
             r->h[r->nholds] = (struct vhold){h->id, h->attempts[0], (size_t)r->nholds};
@@ -408,7 +408,7 @@ static void start_round(struct tracking *t, int64_t now)
     if (ready == 0 || t->r.active)
         return;
     int nchunks;
-    struct rlc_cmd **cmds = collect(t, &nchunks);
+    struct rlc_cmd **cmds = collect(t, now, &nchunks);
     if (!cmds)
         return;
     for (int i = 0; i < t->n; i++) {

@@ -58,10 +58,19 @@ struct round {
 
 static int64_t next_wake(const rlc_client *c)
 {
-    int64_t next = RLC_FOREVER_NS;
-    for (const struct hold *h = c->renewing; h; h = h->wd_next)
-        if (!h->lost && h->next_renew_ns < next)
+    int64_t now = rlc_now_ns();
+    int64_t next = c->track_wake_ns > now ? c->track_wake_ns : RLC_FOREVER_NS;
+    for (const struct hold *h = c->renewing; h; h = h->wd_next) {
+        if (h->lost)
+            continue;
+        if (h->next_renew_ns < next)
             next = h->next_renew_ns;
+        /* loss push's first verify of it (hold.h); one already due is
+         * tracking.c's to start, and must not make this thread spin */
+        if (c->opts.loss_push && h->n_attempts > 0 && h->track_level != h->attempts[0] &&
+            h->track_after_ns > now && h->track_after_ns < next)
+            next = h->track_after_ns;
+    }
     return next;
 }
 
