@@ -172,6 +172,20 @@ TEST(renewal_counts_only_in_time_and_is_lost_once_no_quorum_can_say_yes)
 done:;
 }
 
+TEST(a_loser_looks_again_between_the_minimum_and_the_safety_poll)
+{
+    CHECK(quorum_retry_ms(-1) == QUORUM_SAFETY_POLL_MS, "no expiry known: the safety poll");
+    CHECK(quorum_retry_ms(0) == QUORUM_MIN_RETRY_MS && quorum_retry_ms(3) == QUORUM_MIN_RETRY_MS,
+          "never sooner than the minimum");
+    CHECK(quorum_retry_ms(250) == 250, "when the holder's lease ends");
+    CHECK(quorum_retry_ms(30000) == QUORUM_SAFETY_POLL_MS, "at most the safety poll");
+    CHECK(quorum_jitter_ms(0, 50) == QUORUM_MIN_RETRY_MS, "jitter floor");
+    CHECK(quorum_jitter_ms(50, 50) == QUORUM_MIN_RETRY_MS + 50, "jitter top");
+    CHECK(quorum_jitter_ms(51, 50) == QUORUM_MIN_RETRY_MS, "draws wrap");
+    CHECK(quorum_jitter_ms(12345, 0) == QUORUM_MIN_RETRY_MS, "no jitter configured");
+done:;
+}
+
 RUN_TESTS(CASE(one_node_yes_is_held_with_its_token),
           CASE(one_node_busy_sleeps_until_the_holders_lease_ends_and_undoes_nothing),
           CASE(no_answer_is_an_outage_and_is_undone),
@@ -183,4 +197,5 @@ RUN_TESTS(CASE(one_node_yes_is_held_with_its_token),
           CASE(holder_without_expiry_gives_an_unknown_sleep),
           CASE(undone_before_arrival_counts_as_no_vote_and_needs_no_undo), CASE(arithmetic),
           CASE(release_needs_a_quorum_and_is_not_held_once_no_quorum_can_say_yes),
-          CASE(renewal_counts_only_in_time_and_is_lost_once_no_quorum_can_say_yes))
+          CASE(renewal_counts_only_in_time_and_is_lost_once_no_quorum_can_say_yes),
+          CASE(a_loser_looks_again_between_the_minimum_and_the_safety_poll))

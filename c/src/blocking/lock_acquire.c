@@ -25,10 +25,6 @@
 #include "restart_guard.h"
 #include "scripts.h"
 
-/* No waiter tries again sooner than this unless a message woke it: it bounds
- * the retry rate of one waiter to 200/s whatever the options. */
-#define MIN_RETRY_MS 5
-
 struct attempt {
     int64_t sleep_ms; /* busy: when enough holders' leases end for a quorum; -1 unknown */
     bool split;       /* we got votes but not a quorum, and no other owner can have one */
@@ -304,8 +300,7 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
 static void jitter(rlc_client *c, struct channel *ch, int64_t deadline_ns,
                    const struct cancel_point *cp)
 {
-    int64_t ms = MIN_RETRY_MS +
-                 (int64_t)owner_random_below((uint64_t)c->opts.retry_jitter_ms + 1);
+    int64_t ms = quorum_jitter_ms(owner_random_below(UINT64_MAX), c->opts.retry_jitter_ms);
     int64_t until = rlc_deadline_after_ms(rlc_now_ns(), ms);
     pubsub_pause(c->pubsub, ch, until < deadline_ns ? until : deadline_ns, cp);
 }
@@ -368,7 +363,7 @@ static int wait_and_acquire(rlc_lock *l, uint64_t owner, const char *field, int6
         pubsub_holder_expires(c->pubsub, ch,
                               a->sleep_ms < 0 ? RLC_FOREVER_NS
                                               : rlc_deadline_after_ms(
-                                                    now, a->sleep_ms < MIN_RETRY_MS ? MIN_RETRY_MS : a->sleep_ms));
+                                                    now, a->sleep_ms < QUORUM_MIN_RETRY_MS ? QUORUM_MIN_RETRY_MS : a->sleep_ms));
         pubsub_wait(c->pubsub, ch, seq, deadline_ns, cp);
     }
 out:

@@ -52,12 +52,13 @@
 #include "cmd.h"
 #include "conn.h"
 #include "pubsub.h"
+#include "quorum.h"
 #include "slot.h"
 #include "state.h"
 
 #define LINGER_NS (2000 * RLC_NS_PER_MS)
 #define MAX_BACKOFF_MS 1000
-#define SAFETY_POLL_NS (1000 * RLC_NS_PER_MS)
+#define SAFETY_POLL_NS (QUORUM_SAFETY_POLL_MS * RLC_NS_PER_MS)
 
 struct node_sub {
     bool want;    /* this endpoint should carry it now (prepare) */

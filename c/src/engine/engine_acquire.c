@@ -22,7 +22,6 @@
 #include "quorum.h"
 #include "scripts.h"
 
-#define MIN_RETRY_MS 5
 
 static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
 {
@@ -138,7 +137,7 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
         snprintf(msg, sizeof msg,
                  "lock '%.60s' was granted, but no validity was left of its %lld ms lease; "
                  "use a longer lease", h->lock->name, (long long)op->lease);
-        not_now(e, op, RLC_NOT_ACQUIRED, false, MIN_RETRY_MS, msg, now);
+        not_now(e, op, RLC_NOT_ACQUIRED, false, QUORUM_MIN_RETRY_MS, msg, now);
         return;
     }
     if (!hold_push_level(h, op->attempt))
@@ -184,8 +183,7 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
     if (split) {
         /* contenders split the vote: try again after a random part of
          * retry_jitter_ms, so that they do not collide again in lockstep */
-        int64_t at = now + MIN_RETRY_MS +
-                     (int64_t)(eng_random(e) % (uint64_t)(e->opts.retry_jitter_ms + 1));
+        int64_t at = now + quorum_jitter_ms(eng_random(e), e->opts.retry_jitter_ms);
         op->retry_at = at;
         if (until < 0 || at < until)
             until = at;
@@ -273,7 +271,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
                  "lock '%.60s' was granted, but its %lld ms lease was used up by the %lld ms "
                  "the nodes took to answer (and the drift allowance); use a longer lease",
                  h->lock->name, (long long)op->lease, (long long)(now - op->started));
-        sleep_ms = MIN_RETRY_MS;
+        sleep_ms = QUORUM_MIN_RETRY_MS;
         break;
     case Q_BUSY:
         rc = RLC_NOT_ACQUIRED;
@@ -327,7 +325,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     snprintf(msg, sizeof msg,
              "lock '%.60s' was granted, but its fencing token could not be stored on a quorum "
              "in time (%d of %d)", h->lock->name, op->stored, e->q);
-    not_now(e, op, RLC_NOT_ACQUIRED, false, MIN_RETRY_MS, msg, now);
+    not_now(e, op, RLC_NOT_ACQUIRED, false, QUORUM_MIN_RETRY_MS, msg, now);
 }
 
 static void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r, int status,

@@ -31,9 +31,8 @@
 #include <hiredis/hiredis.h>
 
 #include "engine_int.h"
+#include "quorum.h"
 
-#define SAFETY_POLL_MS 1000
-#define MIN_RETRY_MS 5
 
 static void send_sub(rlc_engine *e, struct conn *c, const char *verb, const struct eng_lock *l)
 {
@@ -145,11 +144,7 @@ static void wake_all(rlc_engine *e, struct eng_lock *l, int64_t now)
 
 void sub_holder_expires(rlc_engine *e, struct eng_lock *l, int64_t at, int64_t now)
 {
-    int64_t poll = now + SAFETY_POLL_MS;
-    if (at < 0 || at > poll)
-        at = poll;
-    if (at < now + MIN_RETRY_MS)
-        at = now + MIN_RETRY_MS;
+    at = now + quorum_retry_ms(at < 0 ? -1 : at - now);
     if (l->timer.at < 0 || !l->timer.slot || at < l->timer.at)
         timer_set(e, &l->timer, T_CHAN, l, at);
 }
@@ -160,7 +155,7 @@ void sub_timer(rlc_engine *e, struct eng_lock *l, int64_t now)
         return;
     sub_wake_one(e, l, now);
     if (l->waiters)
-        timer_set(e, &l->timer, T_CHAN, l, now + SAFETY_POLL_MS);
+        timer_set(e, &l->timer, T_CHAN, l, now + QUORUM_SAFETY_POLL_MS);
 }
 
 static void for_each_lock(rlc_engine *e, void (*fn)(rlc_engine *, struct eng_lock *, void *),

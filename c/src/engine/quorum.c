@@ -146,3 +146,15 @@ int quorum_renew_end(int n, int yes, int gone, int64_t validity_ms)
         return validity_ms > 0 ? QE_DONE : QE_LATE;
     return quorum_denied(n, gone) ? QE_NOT_HELD : QE_OUTAGE;
 }
+
+int64_t quorum_jitter_ms(uint64_t draw, int64_t retry_jitter_ms)
+{
+    return QUORUM_MIN_RETRY_MS + (int64_t)(draw % (uint64_t)(retry_jitter_ms + 1));
+}
+
+int64_t quorum_retry_ms(int64_t sleep_ms)
+{
+    if (sleep_ms < 0 || sleep_ms > QUORUM_SAFETY_POLL_MS)
+        return QUORUM_SAFETY_POLL_MS;
+    return sleep_ms < QUORUM_MIN_RETRY_MS ? QUORUM_MIN_RETRY_MS : sleep_ms;
+}

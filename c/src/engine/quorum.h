@@ -73,6 +73,27 @@ struct quorum_verdict {
 void quorum_decide(const struct quorum_vote *v, int n, bool nested, int64_t lease_ms,
                    int64_t elapsed_ns, double drift_factor, struct quorum_verdict *out);
 
+/* ---- when a loser looks again --------------------------------------------- */
+
+/* No waiter tries again sooner than this unless a message woke it: it bounds
+ * one waiter's tries to 200/s whatever the options. */
+#define QUORUM_MIN_RETRY_MS 5
+
+/* Waiters look at least this often without a message (a holder without
+ * expiry, an unlock whose PUBLISH was refused); a lock's waiters in one
+ * client share one such look. */
+#define QUORUM_SAFETY_POLL_MS 1000
+
+/* The pause after a split vote: the minimum and a part of retry_jitter_ms
+ * picked by draw (a random number), so that contenders do not collide
+ * again in lockstep. */
+int64_t quorum_jitter_ms(uint64_t draw, int64_t retry_jitter_ms);
+
+/* In how many ms a busy try looks again: when the holders' leases let a
+ * quorum go (sleep_ms, -1 unknown), at least the minimum, at most the
+ * safety poll. */
+int64_t quorum_retry_ms(int64_t sleep_ms);
+
 /* ---- what a quorum says of a release, an extend or a renewal -------------- */
 
 /* Do k of n nodes make a quorum? */

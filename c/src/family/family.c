@@ -22,8 +22,6 @@
 #include "quorum.h"
 
 #define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
-#define MAX_SLEEP_MS 1000
-#define MIN_RETRY_MS 5
 
 pthread_mutex_t fam_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fam_renewed = PTHREAD_COND_INITIALIZER;
@@ -226,7 +224,7 @@ void fam_read_acquire(rlc_client *c, const struct fanout *f, int64_t lease, cons
 
 static void jitter(const rlc_client *c, int64_t deadline_ns)
 {
-    int64_t ms = MIN_RETRY_MS + (int64_t)owner_random_below((uint64_t)c->opts.retry_jitter_ms + 1);
+    int64_t ms = quorum_jitter_ms(owner_random_below(UINT64_MAX), c->opts.retry_jitter_ms);
     int64_t until = rlc_deadline_after_ms(rlc_now_ns(), ms);
     if (until > deadline_ns)
         until = deadline_ns;
@@ -263,9 +261,7 @@ int fam_wait(rlc_client *c, const char *channel, size_t channel_len, int64_t dea
             jitter(c, deadline_ns);
             continue;
         }
-        int64_t ms = t->sleep_ms < 0 || t->sleep_ms > MAX_SLEEP_MS ? MAX_SLEEP_MS
-                     : t->sleep_ms < MIN_RETRY_MS                  ? MIN_RETRY_MS
-                                                                   : t->sleep_ms;
+        int64_t ms = quorum_retry_ms(t->sleep_ms);
         int64_t until = rlc_deadline_after_ms(now, ms);
         pubsub_wait(c->pubsub, ch, seq, until < deadline_ns ? until : deadline_ns, NULL);
     }
