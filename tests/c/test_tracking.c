@@ -126,15 +126,24 @@ static int64_t lost_within(int64_t t0, int64_t bound_ms)
     return check_now_ms() - t0;
 }
 
+/* DELs key on node 0 and waits for on_lost: the ms it took, -1 if it did
+ * not come within PUSH_MS, -2 if there was no key to delete. */
+static int64_t del_and_time_the_loss(struct cluster *cl, const char *key)
+{
+    int64_t t0 = check_now_ms();
+    if (rs_int(&cl->node[0], "DEL %s", key) != 1)
+        return -2;
+    return lost_within(t0, PUSH_MS);
+}
+
 TEST(del_of_the_lock_key_fires_on_lost_at_once)
 {
     START_CLUSTER(cl, 1, NULL);
     rlc_client *c = client(cl.uris, "watchdog_timeout_ms=30000");
     rlc_lock *l = lock(c, "pushed-del", 0);
     CHECK(l && hold_tracked(&cl, l) == 0, "hold not acquired and tracked: %s", rlc_errmsg());
-    int64_t t0 = check_now_ms();
-    CHECK(rs_int(&cl.node[0], "DEL pushed-del") == 1, "DEL");
-    int64_t took = lost_within(t0, PUSH_MS);
+    int64_t took = del_and_time_the_loss(&cl, "pushed-del");
+    CHECK(took != -2, "DEL");
     CHECK(took >= 0, "on_lost did not fire within %d ms of DEL (next renewal in 10 s)", PUSH_MS);
     CHECK(atomic_load(&lost_reason) == RLC_E_LOST, "reason %d", atomic_load(&lost_reason));
     CHECK(held(l) == 0, "is_held says held after the loss");
@@ -393,9 +402,8 @@ TEST(del_right_after_acquire_is_pushed_when_the_grace_ends)
     atomic_store(&lost_calls, 0);
     CHECK_RC(rlc_lock_on_lost(l, on_lost, NULL), RLC_OK);
     CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
-    int64_t t0 = check_now_ms();
-    CHECK(rs_int(&cl.node[0], "DEL early") == 1, "DEL");
-    int64_t took = lost_within(t0, PUSH_MS);
+    int64_t took = del_and_time_the_loss(&cl, "early");
+    CHECK(took != -2, "DEL");
     CHECK(took >= 0, "on_lost did not fire within %d ms of a DEL in the grace", PUSH_MS);
     CHECK(atomic_load(&lost_reason) == RLC_E_LOST, "reason %d", atomic_load(&lost_reason));
     CHECK_RC(rlc_lock_release(l), RLC_E_LOST);

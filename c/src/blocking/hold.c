@@ -100,13 +100,12 @@ void hold_set_watchdog(rlc_client *c, struct hold *h, bool on)
         return;
     h->watchdog = on;
     if (on && c->opts.loss_push) {
-        /* tracking.c registers the key once the grace is over; the thread
-         * is woken only if it plans to sleep past that */
+        /* tracking.c registers the key once the grace is over (hold.h). One
+         * planned wake serves every hold taken before it comes (then the
+         * thread plans one for those still held), so a stream of brief
+         * holds wakes the thread once per grace, not once per hold. */
         int64_t now = rlc_now_ns();
         h->track_after_ns = rlc_deadline_after_ms(now, HOLD_TRACK_GRACE_MS);
-        /* One planned wake serves every hold taken before it comes (when
-         * it comes, the thread plans the next for those still held), so a
-         * stream of brief holds wakes the thread once per grace, not per hold. */
         if (c->track_wake_ns <= now) {
             c->track_wake_ns = h->track_after_ns;
             if (c->track_wake_ns < c->watchdog_wake_ns) {

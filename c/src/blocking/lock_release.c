@@ -219,9 +219,9 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
     int yes = 0, gone = 0;
     for (int i = 0; i < f.n; i++) {
         const redisReply *r = fanout_reply(&f, i);
-        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-            r->element[0]->type == REDIS_REPLY_INTEGER)
-            r->element[0]->integer == 1 ? yes++ : gone++;
+        int v = r ? answer_renew(r, 0) : -1;
+        yes += v == 1;
+        gone += v == 0;
     }
 
     int64_t validity_ms =
