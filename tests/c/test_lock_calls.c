@@ -3,6 +3,8 @@
  * alone, no Redis: the exact bytes each call puts on the wire (the engine,
  * the blocking API and the family all send these), and how answers read.
  */
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "check.h"
@@ -95,6 +97,39 @@ TEST(undo_carries_a_tombstone_that_outlives_a_late_acquire)
 done:;
 }
 
+/* The number writers replaced snprintf on this path: they must write what
+ * it wrote, edges included, and cut short where it cut short. */
+TEST(numbers_are_written_as_snprintf_wrote_them)
+{
+    char got[CMD_U64_MAX + 1], want[64];
+    const int64_t sv[] = {0, 7, -1, 30000, INT64_MAX, INT64_MIN, -9223372036854775807LL};
+    for (size_t i = 0; i < sizeof sv / sizeof sv[0]; i++) {
+        size_t n = cmd_i64(got, sv[i]);
+        snprintf(want, sizeof want, "%lld", (long long)sv[i]);
+        CHECK(strcmp(got, want) == 0 && n == strlen(want), "%lld: got %s", (long long)sv[i], got);
+    }
+    const uint64_t uv[] = {0, 9, 10, 0x1f, UINT64_MAX, 4611686018427387905ULL};
+    for (size_t i = 0; i < sizeof uv / sizeof uv[0]; i++) {
+        cmd_u64(got, uv[i], 10);
+        snprintf(want, sizeof want, "%llu", (unsigned long long)uv[i]);
+        CHECK(strcmp(got, want) == 0, "%s: got %s", want, got);
+        cmd_u64(got, uv[i], 16);
+        snprintf(want, sizeof want, "%llx", (unsigned long long)uv[i]);
+        CHECK(strcmp(got, want) == 0, "%s: got %s", want, got);
+    }
+    /* "<prefix>:<v>" in every buffer size from none to ample */
+    for (size_t size = 0; size <= 12; size++) {
+        char buf[16] = "untouched", ref[16] = "untouched";
+        int n = cmd_tagged_u64("abcd", 0x1f2e, 16, buf, size);
+        int m = snprintf(ref, size, "%s:%llx", "abcd", 0x1f2eULL);
+        CHECK(n == m && memcmp(buf, ref, sizeof buf) == 0, "size %zu: got '%s' (%d), want '%s' (%d)",
+              size, buf, n, ref, m);
+    }
+    CHECK(lock_attempt_id("U", 0xab, want, sizeof want) == 4 && strcmp(want, "U:ab") == 0,
+          "attempt id %s", want);
+done:;
+}
+
 static redisReply *integer(long long v)
 {
     redisReply *r = calloc(1, sizeof *r);
@@ -148,4 +183,5 @@ done:;
 RUN_TESTS(CASE(acquire_call_names_keys_and_attempts_in_the_scripts_order),
           CASE(renew_of_one_is_the_batch_of_one), CASE(release_names_its_level_upto_and_the_remains),
           CASE(undo_carries_a_tombstone_that_outlives_a_late_acquire),
-          CASE(answers_read_as_the_scripts_write_them))
+          CASE(answers_read_as_the_scripts_write_them),
+          CASE(numbers_are_written_as_snprintf_wrote_them))

@@ -632,7 +632,9 @@ static void collect(struct mux_req *r, struct mux_result *res)
     res->status = r->status;
     res->reply = r->reply;
     r->reply = NULL;
-    snprintf(res->err, sizeof res->err, "%s", r->err);
+    /* Both RLC_ERRLEN and NUL-terminated; usually empty (no snprintf). */
+    size_t n = strlen(r->err);
+    memcpy(res->err, r->err, n + 1);
     if (r != &nomem_req)
         req_free(r);
 }

@@ -8,14 +8,14 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "cmd.h"
 #include "error.h"
 #include "lock_calls.h"
 #include "state.h"
 
 int client_field(const rlc_client *c, uint64_t owner, char *buf, size_t size)
 {
-    return snprintf(buf, size, "%s:%llu", c->uuid,
-                    (unsigned long long)(owner ? owner : owner_thread_number()));
+    return cmd_tagged_u64(c->uuid, owner ? owner : owner_thread_number(), 10, buf, size);
 }
 
 struct mux *client_mux(rlc_client *c, int node, uint64_t owner)

@@ -1,7 +1,6 @@
 /*
  * cmd.c - formatting commands in RESP (the Redis wire protocol).
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,10 +27,60 @@ static struct rlc_cmd *cmd_alloc(size_t len)
     return c;
 }
 
+size_t cmd_u64(char *buf, uint64_t v, unsigned base)
+{
+    char tmp[CMD_U64_MAX];
+    size_t n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    buf[n] = '\0';
+    return n;
+}
+
+size_t cmd_i64(char *buf, int64_t v)
+{
+    if (v >= 0)
+        return cmd_u64(buf, (uint64_t)v, 10);
+    buf[0] = '-';
+    /* -(v + 1) + 1: no overflow at INT64_MIN */
+    return 1 + cmd_u64(buf + 1, (uint64_t)-(v + 1) + 1, 10);
+}
+
+int cmd_tagged_u64(const char *prefix, uint64_t v, unsigned base, char *buf, size_t size)
+{
+    size_t plen = strlen(prefix);
+    char num[CMD_U64_MAX];
+    size_t nlen = cmd_u64(num, v, base), full = plen + 1 + nlen;
+    if (size == 0)
+        return (int)full;
+    size_t room = size - 1, k = plen < room ? plen : room;
+    memcpy(buf, prefix, k);
+    if (k < room)
+        buf[k++] = ':';
+    size_t d = nlen < room - k ? nlen : room - k;
+    memcpy(buf + k, num, d);
+    buf[k + d] = '\0';
+    return (int)full;
+}
+
+/* "<mark><n>\r\n" at p; returns the end. */
+static char *put_head(char *p, char mark, size_t n)
+{
+    *p++ = mark;
+    p += cmd_u64(p, n, 10);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
 /* "$<len>\r\n<bytes>\r\n" at p; returns the end. */
 static char *put_bulk(char *p, const char *s, size_t len)
 {
-    p += sprintf(p, "$%zu\r\n", len);
+    p = put_head(p, '$', len);
     memcpy(p, s, len);
     p += len;
     *p++ = '\r';
@@ -73,7 +122,7 @@ struct rlc_cmd *cmd_format(int argc, const char *const *argv, const size_t *lens
     struct rlc_cmd *c = cmd_alloc(len);
     if (!c)
         return NULL;
-    char *p = c->data + sprintf(c->data, "*%d\r\n", argc);
+    char *p = put_head(c->data, '*', (size_t)argc);
     for (int i = 0; i < argc; i++)
         p = put_bulk(p, argv[i], lens[i]);
     return c;
@@ -88,12 +137,12 @@ struct rlc_cmd *cmd_evalsha(const struct script *s, int nkeys, int nargs,
         return NULL;
     const char *av[MAXARGV];
     size_t al[MAXARGV];
-    char nk[24];
+    char nk[CMD_U64_MAX + 1];
     av[0] = "EVALSHA";
     al[0] = 7;
     av[1] = s->sha;
     al[1] = 40;
-    al[2] = (size_t)snprintf(nk, sizeof nk, "%d", nkeys);
+    al[2] = cmd_i64(nk, nkeys);
     av[2] = nk;
     for (int i = 0; i < nkeys + nargs; i++) {
         av[3 + i] = argv[i];

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct script;
 
@@ -36,6 +37,18 @@ struct rlc_cmd *cmd_evalsha_to_eval(const struct rlc_cmd *evalsha, const struct 
  * if cmd does not name `from`. */
 struct rlc_cmd *cmd_with_script(const struct rlc_cmd *cmd, const struct script *from,
                                 const struct script *to);
+
+/* Writes v at buf in base 10 or 16 (lower case), NUL-terminated; returns
+ * the digits' count. buf holds at least CMD_U64_MAX bytes. Not snprintf:
+ * a lock cycle formats some forty numbers, and printf's machinery was a
+ * quarter of the blocking API's user CPU per cycle. */
+#define CMD_U64_MAX 21
+size_t cmd_u64(char *buf, uint64_t v, unsigned base);
+/* The same for a signed value in base 10 (CMD_U64_MAX + 1 bytes). */
+size_t cmd_i64(char *buf, int64_t v);
+/* "<prefix>:<v>" (v in base 10 or 16) at buf, cut short to size like
+ * snprintf; returns the full length: a client's field, an attempt's id. */
+int cmd_tagged_u64(const char *prefix, uint64_t v, unsigned base, char *buf, size_t size);
 
 struct rlc_cmd *cmd_ref(struct rlc_cmd *c);
 void cmd_unref(struct rlc_cmd *c);

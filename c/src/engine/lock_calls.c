@@ -1,7 +1,6 @@
 /*
  * lock_calls.c - each lock script's call and answer (lock_calls.h).
  */
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "cmd.h"
@@ -10,12 +9,7 @@
 
 int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size)
 {
-    return snprintf(buf, size, "%s:%llx", uuid, (unsigned long long)attempt);
-}
-
-static size_t num(char *buf, size_t size, long long v)
-{
-    return (size_t)snprintf(buf, size, "%lld", v);
+    return cmd_tagged_u64(uuid, attempt, 16, buf, size);
 }
 
 struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
@@ -25,7 +19,7 @@ struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64
     char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX];
     const char *argv[7] = {n->key, n->token_key, n->attempts_key, lease, field, id, in};
     size_t lens[7] = {n->key_len, n->token_key_len, n->attempts_key_len,
-                      num(lease, sizeof lease, lease_ms), field_len,
+                      cmd_i64(lease, lease_ms), field_len,
                       (size_t)lock_attempt_id(uuid, attempt, id, sizeof id),
                       outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0};
     return cmd_evalsha(&script_acquire, 3, 4, argv, lens);
@@ -38,7 +32,7 @@ struct rlc_cmd *call_undo(const struct lock_names *n, const char *uuid, uint64_t
     const char *argv[5] = {n->key, n->attempts_key, id, field, ttl};
     size_t lens[5] = {n->key_len, n->attempts_key_len,
                       (size_t)lock_attempt_id(uuid, attempt, id, sizeof id), field_len,
-                      num(ttl, sizeof ttl, tomb_ms)};
+                      cmd_i64(ttl, tomb_ms)};
     return cmd_evalsha(&script_undo, 2, 3, argv, lens);
 }
 
@@ -64,7 +58,7 @@ struct rlc_cmd *call_renew_many(int m, const struct lock_names *names, const cha
     struct rlc_cmd *cmd = NULL;
     if (argv && lens && ids) {
         char lease[24];
-        argv[2 * m] = lease, lens[2 * m] = num(lease, sizeof lease, lease_ms);
+        argv[2 * m] = lease, lens[2 * m] = cmd_i64(lease, lease_ms);
         for (int j = 0; j < m; j++) {
             argv[j] = names[j].key, lens[j] = names[j].key_len;
             argv[m + j] = names[j].attempts_key, lens[m + j] = names[j].attempts_key_len;
@@ -94,16 +88,16 @@ struct rlc_cmd *call_release(const struct lock_names *n, const char *uuid, int64
     char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)(n_extra + 1));
     struct rlc_cmd *cmd = NULL;
     if (argv && lens && ids) {
-        char lease[24], up[20] = "";
+        char lease[24], up[CMD_U64_MAX] = "";
         argv[0] = n->key, lens[0] = n->key_len;
         argv[1] = n->channel, lens[1] = n->channel_len;
         argv[2] = n->attempts_key, lens[2] = n->attempts_key_len;
-        argv[3] = lease, lens[3] = num(lease, sizeof lease, lease_ms);
+        argv[3] = lease, lens[3] = cmd_i64(lease, lease_ms);
         argv[4] = field, lens[4] = field_len;
         argv[5] = ids[0],
         lens[5] = level ? (size_t)lock_attempt_id(uuid, level, ids[0], LOCK_ATTEMPT_ID_MAX) : 0;
         argv[6] = up,
-        lens[6] = upto ? (size_t)snprintf(up, sizeof up, "%llx", (unsigned long long)upto) : 0;
+        lens[6] = upto ? cmd_u64(up, upto, 16) : 0;
         for (int64_t k = 0; k < n_extra; k++) {
             argv[7 + k] = ids[k + 1];
             lens[7 + k] = (size_t)lock_attempt_id(uuid, extra[k], ids[k + 1],
@@ -121,8 +115,7 @@ struct rlc_cmd *call_token_floor(const struct lock_names *n, uint64_t token)
 {
     char floor[24];
     const char *argv[2] = {n->token_key, floor};
-    size_t lens[2] = {n->token_key_len, (size_t)snprintf(floor, sizeof floor, "%llu",
-                                                         (unsigned long long)token)};
+    size_t lens[2] = {n->token_key_len, cmd_u64(floor, token, 10)};
     return cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
 }
 
