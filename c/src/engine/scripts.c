@@ -38,13 +38,13 @@
     "  return before\n"                                                         \
     "end\n"
 
-/* Frees the lock's hash when the owner's last level goes; the attempts hash
- * keeps its tombstones but forgets the epoch. */
+/* Frees the lock's hash when the owner's last level goes (Redis deletes a
+ * hash with its last field: no DEL needed); the attempts hash keeps its
+ * tombstones but forgets the epoch. */
 #define FREE_FIELD                                                               \
     "local function free_field(key, att, field)\n"                               \
     "  redis.call('hdel', key, field)\n"                                         \
     "  if redis.call('hlen', key) == 0 then\n"                                   \
-    "    redis.call('del', key)\n"                                               \
     "    redis.call('hdel', att, 'e')\n"                                         \
     "    return true\n"                                                          \
     "  end\n"                                                                    \
@@ -79,7 +79,7 @@ struct script script_acquire = {
     "if redis.call('hexists', KEYS[3], ARGV[3]) == 1 then\n"
     "  return {-1, 0}\n"
     "end\n"
-    "local n, token, before\n"
+    "local n, token, before, inner = 1, nil, -2, 0\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
     "  local t = redis.pcall('incr', KEYS[2])\n"
     "  if type(t) == 'table' and t.err then\n"
@@ -88,20 +88,18 @@ struct script script_acquire = {
     "  end\n"
     "  token = t\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('hset', KEYS[3], 'e', ARGV[3])\n"
-    "  n, before = 1, -2\n"
+    "  redis.call('hset', KEYS[3], 'e', ARGV[3], ARGV[3], '-2|' .. ARGV[3] .. '|' .. ARGV[2])\n"
     "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  before = redis.call('pttl', KEYS[1])\n"
     "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  token = tonumber(redis.call('get', KEYS[2]) or '0') or 0\n"
+    "  if ARGV[4] ~= '' and level_of(KEYS[3], ARGV[4]) then inner = 1 end\n"
+    "  local epoch = redis.call('hget', KEYS[3], 'e') or ''\n"
+    "  redis.call('hset', KEYS[3], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
     "else\n"
     "  return {0, redis.call('pttl', KEYS[1]), redis.call('hkeys', KEYS[1])[1] or ''}\n"
     "end\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "local inner = 0\n"
-    "if before ~= -2 and ARGV[4] ~= '' and level_of(KEYS[3], ARGV[4]) then inner = 1 end\n"
-    "local epoch = redis.call('hget', KEYS[3], 'e') or ''\n"
-    "redis.call('hset', KEYS[3], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
     "if redis.call('pttl', KEYS[3]) < tonumber(ARGV[1]) then\n"
     "  redis.call('pexpire', KEYS[3], ARGV[1])\n"
     "end\n"
@@ -123,11 +121,14 @@ struct script script_acquire = {
 struct script script_release = {
     "release",
     LEVEL_OF FREE_FIELD
-    "local held = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
+    "local count = redis.call('hget', KEYS[1], ARGV[2])\n"
+    "local held = count ~= false\n"
+    "local e = redis.call('hget', KEYS[3], 'e') or ''\n"
     "local rec = redis.call('hget', KEYS[3], ARGV[3])\n"
     "local mine = false\n"
     "if rec then\n"
-    "  mine = level_of(KEYS[3], ARGV[3]) ~= nil\n"
+    "  local before, epoch = parse(rec)\n"
+    "  mine = before ~= nil and epoch == e\n"
     "  if rec ~= 'u' then redis.call('hdel', KEYS[3], ARGV[3]) end\n"
     "else\n"
     "  mine = held and redis.call('exists', KEYS[3]) == 0\n"
@@ -141,13 +142,12 @@ struct script script_release = {
     "  end\n"
     "end\n"
     "if not held then return -1 end\n"
-    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0\n"
+    "local n = tonumber(count) or 0\n"
     "local took = 0\n"
     "if mine then n, took = n - 1, 1 end\n"
     "if ARGV[4] ~= '' then\n"
     "  local prefix = string.match(ARGV[3], '^(.*:)')\n"
     "  local upto = tonumber(ARGV[4], 16)\n"
-    "  local e = redis.call('hget', KEYS[3], 'e') or ''\n"
     "  local all = redis.call('hgetall', KEYS[3])\n"
     "  for i = 1, #all, 2 do\n"
     "    local id = all[i]\n"
