@@ -336,7 +336,7 @@ static int sem_acquire(struct sem *s, int64_t n, int64_t wait_ms, int64_t lease_
     rc = sem_try_once(&a, &t);
     if (rc == RLC_NOT_ACQUIRED && wait_ms != 0)
         rc = fam_wait(c, s->channel, s->channel_len, deadline, sem_try_once, &a, &t);
-    if (rc == RLC_OK && s->expirable)
+    if (rc == RLC_OK && s->expirable && id_out) /* checked above; for gcc -O2 */
         memcpy(id_out, a.rec, ID_HEX + 1);
 out:
     client_leave(c);
