@@ -7,7 +7,9 @@ Measures, against the same redis-server and in the same minute:
   cycles/s   await acquire() + await release() per second, 1 task and 64 tasks
              on distinct lock names (one client per implementation, shared by
              its tasks), per-cycle p50/p99; the two take turns in rounds so
-             that noise from elsewhere on the machine hits both;
+             that noise from elsewhere on the machine hits both; beside them
+             the floor: a bare asyncio Protocol sending the library's own two
+             scripts (captured with MONITOR), what any asyncio client pays;
   waiters    --waiters (10,000) tasks waiting at once on --locks (100) names,
              each taking its lock once (held over one loop iteration):
              whether all complete, in how long, the memory per waiting task
@@ -87,6 +89,183 @@ class Ours:
 
     async def close(self):
         await self.client.close()
+
+
+class Floor:
+    """What any asyncio client pays for our lock cycle: a bare asyncio.Protocol
+    that sends the two EVALSHA commands the library sends (captured off the
+    wire with MONITOR, as tests/bench/capture.c does for C) and awaits each
+    reply; no lock logic, no engine. Commands are formatted inside the cycle,
+    a new attempt id each time, and every reply is checked (granted: 1,
+    freed: 0). Pipelined on one connection like ours: replies come in order."""
+
+    name = "floor"
+    CAPTURE = "bench:aio:capture"
+
+    def __init__(self, uri, acquire_args, release_args):
+        self.uri = uri
+        self.acq, self.rel = acquire_args, release_args
+        self.transport = None
+        self.pending = []  # futures, in the order their replies will come
+        self.buf = b""
+        self.seq = 0x100000
+
+    @classmethod
+    async def capture(cls, uri, ours):
+        """Runs one acquire + release of `ours` under MONITOR and keeps the two
+        EVALSHA commands; None if they were not seen."""
+        host, port = uri.split("//", 1)[1].rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"MONITOR\r\n")
+        await reader.readline()  # +OK
+        lock = ours.lock(cls.CAPTURE)
+        await ours.acquire(lock)
+        await lock.release()
+        seen = []
+        try:
+            while len(seen) < 2:
+                line = (await asyncio.wait_for(reader.readline(), 5)).decode()
+                args = cls._monitor_args(line)
+                if args and args[0].upper() == "EVALSHA" and cls.CAPTURE in " ".join(args):
+                    seen.append(args[1:])
+        except asyncio.TimeoutError:
+            pass
+        writer.close()
+        if len(seen) < 2:
+            return None
+        return cls(uri, seen[0], seen[1])
+
+    @staticmethod
+    def _monitor_args(line):
+        """The quoted arguments of a MONITOR line (sdscatrepr escapes)."""
+        at = line.find("] ")
+        if at < 0:
+            return None
+        out, i, n = [], at + 2, len(line)
+        while i < n:
+            if line[i] != '"':
+                i += 1
+                continue
+            i += 1
+            cur = []
+            while i < n and line[i] != '"':
+                if line[i] == "\\" and i + 1 < n:
+                    c = line[i + 1]
+                    if c == "x":
+                        cur.append(chr(int(line[i + 2:i + 4], 16)))
+                        i += 4
+                        continue
+                    cur.append({"n": "\n", "r": "\r", "t": "\t", "a": "\a", "b": "\b"}.get(c, c))
+                    i += 2
+                    continue
+                cur.append(line[i])
+                i += 1
+            out.append("".join(cur))
+            i += 1
+        return out
+
+    def _command(self, template, name, attempt_id, upto):
+        # EVALSHA sha nkeys keys... lease field attempt (outer | upto)
+        args = ["EVALSHA"] + [a.replace(self.CAPTURE, name) for a in template]
+        nkeys = int(args[2])
+        args[3 + nkeys + 2] = attempt_id
+        args[3 + nkeys + 3] = upto
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            b = a.encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+        return b"".join(out)
+
+    async def _connect(self):
+        host, port = self.uri.split("//", 1)[1].rsplit(":", 1)
+        floor = self
+
+        class Proto(asyncio.Protocol):
+            def data_received(self, data):
+                floor._received(data)
+
+            def connection_lost(self, exc):
+                for f in floor.pending:
+                    if not f.done():
+                        f.set_exception(ConnectionError("floor: connection lost"))
+                floor.pending.clear()
+
+        self.transport, _ = await asyncio.get_running_loop().create_connection(
+            Proto, host, int(port))
+
+    def _received(self, data):
+        self.buf += data
+        while self.pending:
+            end, value = _resp_parse(self.buf, 0)
+            if end < 0:
+                return
+            self.buf = self.buf[end:]
+            fut = self.pending.pop(0)
+            if not fut.done():
+                fut.set_result(value)
+
+    async def _call(self, cmd):
+        if self.transport is None:
+            await self._connect()
+        fut = asyncio.get_running_loop().create_future()
+        self.pending.append(fut)
+        self.transport.write(cmd)
+        return await fut
+
+    def lock(self, name):
+        return _FloorLock(self, name)
+
+    async def acquire(self, lock, timeout=None):
+        self.seq += 1
+        lock.attempt = f"{self.acq[-2].rsplit(':', 1)[0]}:{self.seq:x}"
+        r = await self._call(self._command(self.acq, lock.name, lock.attempt, ""))
+        if not (isinstance(r, list) and r and r[0] == 1):
+            raise RuntimeError(f"floor: acquire answered {r!r}")
+        return True
+
+    async def close(self):
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _FloorLock:
+    __slots__ = ("floor", "name", "attempt")
+
+    def __init__(self, floor, name):
+        self.floor, self.name, self.attempt = floor, name, None
+
+    async def release(self):
+        f = self.floor
+        r = await f._call(f._command(f.rel, self.name, self.attempt, ""))
+        if r != 0:
+            raise RuntimeError(f"floor: release answered {r!r}")
+
+
+def _resp_parse(buf, i):
+    """(end, value) of the RESP value at buf[i:], or (-1, None) if incomplete."""
+    nl = buf.find(b"\r\n", i)
+    if nl < 0:
+        return -1, None
+    kind, line = buf[i:i + 1], buf[i + 1:nl]
+    if kind == b":":
+        return nl + 2, int(line)
+    if kind in (b"+", b"-"):
+        return nl + 2, line.decode()
+    if kind == b"$":
+        n = int(line)
+        if n < 0:
+            return nl + 2, None
+        end = nl + 2 + n + 2
+        return (end, buf[nl + 2:end - 2]) if len(buf) >= end else (-1, None)
+    if kind == b"*":
+        out, j = [], nl + 2
+        for _ in range(int(line)):
+            j, v = _resp_parse(buf, j)
+            if j < 0:
+                return -1, None
+            out.append(v)
+        return j, out
+    raise RuntimeError(f"floor: not RESP: {buf[i:i + 40]!r}")
 
 
 class RedisPy:
@@ -252,6 +431,11 @@ def table(rows, tasks_list):
         us, peer = get(f"aio.redlockc.t{t}", "cycles"), get(f"aio.redispy.t{t}", "cycles")
         print(f"{f'cycles/s, {t} task(s)':<28}{fmt(us):>14}{fmt(peer):>14}{ratio(us, peer):>9}"
               f"   >= 1.5x redis-py")
+        floor = get(f"aio.floor.t{t}", "cycles")
+        if floor:
+            # The ceiling of any asyncio client sending our two scripts.
+            print(f"{'  floor: bare asyncio':<28}{fmt(floor):>14}{'':>14}{ratio(floor, peer):>9}"
+                  f"   (redlockc at {ratio(us, floor)} of it)")
         for key, label in (("p50_us", "p50 us"), ("p99_us", "p99 us")):
             print(f"{f'  cycle {label}':<28}{fmt(get(f'aio.redlockc.t{t}', key)):>14}"
                   f"{fmt(get(f'aio.redispy.t{t}', key)):>14}")
@@ -277,7 +461,14 @@ def table(rows, tasks_list):
 
 async def main_async(args, uri):
     rows = {}
-    impls = [Ours(uri), RedisPy(uri)]
+    ours = Ours(uri)
+    impls = [ours, RedisPy(uri)]
+    floor = await Floor.capture(uri, ours)
+    if floor is None:
+        print("floor: the library's two scripts were not seen under MONITOR; no floor row",
+              file=sys.stderr, flush=True)
+    else:
+        impls.append(floor)
     tasks_list = (1, 64)
     try:
         for t in tasks_list:
