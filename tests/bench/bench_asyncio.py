@@ -105,6 +105,7 @@ class Floor:
     def __init__(self, uri, acquire_args, release_args):
         self.uri = uri
         self.acq, self.rel = acquire_args, release_args
+        self.client_id = acquire_args[-2].rsplit(":", 1)[0]  # "<uuid>" of "<uuid>:<hex>"
         self.transport = None
         self.pending = []  # futures, in the order their replies will come
         self.buf = b""
@@ -217,7 +218,7 @@ class Floor:
 
     async def acquire(self, lock, timeout=None):
         self.seq += 1
-        lock.attempt = f"{self.acq[-2].rsplit(':', 1)[0]}:{self.seq:x}"
+        lock.attempt = f"{self.client_id}:{self.seq:x}"
         r = await self._call(self._command(self.acq, lock.name, lock.attempt, ""))
         if not (isinstance(r, list) and r and r[0] == 1):
             raise RuntimeError(f"floor: acquire answered {r!r}")

@@ -7,7 +7,6 @@
  * node that may have said yes. It travels on the same connection behind the
  * acquire, so it usually lands right after it.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,9 +79,8 @@ static int sync_replicas_check(rlc_client *c, uint64_t owner, bool *granted, int
 {
     char nrep[24], tmo[24];
     const char *argv[3] = {"WAIT", nrep, tmo};
-    size_t lens[3] = {4,
-                      (size_t)snprintf(nrep, sizeof nrep, "%lld", (long long)c->opts.sync_replicas),
-                      (size_t)snprintf(tmo, sizeof tmo, "%lld", (long long)c->opts.sync_timeout_ms)};
+    size_t lens[3] = {4, cmd_i64(nrep, c->opts.sync_replicas),
+                      cmd_i64(tmo, c->opts.sync_timeout_ms)};
     struct rlc_cmd *cmd = cmd_format(3, argv, lens);
     struct fanout w;
     fanout_run(c, owner, cmd, NULL, &w);
