@@ -22,11 +22,23 @@ def held(redis, name):
     wait_until(lambda: redis.cli("EXISTS", name) == "1", what=f"lock {name} to be held")
 
 
+def trapped(trap, ready):
+    """A loop() whose shell has installed `trap` once the file `ready` exists:
+    the lock is held before CMD starts, so a signal sent as soon as it is
+    held could reach the shell before its trap (and kill it instead)."""
+    return loop(f"{trap} : > {ready};")
+
+
+def trap_set(ready):
+    wait_until(ready.exists, what="CMD's trap to be set")
+
+
 def test_lock_loss_sends_cmd_sigterm_and_exits_79(cli, redis, name, tmp_path):
     marker = tmp_path / "term"
     p = start(cli, redis.uri, *FAST_WATCHDOG, name, "--", "sh", "-c",
-              loop(f'trap "echo TERM > {marker}; exit 7" TERM;'))
+              trapped(f'trap "echo TERM > {marker}; exit 7" TERM;', tmp_path / "ready"))
     held(redis, name)
+    trap_set(tmp_path / "ready")
     redis.cli("DEL", name)  # the lock is taken away under it
     status, _, err = finish(p)
     assert status == LOST, f"expected exit {LOST}, seen {status}; stderr: {err}"
@@ -34,10 +46,11 @@ def test_lock_loss_sends_cmd_sigterm_and_exits_79(cli, redis, name, tmp_path):
     assert "lost" in err and "status 7" in err, f"stderr tells: {err!r}"
 
 
-def test_lock_loss_sends_sigkill_after_kill_after(cli, redis, name):
+def test_lock_loss_sends_sigkill_after_kill_after(cli, redis, name, tmp_path):
     p = start(cli, redis.uri, *FAST_WATCHDOG, "--kill-after", "0.3", name, "--", "sh", "-c",
-              loop('trap "" TERM;'))
+              trapped('trap "" TERM;', tmp_path / "ready"))
     held(redis, name)
+    trap_set(tmp_path / "ready")
     redis.cli("DEL", name)
     status, _, err = finish(p)
     assert status == LOST, f"expected exit {LOST}, seen {status}; stderr: {err}"
@@ -106,8 +119,9 @@ def test_a_signal_reaches_cmd_and_the_lock_is_released(cli, redis, name, sig):
 def test_cmd_that_handles_sigint_decides_the_exit_status(cli, redis, name, tmp_path):
     marker = tmp_path / "int"
     p = start(cli, redis.uri, name, "--", "sh", "-c",
-              loop(f'trap "echo INT >> {marker}; exit 0" INT;'))
+              trapped(f'trap "echo INT >> {marker}; exit 0" INT;', tmp_path / "ready"))
     held(redis, name)
+    trap_set(tmp_path / "ready")
     p.send_signal(signal.SIGINT)
     status, _, err = finish(p)
     assert status == 0, f"expected CMD's 0, seen {status}; stderr: {err}"
