@@ -302,6 +302,74 @@ done:
     el_free(&L);
 }
 
+/* Holder 1 holds a bare quorum {A, C} (B was busy with another owner for a
+ * moment). C restarts without persistence and forgets it; B is free again.
+ * Both engines saw every node before. Plain Redlock (guard off) lets holder
+ * 2 take B and the empty C: two holders. With the guard (on by default for
+ * three nodes), C does not vote until the longest lease has passed since its
+ * restart. The engine learns the restart from its reconnection's handshake
+ * (engine_guard.c); the blocking API's twin is in test_fence.c. */
+static int second_holder_after_restart(const char *opts, char *msg, size_t size)
+{
+    struct cluster cl;
+    struct eloop L1, L2;
+    int rc = -100;
+    bool l1 = false, l2 = false;
+    const struct el_done *d = NULL;
+    if (cluster_start(&cl, 3) != 0)
+        goto out;
+    l1 = el_init(&L1, cl.uris, UUID_A, opts) == RLC_OK;
+    l2 = el_init(&L2, cl.uris, UUID_B, opts) == RLC_OK;
+    /* each engine's first connections record the nodes' run ids */
+    if (!l1 || !l2 || el_acquire(&L1, "warm", 1, 0, 5000, NULL) != RLC_OK ||
+        el_release(&L1, "warm", 1) != RLC_OK || el_acquire(&L2, "warm", 1, 0, 5000, NULL) != RLC_OK ||
+        el_release(&L2, "warm", 1) != RLC_OK)
+        goto out;
+    freeReplyObject(rs_cmd(&cl.node[1], "HSET rg other:1 1"));
+    freeReplyObject(rs_cmd(&cl.node[1], "PEXPIRE rg 300"));
+    if (el_acquire(&L1, "rg", 1, 0, 30000, NULL) != RLC_OK)
+        goto out;
+    int64_t until = el_now() + 10000;
+    while (rs_int(&cl.node[1], "EXISTS rg") != 0 && el_now() < until)
+        el_turn(&L1, 5);
+    if (rs_restart(&cl.node[2]) != 0 || rs_int(&cl.node[2], "EXISTS rg") != 0)
+        goto out;
+    /* L2 reads the end of its connection to C (command connection 2 * 2);
+     * its acquire opens a new one, whose handshake looks at the server */
+    until = el_now() + 5000;
+    while (L2.fd[4] >= 0 && el_now() < until)
+        el_turn(&L2, 5);
+    rc = el_acquire(&L2, "rg", 1, 0, 30000, &d);
+    snprintf(msg, size, "%s", d ? d->message : "no outcome");
+out:
+    if (l1)
+        el_free(&L1);
+    if (l2)
+        el_free(&L2);
+    cluster_stop(&cl);
+    return rc;
+}
+
+TEST(restart_guard_keeps_a_restarted_node_from_voting)
+{
+    char msg[256] = "";
+    int rc = second_holder_after_restart("node_timeout_ms=2000", msg, sizeof msg);
+    CHECK(rc == RLC_NOT_ACQUIRED, "with the guard, a second holder got %d (%s): %s", rc,
+          rlc_strerror(rc), msg);
+    CHECK(strstr(msg, "restarted") && strstr(msg, "only 1 count"),
+          "the message names the restarted node: %s", msg);
+done:;
+}
+
+TEST(without_restart_guard_plain_redlock_allows_a_second_holder)
+{
+    char msg[256] = "";
+    int rc = second_holder_after_restart("node_timeout_ms=2000;restart_guard=0", msg, sizeof msg);
+    CHECK(rc == RLC_OK, "plain Redlock: the second holder got %d (%s): %s", rc,
+          rlc_strerror(rc), msg);
+done:;
+}
+
 static int replicas_of(const struct redis_server *m)
 {
     redisReply *r = rs_cmd(m, "INFO replication");
@@ -436,6 +504,8 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(cancel_ends_a_wait_and_leaves_nothing_held),
           CASE(fixed_lease_expires_and_extend_moves_it), CASE(script_flush_is_survived),
           CASE(redlock_over_three_nodes_needs_a_quorum),
+          CASE(restart_guard_keeps_a_restarted_node_from_voting),
+          CASE(without_restart_guard_plain_redlock_allows_a_second_holder),
           CASE(a_stopped_server_ends_a_wait_with_an_error_in_bounded_time),
           CASE(sync_replicas_needs_the_replicas_wait_or_undoes),
           CASE(bad_input_is_refused_with_a_message),

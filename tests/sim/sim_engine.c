@@ -280,6 +280,7 @@ static struct {
     int npipes, cappipes;
     int64_t node_paused[MAX_NODES];
     int64_t node_down[MAX_NODES]; /* restarting: connects fail until then */
+    int node_runs[MAX_NODES];     /* restarts so far: the run_id INFO server says */
     uint32_t node_scripts[MAX_NODES]; /* bit i: scripts[i] is in the node's cache */
     int cur_node;
     bool quiet;
@@ -881,6 +882,14 @@ static void node_exec(int p, redisReply *r, struct buf *out)
             buf_printf(out, "-ERR the simulation's nodes have database %c only\r\n",
                        S.cfg.password ? '3' : '0');
         }
+    } else if (is(a[0], "info") && argc == 2 && is(a[1], "server")) {
+        /* what the restart guard reads (restart_rule.c) */
+        char info[160];
+        int len = snprintf(info, sizeof info,
+                           "# Server\r\nrun_id:%032x%08x\r\nuptime_in_seconds:%" PRId64 "\r\n",
+                           n + 1, S.node_runs[n],
+                           (S.now - (S.node_runs[n] ? S.node_down[n] : 0)) / 1000);
+        buf_bulk(out, info, (size_t)len);
     } else if (is(a[0], "client") && argc >= 2 && is(a[1], "id")) {
         buf_printf(out, ":%d\r\n", p + 1);
     } else if (is(a[0], "client") && argc >= 2 && (is(a[1], "setname") || is(a[1], "tracking"))) {
@@ -1412,6 +1421,7 @@ static void fault(void)
          * it breaks, connects fail until it is back, its script cache is empty */
         int n = (int)rnd(0, S.cfg.nodes - 1);
         S.node_down[n] = S.now + rnd(5, 3 * S.cfg.io);
+        S.node_runs[n]++; /* a new run_id: the restart guard keeps it out a while */
         S.node_scripts[n] = 0;
         S.st.restarts++;
         trace("node n%d restarts, back at %" PRId64, n, S.node_down[n]);
@@ -1627,6 +1637,7 @@ static int schedule(uint64_t seed)
     S.digest = 0xcbf29ce484222325ULL;
     memset(S.node_paused, 0, sizeof S.node_paused);
     memset(S.node_down, 0, sizeof S.node_down);
+    memset(S.node_runs, 0, sizeof S.node_runs);
     memset(S.last_token, 0, sizeof S.last_token);
     make_config();
     struct config *g = &S.cfg;

@@ -22,6 +22,7 @@
 #include "mux.h"
 #include "options.h"
 #include "owner.h"
+#include "restart_rule.h"
 #include "uri.h"
 
 struct hold;
@@ -31,12 +32,6 @@ struct lost_event;
 struct sentinel_watch;
 
 #define RLC_HOLD_BUCKETS 1024
-
-/* What a client knows of one node's life (restart_guard.c; under mu). */
-struct node_life {
-    char run_id[41];       /* INFO server's run_id, "" before the first look */
-    int64_t restarted_ns;  /* monotonic time of a restart seen, 0 none */
-};
 
 struct rlc_client {
     atomic_int refs;            /* the caller's, each lock's, each call in flight */
@@ -69,7 +64,7 @@ struct rlc_client {
     bool cb_started;
     int64_t watchdog_wake_ns;   /* when the watchdog thread plans to wake */
     int64_t track_wake_ns;      /* a wake planned for loss push's grace (hold.h), or past */
-    struct node_life life[RLC_MAX_NODES]; /* restart_guard.c */
+    struct node_life life[RLC_MAX_NODES]; /* restart_guard.c; under mu */
     int64_t max_lease_ms;       /* the longest lease this client used */
 
     struct pubsub *pubsub;

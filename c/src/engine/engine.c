@@ -479,7 +479,7 @@ int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
         e->rng = 1;
     e->topo = &topo_hooks;
     bool ok = conn_make_all(e) == 0 && sentinel_make(e, 2 * e->n) == 0 &&
-              cluster_make(e, 2 * e->n + n_sentinels(e)) == 0;
+              cluster_make(e, 2 * e->n + n_sentinels(e)) == 0 && guard_make(e) == 0;
     for (int i = 0; ok && i < e->n; i++)
         ok = make_hello(e, i) == 0;
     if (!ok) {
@@ -516,6 +516,7 @@ void rlc_engine_free(rlc_engine *e)
     conn_free_all(e);
     sentinel_free(e);
     cluster_free_all(e);
+    guard_free(e);
     free_ops(e);
     lock_free_all(e);
     timer_free_all(e);

@@ -29,6 +29,7 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     struct eng_lock *l = h->lock;
     op->phase = P_ROUND;
     op->attempt = ++e->next_attempt;
+    guard_lease(e, op->lease);
     round_begin(e, op, now);
     struct lock_names names = eng_names(l);
     struct rlc_cmd *cmd = call_acquire(&names, e->uuid, op->lease, h->field, h->field_len,
@@ -200,12 +201,31 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
     timer_set(e, &op->timer, T_OP, op, until);
 }
 
+/* A round a quorum granted, though restarted nodes' grants do not count
+ * (restart guard): the error names them, and the op may try again once the
+ * first of them counts. */
+static bool guard_counts(const rlc_engine *e, const struct eng_op *op, int yes, int guarded,
+                         const char *why, int64_t wait_ms, char *msg, size_t size,
+                         int64_t *sleep_ms)
+{
+    if (guarded == 0 || !quorum_has(e->n, yes + guarded))
+        return false;
+    snprintf(msg, size,
+             "lock '%.60s': %d of %d nodes granted it, but only %d count toward the quorum of "
+             "%d: %s", op->hold->lock->name, yes + guarded, e->n, yes, e->q, why);
+    *sleep_ms = wait_ms;
+    return true;
+}
+
 static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     int n = e->n, q = e->q;
     struct quorum_vote votes[RLC_MAX_NODES];
-    int unsynced = 0;
+    int unsynced = 0, guarded = 0;
+    int64_t guard_wait_ms = 0;
+    char guard_msg[300] = "";
+    size_t guard_len = 0;
     round_timeout(op, n);
     for (int i = 0; i < n; i++) {
         const struct node_reply *r = &op->rep[i];
@@ -216,6 +236,16 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
             /* granted, but not on enough replicas in time: it does not
              * count, and it is undone like a node that did not answer */
             unsynced++;
+            continue;
+        }
+        int64_t left = r->a >= 1 ? guard_left_ms(e, i, now) : 0;
+        if (left > 0) {
+            /* a node that restarted within the longest lease: its yes may
+             * hold the key, so it is undone, but it does not count */
+            guarded++;
+            if (guard_wait_ms == 0 || left < guard_wait_ms)
+                guard_wait_ms = left;
+            guard_len = guard_why(e, i, left, now, guard_msg, sizeof guard_msg, guard_len);
             continue;
         }
         votes[i].kind = r->a >= 1 ? QV_YES : r->a == 0 ? QV_BUSY : QV_UNDONE;
@@ -232,6 +262,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     char msg[400] = "";
     int rc;
     int64_t sleep_ms = 0;
+    bool split = false;
     /* A nested acquire of a hold declared lost while it ran is lost too:
      * the hold is no longer renewed and its LOST event has gone out (the
      * simulation found an RLC_OK here that another owner overlapped). */
@@ -274,11 +305,22 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         sleep_ms = QUORUM_MIN_RETRY_MS;
         break;
     case Q_BUSY:
+        if (guard_counts(e, op, vd.yes, guarded, guard_msg, guard_wait_ms, msg, sizeof msg,
+                         &sleep_ms)) {
+            rc = RLC_NOT_ACQUIRED;
+            break;
+        }
         rc = RLC_NOT_ACQUIRED;
         snprintf(msg, sizeof msg, "lock '%.60s' is held by another owner", h->lock->name);
         sleep_ms = vd.sleep_ms;
+        split = vd.split;
         break;
     default:
+        if (guard_counts(e, op, vd.yes, guarded, guard_msg, guard_wait_ms, msg, sizeof msg,
+                         &sleep_ms)) {
+            rc = RLC_NOT_ACQUIRED;
+            break;
+        }
         rc = round_fail(e, op, msg, sizeof msg);
         if (unsynced > 0) {
             rc = RLC_E_TIMEOUT;
@@ -296,7 +338,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         any = any || vd.undo[i];
     if (any)
         send_undo(e, h, op->attempt, op->lease, vd.undo);
-    not_now(e, op, rc, vd.outcome == Q_BUSY && vd.split, sleep_ms, msg, now);
+    not_now(e, op, rc, split, sleep_ms, msg, now);
 }
 
 /* Whether node i may hold this try's level: it granted, or it has not said

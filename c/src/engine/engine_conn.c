@@ -223,15 +223,16 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
     c->out_len = c->out_sent = 0;
     c->taken = c->appended;
     (void)now;
-    /* the handshake goes first, then what waited, in order */
-    for (int i = 0; i < 2; i++) {
-        struct rlc_cmd *h = e->hello[c->node][i];
+    /* the handshake goes first, then what waited, in order; its last step
+     * is the restart guard's look at the server (engine_guard.c) */
+    for (int i = 0; i < 3; i++) {
+        struct rlc_cmd *h = i < 2 ? e->hello[c->node][i] : guard_handshake(e, c);
         if (!h)
             continue;
         struct req *r = calloc(1, sizeof *r);
         if (!r)
             abort();
-        r->kind = R_HELLO;
+        r->kind = i < 2 ? R_HELLO : R_INFO;
         r->node = c->node;
         r->cmd = cmd_ref(h);
         e->in_flight++;
@@ -276,10 +277,11 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
     while (r) {
         struct req *next = r->next;
         bool unsent = connected && r->end_at > c->taken;
-        if (unsent && (r->kind == R_HELLO || (!r->op && !r->redo))) {
+        bool hello = r->kind == R_HELLO || r->kind == R_INFO;
+        if (unsent && (hello || (!r->op && !r->redo))) {
             req_gone(e, r, false);
             req_free(e, r);
-        } else if (unsent || (r->redo && r->kind != R_HELLO)) {
+        } else if (unsent || (r->redo && !hello)) {
             r->next = NULL;
             if (redo_tail)
                 redo_tail->next = r;
@@ -408,6 +410,11 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
         c->tail = NULL;
     if (r->kind >= R_MAP) {
         e->topo->own_reply(e, c, r, reply);
+        req_free(e, r);
+        return;
+    }
+    if (r->kind == R_INFO) {
+        guard_reply(e, c->node, reply, e->now);
         req_free(e, r);
         return;
     }

@@ -27,6 +27,7 @@
 #include "cluster_map.h"
 #include "lock_calls.h"
 #include "options.h"
+#include "restart_rule.h"
 #include "uri.h"
 
 struct redisReply;
@@ -48,6 +49,7 @@ struct timer {
 /* ---- connections (engine_conn.c) ---- */
 
 enum req_kind { R_HELLO = 1, R_ACQUIRE, R_UNDO, R_RELEASE, R_RENEW, R_EXTEND, R_FLOOR, R_SYNC,
+                R_INFO, /* the restart guard's INFO server, in the handshake (engine_guard.c) */
                 /* a cluster node's own (engine_cluster.c): no operation waits */
                 R_MAP, R_PROBE, R_ASKING };
 
@@ -279,6 +281,10 @@ struct rlc_engine {
     void (*deliver)(rlc_engine *e, struct req *r, const struct redisReply *reply, int status,
                     const char *msg, int64_t now);
     int64_t n_ops;            /* operations not yet ended */
+    /* the restart guard (engine_guard.c): per node, NULL while it is off */
+    struct node_life *life;
+    int64_t max_lease_ms;     /* the longest lease this engine used */
+    struct rlc_cmd *guard_info; /* INFO server */
     struct eng_op *ops_by_id[ENG_BUCKETS];
 };
 
@@ -363,6 +369,20 @@ int cluster_address(const rlc_engine *e, const struct conn *c, const char **host
 struct conn *cluster_sub_conn(rlc_engine *e, int node, unsigned slot);
 const char *cluster_sub_verb(const rlc_engine *e, int node, bool subscribe);
 void cluster_sub_moved(rlc_engine *e, struct conn *c, const struct redisReply *r);
+
+/* engine_guard.c: the node-restart guard (restart_rule.c has the rule) */
+int guard_make(rlc_engine *e);
+void guard_free(rlc_engine *e);
+/* The guard's step of c's handshake (INFO server), or NULL. */
+struct rlc_cmd *guard_handshake(const rlc_engine *e, const struct conn *c);
+/* A try with this lease: the longest one is how long a restarted node waits. */
+void guard_lease(rlc_engine *e, int64_t lease);
+void guard_reply(rlc_engine *e, int node, const struct redisReply *r, int64_t now);
+/* How long node's grants do not count yet (0: they count). */
+int64_t guard_left_ms(rlc_engine *e, int node, int64_t now);
+/* Appends the node's phrase for the error message; returns the length. */
+size_t guard_why(const rlc_engine *e, int node, int64_t left_ms, int64_t now, char *why,
+                 size_t size, size_t len);
 
 /* engine_sentinel.c */
 int sentinel_make(rlc_engine *e, int first_conn);

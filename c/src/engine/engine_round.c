@@ -75,8 +75,7 @@ void round_send_sync(rlc_engine *e, struct eng_op *op)
 {
     char n[24], t[24];
     const char *argv[3] = {"WAIT", n, t};
-    size_t lens[3] = {4, (size_t)snprintf(n, sizeof n, "%lld", (long long)e->opts.sync_replicas),
-                      (size_t)snprintf(t, sizeof t, "%lld", (long long)e->opts.sync_timeout_ms)};
+    size_t lens[3] = {4, cmd_i64(n, e->opts.sync_replicas), cmd_i64(t, e->opts.sync_timeout_ms)};
     struct rlc_cmd *cmd = cmd_format(3, argv, lens);
     if (!cmd)
         abort();
