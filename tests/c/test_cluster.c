@@ -249,14 +249,6 @@ done:
 
 /* ---- a slot migration under held and awaited locks ---------------------- */
 
-static void node_id(const struct redis_server *s, char *id, size_t size)
-{
-    redisReply *r = rs_cmd(s, "CLUSTER MYID");
-    snprintf(id, size, "%s", r && r->type == REDIS_REPLY_STRING ? r->str : "?");
-    if (r)
-        freeReplyObject(r);
-}
-
 static bool reply_ok(redisReply *r)
 {
     bool ok = r && r->type == REDIS_REPLY_STATUS;
@@ -265,45 +257,6 @@ static bool reply_ok(redisReply *r)
     if (r)
         freeReplyObject(r);
     return ok;
-}
-
-/* Moves every key of slot from src to dst (MIGRATE in batches); returns
- * how many moved, -1 on an error. */
-static int migrate_keys(const struct redis_server *src, const struct redis_server *dst, int slot)
-{
-    int moved = 0;
-    for (int round = 0; round < 100; round++) {
-        redisReply *k = rs_cmd(src, "CLUSTER GETKEYSINSLOT %d 100", slot);
-        if (!k || k->type != REDIS_REPLY_ARRAY) {
-            if (k)
-                freeReplyObject(k);
-            return -1;
-        }
-        if (k->elements == 0) {
-            freeReplyObject(k);
-            return moved;
-        }
-        const char *argv[110];
-        size_t lens[110];
-        char port[16];
-        snprintf(port, sizeof port, "%d", dst->port);
-        int n = 0;
-        const char *head[] = {"MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS"};
-        for (int i = 0; i < 7; i++)
-            argv[n] = head[i], lens[n++] = strlen(head[i]);
-        for (size_t i = 0; i < k->elements; i++)
-            argv[n] = k->element[i]->str, lens[n++] = k->element[i]->len;
-        redisContext *c = rs_connect(src);
-        redisReply *r = c ? redisCommandArgv(c, n, argv, lens) : NULL;
-        bool ok = reply_ok(r);
-        if (c)
-            redisFree(c);
-        moved += (int)k->elements;
-        freeReplyObject(k);
-        if (!ok)
-            return -1;
-    }
-    return moved;
 }
 
 #define MIG_LOCKS 3
@@ -348,8 +301,8 @@ TEST(a_slot_migration_under_held_and_awaited_locks)
             dst = m;
     }
     CHECK(dst >= 0, "a destination master");
-    node_id(&rc.node[src], src_id, sizeof src_id);
-    node_id(&rc.node[dst], dst_id, sizeof dst_id);
+    rc_node_id(&rc.node[src], src_id, sizeof src_id);
+    rc_node_id(&rc.node[dst], dst_id, sizeof dst_id);
 
     for (int i = 0; i < MIG_LOCKS; i++) {
         hl[i] = lock(a, names[i], 0);
@@ -371,7 +324,7 @@ TEST(a_slot_migration_under_held_and_awaited_locks)
     CHECK(reply_ok(rs_cmd(&rc.node[src], "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id)),
           "migrating");
     check_sleep_ms(800);
-    int moved = migrate_keys(&rc.node[src], &rc.node[dst], slot);
+    int moved = rc_migrate_keys(&rc.node[src], &rc.node[dst], slot);
     CHECK(moved >= MIG_LOCKS, "moved %d keys", moved);
     check_sleep_ms(800);
     for (int i = 0; i < RC_NODES; i++)

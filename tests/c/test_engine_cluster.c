@@ -129,4 +129,74 @@ done:
     rc_stop(&rc);
 }
 
-RUN_TESTS(CASE(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blocking_api))
+static long long keys_in_slot(const struct redis_server *s, int slot)
+{
+    return s ? rs_int(s, "CLUSTER COUNTKEYSINSLOT %d", slot) : -1;
+}
+
+/* A slot in the middle of a move, with some of a lock's keys on each side:
+ * the source answers the acquire script TRYAGAIN (it did not run). The
+ * acquire is tried again after a pause, and is granted by the new owner
+ * once the move ends; it does not fail (as the blocking API's cluster
+ * client does, c/src/blocking/cluster.c). */
+TEST(a_half_moved_slot_is_tried_again_not_failed)
+{
+    struct redis_cluster rc;
+    if (rc_start(&rc) != 0) {
+        fprintf(stderr, "could not start a 3+3 redis cluster\n");
+        check_failed = 1;
+        return;
+    }
+    struct eloop A;
+    int rc_init = el_init(&A, rc.uri, UUID_A, "io_timeout_ms=5000");
+    const char *name = "t{half}";
+    int slot = (int)slot_of("half", 4);
+    int src = rc_master_of(&rc, slot), dst = -1;
+    for (int i = 1; i <= 2 && dst < 0; i++) { /* another master's slot */
+        int m = rc_master_of(&rc, (slot + 5461 * i) % 16384);
+        if (m >= 0 && m != src)
+            dst = m;
+    }
+    CHECK(src >= 0 && dst >= 0, "source %d, destination %d", src, dst);
+    char src_id[64], dst_id[64];
+    rc_node_id(&rc.node[src], src_id, sizeof src_id);
+    rc_node_id(&rc.node[dst], dst_id, sizeof dst_id);
+    CHECK_RC(rc_init, RLC_OK);
+    /* a cycle leaves the lock's fencing counter on the source, not the lock */
+    CHECK_RC(el_acquire(&A, name, 1, 0, 5000, NULL), RLC_OK);
+    CHECK_RC(el_release(&A, name, 1), RLC_OK);
+    CHECK(rs_int(&rc.node[src], "EXISTS %s", name) == 0 && keys_in_slot(&rc.node[src], slot) >= 1,
+          "the slot keeps %lld keys of the lock, not the lock", keys_in_slot(&rc.node[src], slot));
+
+    redisReply *r = rs_cmd(&rc.node[dst], "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "importing");
+    freeReplyObject(r);
+    r = rs_cmd(&rc.node[src], "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "migrating");
+    freeReplyObject(r);
+    uint64_t op = 0;
+    CHECK_RC(rlc_engine_acquire(A.e, name, strlen(name), 2, 5000, 5000, el_now(), &op), RLC_OK);
+    const struct el_done *d = el_wait(&A, op, 300);
+    CHECK(!d, "the acquire ended while the slot was half moved: %d (%s)", d ? d->status : 0,
+          d ? d->message : "");
+    CHECK(rlc_engine_hold_count(A.e, name, strlen(name), 2) == 0, "not held yet");
+
+    CHECK(rc_migrate_keys(&rc.node[src], &rc.node[dst], slot) >= 1, "keys moved");
+    for (int i = 0; i < RC_NODES; i++) {
+        r = rs_cmd(&rc.node[i], "CLUSTER SETSLOT %d NODE %s", slot, dst_id);
+        if (r)
+            freeReplyObject(r); /* replicas refuse it: they follow their master */
+    }
+    d = el_wait(&A, op, 10000);
+    CHECK(d && d->status == RLC_OK, "the acquire after the move: %d (%s)", d ? d->status : -100,
+          d ? d->message : "no outcome");
+    CHECK(rs_int(&rc.node[dst], "EXISTS %s", name) == 1, "held on the new owner");
+    CHECK_RC(el_release(&A, name, 2), RLC_OK);
+    CHECK(rs_int(&rc.node[dst], "EXISTS %s", name) == 0, "released there");
+done:
+    el_free(&A);
+    rc_stop(&rc);
+}
+
+RUN_TESTS(CASE(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blocking_api),
+          CASE(a_half_moved_slot_is_tried_again_not_failed))

@@ -197,3 +197,52 @@ void rc_stop(struct redis_cluster *rc)
     }
     rc->n = 0;
 }
+
+void rc_node_id(const struct redis_server *s, char *id, size_t size)
+{
+    redisReply *r = rs_cmd(s, "CLUSTER MYID");
+    snprintf(id, size, "%s", r && r->type == REDIS_REPLY_STRING ? r->str : "?");
+    if (r)
+        freeReplyObject(r);
+}
+
+int rc_migrate_keys(const struct redis_server *src, const struct redis_server *dst, int slot)
+{
+    int moved = 0;
+    for (int round = 0; round < 100; round++) {
+        redisReply *k = rs_cmd(src, "CLUSTER GETKEYSINSLOT %d 100", slot);
+        if (!k || k->type != REDIS_REPLY_ARRAY) {
+            if (k)
+                freeReplyObject(k);
+            return -1;
+        }
+        if (k->elements == 0) {
+            freeReplyObject(k);
+            return moved;
+        }
+        const char *argv[110];
+        size_t lens[110];
+        char port[16];
+        snprintf(port, sizeof port, "%d", dst->port);
+        int n = 0;
+        const char *head[] = {"MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS"};
+        for (int i = 0; i < 7; i++)
+            argv[n] = head[i], lens[n++] = strlen(head[i]);
+        for (size_t i = 0; i < k->elements; i++)
+            argv[n] = k->element[i]->str, lens[n++] = k->element[i]->len;
+        redisContext *c = rs_connect(src);
+        redisReply *r = c ? redisCommandArgv(c, n, argv, lens) : NULL;
+        int ok = r && r->type == REDIS_REPLY_STATUS;
+        if (!ok)
+            fprintf(stderr, "MIGRATE: %s\n", r && r->str ? r->str : "(no reply)");
+        if (r)
+            freeReplyObject(r);
+        if (c)
+            redisFree(c);
+        moved += (int)k->elements;
+        freeReplyObject(k);
+        if (!ok)
+            return -1;
+    }
+    return moved;
+}

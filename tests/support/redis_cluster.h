@@ -30,6 +30,14 @@ int rc_master_of(const struct redis_cluster *rc, int slot);
  * cluster_state:ok; 0 when it does within timeout_ms. */
 int rc_await_stable(const struct redis_cluster *rc, int timeout_ms);
 
+/* s's node id (CLUSTER MYID), "?" when it does not say. */
+void rc_node_id(const struct redis_server *s, char *id, size_t size);
+
+/* Moves every key of slot from src to dst (MIGRATE in batches), as a
+ * resharding does between SETSLOT MIGRATING/IMPORTING and SETSLOT NODE;
+ * returns how many moved, -1 on an error. */
+int rc_migrate_keys(const struct redis_server *src, const struct redis_server *dst, int slot);
+
 /* Removes a node's nodes.conf so that rs_stop can remove its directory. */
 void rc_forget_conf(const struct redis_server *s);
 

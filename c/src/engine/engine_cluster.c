@@ -17,8 +17,9 @@
  *     request goes to the new owner, as it was (same attempt id: it is the
  *     same attempt). ASK: it goes to the named master once, behind ASKING,
  *     and the map is not changed. At most CMAP_MAX_HOPS of them per request,
- *     then the error reaches the operation. TRYAGAIN and CLUSTERDOWN reach
- *     the operation as errors (the round treats the node as failed).
+ *     then the error reaches the operation.
+ *   - TRYAGAIN, CLUSTERDOWN: the request did not run; it is parked and goes
+ *     out again after a pause, while someone needs its answer (retry_later).
  *   - When the map changes, requests still queued for a master that no
  *     longer owns their slot move to the one that does, and subscriptions
  *     move with their slots.
@@ -39,6 +40,8 @@
 
 #include "engine_int.h"
 #include "scripts.h"
+
+#define CLUSTER_RETRY_MS 20 /* the first pause after TRYAGAIN / CLUSTERDOWN */
 
 struct eng_cluster {
     struct cmap map;
@@ -256,13 +259,36 @@ void cluster_own_reply(rlc_engine *e, struct conn *c, struct req *r, const redis
         ask_map(e, cl); /* without an answer, the closed connection asks (below) */
 }
 
+/* TRYAGAIN (a multi-key call on a slot whose keys are half moved) or
+ * CLUSTERDOWN (a failover under way): the call did not run. It is parked
+ * and goes out again after a pause that doubles (20 ms to 640 ms), to the
+ * slot's owner of then, as long as someone needs its answer: its round (an
+ * abandoned acquire is dropped, E3) or its redo (a release or an undo goes
+ * on until it is answered, E2, E4). */
+static bool retry_later(rlc_engine *e, struct eng_cluster *cl, struct conn *c, struct req *r,
+                        const redisReply *reply)
+{
+    if (!r->op && !r->redo)
+        return false; /* nobody waits for it: the error reply ends it */
+    if (strncmp(reply->str, "CLUSTERDOWN", 11) == 0)
+        ask_map(e, cl); /* a failover: the slot may have a new owner */
+    int shift = r->retries < 5 ? r->retries : 5;
+    r->retries++;
+    conn_park(e, c, r, e->now + (CLUSTER_RETRY_MS << shift));
+    return true;
+}
+
 bool cluster_redirected(rlc_engine *e, struct conn *c, struct req *r, const redisReply *reply)
 {
     struct eng_cluster *cl = e->clusters[c->node];
-    if (reply->type != REDIS_REPLY_ERROR || r->hops >= CMAP_MAX_HOPS)
+    if (reply->type != REDIS_REPLY_ERROR)
         return false;
     int slot, master;
     enum cmap_redirect kind = cmap_redirect(&cl->map, reply, c->master, &slot, &master);
+    if (kind == CMAP_RETRY)
+        return retry_later(e, cl, c, r, reply);
+    if (r->hops >= CMAP_MAX_HOPS)
+        return false;
     if (kind == CMAP_MOVED) {
         note_owners(cl);
         ask_map(e, cl); /* one slot moved: others likely did too */

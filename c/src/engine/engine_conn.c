@@ -114,6 +114,9 @@ static void schedule(rlc_engine *e, struct conn *c)
         at = c->head->sent_at + stall_ms(e);
     else if (c->state == C_DOWN && c->qhead && c->retry_at > e->now)
         at = c->retry_at;
+    for (const struct req *r = c->parked; r; r = r->next)
+        if (at < 0 || r->due < at)
+            at = r->due;
     timer_set(e, &c->timer, T_CONN, c, at);
 }
 
@@ -379,12 +382,54 @@ void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg)
     end_conn(e, c, why, msg, C_DROPPED);
 }
 
+void conn_park(rlc_engine *e, struct conn *c, struct req *r, int64_t due)
+{
+    r->due = due;
+    r->next = NULL;
+    struct req **pp = &c->parked;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = r; /* in the order they were answered */
+    schedule(e, c);
+}
+
+/* Parked requests that are due go out again, in the order they were parked
+ * (E3: one nobody waits for any more is dropped; "not now" said it never
+ * ran). */
+static void unpark(rlc_engine *e, struct conn *c, int64_t now)
+{
+    struct req **pp = &c->parked, *due = NULL, **tail = &due;
+    while (*pp) {
+        struct req *r = *pp;
+        if (r->due > now) {
+            pp = &r->next;
+            continue;
+        }
+        *pp = r->next;
+        r->next = NULL;
+        *tail = r;
+        tail = &r->next;
+    }
+    while (due) {
+        struct req *r = due;
+        due = r->next;
+        if (!r->op && !r->redo) {
+            req_gone(e, r, false);
+            req_free(e, r);
+            continue;
+        }
+        conn_put(e, e->topo->route(e, r->node, r->slot), r, false);
+    }
+}
+
 void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
 {
     if (c->disc) {
         e->topo->disc_timer(e, c, now);
         return;
     }
+    if (c->parked)
+        unpark(e, c, now);
     if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
@@ -536,6 +581,11 @@ void conn_free_all(rlc_engine *e)
         }
         for (struct req *r = c->qhead, *n; r; r = n) {
             n = r->next;
+            req_free(e, r);
+        }
+        for (struct req *r = c->parked, *n; r; r = n) {
+            n = r->next;
+            req_gone(e, r, false); /* a "not now" said it did not run */
             req_free(e, r);
         }
         if (c->reader)

@@ -67,6 +67,8 @@ struct req {
     uint64_t end_at;    /* its connection's `appended` after its bytes */
     unsigned slot;      /* its lock's hash slot: where a cluster node routes it */
     int hops;           /* MOVED / ASK followed so far */
+    int retries;        /* TRYAGAIN / CLUSTERDOWN answers so far (parked, then sent again) */
+    int64_t due;        /* parked: when it goes out again */
 };
 
 enum conn_state { C_DOWN, C_CONNECTING, C_UP, C_DROPPED };
@@ -80,6 +82,7 @@ struct conn {
     uint64_t appended, taken; /* bytes queued in out / taken by the driver, ever */
     struct req *head, *tail; /* written, waiting for their replies, in order */
     struct req *qhead, *qtail; /* to write once the connection is up */
+    struct req *parked;    /* a cluster said "not now" (TRYAGAIN): out again at their due */
     struct redisReader *reader;
     int64_t oldest_sent;   /* when the oldest request in flight was written */
     int64_t retry_at;      /* no reconnect before this (after a failure) */
@@ -312,6 +315,10 @@ struct req *conn_send(rlc_engine *e, int node, const struct eng_lock *l, int kin
                       struct eng_op *op, const struct script *s, struct rlc_cmd *cmd, bool redo);
 /* r goes (again) on c: written now if c is up, else queued (first or last). */
 void conn_put(rlc_engine *e, struct conn *c, struct req *r, bool front);
+/* r did not run and is to go out again at `due` (a cluster's TRYAGAIN or
+ * CLUSTERDOWN), on whatever connection its slot's owner has then; it is
+ * dropped instead if nobody needs its answer by then. */
+void conn_park(rlc_engine *e, struct conn *c, struct req *r, int64_t due);
 /* A request of no operation (a cluster node's own), for conn_put. */
 struct req *conn_own_req(rlc_engine *e, int node, int kind, struct rlc_cmd *cmd);
 void conn_connected(rlc_engine *e, int k, int64_t now);
