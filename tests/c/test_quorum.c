@@ -186,7 +186,39 @@ TEST(a_loser_looks_again_between_the_minimum_and_the_safety_poll)
 done:;
 }
 
-RUN_TESTS(CASE(one_node_yes_is_held_with_its_token),
+static struct quorum_vote guarded(int64_t left_ms)
+{
+    return (struct quorum_vote){QV_GUARDED, left_ms, false, NULL, 0};
+}
+
+/* The restart guard: a restarted node's yes is undone but not counted. */
+TEST(grants_of_restarted_nodes_are_undone_and_do_not_count)
+{
+    struct quorum_vote v[3] = {busy("a:1", 20000), yes(4), guarded(9000)};
+    struct quorum_verdict d;
+    quorum_decide(v, 3, false, LEASE, 2000000, DRIFT, &d);
+    CHECK(d.outcome == Q_GUARDED, "outcome %d", d.outcome);
+    CHECK(d.yes == 1 && d.guarded == 1, "yes %d guarded %d", d.yes, d.guarded);
+    CHECK(d.sleep_ms == 9000, "tries again when the node counts: %lld", (long long)d.sleep_ms);
+    CHECK(!d.undo[0] && d.undo[1] && d.undo[2], "undo the yes and the guarded yes");
+    struct quorum_vote w[5] = {guarded(7000), guarded(3000), yes(2), none(), busy("a:1", 100)};
+    quorum_decide(w, 5, false, LEASE, 2000000, DRIFT, &d);
+    CHECK(d.outcome == Q_GUARDED && d.sleep_ms == 3000, "outcome %d, sleep %lld (the least)",
+          d.outcome, (long long)d.sleep_ms);
+    /* too few even with them: the usual verdicts */
+    struct quorum_vote x[3] = {busy("a:1", 20000), busy("a:1", 20000), guarded(9000)};
+    quorum_decide(x, 3, false, LEASE, 2000000, DRIFT, &d);
+    CHECK(d.outcome == Q_BUSY && d.undo[2], "outcome %d", d.outcome);
+    /* a quorum of counted yeses holds, guarded or not */
+    struct quorum_vote y[3] = {yes(3), yes(5), guarded(9000)};
+    quorum_decide(y, 3, false, LEASE, 2000000, DRIFT, &d);
+    CHECK(d.outcome == Q_HELD && d.token == 5, "outcome %d token %llu", d.outcome,
+          (unsigned long long)d.token);
+done:;
+}
+
+RUN_TESTS(CASE(grants_of_restarted_nodes_are_undone_and_do_not_count),
+          CASE(one_node_yes_is_held_with_its_token),
           CASE(one_node_busy_sleeps_until_the_holders_lease_ends_and_undoes_nothing),
           CASE(no_answer_is_an_outage_and_is_undone),
           CASE(two_of_three_is_a_quorum_and_the_token_is_the_largest),

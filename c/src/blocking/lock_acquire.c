@@ -159,12 +159,12 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     int64_t elapsed_ns = rlc_now_ns() - f.started_ns;
     /* Each node's answer as a vote; quorum_decide (quorum.c, shared with the
      * engine) gives the verdict. A guarded node's yes (restart guard) may
-     * hold the key, so it is undone, but it does not count. */
+     * hold the key, so it is undone, but it does not count (QV_GUARDED). */
     struct quorum_vote votes[RLC_MAX_NODES];
     struct acquire_answer replies[RLC_MAX_NODES];
     uint64_t tokens[RLC_MAX_NODES];
     bool granted[RLC_MAX_NODES];
-    int not_counted = 0, granting = 0;
+    int granting = 0;
     for (int i = 0; i < n; i++) {
         const redisReply *r = fanout_reply(&f, i);
         struct acquire_answer *ar = &replies[i];
@@ -173,7 +173,7 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
         if (!r || !answer_acquire(r, ar))
             continue;
         if (ar->count >= 1 && guarded[i]) {
-            not_counted++;
+            votes[i] = (struct quorum_vote){QV_GUARDED, guard_wait_ms, false, NULL, 0};
             continue;
         }
         votes[i].kind = ar->count >= 1 ? QV_YES : ar->count == 0 ? QV_BUSY : QV_UNDONE;
@@ -240,13 +240,13 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
                       (long long)(elapsed_ns / RLC_NS_PER_MS));
         a->split = false;
         a->sleep_ms = 0;
-    } else if (quorum_has(n, yes + not_counted)) {
+    } else if (vd.outcome == Q_GUARDED) {
         rc = rlc_fail(RLC_NOT_ACQUIRED,
                       "lock '%s': %d of %d nodes granted it, but only %d count toward the "
-                      "quorum of %d: %s", lock_shown(l, name, sizeof name), yes + not_counted, n,
+                      "quorum of %d: %s", lock_shown(l, name, sizeof name), yes + vd.guarded, n,
                       yes, quorum_of(n), guard_why);
         a->split = false;
-        a->sleep_ms = guard_wait_ms;
+        a->sleep_ms = vd.sleep_ms;
     } else if (vd.outcome == Q_BUSY) {
         rc = rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner",
                       lock_shown(l, name, sizeof name));

@@ -201,29 +201,12 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
     timer_set(e, &op->timer, T_OP, op, until);
 }
 
-/* A round a quorum granted, though restarted nodes' grants do not count
- * (restart guard): the error names them, and the op may try again once the
- * first of them counts. */
-static bool guard_counts(const rlc_engine *e, const struct eng_op *op, int yes, int guarded,
-                         const char *why, int64_t wait_ms, char *msg, size_t size,
-                         int64_t *sleep_ms)
-{
-    if (guarded == 0 || !quorum_has(e->n, yes + guarded))
-        return false;
-    snprintf(msg, size,
-             "lock '%.60s': %d of %d nodes granted it, but only %d count toward the quorum of "
-             "%d: %s", op->hold->lock->name, yes + guarded, e->n, yes, e->q, why);
-    *sleep_ms = wait_ms;
-    return true;
-}
-
 static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     int n = e->n, q = e->q;
     struct quorum_vote votes[RLC_MAX_NODES];
-    int unsynced = 0, guarded = 0;
-    int64_t guard_wait_ms = 0;
+    int unsynced = 0;
     char guard_msg[300] = "";
     size_t guard_len = 0;
     round_timeout(op, n);
@@ -242,9 +225,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         if (left > 0) {
             /* a node that restarted within the longest lease: its yes may
              * hold the key, so it is undone, but it does not count */
-            guarded++;
-            if (guard_wait_ms == 0 || left < guard_wait_ms)
-                guard_wait_ms = left;
+            votes[i] = (struct quorum_vote){QV_GUARDED, left, false, NULL, 0};
             guard_len = guard_why(e, i, left, now, guard_msg, sizeof guard_msg, guard_len);
             continue;
         }
@@ -304,23 +285,20 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
                  h->lock->name, (long long)op->lease, (long long)(now - op->started));
         sleep_ms = QUORUM_MIN_RETRY_MS;
         break;
+    case Q_GUARDED:
+        rc = RLC_NOT_ACQUIRED;
+        snprintf(msg, sizeof msg,
+                 "lock '%.60s': %d of %d nodes granted it, but only %d count toward the quorum "
+                 "of %d: %s", h->lock->name, vd.yes + vd.guarded, n, vd.yes, e->q, guard_msg);
+        sleep_ms = vd.sleep_ms;
+        break;
     case Q_BUSY:
-        if (guard_counts(e, op, vd.yes, guarded, guard_msg, guard_wait_ms, msg, sizeof msg,
-                         &sleep_ms)) {
-            rc = RLC_NOT_ACQUIRED;
-            break;
-        }
         rc = RLC_NOT_ACQUIRED;
         snprintf(msg, sizeof msg, "lock '%.60s' is held by another owner", h->lock->name);
         sleep_ms = vd.sleep_ms;
         split = vd.split;
         break;
     default:
-        if (guard_counts(e, op, vd.yes, guarded, guard_msg, guard_wait_ms, msg, sizeof msg,
-                         &sleep_ms)) {
-            rc = RLC_NOT_ACQUIRED;
-            break;
-        }
         rc = round_fail(e, op, msg, sizeof msg);
         if (unsynced > 0) {
             rc = RLC_E_TIMEOUT;

@@ -77,12 +77,13 @@ void quorum_decide(const struct quorum_vote *v, int n, bool nested, int64_t leas
 {
     memset(out, 0, sizeof *out);
     int q = quorum_of(n), inner = 0, holders = 0;
+    int64_t guard_ms = 0;
     int64_t busy_pttl[QUORUM_MAX_NODES];
     const struct quorum_vote *holder_of[QUORUM_MAX_NODES];
     int holder_nodes[QUORUM_MAX_NODES];
     for (int i = 0; i < n; i++) {
-        /* a yes, or no answer: the node may hold our level */
-        out->undo[i] = v[i].kind == QV_YES || v[i].kind == QV_NONE;
+        /* a yes (counted or not), or no answer: the node may hold our level */
+        out->undo[i] = v[i].kind == QV_YES || v[i].kind == QV_NONE || v[i].kind == QV_GUARDED;
         switch (v[i].kind) {
         case QV_YES:
             out->yes++;
@@ -102,6 +103,12 @@ void quorum_decide(const struct quorum_vote *v, int n, bool nested, int64_t leas
             holder_nodes[k]++;
             break;
         }
+        case QV_GUARDED:
+            /* not counted: for a split vote it is a node that said nothing */
+            if (out->guarded++ == 0 || v[i].value < guard_ms)
+                guard_ms = v[i].value;
+            out->unanswered++;
+            break;
         default:
             out->unanswered++;
             break;
@@ -114,6 +121,9 @@ void quorum_decide(const struct quorum_vote *v, int n, bool nested, int64_t leas
         out->outcome = Q_HELD;
     } else if (out->yes >= q) {
         out->outcome = Q_LEASE_USED;
+    } else if (out->guarded > 0 && out->yes + out->guarded >= q) {
+        out->outcome = Q_GUARDED;
+        out->sleep_ms = guard_ms;
     } else if (out->yes + out->busy >= q) {
         out->outcome = Q_BUSY;
         out->split = quorum_split_vote(n, q, out->yes, holder_nodes, holders, out->unanswered);

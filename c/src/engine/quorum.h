@@ -39,7 +39,10 @@ enum quorum_kind {
     QV_NONE = 0, /* no usable answer: cut, timed out, an error reply */
     QV_YES,      /* granted: value = the node's token */
     QV_BUSY,     /* held by holder: value = its pttl (-1: no expiry) */
-    QV_UNDONE    /* the attempt was undone before it arrived: it did nothing */
+    QV_UNDONE,   /* the attempt was undone before it arrived: it did nothing */
+    QV_GUARDED   /* granted by a node that restarted within the longest lease
+                    (restart_rule.h): it may hold our level, so it is undone,
+                    but it does not count; value = ms until it counts again */
 };
 
 struct quorum_vote {
@@ -54,17 +57,20 @@ enum quorum_outcome {
     Q_HELD = 1,      /* a quorum granted it in time */
     Q_OUTER_LOST,    /* nested, but the hold it nests in is gone on a quorum */
     Q_LEASE_USED,    /* granted, but the lease was used up by the answers' time */
+    Q_GUARDED,       /* a quorum granted it only with restarted nodes' grants,
+                        which do not count yet: sleep_ms until the first counts */
     Q_BUSY,          /* another owner holds it (or the vote split) */
     Q_OUTAGE         /* too few answers to say */
 };
 
 struct quorum_verdict {
     int outcome;
-    int yes, busy, unanswered;
+    int yes, busy, unanswered, guarded;
     uint64_t token;   /* Q_HELD: the largest token of the granting nodes */
     int64_t validity_ms;
     bool split;       /* Q_BUSY: contenders split the vote: retry after a jitter */
-    int64_t sleep_ms; /* Q_BUSY: when enough holders' leases end (-1 unknown) */
+    int64_t sleep_ms; /* Q_BUSY: when enough holders' leases end (-1 unknown);
+                         Q_GUARDED: when the first guarded node counts again */
     bool undo[QUORUM_MAX_NODES]; /* nodes that may hold our level if it is not kept */
 };
 
