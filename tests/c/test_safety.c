@@ -306,7 +306,54 @@ done:
     trio_stop(&t);
 }
 
+/* ---- a late extend ----------------------------------------------------------- */
+
+/* An extend to a shorter lease that gets no answer in time may still run
+ * (a stalled server reads it when it resumes) and cut the key's TTL to its
+ * lease. Before, the holder kept the validity of its acquire (about 20 s)
+ * while the key could expire 2 s after the extend was sent: another client
+ * could take it while the first still claimed it. Now a failed extend caps
+ * the validity at its own lease from its start, as the engine does (E8). */
+TEST(a_failed_extend_caps_the_validity_at_what_it_could_leave)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "io_timeout_ms=200");
+    rlc_lock *l = lock(c, "late_extend", 5);
+    rlc_client *other = NULL;
+    rlc_lock *o = NULL;
+    int64_t v = -1;
+    CHECK_RC(rlc_lock_acquire(l, 0, 20000), RLC_OK);
+    CHECK_RC(rlc_lock_validity_ms(l, &v), RLC_OK);
+    CHECK(v > 15000, "validity after the acquire: %lld", (long long)v);
+    rs_pause(&s);
+    int64_t t0 = check_now_ms();
+    int rc = rlc_lock_extend(l, 2000);
+    rs_resume(&s);
+    CHECK(rc == RLC_E_TIMEOUT, "extend returned %d (%s)", rc, rlc_strerror(rc));
+    CHECK_RC(rlc_lock_validity_ms(l, &v), RLC_OK);
+    CHECK(v <= 2000 - (check_now_ms() - t0) + 5,
+          "the holder claims %lld ms after an extend to 2000 ms that may still run "
+          "(key's PTTL now %lld)", (long long)v, rs_int(&s, "PTTL late_extend"));
+    /* and the extend did run late: the key has at most its 2000 ms */
+    CHECK(WAIT_UNTIL(rs_int(&s, "PTTL late_extend") <= 2000, 2000),
+          "the late extend did not run (PTTL %lld)", rs_int(&s, "PTTL late_extend"));
+    /* another client takes the lock once the key expires: by then the
+     * first no longer claims it */
+    other = client(s.uri, NULL);
+    o = lock(other, "late_extend", 9);
+    CHECK_RC(rlc_lock_acquire(o, 5000, 5000), RLC_OK);
+    CHECK_RC(rlc_lock_validity_ms(l, &v), RLC_OK);
+    CHECK(v == 0, "two holders: the first still claims %lld ms", (long long)v);
+done:
+    rlc_lock_free(o);
+    rlc_client_free(other);
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(one_owner_uses_one_connection_with_a_pool),
+          CASE(a_failed_extend_caps_the_validity_at_what_it_could_leave),
           CASE(timed_out_acquire_is_not_resent_after_script_flush),
           CASE(last_release_takes_every_level_of_the_owner),
           CASE(nested_acquire_over_an_expired_hold_reports_it_lost),

@@ -170,3 +170,14 @@ void hold_free_graveyard(rlc_client *c)
         free(h);
     }
 }
+
+void hold_note_late(struct hold *h, int64_t lease)
+{
+    if (h->late_lease_ms == 0 || lease < h->late_lease_ms)
+        h->late_lease_ms = lease;
+}
+
+int64_t hold_claim_lease(const struct hold *h, int64_t lease)
+{
+    return h->late_lease_ms > 0 && h->late_lease_ms < lease ? h->late_lease_ms : lease;
+}

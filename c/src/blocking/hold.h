@@ -42,6 +42,8 @@ struct hold {
     bool track_dirty;                /* its key changed: verify it (tracking.c) */
     uint64_t track_level;            /* attempts[0] when last verified (tracking.c) */
     int64_t track_after_ns;          /* its first verify waits until then (HOLD_TRACK_GRACE_MS) */
+    int64_t late_lease_ms;           /* the shortest lease of its requests that went
+                                        unanswered (they may still run), 0 none */
 };
 
 /* A new watchdog hold is registered for loss push (tracking.c) this long
@@ -80,6 +82,15 @@ uint64_t hold_pop_attempt(struct hold *h);
 /* A new hold with count 0, or NULL without memory. */
 struct hold *hold_create(rlc_lock *l, uint64_t owner);
 
+/* A request of h that sets its TTL to lease got no answer from some node:
+ * it may still run there (a stalled server reads it when it resumes). */
+void hold_note_late(struct hold *h, int64_t lease);
+/* The lease a claim of h's validity may count from its round's start: at
+ * most the lease of a request of h that may still run, so that no validity
+ * is claimed past what that request, run late, would leave (docs/DESIGN.md,
+ * E8; kept for the hold's life: the blocking driver does not follow each
+ * request as the engine does). */
+int64_t hold_claim_lease(const struct hold *h, int64_t lease);
 /* Puts h on / takes it off the watchdog's list. */
 void hold_set_watchdog(rlc_client *c, struct hold *h, bool on);
 

@@ -37,14 +37,16 @@ static bool record_grant(rlc_client *c, struct hold *h, bool watchdog, int64_t l
     if (h->count == 0) {
         h->token = token;
         h->lease_ms = lease;
+        h->late_lease_ms = 0; /* a new level: late requests of an old one name theirs */
         hold_set_watchdog(c, h, watchdog);
     }
     h->count++;
-    int64_t valid_ms = lease - quorum_drift_ms(lease, c->opts.drift_factor);
+    int64_t claim = hold_claim_lease(h, lease);
+    int64_t valid_ms = claim - quorum_drift_ms(claim, c->opts.drift_factor);
     h->valid_until_ns = started_ns + valid_ms * RLC_NS_PER_MS;
     if (!h->watchdog)
         return false;
-    h->next_renew_ns = started_ns + lease * RLC_NS_PER_MS / 3;
+    h->next_renew_ns = started_ns + claim * RLC_NS_PER_MS / 3;
     return h->next_renew_ns < c->watchdog_wake_ns;
 }
 

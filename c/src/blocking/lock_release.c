@@ -216,28 +216,36 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
     struct rlc_cmd *cmd = call_renew(&names, c->uuid, lease, field, strlen(field), level);
     struct fanout f;
     fanout_run(c, owner, cmd, &script_renew, &f);
-    int yes = 0, gone = 0;
+    int yes = 0, gone = 0, unanswered = 0;
     for (int i = 0; i < f.n; i++) {
         const redisReply *r = fanout_reply(&f, i);
         int v = r ? answer_renew(r, 0) : -1;
         yes += v == 1;
         gone += v == 0;
+        unanswered += !r;
     }
 
-    int64_t validity_ms =
-        quorum_validity_ms(lease, rlc_now_ns() - f.started_ns, c->opts.drift_factor);
-    int end = quorum_renew_end(f.n, yes, gone, validity_ms);
     pthread_mutex_lock(&c->mu);
     h = hold_id ? hold_by_id(c, l, owner, hold_id) : NULL;
     bool had_hold = h && h->count > 0, wake = false;
+    /* What this extend may claim: its lease, or less if an earlier request
+     * of the hold with a shorter one may still run; and from now on, if it
+     * went unanswered somewhere, at most its own lease (it may run late) */
+    int64_t claim = had_hold ? hold_claim_lease(h, lease) : lease;
+    if (had_hold && unanswered > 0)
+        hold_note_late(h, lease);
+    int64_t validity_ms =
+        quorum_validity_ms(claim, rlc_now_ns() - f.started_ns, c->opts.drift_factor);
+    int end = quorum_renew_end(f.n, yes, gone, validity_ms);
+    int64_t claim_until_ns =
+        f.started_ns + (claim - quorum_drift_ms(claim, c->opts.drift_factor)) * RLC_NS_PER_MS;
     if (end == QE_DONE) {
         rc = RLC_OK;
         if (had_hold) {
             h->lease_ms = lease;
             hold_set_watchdog(c, h, watchdog);
-            h->valid_until_ns = f.started_ns + (lease - quorum_drift_ms(lease, c->opts.drift_factor)) *
-                                                   RLC_NS_PER_MS;
-            h->next_renew_ns = f.started_ns + lease * RLC_NS_PER_MS / 3;
+            h->valid_until_ns = claim_until_ns;
+            h->next_renew_ns = f.started_ns + claim * RLC_NS_PER_MS / 3;
             wake = watchdog && h->next_renew_ns < c->watchdog_wake_ns;
         }
     } else if (end == QE_LATE || end == QE_NOT_HELD) {
@@ -249,6 +257,11 @@ int rlc_lock_extend(rlc_lock *l, int64_t lease_ms)
             lock_mark_lost(c, h);
     } else {
         rc = fanout_fail(c, &f, l->key);
+        /* No verdict, but it may still run where it got no answer and set
+         * its lease there: the validity claimed is no longer than that
+         * (tests/c/test_safety.c, a_failed_extend_caps_the_validity_at_what_it_could_leave). */
+        if (had_hold && unanswered > 0 && claim_until_ns < h->valid_until_ns)
+            h->valid_until_ns = claim_until_ns;
     }
     pthread_mutex_unlock(&c->mu);
     if (rc == RLC_E_NOT_OWNER)

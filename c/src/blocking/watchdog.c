@@ -230,7 +230,6 @@ static void apply(rlc_client *c, struct round *r, int64_t now)
 {
     int n = c->n_nodes;
     int64_t lease = c->opts.watchdog_timeout_ms;
-    int64_t valid_ms = lease - quorum_drift_ms(lease, c->opts.drift_factor);
     int64_t retry_ns = (lease / 10 > 5 ? lease / 10 : 5) * RLC_NS_PER_MS;
     for (int d = 0; d < r->ndue; d++) {
         struct hold *h = r->due[d].h;
@@ -240,11 +239,18 @@ static void apply(rlc_client *c, struct round *r, int64_t now)
             h->n_attempts == 0 || h->attempts[0] != r->due[d].level)
             continue;
         int k = r->due[d].chunk, j = r->due[d].pos, yes = 0, gone = 0, status = RLC_E_TIMEOUT;
+        bool late = !r->res;
         for (int i = 0; r->res && i < n; i++) {
             int v = verdict(r, n, k, i, j, &status);
             yes += v == 1;
             gone += v == 0;
+            late = late || r->res[k * n + i].status != RLC_OK;
         }
+        /* its claim counts at most the lease of a request that may still
+         * run (E8); this one, unanswered somewhere, may run late too */
+        int64_t claim = hold_claim_lease(h, lease);
+        if (late)
+            hold_note_late(h, lease);
         /* A yes renews even if it came late (the round is bounded by the
          * soonest validity, so only just): a node that says yes still had
          * the hold when the script ran, as an expired one answers no, so a
@@ -252,8 +258,9 @@ static void apply(rlc_client *c, struct round *r, int64_t now)
         int end = quorum_renew_end(n, yes, gone, 1);
         if (end == QE_DONE) {
             metrics_count(c, RLC_M_RENEWALS);
+            int64_t valid_ms = claim - quorum_drift_ms(claim, c->opts.drift_factor);
             h->valid_until_ns = r->started_ns + valid_ms * RLC_NS_PER_MS;
-            h->next_renew_ns = r->started_ns + lease * RLC_NS_PER_MS / 3;
+            h->next_renew_ns = r->started_ns + claim * RLC_NS_PER_MS / 3;
         } else if (end == QE_NOT_HELD) {
             h->lost = RLC_E_LOST;
         } else if (now >= h->valid_until_ns) {
