@@ -3,6 +3,7 @@
  * functions, no Redis. Every acquire round of the engine ends in
  * quorum_decide; these cases pin what each mix of votes means.
  */
+#include "acquire_outcome.h"
 #include "check.h"
 #include "quorum.h"
 
@@ -217,7 +218,59 @@ TEST(grants_of_restarted_nodes_are_undone_and_do_not_count)
 done:;
 }
 
-RUN_TESTS(CASE(grants_of_restarted_nodes_are_undone_and_do_not_count),
+/* What each verdict tells the caller: one reading for both drivers. */
+TEST(each_verdict_reads_the_same_in_both_drivers)
+{
+    struct acquire_round r = {"orders", 3, LEASE, 12, 0, 0, 0, "n3 restarted"};
+    struct acquire_outcome out;
+    char msg[400];
+    struct quorum_verdict vd;
+    struct quorum_vote held[3] = {yes(1), yes(2), none()};
+    quorum_decide(held, 3, false, LEASE, 2000000, DRIFT, &vd);
+    acquire_outcome(&vd, &r, msg, sizeof msg, &out);
+    CHECK(out.status == RLC_OK && msg[0] == '\0', "held: %d '%s'", out.status, msg);
+
+    struct quorum_vote busy3[3] = {busy("a:1", 700), busy("a:1", 900), none()};
+    quorum_decide(busy3, 3, false, LEASE, 2000000, DRIFT, &vd);
+    acquire_outcome(&vd, &r, msg, sizeof msg, &out);
+    CHECK(out.status == RLC_NOT_ACQUIRED && !out.split && out.sleep_ms == vd.sleep_ms &&
+              strcmp(msg, "lock 'orders' is held by another owner") == 0,
+          "busy: %d %lld '%s'", out.status, (long long)out.sleep_ms, msg);
+
+    struct quorum_vote guard[3] = {yes(1), guarded(4000), busy("a:1", 10)};
+    quorum_decide(guard, 3, false, LEASE, 2000000, DRIFT, &vd);
+    acquire_outcome(&vd, &r, msg, sizeof msg, &out);
+    CHECK(out.status == RLC_NOT_ACQUIRED && out.sleep_ms == 4000 &&
+              strstr(msg, "2 of 3 nodes granted it, but only 1 count toward the quorum of 2: "
+                          "n3 restarted"),
+          "guarded: %d %lld '%s'", out.status, (long long)out.sleep_ms, msg);
+
+    quorum_decide(held, 3, false, LEASE, (int64_t)LEASE * 1000000, DRIFT, &vd);
+    acquire_outcome(&vd, &r, msg, sizeof msg, &out);
+    CHECK(out.status == RLC_NOT_ACQUIRED && out.sleep_ms == QUORUM_MIN_RETRY_MS &&
+              strstr(msg, "lease was used up"), "lease used: %d '%s'", out.status, msg);
+
+    quorum_decide(held, 3, true, LEASE, 2000000, DRIFT, &vd);
+    vd.outcome = Q_OUTER_LOST; /* as when the votes say the outer level is gone */
+    acquire_outcome(&vd, &r, msg, sizeof msg, &out);
+    CHECK(out.status == RLC_E_LOST && strstr(msg, "lost before this nested acquire"),
+          "outer lost: %d '%s'", out.status, msg);
+
+    struct quorum_vote out3[3] = {none(), none(), yes(1)};
+    quorum_decide(out3, 3, false, LEASE, 2000000, DRIFT, &vd);
+    acquire_outcome(&vd, &r, msg, sizeof msg, &out);
+    CHECK(out.status == 0 && msg[0] == '\0', "outage: the driver names the nodes' failures");
+    r.unsynced = 1;
+    r.sync_replicas = 1;
+    r.sync_timeout_ms = 50;
+    acquire_outcome(&vd, &r, msg, sizeof msg, &out);
+    CHECK(out.status == RLC_E_TIMEOUT && strstr(msg, "not synced: lock 'orders' was granted on 1 "
+                                                     "of 3 nodes"), "unsynced: '%s'", msg);
+done:;
+}
+
+RUN_TESTS(CASE(each_verdict_reads_the_same_in_both_drivers),
+          CASE(grants_of_restarted_nodes_are_undone_and_do_not_count),
           CASE(one_node_yes_is_held_with_its_token),
           CASE(one_node_busy_sleeps_until_the_holders_lease_ends_and_undoes_nothing),
           CASE(no_answer_is_an_outage_and_is_undone),

@@ -19,9 +19,14 @@ RLC_REDIS_NAMES=()
 # A port in 20000..59999 that nobody listens on now. A server may still lose
 # it before it binds: redis_start then tries another.
 free_port() {
-  local i p
+  # Below the kernel's ephemeral range: a port picked inside it can become the
+  # local end of any outgoing connection between this check and the bind (CI
+  # saw a cluster bus port taken that way).
+  local i p lo
+  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) || lo=32768
+  [ "${lo:-0}" -gt 11000 ] 2>/dev/null || lo=32768
   for i in $(seq 100); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((10000 + RANDOM % (lo - 10000)))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"
       return 0
@@ -38,8 +43,19 @@ redis_start() {
   RLC_REDIS_NAMES+=("$name")
   for attempt in 1 2 3 4 5; do
     port=$(free_port) || continue
+    # FREE_PORT in the arguments (a cluster bus port) is a new free port each
+    # attempt: the one that made this attempt fail may be the taken one
+    local args=() a
+    rm -f "$dir/nodes.conf" # a failed attempt's cluster identity, with its ports
+    for a in "$@"; do
+      if [ "$a" = FREE_PORT ]; then
+        a=$(free_port) || continue 2
+        [ "$a" = "$port" ] && continue 2
+      fi
+      args+=("$a")
+    done
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-      --daemonize no --dir "$dir" --logfile "$dir/redis.log" "$@" >/dev/null 2>&1 &
+      --daemonize no --dir "$dir" --logfile "$dir/redis.log" "${args[@]}" >/dev/null 2>&1 &
     pid=$!
     printf -v "${name}_PID" %s "$pid"
     for i in $(seq 200); do # PONG within 10 s
@@ -177,7 +193,7 @@ cluster_start() {
   for j in 1 2 3 4 5 6; do
     # the bus port given, not port + 10000 (taken, or past 65535)
     redis_start "${name}_$j" --cluster-enabled yes --cluster-node-timeout 1000 \
-      --cluster-port "$(free_port)" || return 1
+      --cluster-port FREE_PORT || return 1
     p=${name}_${j}_PORT
     ports+=("127.0.0.1:${!p}")
     seeds+="${seeds:+,}127.0.0.1:${!p}"

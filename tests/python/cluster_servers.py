@@ -11,7 +11,7 @@ import subprocess
 
 import redis
 
-from redis_servers import RedisServer, free_port, wait_until
+from redis_servers import FREE_PORT, RedisServer, wait_until
 
 
 class RedisCluster:
@@ -25,7 +25,7 @@ class RedisCluster:
             self.servers.append(RedisServer(
                 "--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
                 # the bus port given, not port + 10000 (taken, or past 65535)
-                "--cluster-port", free_port(),
+                "--cluster-port", FREE_PORT,
                 "--repl-diskless-sync-delay", "0").start())
         args = ["redis-cli", "--cluster", "create"] + \
             [f"127.0.0.1:{s.port}" for s in self.servers] + \

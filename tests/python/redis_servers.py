@@ -15,6 +15,9 @@ import time
 import redis
 
 
+FREE_PORT = "FREE_PORT"  # in RedisServer's arguments: a free port picked at each start attempt
+
+
 def free_port():
     """A port the kernel just handed out on 127.0.0.1 (free a moment ago)."""
     with socket.socket() as s:
@@ -42,6 +45,7 @@ class RedisServer:
         self.socket = os.path.join(self.dir, "redis.sock")
         self.port = None
         self.proc = None
+        self.args = list(self.extra_args)
         self.password = None
         if "--requirepass" in self.extra_args:
             self.password = self.extra_args[self.extra_args.index("--requirepass") + 1]
@@ -56,8 +60,15 @@ class RedisServer:
 
     def start(self):
         # A port may be taken between free_port() and the bind: try a few.
+        # FREE_PORT (a cluster bus port) is a new free port each attempt, as
+        # the one that failed may be the taken one; a restart keeps it.
         for _ in range(5):
             self.port = free_port()
+            self.args = [free_port() if a == FREE_PORT else a for a in self.extra_args]
+            self.args = [str(a) for a in self.args]
+            conf = os.path.join(self.dir, "nodes.conf")  # a failed attempt's identity
+            if os.path.exists(conf):
+                os.unlink(conf)
             if self._spawn():
                 return self
         raise RuntimeError("redis-server did not start")
@@ -66,7 +77,7 @@ class RedisServer:
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--daemonize", "no",
                 "--dir", self.dir, "--unixsocket", self.socket, "--unixsocketperm", "700",
-                "--logfile", "redis.log", "--protected-mode", "no", *self.extra_args]
+                "--logfile", "redis.log", "--protected-mode", "no", *self.args]
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         up = wait_until(lambda: self.proc.poll() is not None or self.ping(), timeout=10,
@@ -140,7 +151,7 @@ class TlsRedisServer(RedisServer):
     def _spawn(self):
         self.tls_port = free_port()
         c = self.certs
-        self.extra_args = self._base_extra + [
+        self.args = self._base_args + [
                 "--tls-port", str(self.tls_port),
                 "--tls-cert-file", f"{c}/server.crt", "--tls-key-file", f"{c}/server.key",
                 "--tls-ca-cert-file", f"{c}/ca.crt",
@@ -148,7 +159,7 @@ class TlsRedisServer(RedisServer):
         return super()._spawn()
 
     def start(self):
-        self._base_extra = list(self.extra_args)
+        self._base_args = [str(a) for a in self.extra_args]
         return super().start()
 
     def tls_uri(self, host="127.0.0.1", password=True):

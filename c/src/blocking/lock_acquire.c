@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acquire_outcome.h"
 #include "cancel.h"
 #include "clock.h"
 #include "cmd.h"
@@ -99,16 +100,6 @@ static int sync_replicas_check(rlc_client *c, uint64_t owner, bool *granted, int
     if (cmd)
         cmd_unref(cmd);
     return unsynced;
-}
-
-static int sync_replicas_fail(const rlc_client *c, const rlc_lock *l, int unsynced)
-{
-    char name[80];
-    return rlc_fail(RLC_E_TIMEOUT,
-                    "not synced: lock '%s' was granted on %d of %d nodes but not confirmed by "
-                    "%lld replica(s) within %lld ms (WAIT); it was undone",
-                    lock_shown(l, name, sizeof name), unsynced, c->n_nodes,
-                    (long long)c->opts.sync_replicas, (long long)c->opts.sync_timeout_ms);
 }
 
 static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t lease_req,
@@ -203,22 +194,19 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     quorum_decide(votes, n, nested, lease, elapsed_ns, c->opts.drift_factor, &vd);
     uint64_t token = vd.token;
     const bool *undo = vd.undo;
-    int yes = vd.yes;
 
     int rc;
     bool wake = false;
-    char name[80];
-    bool outer_lost = false;
-    if (vd.outcome == Q_OUTER_LOST) {
-        /* The hold this nests in is gone from a quorum (it expired): this
-         * acquire made a new hold there. Counting it as one more level
-         * would let the owner's next release free those nodes while it
-         * still believes it holds the lock. */
-        outer_lost = true;
-        rc = rlc_fail(RLC_E_LOST,
-                      "lock '%s' was lost before this nested acquire: it expired or was "
-                      "taken; nothing was kept", lock_shown(l, name, sizeof name));
-    } else if (vd.outcome == Q_HELD) {
+    char name[80], msg[RLC_ERRLEN];
+    struct acquire_round ar = {lock_shown(l, name, sizeof name), n, lease,
+                               elapsed_ns / RLC_NS_PER_MS, unsynced, c->opts.sync_replicas,
+                               c->opts.sync_timeout_ms, guard_why};
+    struct acquire_outcome out;
+    acquire_outcome(&vd, &ar, msg, sizeof msg, &out);
+    /* outer lost: the hold this nests in is gone from a quorum (it expired);
+     * this acquire made a new hold there, undone below (acquire_outcome.c) */
+    bool outer_lost = vd.outcome == Q_OUTER_LOST;
+    if (vd.outcome == Q_HELD) {
         rc = RLC_OK;
         /* A new hold's token counts only once a quorum stores it (fence.c);
          * the round that stores it is part of the acquire's elapsed time. */
@@ -228,34 +216,17 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
             quorum_validity_ms(lease, done_ns - f.started_ns, c->opts.drift_factor) <= 0)
             rc = rlc_fail(RLC_NOT_ACQUIRED,
                           "lock '%s' was granted, but its %lld ms lease was used up while its "
-                          "fencing token was stored; use a longer lease",
-                          lock_shown(l, name, sizeof name), (long long)lease);
+                          "fencing token was stored; use a longer lease", name, (long long)lease);
         if (rc != RLC_OK) {
             a->split = false;
             a->sleep_ms = 0;
         }
-    } else if (vd.outcome == Q_LEASE_USED) {
-        rc = rlc_fail(RLC_NOT_ACQUIRED,
-                      "lock '%s' was granted, but its %lld ms lease was used up by the %lld ms "
-                      "the nodes took to answer (and the drift allowance); use a longer lease",
-                      lock_shown(l, name, sizeof name), (long long)lease,
-                      (long long)(elapsed_ns / RLC_NS_PER_MS));
-        a->split = false;
-        a->sleep_ms = 0;
-    } else if (vd.outcome == Q_GUARDED) {
-        rc = rlc_fail(RLC_NOT_ACQUIRED,
-                      "lock '%s': %d of %d nodes granted it, but only %d count toward the "
-                      "quorum of %d: %s", lock_shown(l, name, sizeof name), yes + vd.guarded, n,
-                      yes, quorum_of(n), guard_why);
-        a->split = false;
-        a->sleep_ms = vd.sleep_ms;
-    } else if (vd.outcome == Q_BUSY) {
-        rc = rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner",
-                      lock_shown(l, name, sizeof name));
-        a->split = vd.split;
-        a->sleep_ms = vd.sleep_ms;
+    } else if (out.status != 0) {
+        rc = rlc_fail(out.status, "%s", msg);
+        a->split = out.split;
+        a->sleep_ms = out.sleep_ms;
     } else {
-        rc = unsynced > 0 ? sync_replicas_fail(c, l, unsynced) : fanout_fail(c, &f, l->key);
+        rc = fanout_fail(c, &f, l->key);
     }
     /* Cancelled while this try was on the wire: a grant is not kept, but
      * undone below like a failed round (undo[] names the nodes that said

@@ -18,6 +18,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "acquire_outcome.h"
 #include "engine_int.h"
 #include "quorum.h"
 #include "scripts.h"
@@ -204,7 +205,7 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
 static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
-    int n = e->n, q = e->q;
+    int n = e->n;
     struct quorum_vote votes[RLC_MAX_NODES];
     int unsynced = 0;
     char guard_msg[300] = "";
@@ -240,32 +241,28 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
                   e->opts.drift_factor, &vd);
     for (int i = 0; i < n; i++)
         op->granted[i] = votes[i].kind == QV_YES;
-    char msg[400] = "";
-    int rc;
-    int64_t sleep_ms = 0;
-    bool split = false;
     /* A nested acquire of a hold declared lost while it ran is lost too:
      * the hold is no longer renewed and its LOST event has gone out (the
      * simulation found an RLC_OK here that another owner overlapped). */
-    int outcome = vd.outcome;
-    if (outcome == Q_HELD && op->nested && h->lost)
-        outcome = Q_OUTER_LOST;
-    switch (outcome) {
-    case Q_OUTER_LOST:
-        /* the hold this nests in is gone from a quorum: this acquire made a
-         * new hold there; counting it as a level would let the owner's next
-         * release free it while the owner still believes it holds (A7) */
+    if (vd.outcome == Q_HELD && op->nested && h->lost)
+        vd.outcome = Q_OUTER_LOST;
+    char shown[64], msg[400];
+    snprintf(shown, sizeof shown, "%.60s", h->lock->name);
+    struct acquire_round ar = {shown, n, op->lease, now - op->started, unsynced,
+                               e->opts.sync_replicas, e->opts.sync_timeout_ms, guard_msg};
+    struct acquire_outcome out;
+    acquire_outcome(&vd, &ar, msg, sizeof msg, &out);
+    if (vd.outcome == Q_OUTER_LOST) {
         send_undo(e, h, op->attempt, op->lease, vd.undo);
         h->lost = RLC_E_LOST;
         h->watchdog = false;
         renew_schedule(e, h);
         sub_leave(e, op);
-        eng_event_done(e, op, RLC_E_LOST,
-                       "lock '%.60s' was lost before this nested acquire: it expired or was "
-                       "taken; nothing was kept", h->lock->name);
+        eng_event_done(e, op, out.status, "%s", msg);
         op_finish(e, op, now);
         return;
-    case Q_HELD: {
+    }
+    if (vd.outcome == Q_HELD) {
         op->token = vd.token;
         int k = 0;
         for (int i = 0; i < n; i++)
@@ -277,46 +274,13 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         grant(e, op, now);
         return;
     }
-    case Q_LEASE_USED:
-        rc = RLC_NOT_ACQUIRED;
-        snprintf(msg, sizeof msg,
-                 "lock '%.60s' was granted, but its %lld ms lease was used up by the %lld ms "
-                 "the nodes took to answer (and the drift allowance); use a longer lease",
-                 h->lock->name, (long long)op->lease, (long long)(now - op->started));
-        sleep_ms = QUORUM_MIN_RETRY_MS;
-        break;
-    case Q_GUARDED:
-        rc = RLC_NOT_ACQUIRED;
-        snprintf(msg, sizeof msg,
-                 "lock '%.60s': %d of %d nodes granted it, but only %d count toward the quorum "
-                 "of %d: %s", h->lock->name, vd.yes + vd.guarded, n, vd.yes, e->q, guard_msg);
-        sleep_ms = vd.sleep_ms;
-        break;
-    case Q_BUSY:
-        rc = RLC_NOT_ACQUIRED;
-        snprintf(msg, sizeof msg, "lock '%.60s' is held by another owner", h->lock->name);
-        sleep_ms = vd.sleep_ms;
-        split = vd.split;
-        break;
-    default:
-        rc = round_fail(e, op, msg, sizeof msg);
-        if (unsynced > 0) {
-            rc = RLC_E_TIMEOUT;
-            snprintf(msg, sizeof msg,
-                     "not synced: lock '%.60s' was granted on %d of %d nodes but not confirmed "
-                     "by %lld replica(s) within %lld ms (WAIT); it was undone",
-                     h->lock->name, unsynced, n, (long long)e->opts.sync_replicas,
-                     (long long)e->opts.sync_timeout_ms);
-        }
-        break;
-    }
-    (void)q;
+    int rc = out.status ? out.status : round_fail(e, op, msg, sizeof msg);
     bool any = false;
     for (int i = 0; i < n; i++)
         any = any || vd.undo[i];
     if (any)
         send_undo(e, h, op->attempt, op->lease, vd.undo);
-    not_now(e, op, rc, split, sleep_ms, msg, now);
+    not_now(e, op, rc, out.split, out.sleep_ms, msg, now);
 }
 
 /* Whether node i may hold this try's level: it granted, or it has not said
