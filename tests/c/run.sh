@@ -31,6 +31,7 @@ for exe in "$BUILD"/tests/test_*; do
   for case in $(ctest --test-dir "$BUILD" -N -L '^c$' | sed -n "s/.*Test *#[0-9]*: ${area}\.\([a-z0-9_]*\)$/\1/p"); do
     log=$(mktemp)
     if valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
+         --suppressions="$PWD/tests/c/valgrind.supp" \
          --error-exitcode=99 "$exe" "$case" >"$log" 2>&1; then
       echo "valgrind ok   $area.$case"
     else
