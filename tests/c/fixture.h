@@ -51,6 +51,15 @@ static inline void cluster_stop(struct cluster *cl)
         rs_stop(&cl->node[i]);
 }
 
+/* A 3+3 Redis Cluster (redis_cluster.h, which the case's file includes). */
+#define START_RC(rc)                                                          \
+    struct redis_cluster rc;                                                  \
+    if (rc_start(&rc) != 0) {                                                 \
+        fprintf(stderr, "could not start a 3+3 redis cluster\n");             \
+        check_failed = 1;                                                     \
+        return;                                                               \
+    }
+
 #define START_CLUSTER(cl, n)                                                  \
     struct cluster cl;                                                        \
     if (cluster_start(&cl, n) != 0) {                                         \

@@ -17,14 +17,6 @@
 #include "redis_cluster.h"
 #include "slot.h"
 
-#define START_RC(rc)                                                          \
-    struct redis_cluster rc;                                                  \
-    if (rc_start(&rc) != 0) {                                                 \
-        fprintf(stderr, "could not start a 3+3 redis cluster\n");             \
-        check_failed = 1;                                                     \
-        return;                                                               \
-    }
-
 /* The master node serving key's slot. */
 static const struct redis_server *master_for(const struct redis_cluster *rc, const char *key)
 {

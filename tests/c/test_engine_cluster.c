@@ -25,12 +25,7 @@ static const struct redis_server *master_for(const struct redis_cluster *rc, con
 
 TEST(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blocking_api)
 {
-    struct redis_cluster rc;
-    if (rc_start(&rc) != 0) {
-        fprintf(stderr, "could not start a 3+3 redis cluster\n");
-        check_failed = 1;
-        return;
-    }
+    START_RC(rc)
     struct eloop A, B, R;
     struct redis_server s1, s2;
     memset(&A, 0, sizeof A);
@@ -141,12 +136,7 @@ static long long keys_in_slot(const struct redis_server *s, int slot)
  * client does, c/src/blocking/cluster.c). */
 TEST(a_half_moved_slot_is_tried_again_not_failed)
 {
-    struct redis_cluster rc;
-    if (rc_start(&rc) != 0) {
-        fprintf(stderr, "could not start a 3+3 redis cluster\n");
-        check_failed = 1;
-        return;
-    }
+    START_RC(rc)
     struct eloop A;
     int rc_init = el_init(&A, rc.uri, UUID_A, "io_timeout_ms=5000");
     const char *name = "t{half}";

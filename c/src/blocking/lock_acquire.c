@@ -198,9 +198,10 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
     int rc;
     bool wake = false;
     char name[80], msg[RLC_ERRLEN];
-    struct acquire_round ar = {lock_shown(l, name, sizeof name), n, lease,
-                               elapsed_ns / RLC_NS_PER_MS, unsynced, c->opts.sync_replicas,
-                               c->opts.sync_timeout_ms, guard_why};
+    /* a held lock needs no message: its name is not copied on that path */
+    const char *shown = vd.outcome == Q_HELD ? "" : lock_shown(l, name, sizeof name);
+    struct acquire_round ar = {shown, n, lease, elapsed_ns / RLC_NS_PER_MS, unsynced,
+                               c->opts.sync_replicas, c->opts.sync_timeout_ms, guard_why};
     struct acquire_outcome out;
     acquire_outcome(&vd, &ar, msg, sizeof msg, &out);
     /* outer lost: the hold this nests in is gone from a quorum (it expired);
@@ -216,7 +217,8 @@ static int try_acquire(rlc_lock *l, uint64_t owner, const char *field, int64_t l
             quorum_validity_ms(lease, done_ns - f.started_ns, c->opts.drift_factor) <= 0)
             rc = rlc_fail(RLC_NOT_ACQUIRED,
                           "lock '%s' was granted, but its %lld ms lease was used up while its "
-                          "fencing token was stored; use a longer lease", name, (long long)lease);
+                          "fencing token was stored; use a longer lease",
+                          lock_shown(l, name, sizeof name), (long long)lease);
         if (rc != RLC_OK) {
             a->split = false;
             a->sleep_ms = 0;

@@ -246,8 +246,9 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
      * simulation found an RLC_OK here that another owner overlapped). */
     if (vd.outcome == Q_HELD && op->nested && h->lost)
         vd.outcome = Q_OUTER_LOST;
-    char shown[64], msg[400];
-    snprintf(shown, sizeof shown, "%.60s", h->lock->name);
+    char shown[64] = "", msg[400];
+    if (vd.outcome != Q_HELD) /* a held lock needs no message */
+        snprintf(shown, sizeof shown, "%.60s", h->lock->name);
     struct acquire_round ar = {shown, n, op->lease, now - op->started, unsynced,
                                e->opts.sync_replicas, e->opts.sync_timeout_ms, guard_msg};
     struct acquire_outcome out;
