@@ -15,7 +15,11 @@
  *              measured from the moment the TTL ends (Redis deletes it on
  *              its active expiry cycle, hz 10, so this includes that);
  *   paused     a holder process stopped (SIGSTOP) until its key expired,
- *              then continued: measured from SIGCONT.
+ *              then continued: measured from SIGCONT;
+ *   engine_del, engine_overwrite
+ *              del and overwrite with the holder on the engine (the
+ *              asyncio, Node and OpenResty drivers' core, engine_track.c),
+ *              driven by tests/c/engine_loop.h: to its RLC_EV_LOST event.
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -25,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine_loop.h"
 #include "redis_server.h"
 #include "redlockc.h"
 
@@ -75,20 +80,9 @@ static int64_t await_lost(int64_t bound_ms)
     return atomic_load(&lost_at_ns);
 }
 
-/* One sample of an in-process case: the latency in ns, or -1. */
-static int64_t one(const struct redis_server *s, const char *opts, const char *what, int lease,
-                   int k)
+/* The event of a case on the key name: when it happened, in ns. */
+static int64_t strike(const struct redis_server *s, const char *what, const char *name)
 {
-    rlc_client *c = NULL;
-    rlc_lock *l = NULL;
-    int64_t lat = -1;
-    char name[64];
-    snprintf(name, sizeof name, "loss-%s-%d-%d", what, k, (int)(mono_ns() % 100000));
-    if (rlc_client_new(&c, s->uri, opts) != RLC_OK || rlc_lock_new(c, name, 0, &l) != RLC_OK ||
-        rlc_lock_on_lost(l, on_lost, NULL) != RLC_OK || rlc_lock_acquire(l, 0, -1) != RLC_OK)
-        goto out;
-    atomic_store(&lost_at_ns, 0);
-    sleep_ms(100 + rand() % (lease / 3)); /* anywhere in the renewal period */
     int64_t t0 = mono_ns();
     redisReply *r = NULL;
     if (strcmp(what, "del") == 0) {
@@ -104,6 +98,51 @@ static int64_t one(const struct redis_server *s, const char *opts, const char *w
     }
     if (r)
         freeReplyObject(r);
+    return t0;
+}
+
+/* One sample with the holder on the engine: the latency in ns, or -1. */
+static int64_t one_engine(const struct redis_server *s, const char *opts, const char *what,
+                          int lease, int k)
+{
+    struct eloop L;
+    int64_t lat = -1;
+    char name[64], uuid[40];
+    snprintf(name, sizeof name, "loss-engine-%s-%d-%d", what, k, (int)(mono_ns() % 100000));
+    snprintf(uuid, sizeof uuid, "6d7a1c3e-0000-4000-8000-%012llx",
+             (unsigned long long)(mono_ns() & 0xffffffffffffLL));
+    if (el_init(&L, s->uri, uuid, opts) != RLC_OK)
+        return -1;
+    if (el_acquire(&L, name, 1, 0, -1, NULL) == RLC_OK) {
+        int64_t until = el_now() + 100 + rand() % (lease / 3); /* anywhere in the period */
+        while (el_now() < until && !L.lost)
+            el_turn(&L, 5);
+        int64_t t0 = strike(s, what, name);
+        int64_t bound = mono_ns() + (2LL * lease + 1000) * 1000000LL;
+        while (!L.lost && mono_ns() < bound)
+            el_turn(&L, 1);
+        if (L.lost)
+            lat = mono_ns() - t0;
+    }
+    el_free(&L);
+    return lat;
+}
+
+/* One sample of an in-process case: the latency in ns, or -1. */
+static int64_t one(const struct redis_server *s, const char *opts, const char *what, int lease,
+                   int k)
+{
+    rlc_client *c = NULL;
+    rlc_lock *l = NULL;
+    int64_t lat = -1;
+    char name[64];
+    snprintf(name, sizeof name, "loss-%s-%d-%d", what, k, (int)(mono_ns() % 100000));
+    if (rlc_client_new(&c, s->uri, opts) != RLC_OK || rlc_lock_new(c, name, 0, &l) != RLC_OK ||
+        rlc_lock_on_lost(l, on_lost, NULL) != RLC_OK || rlc_lock_acquire(l, 0, -1) != RLC_OK)
+        goto out;
+    atomic_store(&lost_at_ns, 0);
+    sleep_ms(100 + rand() % (lease / 3)); /* anywhere in the renewal period */
+    int64_t t0 = strike(s, what, name);
     int64_t at = await_lost(2 * lease + 1000);
     if (at)
         lat = at - t0;
@@ -185,7 +224,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "redis-server did not start\n");
         return 1;
     }
-    static const char *const cases[] = {"paused", "del", "overwrite", "expiry"};
+    static const char *const cases[] = {"paused", "del",        "overwrite",
+                                        "expiry", "engine_del", "engine_overwrite"};
     int64_t *v = malloc(sizeof *v * (size_t)samples);
     printf("# lease %d ms (renewal every %d ms), %d samples per row\n", lease, lease / 3, samples);
     printf("# %-10s %-10s %9s %9s %9s %6s\n", "case", "loss_push", "p50_ms", "p99_ms", "max_ms",
@@ -196,8 +236,9 @@ int main(int argc, char **argv)
             snprintf(opts, sizeof opts, "watchdog_timeout_ms=%d;loss_push=%d", lease, push);
             int n = 0, missed = 0;
             for (int k = 0; k < samples; k++) {
-                int64_t lat = strcmp(cases[ci], "paused") == 0
-                                  ? one_paused(&s, opts, lease, k)
+                int64_t lat = strcmp(cases[ci], "paused") == 0 ? one_paused(&s, opts, lease, k)
+                              : strncmp(cases[ci], "engine_", 7) == 0
+                                  ? one_engine(&s, opts, cases[ci] + 7, lease, k)
                                   : one(&s, opts, cases[ci], lease, k);
                 if (lat < 0)
                     missed++;

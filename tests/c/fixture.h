@@ -7,6 +7,7 @@
 #ifndef RLC_TEST_FIXTURE_H
 #define RLC_TEST_FIXTURE_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,8 +40,8 @@ static inline int cluster_start(struct cluster *cl, int n)
         if (rs_start(&cl->node[i], NULL) != 0)
             return -1;
         cl->n++;
-        strcat(cl->uris, i ? "," : "");
-        strcat(cl->uris, cl->node[i].uri);
+        size_t at = strlen(cl->uris);
+        snprintf(cl->uris + at, sizeof cl->uris - at, "%s%s", i ? "," : "", cl->node[i].uri);
     }
     return 0;
 }

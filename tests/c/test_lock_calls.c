@@ -66,6 +66,32 @@ TEST(renew_of_one_is_the_batch_of_one)
 done:;
 }
 
+/* Loss push's two commands: EXISTS of the keys, then the verify as EVAL of
+ * its source (never EVALSHA: a NOSCRIPT re-send would answer out of order). */
+TEST(verify_is_an_eval_of_the_renewal_test_after_an_exists)
+{
+    scripts_init();
+    const char *fields[2] = {"U:7", "U:8"};
+    size_t flens[2] = {3, 3};
+    uint64_t levels[2] = {5, 0x1a};
+    struct lock_names two[2] = {NAMES, NAMES};
+    struct rlc_cmd *ex = call_exists_many(2, two);
+    CHECK(ex && strcmp(text(ex), "*3\r\n$6\r\nEXISTS\r\n$1\r\nk\r\n$1\r\nk\r\n") == 0,
+          "exists %s", ex ? text(ex) : "NULL");
+    struct rlc_cmd *v = call_verify_many(2, two, "U", fields, flens, levels);
+    CHECK(v && strncmp(text(v), "*11\r\n$4\r\nEVAL\r\n", 15) == 0, "head %.20s", text(v));
+    CHECK(strstr(text(v), script_verify.source) != NULL, "the verify script's source");
+    const char *want = "$1\r\n4\r\n$1\r\nk\r\n$1\r\nk\r\n$21\r\nredlockc_attempts:{k}\r\n"
+                       "$21\r\nredlockc_attempts:{k}\r\n$3\r\nU:7\r\n$3\r\nU:8\r\n"
+                       "$3\r\nU:5\r\n$4\r\nU:1a\r\n";
+    const char *args = strstr(text(v), script_verify.source);
+    args = args ? args + strlen(script_verify.source) + 2 : "";
+    CHECK(strcmp(args, want) == 0, "args %s", args);
+    cmd_unref(ex);
+    cmd_unref(v);
+done:;
+}
+
 TEST(release_names_its_level_upto_and_the_remains)
 {
     scripts_init();
@@ -182,6 +208,7 @@ done:;
 
 RUN_TESTS(CASE(acquire_call_names_keys_and_attempts_in_the_scripts_order),
           CASE(renew_of_one_is_the_batch_of_one), CASE(release_names_its_level_upto_and_the_remains),
+          CASE(verify_is_an_eval_of_the_renewal_test_after_an_exists),
           CASE(undo_carries_a_tombstone_that_outlives_a_late_acquire),
           CASE(answers_read_as_the_scripts_write_them),
           CASE(numbers_are_written_as_snprintf_wrote_them))

@@ -297,6 +297,31 @@ async def test_lost_when_the_key_is_deleted_callback_event_and_task_cancel(serve
         await lock.release()
 
 
+async def test_a_deleted_key_is_pushed_not_found_at_the_next_renewal(server, raw):
+    # 30 s lease: the next renewal is 10 s away; loss push (CLIENT TRACKING on a
+    # pair of the engine's own) says it within a round trip.
+    async with aclient(server.uri, watchdog_timeout=30) as c:
+        lock = c.lock("pushed")
+        await lock.acquire()
+        # the hold joins loss push after its 50 ms grace; the key is then tracked
+        assert await until(lambda: int(raw.info("stats")["tracking_total_keys"]) >= 1), \
+            "the lock key was never registered for tracking"
+        assert raw.delete("pushed") == 1
+        await asyncio.wait_for(lock.lost.wait(), 2)
+        assert isinstance(lock.lost_error, aio.LockLostError), repr(lock.lost_error)
+        with pytest.raises(aio.LockLostError):
+            await lock.release()
+
+
+async def test_loss_push_off_finds_the_loss_at_the_renewal(server, raw):
+    async with aclient(server.uri, watchdog_timeout=0.9, loss_push=0) as c:
+        lock = c.lock("unpushed")
+        await lock.acquire()
+        assert raw.delete("unpushed") == 1
+        await asyncio.wait_for(lock.lost.wait(), 5)  # the renewal, every 0.3 s
+        assert int(raw.info("clients")["tracking_clients"]) == 0
+
+
 async def test_lost_when_the_server_is_stopped(server):
     async with aclient(server.uri, watchdog_timeout=0.6, io_timeout=0.2,
                        connect_timeout=0.2) as c:

@@ -213,6 +213,10 @@ def test_nodes_may_be_any_iterable_of_uris(server, clients, make):
     ({"drift_factor": 0.6}, redlockc.InvalidArgument, "drift_factor"),
     ({"io_timeout_ms": 0.5}, TypeError, "io_timeout_ms"),
     ({"io_timeout_ms": 0}, redlockc.InvalidArgument, "io_timeout_ms"),
+    ({"loss_push": 2}, TypeError, "loss_push must be True or False"),
+    ({"restart_guard": "yes"}, TypeError, "restart_guard"),
+    ({"sync_replicas": 1.5}, TypeError, "sync_replicas"),
+    ({"sync_replicas": -1}, redlockc.InvalidArgument, "sync_replicas"),
 ])
 def test_bad_options(server, options, error, text):
     with pytest.raises(error) as e:
@@ -231,6 +235,19 @@ def test_options_in_seconds_are_accepted(server, clients, raw):
     assert clients(server.uri, watchdog_timeout=None).lock("n").acquire(), "None: default"
     assert clients(server.uri, drift_factor=1e-5).lock("tiny").acquire(), \
         "a drift factor Python prints as 1e-05 reaches the library as a plain decimal"
+
+
+def test_switches_and_replica_sync_are_passed_on(server, clients, raw):
+    # loss_push=False: no tracking pair; the loss is found at the renewal
+    client = clients(server.uri, watchdog_timeout=0.9, loss_push=False, restart_guard=True,
+                     sync_replicas=0, sync_timeout=0.5)
+    lost = threading.Event()
+    lock = client.lock("switches")
+    lock.on_lost(lambda *_: lost.set())
+    assert lock.acquire()
+    assert raw.delete("switches") == 1
+    assert lost.wait(5), "found lost at the renewal"
+    assert int(raw.info("clients")["tracking_clients"]) == 0, "loss_push=False tracks nothing"
 
 
 def test_options_by_their_c_names_are_milliseconds(server, clients, raw):

@@ -135,6 +135,24 @@ test('a lost lock aborts the withLock signal and emits lost, on the JS thread', 
   await client.close();
 });
 
+test('with a 30 s lease a deleted key is pushed as lost, not found 10 s later at the renewal', async () => {
+  const client = new Client(serverUri(), { watchdog_timeout_ms: 30000 });
+  const name = uniqueName('pushed');
+  const lock = client.lock(name);
+  const other = client.lock(name);
+  assert.equal(await lock.acquire({ wait: 0 }), true);
+  const lost = new Promise((resolve) => lock.on('lost', resolve));
+  // the hold joins loss push after a 50 ms grace; its first verify finds the
+  // key gone even if the DEL came first
+  await other.forceRelease();
+  const err = await within(2000, "the 'lost' event", lost);
+  assert.ok(err instanceof redlockc.LockLostError, `'lost' event: ${err}`);
+  assert.equal(await lock.isHeld(), false);
+  lock.close();
+  other.close();
+  await client.close();
+});
+
 test('close waits for calls in flight; later calls reject ClosedError', async () => {
   const client = new Client(serverUri());
   const name = uniqueName('close');

@@ -19,8 +19,11 @@ _TIME_OPTIONS = {
     "node_timeout": "node_timeout_ms",
     "connect_timeout": "connect_timeout_ms",
     "retry_jitter": "retry_jitter_ms",
+    "sync_timeout": "sync_timeout_ms",
 }
-_OTHER_OPTIONS = ("drift_factor", "pool_size", "key_prefix")
+_OTHER_OPTIONS = ("drift_factor", "pool_size", "sync_replicas", "key_prefix")
+# On/off switches: True/False (or 1/0).
+_SWITCH_OPTIONS = ("loss_push", "restart_guard")
 # TLS to rediss:// nodes (the blocking Client's is the C library's OpenSSL):
 # paths (str or os.PathLike), a name, and tls_verify (bool).
 _TLS_TEXT_OPTIONS = ("tls_ca_file", "tls_ca_dir", "tls_cert_file", "tls_key_file",
@@ -76,10 +79,14 @@ def _option_text(name, value):
             raise invalid(f"drift_factor must be finite, got {value!r}")
         # Plain decimals: the C parser takes digits and '.', never "1e-05".
         return name, f"{float(value):.12f}".rstrip("0").rstrip(".") or "0"
-    if name == "pool_size":
+    if name in ("pool_size", "sync_replicas"):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"pool_size must be an int, not {type(value).__name__}")
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
         return name, str(value)
+    if name in _SWITCH_OPTIONS:
+        if not isinstance(value, (bool, int)) or value not in (0, 1):
+            raise TypeError(f"{name} must be True or False, not {value!r}")
+        return name, "1" if value else "0"
     if name == "key_prefix":
         if not isinstance(value, str):
             raise TypeError(f"key_prefix must be a str, not {type(value).__name__}")
@@ -100,8 +107,8 @@ def _option_text(name, value):
         if not isinstance(value, (bool, int)) or value not in (0, 1):
             raise TypeError(f"tls_verify must be True or False, not {value!r}")
         return name, "1" if value else "0"
-    known = ", ".join(sorted([*_TIME_OPTIONS, *_OTHER_OPTIONS, *_TLS_TEXT_OPTIONS,
-                              *_SENTINEL_TEXT_OPTIONS, "tls_verify"])) + \
+    known = ", ".join(sorted([*_TIME_OPTIONS, *_OTHER_OPTIONS, *_SWITCH_OPTIONS,
+                              *_TLS_TEXT_OPTIONS, *_SENTINEL_TEXT_OPTIONS, "tls_verify"])) + \
         " (or the C names in ms: " + ", ".join(sorted(_TIME_OPTIONS.values())) + ")"
     raise TypeError(f"Client() got an unexpected keyword argument {name!r} (options: {known})")
 

@@ -43,6 +43,7 @@
 #include "cmd.h"
 #include "conn.h"
 #include "hold.h"
+#include "lock_calls.h"
 #include "metrics.h"
 #include "quorum.h"
 #include "state.h"
@@ -53,26 +54,6 @@
 #define MAX_BACKOFF_MS 1000
 #define REFUSED_RETRY_NS (60000 * RLC_NS_PER_MS)
 #define CHANNEL "__redis__:invalidate"
-
-/* The renewal script's test (scripts.c, script_renew) without its writes.
- * KEYS: m locks, m attempts hashes; ARGV: m fields, m attempt ids. */
-static const char verify_src[] =
-    "local m = #KEYS / 2\n"
-    "local out = {}\n"
-    "for i = 1, m do\n"
-    "  local att = KEYS[m + i]\n"
-    "  local rec = redis.pcall('hget', att, ARGV[m + i])\n"
-    "  local mine = false\n"
-    "  if type(rec) == 'string' then\n"
-    "    local a = string.find(rec, '|', 1, true)\n"
-    "    local b = a and string.find(rec, '|', a + 1, true)\n"
-    "    mine = b ~= nil and (redis.call('hget', att, 'e') or '') == string.sub(rec, a + 1, b - 1)\n"
-    "  elseif rec == false then\n"
-    "    mine = redis.pcall('exists', att) == 0\n"
-    "  end\n"
-    "  out[i] = (mine and redis.pcall('hexists', KEYS[i], ARGV[i]) == 1) and 1 or 0\n"
-    "end\n"
-    "return out\n";
 
 enum tstate { T_DOWN, T_HELLO, T_TRACK, T_READY };
 enum pkind { P_TRACK, P_EXISTS, P_VERIFY };
@@ -330,7 +311,8 @@ static int by_id(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* Under mu: formats the round's chunks for every dirty hold. */
+/* Under mu: formats the round's chunks for every dirty hold (lock_calls.c:
+ * the engine's loss push sends the same two commands). */
 static struct rlc_cmd **collect(struct tracking *t, int64_t now, int *nchunks)
 {
     rlc_client *c = t->c;
@@ -347,10 +329,11 @@ static struct rlc_cmd **collect(struct tracking *t, int64_t now, int *nchunks)
     r->v = malloc((size_t)m * (size_t)t->n);
     struct rlc_cmd **cmds = calloc((size_t)chunks * 2, sizeof *cmds);
     char (*fields)[FIELD_LEN] = malloc(FIELD_LEN * (size_t)CHUNK);
-    char (*ids)[RLC_ATTEMPT_LEN] = malloc(RLC_ATTEMPT_LEN * (size_t)CHUNK);
-    const char **argv = malloc(sizeof *argv * (4 * CHUNK + 3));
-    size_t *lens = malloc(sizeof *lens * (4 * CHUNK + 3));
-    if (!picked || !r->h || !r->v || !cmds || !fields || !ids || !argv || !lens) {
+    const char **fp = malloc(sizeof *fp * CHUNK);
+    size_t *fl = malloc(sizeof *fl * CHUNK);
+    uint64_t *levels = malloc(sizeof *levels * CHUNK);
+    struct lock_names *names = malloc(sizeof *names * CHUNK);
+    if (!picked || !r->h || !r->v || !cmds || !fields || !fp || !fl || !levels || !names) {
         free(cmds);
         cmds = NULL;
         round_clear(r);
@@ -366,36 +349,27 @@ static struct rlc_cmd **collect(struct tracking *t, int64_t now, int *nchunks)
     memset(r->v, -1, (size_t)m * (size_t)t->n);
     for (int k = 0; k < chunks; k++) {
         int first = k * CHUNK, cm = m - first < CHUNK ? m - first : CHUNK;
-        char nk[16];
-        argv[0] = "EVAL", lens[0] = 4;
-        argv[1] = verify_src, lens[1] = sizeof verify_src - 1;
-        argv[2] = nk, lens[2] = (size_t)snprintf(nk, sizeof nk, "%d", 2 * cm);
         for (int j = 0; j < cm; j++) {
             struct hold *h = picked[first + j];
-            argv[3 + j] = h->lock->key, lens[3 + j] = h->lock->key_len;
-            argv[3 + cm + j] = h->lock->attempts_key, lens[3 + cm + j] = h->lock->attempts_key_len;
-            lens[3 + 2 * cm + j] = (size_t)client_field(c, h->owner, fields[j], FIELD_LEN);
-            argv[3 + 2 * cm + j] = fields[j];
-            lens[3 + 3 * cm + j] = (size_t)client_attempt_name(c, h->attempts[0], ids[j],
-                                                               RLC_ATTEMPT_LEN);
-            argv[3 + 3 * cm + j] = ids[j];
+            names[j] = lock_names_of(h->lock);
+            fl[j] = (size_t)client_field(c, h->owner, fields[j], FIELD_LEN);
+            fp[j] = fields[j];
+            levels[j] = h->attempts[0];
         }
-        cmds[2 * k + 1] = cmd_format(3 + 4 * cm, argv, lens);
         /* EXISTS registers the keys for tracking whatever the server does
          * with reads inside scripts. */
-        argv[2] = "EXISTS", lens[2] = 6;
-        for (int j = 0; j < cm; j++)
-            argv[3 + j] = picked[first + j]->lock->key, lens[3 + j] = picked[first + j]->lock->key_len;
-        cmds[2 * k] = cmd_format(1 + cm, argv + 2, lens + 2);
+        cmds[2 * k] = call_exists_many(cm, names);
+        cmds[2 * k + 1] = call_verify_many(cm, names, c->uuid, fp, fl, levels);
     }
     *nchunks = chunks;
     r->nchunks = chunks;
 out:
     free(picked);
     free(fields);
-    free(ids);
-    free(argv);
-    free(lens);
+    free(fp);
+    free(fl);
+    free(levels);
+    free(names);
     return cmds;
 }
 

@@ -241,6 +241,8 @@ int rlc_engine_want_open(const rlc_engine *e, int conn)
         return 0;
     if (c->sub && c->state != C_DROPPED)
         return sub_wanted(e, c->node) ? 1 : 0;
+    if (c->track)
+        return track_want_open(e, c);
     return conn_want_open(e, conn);
 }
 
@@ -258,6 +260,8 @@ void rlc_engine_connected(rlc_engine *e, int conn, int64_t now_ms)
     conn_connected(e, conn, e->now);
     if (c->sub && c->state == C_UP)
         sub_on_connected(e, c);
+    if (c->track)
+        track_connected(e, c);
 }
 
 void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
@@ -284,6 +288,8 @@ void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
     conn_closed(e, conn, e->now, RLC_E_CONNECT, msg);
     if (c->sub)
         sub_on_closed(e, c);
+    if (c->track)
+        track_closed(e, c);
     if (!ours)
         sentinel_suspect(e, c->node, msg); /* gone or never reached: ask again */
 }
@@ -325,6 +331,8 @@ int rlc_engine_received(rlc_engine *e, int conn, const char *data, size_t len, i
         return sentinel_received(e, c, data, len);
     if (c->sub)
         return sub_received(e, c, data, len, e->now);
+    if (c->track == TRK_SUB)
+        return track_sub_received(e, c, data, len);
     return conn_received(e, conn, data, len, e->now);
 }
 
@@ -346,6 +354,7 @@ void rlc_engine_tick(rlc_engine *e, int64_t now_ms)
         case T_CHAN: sub_timer(e, obj, e->now); break;
         case T_HOLD: renew_hold_timer(e, obj, e->now); break;
         case T_CONN: conn_timer(e, obj, e->now); break;
+        case T_TRACK: track_timer(e, e->now); break;
         }
     }
 }
@@ -355,7 +364,8 @@ int rlc_engine_idle(const rlc_engine *e)
     if (!e)
         return 1;
     for (int k = 0; k < e->n_conns; k++)
-        if (!e->conns[k].sub && !e->conns[k].disc && (e->conns[k].head || e->conns[k].qhead))
+        if (!e->conns[k].sub && !e->conns[k].disc && !e->conns[k].track &&
+            (e->conns[k].head || e->conns[k].qhead))
             return 0;
     return e->n_ops == 0;
 }
@@ -427,6 +437,7 @@ static const struct topo_hooks topo_hooks = {
     .redirected = cluster_redirected,
     .own_reply = cluster_own_reply,
     .closed = cluster_conn_closed,
+    .track_reply = track_reader_reply,
 };
 
 static int n_sentinels(const rlc_engine *e)
@@ -478,8 +489,12 @@ int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
     if (!e->rng)
         e->rng = 1;
     e->topo = &topo_hooks;
-    bool ok = conn_make_all(e) == 0 && sentinel_make(e, 2 * e->n) == 0 &&
-              cluster_make(e, 2 * e->n + n_sentinels(e)) == 0 && guard_make(e) == 0;
+    /* connections: command and subscriber per node, then the sentinel nodes'
+     * discovery ones, the cluster nodes' blocks, loss push's pairs */
+    int n_track = track_conns(e);
+    bool ok = conn_make_all(e, n_track) == 0 && sentinel_make(e, 2 * e->n) == 0 &&
+              cluster_make(e, 2 * e->n + n_sentinels(e)) == 0 &&
+              track_make(e, e->n_conns - n_track) == 0 && guard_make(e) == 0;
     for (int i = 0; ok && i < e->n; i++)
         ok = make_hello(e, i) == 0;
     if (!ok) {
@@ -517,6 +532,7 @@ void rlc_engine_free(rlc_engine *e)
     sentinel_free(e);
     cluster_free_all(e);
     guard_free(e);
+    track_free(e);
     free_ops(e);
     lock_free_all(e);
     timer_free_all(e);

@@ -41,7 +41,7 @@ static int64_t stall_ms(const rlc_engine *e)
     return t + e->opts.connect_timeout_ms;
 }
 
-int conn_make_all(rlc_engine *e)
+int conn_make_all(rlc_engine *e, int n_track)
 {
     size_t n_disc = 0, n_cluster = 0;
     for (int i = 0; i < e->n; i++) {
@@ -49,7 +49,7 @@ int conn_make_all(rlc_engine *e)
         n_cluster += e->addrs[i].topology == RLC_TOPO_CLUSTER;
     }
     /* n <= RLC_MAX_NODES */
-    size_t n_conns = 2 * (size_t)e->n + n_disc + n_cluster * ENG_CLUSTER_CONNS;
+    size_t n_conns = 2 * (size_t)e->n + n_disc + n_cluster * ENG_CLUSTER_CONNS + (size_t)n_track;
     e->n_conns = (int)n_conns;
     e->conns = calloc(n_conns, sizeof *e->conns);
     if (!e->conns)
@@ -61,6 +61,13 @@ int conn_make_all(rlc_engine *e)
         e->conns[k].master = -1;
     }
     return 0;
+}
+
+/* A subscriber (of unlock messages, or loss push's of invalidations) reads
+ * no request FIFO: replies there are told apart by their shape. */
+static bool fifo_less(const struct conn *c)
+{
+    return c->sub || c->track == TRK_SUB;
 }
 
 static void req_free(rlc_engine *e, struct req *r)
@@ -239,17 +246,17 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
         r->node = c->node;
         r->cmd = cmd_ref(h);
         e->in_flight++;
-        if (c->sub) {
-            /* the subscriber reads no request FIFO: its handshake replies
-             * are told apart by shape (engine_sub.c) */
+        if (fifo_less(c)) {
+            /* its handshake replies are told apart by shape (engine_sub.c,
+             * engine_track.c) */
             conn_append(e, c, h->data, h->len);
             req_free(e, r);
         } else {
             write_req(e, c, r);
         }
     }
-    if (c->sub)
-        return; /* its subscriptions are engine_sub.c's (called next by engine.c) */
+    if (fifo_less(c))
+        return; /* its subscriptions are engine_sub.c's, engine_track.c's (called next) */
     while (c->qhead) {
         struct req *r = c->qhead;
         c->qhead = r->next;
@@ -356,7 +363,7 @@ static void end_conn(rlc_engine *e, struct conn *c, int why, const char *msg, in
             c->backoff_ms = BACKOFF_MAX_MS;
         c->retry_at = e->now + c->backoff_ms;
     }
-    if (!c->sub)
+    if (!fifo_less(c))
         settle(e, c, why, msg, was_up);
     c->taken = c->appended;
     schedule(e, c);
@@ -476,6 +483,11 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
             conn_drop(e, c, auth ? RLC_E_AUTH : RLC_E_SERVER, msg);
             return;
         }
+        req_free(e, r);
+        return;
+    }
+    if (c->track) {
+        e->topo->track_reply(e, c, r, reply); /* a tracking reader's (loss push) */
         req_free(e, r);
         return;
     }

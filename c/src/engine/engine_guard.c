@@ -38,7 +38,7 @@ struct rlc_cmd *guard_handshake(const rlc_engine *e, const struct conn *c)
 {
     /* a cluster node is several masters, which one record cannot tell
      * apart: no guard there (as in the blocking driver) */
-    return e->life && !c->sub && c->master < 0 ? e->guard_info : NULL;
+    return e->life && !c->sub && !c->track && c->master < 0 ? e->guard_info : NULL;
 }
 
 void guard_lease(rlc_engine *e, int64_t lease)

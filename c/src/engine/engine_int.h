@@ -12,6 +12,7 @@
  *   engine_timer.c  one min-heap of timers with lazy cancellation
  *   engine_lock.c   names -> locks -> holds (one per owner), levels
  *   engine_acquire.c, engine_release.c, engine_renew.c: the operations
+ *   engine_track.c  loss push: invalidations, verify rounds
  *
  * Nothing here reads a clock, touches a socket or starts a thread.
  */
@@ -37,7 +38,7 @@ struct eng_op;
 
 /* ---- timers (engine_timer.c) ---- */
 
-enum timer_kind { T_OP = 1, T_CHAN, T_HOLD, T_CONN };
+enum timer_kind { T_OP = 1, T_CHAN, T_HOLD, T_CONN, T_TRACK };
 
 struct tslot;
 
@@ -50,6 +51,8 @@ struct timer {
 
 enum req_kind { R_HELLO = 1, R_ACQUIRE, R_UNDO, R_RELEASE, R_RENEW, R_EXTEND, R_FLOOR, R_SYNC,
                 R_INFO, /* the restart guard's INFO server, in the handshake (engine_guard.c) */
+                /* loss push's, on a node's tracking reader (engine_track.c) */
+                R_TRACK_ON, R_EXISTS, R_VERIFY,
                 /* a cluster node's own (engine_cluster.c): no operation waits */
                 R_MAP, R_PROBE, R_ASKING };
 
@@ -92,7 +95,12 @@ struct conn {
     bool ever_up;          /* since the last failure */
     bool disc;             /* a sentinel node's discovery connection (engine_sentinel.c) */
     int master;            /* a cluster node's: the master's index in its map; else -1 */
+    int track;             /* loss push's (engine_track.c): TRK_SUB, TRK_RD; else 0 */
 };
+
+/* A node's loss-push pair: TRK_SUB subscribes to the invalidations, TRK_RD
+ * reads the held keys with tracking redirected to it. */
+enum { TRK_SUB = 1, TRK_RD = 2 };
 
 /* ---- where a redis-sentinel:// node's master is (engine_sentinel.c) ---- */
 
@@ -147,6 +155,13 @@ struct hold {
     int renew_fail;        /* why the last renewal failed (0: it did not) */
     struct eng_op *ops_head, *ops_tail; /* its operations, the head runs */
     struct ttl_mark *marks; /* requests that may still set its TTL */
+    /* loss push (engine_track.c) */
+    int64_t track_at;      /* when it joins loss push (TRACK_GRACE_MS after it
+                              became a watchdog hold); -1: not due */
+    bool track_joined;     /* registered: its key's changes are pushed */
+    bool track_dirty;      /* in the tracker's list: to verify */
+    bool verify_gone;      /* a verify round found it gone: lost at its timer */
+    int verifying;         /* verify rounds it is in (it stays until they end) */
 };
 
 struct eng_lock {
@@ -289,6 +304,7 @@ struct rlc_engine {
     int64_t max_lease_ms;     /* the longest lease this engine used */
     struct rlc_cmd *guard_info; /* INFO server */
     struct eng_op *ops_by_id[ENG_BUCKETS];
+    struct tracker *track;    /* loss push (engine_track.c); NULL while it is off */
 };
 
 /* engine_op.c (events), engine_lock.c (random numbers) */
@@ -307,7 +323,7 @@ void timer_free_all(rlc_engine *e);
 
 /* engine_conn.c */
 /* The connections (their count: 2 per node, the sentinels' and clusters'). */
-int conn_make_all(rlc_engine *e);
+int conn_make_all(rlc_engine *e, int n_track);
 void conn_free_all(rlc_engine *e);
 /* Queues cmd for node's command connection (a cluster's: the one of l's
  * slot); op (may be NULL) gets the reply. */
@@ -347,6 +363,9 @@ struct topo_hooks {
     void (*own_reply)(rlc_engine *e, struct conn *c, struct req *r,
                       const struct redisReply *reply);
     void (*closed)(rlc_engine *e, struct conn *c, bool was_up);
+    /* a reply to a request of loss push on a tracking reader (engine_track.c) */
+    void (*track_reply)(rlc_engine *e, struct conn *c, struct req *r,
+                        const struct redisReply *reply);
 };
 
 /* engine_cluster.c: a redis-cluster:// node is a slot map and, per master,
@@ -390,6 +409,25 @@ int64_t guard_left_ms(rlc_engine *e, int node, int64_t now);
 /* Appends the node's phrase for the error message; returns the length. */
 size_t guard_why(const rlc_engine *e, int node, int64_t left_ms, int64_t now, char *why,
                  size_t size, size_t len);
+
+/* engine_track.c: loss push. A watchdog hold joins TRACK_GRACE_MS after it
+ * is taken (most are let go sooner and cost nothing). */
+#define TRACK_GRACE_MS 50
+/* The connections loss push adds (2 per node, or 0: off, or on a cluster). */
+int track_conns(const rlc_engine *e);
+int track_make(rlc_engine *e, int first_conn);
+void track_free(rlc_engine *e);
+int track_want_open(const rlc_engine *e, const struct conn *c);
+void track_connected(rlc_engine *e, struct conn *c);
+void track_closed(rlc_engine *e, struct conn *c);
+int track_sub_received(rlc_engine *e, struct conn *c, const char *data, size_t len);
+void track_reader_reply(rlc_engine *e, struct conn *c, struct req *r,
+                        const struct redisReply *reply);
+void track_timer(rlc_engine *e, int64_t now);
+/* h's grace is over: its key is read on the tracking readers from now on. */
+void track_join(rlc_engine *e, struct hold *h);
+/* The tracking pair of node (to move with a sentinel node's master), or NULL. */
+struct conn *track_conn(rlc_engine *e, int node, int which);
 
 /* engine_sentinel.c */
 int sentinel_make(rlc_engine *e, int first_conn);

@@ -168,6 +168,7 @@ struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool cr
     h->lock = l;
     h->owner = owner;
     h->timer.at = -1;
+    h->track_at = -1;
     h->next = l->holds;
     if (l->holds)
         l->holds->prev = h;
@@ -299,7 +300,8 @@ void hold_maybe_free(rlc_engine *e, struct hold *h)
     /* A hold with marks stays: a release that has not answered may still
      * run and leave the owner's next hold of this lock (on the server, a
      * level more of the same life) with a shorter TTL (E8). */
-    if (h->count > 0 || h->ops_head || h->renewing || h->marks)
+    if (h->count > 0 || h->ops_head || h->renewing || h->marks || h->track_dirty ||
+        h->verifying)
         return;
     struct eng_lock *l = h->lock;
     timer_clear(&h->timer);

@@ -45,6 +45,18 @@ void renew_schedule(rlc_engine *e, struct hold *h)
         at = h->valid_until;
         if (!h->renewing && !extending(h) && h->next_renew < at)
             at = h->next_renew;
+        /* loss push (engine_track.c): a new watchdog hold joins after a
+         * grace; a verify's verdict is taken at once */
+        if (!h->track_joined && h->track_at < 0 && e->track)
+            h->track_at = e->now + TRACK_GRACE_MS;
+        if (h->track_at >= 0 && h->track_at < at)
+            at = h->track_at;
+        if (h->verify_gone)
+            at = e->now;
+    } else {
+        /* let go: a later hold of this owner joins anew */
+        h->track_at = -1;
+        h->track_joined = h->verify_gone = false;
     }
     timer_set(e, &h->timer, T_HOLD, h, at);
 }
@@ -87,6 +99,14 @@ void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
     if (now >= h->valid_until) {
         lose(e, h, h->renew_fail ? h->renew_fail : RLC_E_TIMEOUT);
         return;
+    }
+    if (h->verify_gone) {
+        lose(e, h, RLC_E_LOST); /* a verify round found it gone (engine_track.c) */
+        return;
+    }
+    if (h->track_at >= 0 && now >= h->track_at) {
+        h->track_at = -1;
+        track_join(e, h);
     }
     if (!h->renewing && !extending(h) && now >= h->next_renew) {
         struct eng_op *op = op_alloc(e);

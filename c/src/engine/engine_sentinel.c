@@ -72,11 +72,11 @@ void sentinel_schedule(rlc_engine *e, struct conn *c)
 /* The data connections of node go, to reopen wherever the master is now. */
 static void drop_data(rlc_engine *e, int node, const char *why)
 {
-    for (int k = 2 * node; k <= 2 * node + 1; k++) {
-        struct conn *c = &e->conns[k];
-        if (c->state == C_UP)
-            conn_drop(e, c, RLC_E_CONNECT, why);
-    }
+    struct conn *all[4] = {&e->conns[2 * node], &e->conns[2 * node + 1],
+                           track_conn(e, node, TRK_SUB), track_conn(e, node, TRK_RD)};
+    for (int k = 0; k < 4; k++)
+        if (all[k] && all[k]->state == C_UP)
+            conn_drop(e, all[k], RLC_E_CONNECT, why);
 }
 
 static void set_master(rlc_engine *e, int node, const char *host, size_t host_len, int port)

@@ -15,7 +15,8 @@
 struct tslot {
     int64_t at;
     int kind;
-    void *obj; /* NULL: disowned */
+    void *obj;          /* NULL: disowned */
+    struct timer *timer; /* the owner's timer, which points back here */
 };
 
 static void swap(struct tslot **a, struct tslot **b)
@@ -66,7 +67,7 @@ void timer_set(rlc_engine *e, struct timer *t, int kind, void *obj, int64_t at)
                                                 e->heap = realloc(e->heap, e->heap_cap *
                                                                                sizeof *e->heap))))
         abort(); /* a timer that cannot be kept would hang an operation forever */
-    *s = (struct tslot){at, kind, obj};
+    *s = (struct tslot){at, kind, obj, t};
     t->slot = s;
     t->at = at;
     size_t i = e->heap_len++;
@@ -97,15 +98,8 @@ int timer_pop(rlc_engine *e, int64_t now, int *kind, void **obj)
     *kind = s->kind;
     *obj = s->obj;
     /* the owner's timer no longer points here */
-    struct timer *t = NULL;
-    switch (s->kind) {
-    case T_OP: t = &((struct eng_op *)s->obj)->timer; break;
-    case T_CHAN: t = &((struct eng_lock *)s->obj)->timer; break;
-    case T_HOLD: t = &((struct hold *)s->obj)->timer; break;
-    default: t = &((struct conn *)s->obj)->timer; break;
-    }
-    t->slot = NULL;
-    t->at = -1;
+    s->timer->slot = NULL;
+    s->timer->at = -1;
     free(s);
     return 1;
 }

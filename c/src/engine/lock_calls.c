@@ -76,6 +76,53 @@ struct rlc_cmd *call_renew_many(int m, const struct lock_names *names, const cha
     return cmd;
 }
 
+struct rlc_cmd *call_verify_many(int m, const struct lock_names *names, const char *uuid,
+                                 const char *const *fields, const size_t *field_lens,
+                                 const uint64_t *levels)
+{
+    /* KEYS: m locks, m attempts hashes; ARGV: m fields, m level ids */
+    const char **argv = malloc(sizeof *argv * (size_t)(4 * m));
+    size_t *lens = malloc(sizeof *lens * (size_t)(4 * m));
+    char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)m);
+    struct rlc_cmd *sha = NULL, *cmd = NULL;
+    if (argv && lens && ids) {
+        for (int j = 0; j < m; j++) {
+            argv[j] = names[j].key, lens[j] = names[j].key_len;
+            argv[m + j] = names[j].attempts_key, lens[m + j] = names[j].attempts_key_len;
+            argv[2 * m + j] = fields[j], lens[2 * m + j] = field_lens[j];
+            argv[3 * m + j] = ids[j];
+            lens[3 * m + j] =
+                levels[j] ? (size_t)lock_attempt_id(uuid, levels[j], ids[j], LOCK_ATTEMPT_ID_MAX)
+                          : 0;
+        }
+        sha = cmd_evalsha(&script_verify, 2 * m, 2 * m, argv, lens);
+        /* as EVAL: a NOSCRIPT answer re-sent would come back out of order,
+         * and a verify's answers pair with its chunk by order */
+        cmd = sha ? cmd_evalsha_to_eval(sha, &script_verify) : NULL;
+    }
+    cmd_unref(sha);
+    free(argv);
+    free(lens);
+    free(ids);
+    return cmd;
+}
+
+struct rlc_cmd *call_exists_many(int m, const struct lock_names *names)
+{
+    const char **argv = malloc(sizeof *argv * (size_t)(m + 1));
+    size_t *lens = malloc(sizeof *lens * (size_t)(m + 1));
+    struct rlc_cmd *cmd = NULL;
+    if (argv && lens) {
+        argv[0] = "EXISTS", lens[0] = 6;
+        for (int j = 0; j < m; j++)
+            argv[1 + j] = names[j].key, lens[1 + j] = names[j].key_len;
+        cmd = cmd_format(m + 1, argv, lens);
+    }
+    free(argv);
+    free(lens);
+    return cmd;
+}
+
 struct rlc_cmd *call_release(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                              const char *field, size_t field_len, uint64_t level, uint64_t upto,
                              const uint64_t *extra, int64_t n_extra)

@@ -57,6 +57,18 @@ struct rlc_cmd *call_renew_many(int m, const struct lock_names *names, const cha
                                 int64_t lease_ms, const char *const *fields,
                                 const size_t *field_lens, const uint64_t *levels);
 
+/* Loss push: is each of m holds still ours, in the life its level was
+ * taken in (the renew script's test, writing nothing)? An EVAL, not an
+ * EVALSHA: it is never re-sent, so its answer is never out of order. Its
+ * answer reads as the renew script's (answer_renew). */
+struct rlc_cmd *call_verify_many(int m, const struct lock_names *names, const char *uuid,
+                                 const char *const *fields, const size_t *field_lens,
+                                 const uint64_t *levels);
+
+/* EXISTS of m lock keys: on a tracking connection it registers them, so
+ * their next change is pushed. */
+struct rlc_cmd *call_exists_many(int m, const struct lock_names *names);
+
 /* Gives up level (0: none named); upto: 0, or for the client's last level
  * the newest attempt made so far, so no level of an earlier attempt is left
  * behind; extra: more levels to give up at once (a lost hold's remains). */

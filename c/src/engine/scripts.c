@@ -242,6 +242,30 @@ struct script script_renew = {
     "return out\n",
     ""};
 
+/* The renewal script's test without its writes (loss push: a verify round,
+ * tracking.c and engine_track.c). KEYS: m locks, m attempts hashes; ARGV: m
+ * fields, m attempt ids. It writes nothing, so it never causes the
+ * invalidation it answers. -> {1 still ours | 0 gone, ...} */
+struct script script_verify = {
+    "verify",
+    "local m = #KEYS / 2\n"
+    "local out = {}\n"
+    "for i = 1, m do\n"
+    "  local att = KEYS[m + i]\n"
+    "  local rec = redis.pcall('hget', att, ARGV[m + i])\n"
+    "  local mine = false\n"
+    "  if type(rec) == 'string' then\n"
+    "    local a = string.find(rec, '|', 1, true)\n"
+    "    local b = a and string.find(rec, '|', a + 1, true)\n"
+    "    mine = b ~= nil and (redis.call('hget', att, 'e') or '') == string.sub(rec, a + 1, b - 1)\n"
+    "  elseif rec == false then\n"
+    "    mine = redis.pcall('exists', att) == 0\n"
+    "  end\n"
+    "  out[i] = (mine and redis.pcall('hexists', KEYS[i], ARGV[i]) == 1) and 1 or 0\n"
+    "end\n"
+    "return out\n",
+    ""};
+
 struct script script_force_release = {
     "force_release",
     "if redis.call('del', KEYS[1]) == 1 then\n"
@@ -318,7 +342,7 @@ static void compute_shas(void)
                  strlen(script_force_release_sharded.source), script_force_release_sharded.sha);
 
     struct script *all[] = {&script_acquire, &script_release, &script_undo, &script_renew,
-                            &script_force_release, &script_token_floor};
+                            &script_verify, &script_force_release, &script_token_floor};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sha1_hex(all[i]->source, strlen(all[i]->source), all[i]->sha);
 }

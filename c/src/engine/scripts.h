@@ -31,6 +31,9 @@ extern struct script script_undo;
 /* KEYS: lock 1..m, attempts 1..m. ARGV: lease ms, field 1..m, attempt id
  * 1..m. -> {1 renewed | 0 gone, ...} */
 extern struct script script_renew;
+/* KEYS: lock 1..m, attempts 1..m. ARGV: field 1..m, attempt id 1..m. The
+ * renew script's test alone, writing nothing. -> {1 ours | 0 gone, ...} */
+extern struct script script_verify;
 /* KEYS: lock, channel. -> 1 deleted (and published), 0 nothing there. */
 extern struct script script_force_release;
 
