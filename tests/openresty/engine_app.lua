@@ -8,6 +8,9 @@
 --   /e/stats                     the engine client's ops in flight, open conns
 --   /e/lost?lock=                a watchdog hold whose key is deleted behind
 --                                its back: owned() turns false, release E_LOST
+--   /e/pushed?lock=              the same with the default 30 s lease: the
+--                                loss is pushed (loss_push), not found at the
+--                                renewal 10 s later
 --   /e/renew?lock=               a watchdog hold (1.5 s) kept 4 s by renewals
 --   /e/redlock?lock=&expect=     acquire + release over 3 nodes; how many
 --                                nodes had the key while held
@@ -136,6 +139,20 @@ function _M.lost()
   local _, err, code = lock:release()
   ngx.say("owned before=", tostring(before), " lost seen=", tostring(seen), " validity=",
           lock:validity(), " release=", tostring(redlockc.errname(code)), " (", tostring(err), ")")
+end
+
+function _M.pushed()
+  local name = arg("lock", "or:e:pushed")
+  local lock = assert(main:lock(name))
+  assert(lock:acquire{ wait_ms = 0 })
+  redis(1, "DEL", name) -- the hold joins loss push 50 ms after the acquire
+  local seen = false
+  for _ = 1, 200 do -- 2 s at most; the renewal is 10 s away
+    if not lock:owned() then seen = true break end
+    ngx.sleep(0.01)
+  end
+  local _, _, code = lock:release()
+  ngx.say("pushed=", tostring(seen), " release=", tostring(redlockc.errname(code)))
 end
 
 -- A watchdog hold (1.5 s lease) kept for 4 s: the pump's renewals keep it.

@@ -291,6 +291,9 @@ expect_eq "a hold deleted behind its back is lost (watchdog 1.5 s); its release 
   "owned before=true lost seen=true validity=0 release=E_LOST (lost)" \
   "$(curl -s --max-time 20 "$URL/e/lost" | sed 's/ (.*)$/ (lost)/')"
 
+expect_eq "with the default 30 s lease a deleted key is pushed as lost within 2 s (loss_push)" \
+  "pushed=true release=E_LOST" "$(curl -s --max-time 20 "$URL/e/pushed")"
+
 echo "--- connections killed by the server"
 redis-cli -p "$REDIS_PORT" hset or:e:kill "external-holder:1" 1 >/dev/null
 redis-cli -p "$REDIS_PORT" pexpire or:e:kill 30000 >/dev/null
