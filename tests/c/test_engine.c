@@ -195,6 +195,43 @@ done:
     rs_stop(&s);
 }
 
+/* While the last level's release is on its way (the server stopped), the
+ * hold is being let go: a renewal due then named no level, ran before the
+ * release's NOSCRIPT re-send, found nothing and reported the hold lost
+ * though the release went through (the simulation's false-loss rule found
+ * it, seed 63147). */
+TEST(a_renewal_due_during_the_last_release_reports_no_loss)
+{
+    START(s);
+    struct eloop L;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, "watchdog_timeout_ms=600;io_timeout_ms=3000;loss_push=0"),
+             RLC_OK);
+    CHECK_RC(el_acquire(&L, "letgo", 1, 0, -1, NULL), RLC_OK);
+    /* a renewal (every 200 ms) loads the renew script, not the release's:
+     * the release below gets NOSCRIPT and goes out again behind the renewal
+     * queued after it, which so runs first */
+    int64_t end = el_now() + 250;
+    while (el_now() < end)
+        el_turn(&L, 10);
+    rs_pause(&s);
+    uint64_t op;
+    CHECK_RC(rlc_engine_release(L.e, "letgo", 5, 1, el_now(), &op), RLC_OK);
+    end = el_now() + 250;
+    while (el_now() < end)
+        el_turn(&L, 10);
+    rs_resume(&s);
+    const struct el_done *d = el_wait(&L, op, 5000);
+    CHECK(d && d->status == RLC_OK, "release %d %s", d ? d->status : -100, d ? d->message : "");
+    end = el_now() + 300;
+    while (el_now() < end)
+        el_turn(&L, 10);
+    CHECK(L.lost == 0, "a hold being released was reported lost (%d)", L.lost_status);
+    CHECK(rs_int(&s, "EXISTS letgo") == 0, "released");
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
 TEST(cancel_ends_a_wait_and_leaves_nothing_held)
 {
     START(s);
@@ -501,6 +538,7 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(same_engine_waiters_are_served_in_turn),
           CASE(blocking_api_and_engine_exclude_each_other),
           CASE(watchdog_renews_and_reports_a_deleted_key_as_lost),
+          CASE(a_renewal_due_during_the_last_release_reports_no_loss),
           CASE(cancel_ends_a_wait_and_leaves_nothing_held),
           CASE(fixed_lease_expires_and_extend_moves_it), CASE(script_flush_is_survived),
           CASE(redlock_over_three_nodes_needs_a_quorum),

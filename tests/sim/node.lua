@@ -11,7 +11,9 @@
 --
 -- Globals used from C: reset(n), compile(source) -> runner or nil, err;
 -- runner(node, now, keys, argv) -> the script's raw result; exists(node, key,
--- now); dump(node, key, now). sim_publish(channel) is provided by C.
+-- now); dump(node, key, now). sim_publish(channel) and sim_touch(node, key)
+-- (a key was written, deleted or expired: CLIENT TRACKING's invalidation)
+-- are provided by C.
 
 local NODES = {}
 local cur -- the node the running script acts on
@@ -33,10 +35,14 @@ function Node:entry(key)
   local e = self.db[key]
   if e and e.exp and e.exp <= self.now then
     self.db[key] = nil
+    sim_touch(self.id, key)
     return nil
   end
   return e
 end
+
+-- Every write of a key goes through here (as Redis' signalModifiedKey).
+local function touch(n, k) sim_touch(n.id, k) end
 
 function Node:hash(key, create)
   local e = self:entry(key)
@@ -99,6 +105,7 @@ function C.hset(n, k, ...)
     end
     h.h[a[i]] = a[i + 1]
   end
+  touch(n, k)
   return new
 end
 function C.hdel(n, k, ...)
@@ -113,6 +120,7 @@ function C.hdel(n, k, ...)
     end
   end
   if h.n == 0 then n.db[k] = nil end -- an empty hash is no key
+  if c > 0 then touch(n, k) end
   return c
 end
 function C.hincrby(n, k, f, by)
@@ -127,6 +135,7 @@ function C.hincrby(n, k, f, by)
   local b = int_of(by)
   if not b then fail("ERR value is not an integer or out of range") end
   h.h[f] = tostring(cur_v + b)
+  touch(n, k)
   return cur_v + b
 end
 function C.hlen(n, k)
@@ -152,6 +161,7 @@ function C.del(n, ...)
   for _, k in ipairs({ ... }) do
     if n:entry(k) then
       n.db[k] = nil
+      touch(n, k)
       c = c + 1
     end
   end
@@ -163,6 +173,7 @@ function C.pexpire(n, k, ms)
   ms = int_of(ms)
   if not ms then fail("ERR value is not an integer or out of range") end
   if ms <= 0 then n.db[k] = nil else e.exp = n.now + ms end
+  touch(n, k)
   return 1
 end
 function C.pttl(n, k)
@@ -180,6 +191,7 @@ function C.incr(n, k)
   end
   v = v + 1
   if e then e.v = tostring(v) else n.db[k] = { t = "str", v = tostring(v) } end
+  touch(n, k)
   return v
 end
 function C.get(n, k)
@@ -188,6 +200,7 @@ function C.get(n, k)
 end
 function C.set(n, k, v)
   n.db[k] = { t = "str", v = v }
+  touch(n, k)
   return { ok = "OK" }
 end
 function C.publish(_, ch, msg)

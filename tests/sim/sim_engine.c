@@ -26,8 +26,10 @@
  *              cancelled acquire, or an orphan level
  *   liveness   once faults stop and what they left behind is over (a paused
  *              client runs again, a dropped connection is noticed), every
- *              acquire (wait without limit) ends RLC_OK; and every owner
- *              finishes, every engine is idle, within a bound
+ *              acquire (wait without limit) ends RLC_OK, no hold taken then
+ *              is reported gone (RLC_E_LOST: a renewal or loss push's
+ *              verify found it gone on too many nodes);
+ *              and every owner finishes, every engine is idle, within a bound
  *   protocol   the engine refused the node's bytes, or sent a command the
  *              node does not know, or its hold count disagrees with its events
  *   contract   an acquire or extend ended RLC_OK with validity_ms <= 0
@@ -201,6 +203,9 @@ struct pipe {
     redisReader *rd;
     char **subs;          /* channels this connection subscribed to (node side) */
     int nsubs, capsubs;
+    int track_to;         /* CLIENT TRACKING ON REDIRECT: that pipe + 1; 0 off */
+    char **tkeys;         /* keys it read since their last invalidation */
+    int ntkeys, captkeys;
 };
 
 enum task_state { T_IDLE, T_ACQ, T_HELD, T_NESTED, T_EXT, T_REL, T_DONE };
@@ -213,6 +218,7 @@ struct task {
     uint64_t op;
     int64_t op_start;     /* sim time the running op began */
     bool quiet_op;        /* the op began after faults stopped */
+    bool quiet_hold;      /* the hold was taken after faults stopped: never lost */
     int64_t levels;       /* the owner's hold count, as the events say */
     bool active;          /* a hold in use: from acquire RLC_OK to release or LOST */
     int64_t valid_end;    /* sim time its validity ends (NEVER: a watchdog hold) */
@@ -227,7 +233,7 @@ struct client {
     int64_t clk_off, clk_ppm; /* local = off + t + t*ppm/1e6 */
     int64_t paused_until;
     int64_t wake_t;
-    int pipe[2 * MAX_NODES];
+    int pipe[4 * MAX_NODES]; /* command, subscriber per node; loss push's pair per node */
     int ntasks;
     struct task task[MAX_TASKS];
 };
@@ -245,6 +251,7 @@ struct stats {
     long grants, busy, failed, canceled, lost, extends, releases;
     long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes, restarts;
     long commands, messages, events, claims;
+    long invalidations;   /* loss push: CLIENT TRACKING messages sent */
 };
 
 struct config {
@@ -589,7 +596,9 @@ static int pipe_new(int client, int conn)
     memset(p, 0, sizeof *p);
     p->client = client;
     p->conn = conn;
-    p->node = conn / 2;
+    /* the engine's layout (engine_conn.c): 2 per node, then (no sentinel,
+     * no cluster here) loss push's pair per node */
+    p->node = conn < 2 * S.cfg.nodes ? conn / 2 : (conn - 2 * S.cfg.nodes) / 2;
     p->state = P_CONNECTING;
     p->fwd_last = p->back_last = S.now;
     return S.npipes++;
@@ -600,6 +609,10 @@ static void pipe_unsubscribe_all(struct pipe *p)
     for (int i = 0; i < p->nsubs; i++)
         free(p->subs[i]);
     p->nsubs = 0;
+    for (int i = 0; i < p->ntkeys; i++)
+        free(p->tkeys[i]);
+    p->ntkeys = 0;
+    p->track_to = 0;
 }
 
 static void segs_free(struct seg *s)
@@ -621,6 +634,7 @@ static void pipes_free(void)
             redisReaderFree(p->rd);
         pipe_unsubscribe_all(p);
         free(p->subs);
+        free(p->tkeys);
     }
     S.npipes = 0;
 }
@@ -649,6 +663,22 @@ static void cut(int p, bool tell, int64_t after, const char *why)
         at(S.now + after, EV_NOTIFY, p, 0, 0);
     else
         pp->told = true;
+}
+
+/* A tracking connection read key: its next change is pushed (once). */
+static void track_key(struct pipe *pp, const char *key, size_t len)
+{
+    for (int i = 0; i < pp->ntkeys; i++)
+        if (strlen(pp->tkeys[i]) == len && memcmp(pp->tkeys[i], key, len) == 0)
+            return;
+    if (pp->ntkeys == pp->captkeys) {
+        pp->captkeys = pp->captkeys ? 2 * pp->captkeys : 8;
+        pp->tkeys = xrealloc(pp->tkeys, (size_t)pp->captkeys * sizeof *pp->tkeys);
+    }
+    char *k = xmalloc(len + 1);
+    memcpy(k, key, len);
+    k[len] = 0;
+    pp->tkeys[pp->ntkeys++] = k;
 }
 
 static void node_exec(int p, redisReply *r, struct buf *out);
@@ -892,8 +922,38 @@ static void node_exec(int p, redisReply *r, struct buf *out)
         buf_bulk(out, info, (size_t)len);
     } else if (is(a[0], "client") && argc >= 2 && is(a[1], "id")) {
         buf_printf(out, ":%d\r\n", p + 1);
-    } else if (is(a[0], "client") && argc >= 2 && (is(a[1], "setname") || is(a[1], "tracking"))) {
+    } else if (is(a[0], "client") && argc == 5 && is(a[1], "tracking") && is(a[2], "on") &&
+               is(a[3], "redirect")) {
+        /* loss push (engine_track.c): this connection's reads are tracked,
+         * invalidations go to the subscriber named by its CLIENT ID */
+        long to = strtol(a[4]->str, NULL, 10);
+        if (!S.quiet && S.cfg.faults && chance(0.01)) {
+            buf_printf(out, "-NOPERM this user has no permissions to run the 'client|tracking' "
+                            "command\r\n");
+        } else if (to < 1 || to > S.npipes || S.pipes[to - 1].state == P_CUT ||
+                   S.pipes[to - 1].node != n) {
+            buf_printf(out, "-ERR The client ID you want redirect to does not exist\r\n");
+        } else {
+            pp->track_to = (int)to;
+            buf_printf(out, "+OK\r\n");
+        }
+    } else if (is(a[0], "client") && argc >= 2 && is(a[1], "setname")) {
         buf_printf(out, "+OK\r\n");
+    } else if (is(a[0], "exists") && argc >= 2) {
+        int count = 0;
+        for (size_t i = 1; i < argc; i++) {
+            lua_getglobal(S.L, "exists");
+            lua_pushinteger(S.L, n + 1);
+            lua_pushlstring(S.L, a[i]->str, a[i]->len);
+            lua_pushinteger(S.L, S.now);
+            S.cur_node = n;
+            lua_call(S.L, 3, 1);
+            count += lua_toboolean(S.L, -1);
+            lua_pop(S.L, 1);
+            if (pp->track_to && pp->state != P_CUT)
+                track_key(pp, a[i]->str, a[i]->len);
+        }
+        buf_printf(out, ":%d\r\n", count);
     } else {
         note_unknown(a[0]);
         S.st.protocol++;
@@ -901,6 +961,42 @@ static void node_exec(int p, redisReply *r, struct buf *out)
     }
 done:
     show_cmd(p, r, out);
+}
+
+/* sim_touch(node, key): a key of that node was written, deleted or expired.
+ * Every connection that tracks it forgets it and its redirect target (if it
+ * is there and subscribed to __redis__:invalidate) gets the invalidation. */
+static int lua_touch(lua_State *L)
+{
+    int node = (int)luaL_checkinteger(L, 1) - 1;
+    size_t len;
+    const char *key = luaL_checklstring(L, 2, &len);
+    static const char ch[] = "__redis__:invalidate";
+    for (int p = 0; p < S.npipes; p++) {
+        struct pipe *pp = &S.pipes[p];
+        if (pp->state == P_CUT || pp->node != node || !pp->track_to)
+            continue;
+        int i = 0;
+        while (i < pp->ntkeys && !(strlen(pp->tkeys[i]) == len && !memcmp(pp->tkeys[i], key, len)))
+            i++;
+        if (i == pp->ntkeys)
+            continue;
+        free(pp->tkeys[i]);
+        pp->tkeys[i] = pp->tkeys[--pp->ntkeys];
+        int t = pp->track_to - 1;
+        struct pipe *tp = &S.pipes[t];
+        if (tp->state == P_CUT || tp->node != node || sub_index(tp, ch, sizeof ch - 1) < 0)
+            continue;
+        struct buf b = {0};
+        buf_printf(&b, "*3\r\n$7\r\nmessage\r\n");
+        buf_bulk(&b, ch, sizeof ch - 1);
+        buf_printf(&b, "*1\r\n");
+        buf_bulk(&b, key, len);
+        to_client(t, b.p, b.len);
+        free(b.p);
+        S.st.invalidations++;
+    }
+    return 0;
 }
 
 /* PUBLISH from a script on S.cur_node: every subscriber connection of that
@@ -1122,6 +1218,7 @@ static void on_done(int ci, const rlc_engine_event *ev)
                     S.last_holder[t->lock] = ci * 1000 + (int)t->owner;
                 }
                 t->token = ev->token;
+                t->quiet_hold = t->quiet_op && was == T_ACQ;
             }
             t->active = true;
             t->valid_end = valid_end(ci, t, ev);
@@ -1176,7 +1273,18 @@ static void on_event(int ci, const rlc_engine_event *ev)
         S.st.lost++;
         int ti = task_of_owner(ci, ev->owner);
         if (ti >= 0) {
-            S.cl[ci].task[ti].active = false;
+            struct task *t = &S.cl[ci].task[ti];
+            if (t->quiet_hold && ev->status == RLC_E_LOST) {
+                /* no fault touched it: a renewal or a verify (loss push)
+                 * that says it is gone is wrong. (It may still run out of
+                 * time: a request of the owner's from the faults may still
+                 * run, and its short lease bounds every claim, E8.) */
+                S.st.liveness++;
+                trace("LIVENESS c%d/o%" PRIu64 ": a hold taken after faults stopped was "
+                      "reported lost (%s)", ci, ev->owner, ev->message ? ev->message : "");
+            }
+            t->quiet_hold = false;
+            t->active = false;
         } else {
             S.st.protocol++;
             trace("PROTOCOL c%d: LOST for unknown owner", ci);
@@ -1192,7 +1300,7 @@ static void on_event(int ci, const rlc_engine_event *ev)
 static void service(int ci)
 {
     struct client *c = &S.cl[ci];
-    int conns = 2 * S.cfg.nodes;
+    int conns = rlc_engine_conns(c->e);
     for (int round = 0; round < 100; round++) {
         bool progress = false;
         for (int k = 0; k < conns; k++) {
@@ -1672,7 +1780,7 @@ static int schedule(uint64_t seed)
         c->clk_off = rnd(0, 1000000000);
         c->clk_ppm = rnd(-8000, 8000); /* within drift_factor 0.01 */
         c->wake_t = -1;
-        for (int k = 0; k < 2 * MAX_NODES; k++)
+        for (int k = 0; k < 4 * MAX_NODES; k++)
             c->pipe[k] = -1;
         if (rlc_engine_new(&c->e, nodes, c->uuid, options) != RLC_OK) {
             fprintf(stderr, "sim: rlc_engine_new: %s\n", rlc_errmsg());
@@ -1724,7 +1832,7 @@ static int schedule(uint64_t seed)
               S.tasks_left, all_idle() ? "idle" : "busy");
         for (int ci = 0; ci < g->clients; ci++) {
             struct client *c = &S.cl[ci];
-            for (int k = 0; k < 2 * g->nodes; k++) {
+            for (int k = 0; k < rlc_engine_conns(c->e); k++) {
                 const char *d;
                 int p = c->pipe[k];
                 size_t n = rlc_engine_pending(c->e, k, &d);
@@ -1782,6 +1890,10 @@ static void mutate(const char *m)
     else if (strcmp(m, "noupto") == 0)
         script_release.source =
             replace(script_release.source, "if seq and upto and seq <= upto", "if seq");
+    else if (strcmp(m, "verifygone") == 0) /* loss push's verify says "gone" of every hold */
+        script_verify.source =
+            replace(script_verify.source,
+                    "(mine and redis.pcall('hexists', KEYS[i], ARGV[i]) == 1) and 1 or 0", "0");
     else if (strcmp(m, "noexclusion") == 0)
         script_acquire.source = replace(script_acquire.source,
                                         "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then",
@@ -1940,6 +2052,7 @@ int main(int argc, char **argv)
     S.L = luaL_newstate();
     luaL_openlibs(S.L);
     lua_register(S.L, "sim_publish", lua_publish);
+    lua_register(S.L, "sim_touch", lua_touch);
     if (luaL_dofile(S.L, lua_path) != LUA_OK) {
         fprintf(stderr, "sim: %s\n", lua_tostring(S.L, -1));
         return 2;
@@ -2001,10 +2114,11 @@ int main(int argc, char **argv)
     printf("sim_engine: grants %ld, busy %ld, failed %ld, canceled %ld, lost %ld, extends %ld, "
            "releases %ld, events %ld, validity claims checked %ld\n", tot.grants, tot.busy,
            tot.failed, tot.canceled, tot.lost, tot.extends, tot.releases, tot.events, tot.claims);
-    printf("sim_engine: commands %ld, unlock messages %ld, NOSCRIPT %ld, cuts %ld, stalls %ld, "
-           "node pauses %ld, node restarts %ld, client pauses %ld, script flushes %ld, short "
-           "writes %ld\n", tot.commands, tot.messages, tot.noscript, tot.cuts, tot.stalls,
-           tot.node_pauses, tot.restarts, tot.client_pauses, tot.flushes, tot.short_writes);
+    printf("sim_engine: commands %ld, unlock messages %ld, invalidations %ld, NOSCRIPT %ld, cuts "
+           "%ld, stalls %ld, node pauses %ld, node restarts %ld, client pauses %ld, script "
+           "flushes %ld, short writes %ld\n", tot.commands, tot.messages, tot.invalidations,
+           tot.noscript, tot.cuts, tot.stalls, tot.node_pauses, tot.restarts, tot.client_pauses,
+           tot.flushes, tot.short_writes);
     printf("sim_engine: overlaps %ld, token regressions %ld, residue %ld, liveness %ld, "
            "protocol %ld, contract %ld%s\n", tot.overlaps, tot.tokens, tot.residue, tot.liveness,
            tot.protocol, tot.contract,

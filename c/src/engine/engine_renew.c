@@ -41,7 +41,11 @@ static bool extending(const struct hold *h)
 void renew_schedule(rlc_engine *e, struct hold *h)
 {
     int64_t at = -1;
-    if (h->count > 0 && !h->lost && h->watchdog) {
+    /* n_levels 0 with levels counted: the last level's release is on its
+     * way, and the hold ends with it whatever it answers (engine_release.c);
+     * it is not renewed (a renewal would name no level and find none) nor
+     * reported lost (the release says what happened) */
+    if (h->count > 0 && !h->lost && h->watchdog && h->n_levels > 0) {
         at = h->valid_until;
         if (!h->renewing && !extending(h) && h->next_renew < at)
             at = h->next_renew;
@@ -53,7 +57,7 @@ void renew_schedule(rlc_engine *e, struct hold *h)
             at = h->track_at;
         if (h->verify_gone)
             at = e->now;
-    } else {
+    } else if (h->count <= 0 || h->lost || !h->watchdog) {
         /* let go: a later hold of this owner joins anew */
         h->track_at = -1;
         h->track_joined = h->verify_gone = false;
@@ -92,7 +96,7 @@ static void lose(rlc_engine *e, struct hold *h, int why)
 
 void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
 {
-    if (h->count <= 0 || h->lost || !h->watchdog) {
+    if (h->count <= 0 || h->lost || !h->watchdog || h->n_levels == 0) {
         renew_schedule(e, h);
         return;
     }
@@ -142,7 +146,10 @@ static void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     int fail = quorum_has(e->n, yes) ? 0 : round_fail(e, op, msg, sizeof msg);
     int64_t started = op->started, lease = op->lease;
     end_renewal(e, h);
-    if (h->count <= 0 || h->lost || !h->watchdog) {
+    /* n_levels 0: the release of the last level was started while this
+     * round ran, and the hold ends with it; a renewal that ran after it (a
+     * NOSCRIPT re-send goes behind it) finds nothing, which is no loss */
+    if (h->count <= 0 || h->lost || !h->watchdog || h->n_levels == 0) {
         renew_schedule(e, h);
         hold_maybe_free(e, h);
         return;
