@@ -9,6 +9,7 @@
 
 #include "engine_loop.h"
 #include "fixture.h"
+#include "netfault.h"
 
 #define UUID_A "6d7a1c3e-0000-4000-8000-0000000000a1"
 #define PUSH_MS 500 /* "at once": a few round trips, with sanitizers */
@@ -162,6 +163,42 @@ done:
     cluster_stop(&cl);
 }
 
+/* The reader alone stalls (a proxy holds its bytes; the subscriber and the
+ * command connection pass): the verify round that a DEL starts is not
+ * answered, the reader is given up at the round's deadline (io_timeout_ms,
+ * 300 ms, well before the connection layer's own stall limit of 2.3 s), and
+ * the new reader's verify finds the loss. */
+TEST(a_stalled_tracking_reader_is_remade_and_the_loss_still_pushed)
+{
+    START(s);
+    struct nf_proxy p = {0};
+    struct eloop L;
+    memset(&L, 0, sizeof L);
+    for (int k = 0; k < EL_MAX_CONNS; k++)
+        L.fd[k] = -1;
+    CHECK(proxy_start(&p, s.port, 60000) == 0, "proxy did not start");
+    char uri[64];
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", p.port);
+    CHECK_RC(el_init(&L, uri, UUID_A,
+                     "watchdog_timeout_ms=30000;io_timeout_ms=300;connect_timeout_ms=2000"),
+             RLC_OK);
+    CHECK_RC(el_acquire(&L, "stalled", 1, 0, -1, NULL), RLC_OK);
+    int64_t end = el_now() + 2000;
+    while (el_now() < end && info_field(&s, "stats", "tracking_total_keys") < 1)
+        el_turn(&L, 10);
+    /* accepted in order: command connection, subscriber, then the reader
+     * (it opens once the subscriber has its id and the channel) */
+    CHECK(proxy_accepted(&p) == 3, "%d connections", proxy_accepted(&p));
+    CHECK(proxy_stall(&p, 2) == 0, "stall the reader");
+    CHECK(rs_int(&s, "DEL stalled") == 1, "DEL");
+    CHECK(lost_within(&L, 1500) >= 0, "the loss was not pushed past a stalled reader");
+    CHECK(proxy_accepted(&p) >= 4, "no new reader");
+done:
+    el_free(&L);
+    proxy_stop(&p);
+    rs_stop(&s);
+}
+
 #define NLOCKS 25
 
 /* Nested levels and their releases, and renewals every 200 ms, all write
@@ -287,6 +324,7 @@ RUN_TESTS(CASE(del_of_the_lock_key_is_pushed_at_once),
           CASE(redlock_del_on_one_node_is_no_loss_on_two_it_is),
           CASE(own_renewals_and_nested_levels_never_make_a_false_loss),
           CASE(a_silent_node_in_a_verify_round_is_no_answer_not_gone),
+          CASE(a_stalled_tracking_reader_is_remade_and_the_loss_still_pushed),
           CASE(a_hold_let_go_at_once_opens_no_tracking),
           CASE(a_killed_tracking_pair_is_remade_and_pushes_again),
           CASE(refused_tracking_falls_back_to_renewal_time_detection),
