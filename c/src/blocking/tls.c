@@ -137,6 +137,28 @@ static int fail_file(const char *option, const char *path, const char *what)
     return rc;
 }
 
+/* OpenSSL caches what a certificate's extensions say (its key ids...) the
+ * first time a handshake looks, under the certificate's lock, and later
+ * handshakes read that cache without the lock. The first handshakes of two
+ * threads (the background thread's sentinel watch and a resolver, say)
+ * raced there on the CA certificates every connection shares: TSan saw
+ * one write while the other read (CI, tls.rediss_sentinel_reaches_the_
+ * master_over_tls). Filling the cache here, before any thread can use the
+ * context, leaves only reads for later. (Certificates a tls_ca_dir lookup
+ * loads during a handshake are that handshake's own.) */
+static void cache_extensions(SSL_CTX *ctx)
+{
+    STACK_OF(X509_OBJECT) *objs = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+    for (int i = 0; i < sk_X509_OBJECT_num(objs); i++) {
+        X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+        if (x)
+            X509_check_purpose(x, -1, 0);
+    }
+    X509 *own = SSL_CTX_get0_certificate(ctx);
+    if (own)
+        X509_check_purpose(own, -1, 0);
+}
+
 static int load_files(SSL_CTX *ctx, const struct rlc_options *o)
 {
     errno = 0;
@@ -200,6 +222,7 @@ int tls_ctx_new(const struct rlc_options *o, struct tls_ctx **out)
         tls_ctx_free(t);
         return rc;
     }
+    cache_extensions(t->ctx);
     *out = t;
     return RLC_OK;
 }
