@@ -427,6 +427,20 @@ void track_connected(rlc_engine *e, struct conn *c)
     conn_append_cmd(e, c, 2, sub, NULL);
 }
 
+/* The reader of node asks for tracking redirected to the subscriber (its
+ * first request on every new connection). */
+static void queue_track_on(rlc_engine *e, int node)
+{
+    char idbuf[24];
+    const char *argv[5] = {"CLIENT", "TRACKING", "ON", "REDIRECT", idbuf};
+    size_t lens[5] = {6, 8, 2, 8, cmd_i64(idbuf, e->track->nodes[node].id)};
+    struct rlc_cmd *cmd = cmd_format(5, argv, lens);
+    if (!cmd)
+        abort();
+    conn_put(e, track_conn(e, node, TRK_RD), conn_own_req(e, node, R_TRACK_ON, cmd),
+             false); /* the request owns cmd */
+}
+
 void track_closed(rlc_engine *e, struct conn *c)
 {
     if (!e->track)
@@ -438,28 +452,10 @@ void track_closed(rlc_engine *e, struct conn *c)
     }
     e->track->nodes[node].on = false;
     node_done(e, node);
-    const struct conn *sub = track_conn(e, node, TRK_SUB);
-    if (sub->state == C_UP && e->track->nodes[node].subscribed) {
-        /* the subscriber is still there: track again on a new reader */
-        char idbuf[24];
-        const char *argv[5] = {"CLIENT", "TRACKING", "ON", "REDIRECT", idbuf};
-        size_t lens[5] = {6, 8, 2, 8, cmd_i64(idbuf, e->track->nodes[node].id)};
-        struct rlc_cmd *cmd = cmd_format(5, argv, lens);
-        if (!cmd)
-            abort();
-        conn_put(e, c, conn_own_req(e, node, R_TRACK_ON, cmd), false); /* owns cmd */
-    }
+    /* the subscriber is still there: track again on a new reader */
+    if (track_conn(e, node, TRK_SUB)->state == C_UP && e->track->nodes[node].subscribed)
+        queue_track_on(e, node);
     schedule(e);
-}
-
-/* The subscriber knows its id and has the channel: a reader asks for
- * tracking redirected to it. */
-static void start_reader(rlc_engine *e, int node)
-{
-    struct conn *rd = track_conn(e, node, TRK_RD);
-    if (rd->state == C_DROPPED)
-        return;
-    track_closed(e, rd); /* the same step as a reader that closed */
 }
 
 static bool is(const redisReply *r, const char *s)
@@ -485,8 +481,9 @@ static void on_sub_reply(rlc_engine *e, struct conn *c, const redisReply *r)
         return; /* +OK of the handshake */
     if (is(r->element[0], "subscribe")) {
         tn->subscribed = true;
-        if (tn->id >= 0)
-            start_reader(e, c->node);
+        /* a reader still being let go asks when it has closed (track_closed) */
+        if (tn->id >= 0 && track_conn(e, c->node, TRK_RD)->state != C_DROPPED)
+            queue_track_on(e, c->node);
         return;
     }
     if (!is(r->element[0], "message"))

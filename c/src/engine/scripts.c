@@ -210,6 +210,23 @@ struct script script_undo = {
     "return 1\n",
     ""};
 
+/* Is hold i's level (its attempt id in ID) recorded in the lock's current
+ * life (epoch 'e' of its attempts hash)? -> `mine`. A renewal renews only
+ * then, and loss push's verify asks exactly this: one text for both, so the
+ * verify can never judge a hold by another rule than the renewal. */
+#define LIFE_TEST(ID)                                                                    \
+    "  local att = KEYS[m + i]\n"                                                        \
+    "  local rec = redis.pcall('hget', att, " ID ")\n"                                   \
+    "  local mine = false\n"                                                             \
+    "  if type(rec) == 'string' then\n"                                                  \
+    "    local a = string.find(rec, '|', 1, true)\n"                                     \
+    "    local b = a and string.find(rec, '|', a + 1, true)\n"                           \
+    "    mine = b ~= nil and (redis.call('hget', att, 'e') or '') == "                   \
+    "string.sub(rec, a + 1, b - 1)\n"                                                    \
+    "  elseif rec == false then\n"                                                       \
+    "    mine = redis.pcall('exists', att) == 0\n"                                       \
+    "  end\n"
+
 /* KEYS: m locks, then their m attempts hashes. ARGV: lease, m fields, m
  * attempt ids (one level of each hold). A hold is renewed only in the life
  * its level was taken in. pcall: a key someone overwrote with another type is
@@ -219,16 +236,7 @@ struct script script_renew = {
     "local m = #KEYS / 2\n"
     "local out = {}\n"
     "for i = 1, m do\n"
-    "  local att = KEYS[m + i]\n"
-    "  local rec = redis.pcall('hget', att, ARGV[m + 1 + i])\n"
-    "  local mine = false\n"
-    "  if type(rec) == 'string' then\n"
-    "    local a = string.find(rec, '|', 1, true)\n"
-    "    local b = a and string.find(rec, '|', a + 1, true)\n"
-    "    mine = b ~= nil and (redis.call('hget', att, 'e') or '') == string.sub(rec, a + 1, b - 1)\n"
-    "  elseif rec == false then\n"
-    "    mine = redis.pcall('exists', att) == 0\n"
-    "  end\n"
+    LIFE_TEST("ARGV[m + 1 + i]")
     "  if mine and redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
     "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
     "    if redis.call('pttl', att) < tonumber(ARGV[1]) then\n"
@@ -251,16 +259,7 @@ struct script script_verify = {
     "local m = #KEYS / 2\n"
     "local out = {}\n"
     "for i = 1, m do\n"
-    "  local att = KEYS[m + i]\n"
-    "  local rec = redis.pcall('hget', att, ARGV[m + i])\n"
-    "  local mine = false\n"
-    "  if type(rec) == 'string' then\n"
-    "    local a = string.find(rec, '|', 1, true)\n"
-    "    local b = a and string.find(rec, '|', a + 1, true)\n"
-    "    mine = b ~= nil and (redis.call('hget', att, 'e') or '') == string.sub(rec, a + 1, b - 1)\n"
-    "  elseif rec == false then\n"
-    "    mine = redis.pcall('exists', att) == 0\n"
-    "  end\n"
+    LIFE_TEST("ARGV[m + i]")
     "  out[i] = (mine and redis.pcall('hexists', KEYS[i], ARGV[i]) == 1) and 1 or 0\n"
     "end\n"
     "return out\n",
