@@ -425,8 +425,11 @@ RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void
  *     2*i     its command connection (pipelined, replies in order)
  *     2*i + 1 its subscriber (unlock messages), wanted only while someone waits
  * and after them (2*n .. rlc_engine_conns()-1) one per redis-sentinel://
- * node: its discovery connection to one of its sentinels. A connection goes
- * where rlc_engine_conn_address() says when it is opened (a sentinel node's
+ * node: its discovery connection to one of its sentinels; then those of
+ * redis-cluster:// nodes (a pair per master) and of loss push (a pair per
+ * node, per master on a cluster), each opened only when wanted. A
+ * connection goes where rlc_engine_conn_address() says when it is opened
+ * (a cluster's follow its map, a sentinel node's
  * data connections follow its master; the engine gives them up, want_open
  * -1, when the master moves).
  * The driver loop, after every call into the engine:

@@ -25,7 +25,7 @@
 
 #include "redlockc.h"
 
-#define EL_MAX_CONNS 128
+#define EL_MAX_CONNS 512 /* a cluster node has 4 per master of its map (32) */
 #define EL_MAX_DONE 1024 /* two loops fit in a stack frame valgrind accepts (< 2 MB) */
 
 struct el_done {
@@ -69,7 +69,13 @@ static inline int el_init(struct eloop *L, const char *nodes, const char *uuid,
     memset(L, 0, sizeof *L);
     for (int k = 0; k < EL_MAX_CONNS; k++)
         L->fd[k] = -1;
-    return rlc_engine_new(&L->e, nodes, uuid, opts);
+    int rc = rlc_engine_new(&L->e, nodes, uuid, opts);
+    if (rc == RLC_OK && rlc_engine_conns(L->e) > EL_MAX_CONNS) {
+        fprintf(stderr, "engine_loop: %d connections, room for %d\n", rlc_engine_conns(L->e),
+                EL_MAX_CONNS);
+        abort();
+    }
+    return rc;
 }
 
 static inline void el_close(struct eloop *L, int k)

@@ -188,5 +188,118 @@ done:
     rc_stop(&rc);
 }
 
+static long long tracked_keys(const struct redis_server *s)
+{
+    redisReply *r = rs_cmd(s, "INFO stats");
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "tracking_total_keys:")
+                                                       : NULL;
+    long long v = p ? atoll(p + strlen("tracking_total_keys:")) : -1;
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+/* Turns the loop until master s tracks more than `than` keys: 0, or -1
+ * after ms. */
+static int tracks_more(struct eloop *L, const struct redis_server *s, long long than, int ms)
+{
+    for (int64_t end = el_now() + ms; tracked_keys(s) <= than;) {
+        if (el_now() >= end)
+            return -1;
+        el_turn(L, 10);
+    }
+    return 0;
+}
+
+/* Turns the loop until a lost event came or ms passed: the ms it took, or -1. */
+static int64_t lost_within(struct eloop *L, int64_t ms)
+{
+    int64_t t0 = el_now(), end = t0 + ms;
+    while (L->lost == 0 && el_now() < end)
+        el_turn(L, 10);
+    return L->lost ? el_now() - t0 : -1;
+}
+
+#define PUSH_MS 1000 /* "at once": a few round trips, with sanitizers and valgrind */
+
+/* Loss push on a cluster (engine_track.c): a pair per master. A DEL on
+ * each master is pushed at once (the next renewal is 10 s away with 30 s
+ * leases) and only for its own lock; after a slot moves to another master
+ * the hold is registered there (the MIGRATE's delete on the source makes it
+ * verified again, MOVED sends the verify to the new owner), no loss is
+ * reported for the move, and a DEL on the new owner is pushed too. */
+TEST(loss_is_pushed_from_every_master_and_follows_a_moved_slot)
+{
+    START_RC(rc)
+    struct eloop A;
+    int rc_init = el_init(&A, rc.uri, UUID_A, "watchdog_timeout_ms=30000");
+    char names[3][32];
+    int master[3] = {-1, -1, -1}, found = 0;
+    for (int i = 0; i < 200 && found < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "lp:%d", i);
+        int m = rc_master_of(&rc, (int)slot_of(name, strlen(name)));
+        bool seen = false;
+        for (int k = 0; k < found; k++)
+            seen |= master[k] == m;
+        if (m >= 0 && !seen) {
+            snprintf(names[found], sizeof names[found], "%s", name);
+            master[found++] = m;
+        }
+    }
+    CHECK(found == 3, "a name on each of the 3 masters: %d", found);
+    CHECK_RC(rc_init, RLC_OK);
+    long long before[3];
+    for (int k = 0; k < 3; k++)
+        before[k] = tracked_keys(&rc.node[master[k]]);
+    for (int k = 0; k < 3; k++)
+        CHECK_RC(el_acquire(&A, names[k], 1, 0, -1, NULL), RLC_OK); /* watchdog */
+    for (int k = 0; k < 3; k++)
+        CHECK(tracks_more(&A, &rc.node[master[k]], before[k], 3000) == 0,
+              "%s is registered on its master", names[k]);
+
+    CHECK(rs_int(&rc.node[master[0]], "DEL %s", names[0]) == 1, "DEL");
+    int64_t took = lost_within(&A, PUSH_MS);
+    CHECK(took >= 0, "no lost event within %d ms of DEL on a cluster master", PUSH_MS);
+    CHECK(A.lost == 1 && strcmp(A.lost_name, names[0]) == 0, "lost %d: %s", A.lost, A.lost_name);
+    A.lost = 0;
+
+    /* names[1]'s slot moves to names[2]'s master */
+    int slot = (int)slot_of(names[1], strlen(names[1]));
+    const struct redis_server *src = &rc.node[master[1]], *dst = &rc.node[master[2]];
+    char src_id[64], dst_id[64];
+    rc_node_id(src, src_id, sizeof src_id);
+    rc_node_id(dst, dst_id, sizeof dst_id);
+    long long dst_before = tracked_keys(dst);
+    redisReply *r = rs_cmd(dst, "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "importing");
+    freeReplyObject(r);
+    r = rs_cmd(src, "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "migrating");
+    freeReplyObject(r);
+    CHECK(rc_migrate_keys(src, dst, slot) >= 1, "keys moved");
+    for (int i = 0; i < RC_NODES; i++) {
+        r = rs_cmd(&rc.node[i], "CLUSTER SETSLOT %d NODE %s", slot, dst_id);
+        if (r)
+            freeReplyObject(r); /* replicas refuse it: they follow their master */
+    }
+    CHECK(rs_int(dst, "EXISTS %s", names[1]) == 1, "the lock moved");
+    CHECK(tracks_more(&A, dst, dst_before, 5000) == 0, "%s is registered on its new master",
+          names[1]);
+    CHECK(A.lost == 0, "the move was reported as a loss of %s", A.lost_name);
+    CHECK(rlc_engine_hold_count(A.e, names[1], strlen(names[1]), 1) == 1, "still held");
+    CHECK(rs_int(dst, "DEL %s", names[1]) == 1, "DEL on the new master");
+    took = lost_within(&A, PUSH_MS);
+    CHECK(took >= 0, "no lost event within %d ms of DEL after the move", PUSH_MS);
+    CHECK(A.lost == 1 && strcmp(A.lost_name, names[1]) == 0, "lost %d: %s", A.lost, A.lost_name);
+    CHECK(rlc_engine_hold_count(A.e, names[2], strlen(names[2]), 1) == 1, "%s still held",
+          names[2]);
+    CHECK_RC(el_release(&A, names[2], 1), RLC_OK);
+done:
+    el_free(&A);
+    rc_stop(&rc);
+}
+
 RUN_TESTS(CASE(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blocking_api),
-          CASE(a_half_moved_slot_is_tried_again_not_failed))
+          CASE(a_half_moved_slot_is_tried_again_not_failed),
+          CASE(loss_is_pushed_from_every_master_and_follows_a_moved_slot))

@@ -165,3 +165,26 @@ async def test_a_failover_keeps_locks_working(cluster):
         await lock.release()
     finally:
         await c.close()
+
+
+async def test_a_deleted_key_on_its_master_is_pushed_at_once(cluster):
+    # 30 s lease: the next renewal is 10 s away. Loss push keeps a tracking
+    # pair per master of the cluster, so the DEL is heard within a round trip.
+    c = aio.Client(cluster.uri, watchdog_timeout=30)
+    try:
+        lock = c.lock("cl-pushed")
+        assert await lock.acquire()
+        owner = cluster.master_of("cl-pushed")
+        with owner.raw() as raw:
+            # the hold joins loss push after its 50 ms grace, then its key is tracked
+            for _ in range(300):
+                if int(raw.info("stats")["tracking_total_keys"]) >= 1:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                pytest.fail("the lock key was never registered on its master")
+            assert raw.delete("cl-pushed") == 1
+        await asyncio.wait_for(lock.lost.wait(), 2)
+        assert isinstance(lock.lost_error, aio.LockLostError), repr(lock.lost_error)
+    finally:
+        await c.close()

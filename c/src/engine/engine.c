@@ -206,6 +206,17 @@ int rlc_engine_conns(const rlc_engine *e)
     return e ? e->n_conns : 0;
 }
 
+/* Where connection c goes now: its cluster master, its loss-push unit's,
+ * or its node's (a sentinel node's master as last discovered). */
+static int address_of(const rlc_engine *e, const struct conn *c, const char **host, int *port)
+{
+    if (c->master >= 0)
+        return cluster_address(e, c, host, port);
+    if (c->track && track_master(e, c) >= 0)
+        return cluster_master_address(e, c->node, track_master(e, c), host, port);
+    return sentinel_address(e, c, host, port);
+}
+
 int rlc_engine_conn_address(const rlc_engine *e, int conn, const char **host, int *port,
                             int *tls)
 {
@@ -214,13 +225,13 @@ int rlc_engine_conn_address(const rlc_engine *e, int conn, const char **host, in
     const struct conn *c = &e->conns[conn];
     if (tls)
         *tls = e->addrs[c->node].tls;
-    if (c->master >= 0) {
-        if (cluster_address(e, c, host, port) != RLC_OK)
+    if (c->master >= 0 || (c->track && is_cluster(e, c->node))) {
+        if (address_of(e, c, host, port) != RLC_OK)
             return rlc_fail(RLC_E_INVAL, "connection %d of cluster %s is not in use", conn,
                             e->addrs[c->node].label);
         return RLC_OK;
     }
-    if (sentinel_address(e, c, host, port) != RLC_OK) {
+    if (address_of(e, c, host, port) != RLC_OK) {
         const char *why = sentinel_why(e, c->node);
         return rlc_fail(RLC_E_CONNECT, "the master of %s is not known yet%s%s",
                         e->addrs[c->node].label, why ? ": " : "", why ? why : "");
@@ -279,8 +290,7 @@ void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
         return;
     }
     bool ours = c->state == C_DROPPED; /* the engine let it go: it knows why */
-    if ((c->master >= 0 ? cluster_address(e, c, &host, &port)
-                        : sentinel_address(e, c, &host, &port)) == RLC_OK)
+    if (address_of(e, c, &host, &port) == RLC_OK)
         snprintf(msg, sizeof msg, "connection to %.100s:%d (%s) lost", host, port,
                  e->addrs[c->node].label);
     else

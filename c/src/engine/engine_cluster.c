@@ -340,12 +340,35 @@ int cluster_want_open(const rlc_engine *e, const struct conn *c)
 
 int cluster_address(const rlc_engine *e, const struct conn *c, const char **host, int *port)
 {
-    const struct eng_cluster *cl = e->clusters[c->node];
-    if (c->master < 0 || c->master >= cl->map.n)
+    return cluster_master_address(e, c->node, c->master, host, port);
+}
+
+int cluster_master_address(const rlc_engine *e, int node, int master, const char **host,
+                           int *port)
+{
+    const struct eng_cluster *cl = e->clusters[node];
+    if (master < 0 || master >= cl->map.n)
         return -1;
-    *host = cl->map.m[c->master].host;
-    *port = cl->map.m[c->master].port;
+    *host = cl->map.m[master].host;
+    *port = cl->map.m[master].port;
     return RLC_OK;
+}
+
+bool cluster_master_owns(const rlc_engine *e, int node, int master)
+{
+    const struct eng_cluster *cl = e->clusters[node];
+    return cl->map.loaded && master < cl->map.n && cl->owns[master];
+}
+
+int cluster_slot_master(const rlc_engine *e, int node, unsigned slot)
+{
+    const struct eng_cluster *cl = e->clusters[node];
+    return cl->map.loaded ? cl->map.owner[slot % RLC_SLOTS] - 1 : -1;
+}
+
+void cluster_refresh(rlc_engine *e, int node)
+{
+    ask_map(e, e->clusters[node]);
 }
 
 int cluster_make(rlc_engine *e, int first_conn)

@@ -390,6 +390,15 @@ void cluster_own_reply(rlc_engine *e, struct conn *c, struct req *r,
 void cluster_conn_closed(rlc_engine *e, struct conn *c, bool was_up);
 int cluster_want_open(const rlc_engine *e, const struct conn *c);
 int cluster_address(const rlc_engine *e, const struct conn *c, const char **host, int *port);
+/* Master j of cluster node `node` (loss push keeps a pair per master). */
+int cluster_master_address(const rlc_engine *e, int node, int master, const char **host,
+                           int *port);
+/* Whether master j owns slots in the map (it is not a seed or failed over). */
+bool cluster_master_owns(const rlc_engine *e, int node, int master);
+/* The master that owns slot in the map, or -1 (no map yet, or no owner). */
+int cluster_slot_master(const rlc_engine *e, int node, unsigned slot);
+/* Asks for the map again (a MOVED seen off the command connections). */
+void cluster_refresh(rlc_engine *e, int node);
 /* Subscriptions on a cluster: the subscriber connection for a lock, and the
  * verbs (SSUBSCRIBE / SUNSUBSCRIBE on a sharded cluster). */
 struct conn *cluster_sub_conn(rlc_engine *e, int node, unsigned slot);
@@ -413,7 +422,8 @@ size_t guard_why(const rlc_engine *e, int node, int64_t left_ms, int64_t now, ch
 /* engine_track.c: loss push. A watchdog hold joins TRACK_GRACE_MS after it
  * is taken (most are let go sooner and cost nothing). */
 #define TRACK_GRACE_MS 50
-/* The connections loss push adds (2 per node, or 0: off, or on a cluster). */
+/* The connections loss push adds (a pair per node, per master of a cluster
+ * node's map; or 0: off). */
 int track_conns(const rlc_engine *e);
 int track_make(rlc_engine *e, int first_conn);
 void track_free(rlc_engine *e);
@@ -428,6 +438,8 @@ void track_timer(rlc_engine *e, int64_t now);
 void track_join(rlc_engine *e, struct hold *h);
 /* The tracking pair of node (to move with a sentinel node's master), or NULL. */
 struct conn *track_conn(rlc_engine *e, int node, int which);
+/* The cluster master a tracking connection goes to, or -1: its node's. */
+int track_master(const rlc_engine *e, const struct conn *c);
 
 /* engine_sentinel.c */
 int sentinel_make(rlc_engine *e, int first_conn);

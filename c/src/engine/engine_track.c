@@ -30,9 +30,15 @@
  * ACL user without +client or the channel, Redis before 6) is left to
  * detection at renewal and asked again a minute later.
  *
- * Nodes of redis-cluster:// make the whole engine's loss push off (as in the
- * blocking driver): a key's master changes, a pair per master is left for
- * later.
+ * On a redis-cluster:// node a key lives on its slot's master, so there is
+ * a pair per master of the node's map (a "unit"; a standalone or sentinel
+ * node is one unit). A hold is verified on the unit that owns its slot now,
+ * in chunks of one slot (a cluster refuses a call across slots), which
+ * also registers it there. A key that moves (a resharding's MIGRATE, a
+ * failover) is deleted where it was or that master's pair closes: either
+ * way the hold is verified again, on its new master once the map says so. A
+ * MOVED answer is no answer: the map is asked for, and the hold is verified
+ * again a moment later.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,20 +52,29 @@
 
 #define CHUNK 256
 #define REFUSED_RETRY_MS 60000
+#define MOVED_RECHECK_MS 100 /* a MOVED verify: again once the map had time */
 #define CHANNEL "__redis__:invalidate"
 
-struct track_node {
+/* A pair: node's, or on a cluster node one master's of its map. */
+struct track_unit {
+    int node;
+    int master;             /* a cluster node's master index; -1: the node itself */
     long long id;           /* sub's CLIENT ID; -1 not known yet */
     bool subscribed;        /* sub confirmed the channel */
     bool on;                /* rd answered CLIENT TRACKING: its reads register */
     int64_t refused_until;  /* a refusal: not asked again before this */
+    /* the round in flight: the rows (holds) asked here, cut in chunks of
+     * at most CHUNK holds of one slot; chunk k is rows[cut[k] .. cut[k+1]) */
     bool in_round;          /* owes answers to the round in flight */
-    int answered;           /* verify chunks of that round answered */
+    int answered;           /* its chunks answered */
+    int *rows, n_rows, *cut, n_chunks;
 };
 
 struct tracker {
-    int first;              /* node i's sub is conns[first + 2i], its rd the next */
-    struct track_node *nodes;
+    int first;              /* unit u's sub is conns[first + 2u], its rd the next */
+    struct track_unit *units;
+    int n_units;
+    int *node_unit;         /* node i's first unit */
     bool wanted;            /* a watchdog hold joined: the pairs are wanted */
     struct hold **dirty;    /* holds to verify in the next round */
     size_t n_dirty, cap_dirty;
@@ -68,45 +83,74 @@ struct tracker {
     bool active;
     struct hold **rh;
     uint64_t *rlevel;
-    int rn, chunks;
+    int rn;
     signed char *v;
     int64_t deadline;
     bool kick;              /* dirty holds wait for the next round */
+    int64_t not_before;     /* no round before this (after a MOVED) */
     struct timer timer;
 };
+
+/* A cluster node has a unit per master its map may name. */
+static int units_of(const rlc_engine *e, int node)
+{
+    return e->addrs[node].topology == RLC_TOPO_CLUSTER ? CMAP_MAX_MASTERS : 1;
+}
 
 int track_conns(const rlc_engine *e)
 {
     if (!e->opts.loss_push)
         return 0;
+    int n = 0;
     for (int i = 0; i < e->n; i++)
-        if (e->addrs[i].topology == RLC_TOPO_CLUSTER)
-            return 0;
-    return 2 * e->n;
+        n += units_of(e, i);
+    return 2 * n;
 }
 
 int track_make(rlc_engine *e, int first_conn)
 {
-    if (track_conns(e) == 0)
+    int n = track_conns(e) / 2;
+    if (n == 0)
         return 0;
     struct tracker *t = calloc(1, sizeof *t);
-    if (!t || !(t->nodes = calloc((size_t)e->n, sizeof *t->nodes))) {
+    if (!t || !(t->units = calloc((size_t)n, sizeof *t->units)) ||
+        !(t->node_unit = calloc((size_t)e->n, sizeof *t->node_unit))) {
+        if (t)
+            free(t->units);
         free(t);
         return -1;
     }
     t->first = first_conn;
+    t->n_units = n;
     t->timer.at = -1;
+    int u = 0;
     for (int i = 0; i < e->n; i++) {
-        t->nodes[i].id = -1;
-        for (int k = 0; k < 2; k++) {
-            struct conn *c = &e->conns[first_conn + 2 * i + k];
-            c->node = i;
-            c->sub = false;
-            c->track = k == 0 ? TRK_SUB : TRK_RD;
+        t->node_unit[i] = u;
+        bool cluster = units_of(e, i) > 1;
+        for (int j = 0; j < units_of(e, i); j++, u++) {
+            struct track_unit *tu = &t->units[u];
+            tu->node = i;
+            tu->master = cluster ? j : -1;
+            tu->id = -1;
+            for (int k = 0; k < 2; k++) {
+                struct conn *c = &e->conns[first_conn + 2 * u + k];
+                c->node = i;
+                c->sub = false;
+                c->track = k == 0 ? TRK_SUB : TRK_RD;
+            }
         }
     }
     e->track = t;
     return 0;
+}
+
+static void unit_forget_round(struct track_unit *tu)
+{
+    free(tu->rows);
+    free(tu->cut);
+    tu->rows = tu->cut = NULL;
+    tu->n_rows = tu->n_chunks = tu->answered = 0;
+    tu->in_round = false;
 }
 
 static void round_forget(struct tracker *t)
@@ -117,8 +161,10 @@ static void round_forget(struct tracker *t)
     t->rh = NULL;
     t->rlevel = NULL;
     t->v = NULL;
-    t->rn = t->chunks = 0;
+    t->rn = 0;
     t->active = false;
+    for (int u = 0; u < t->n_units; u++)
+        unit_forget_round(&t->units[u]);
 }
 
 void track_free(rlc_engine *e)
@@ -129,14 +175,37 @@ void track_free(rlc_engine *e)
     timer_clear(&t->timer);
     round_forget(t);
     free(t->dirty);
-    free(t->nodes);
+    free(t->units);
+    free(t->node_unit);
     free(t);
     e->track = NULL;
 }
 
+static struct conn *unit_conn(rlc_engine *e, int u, int which)
+{
+    return &e->conns[e->track->first + 2 * u + (which == TRK_RD)];
+}
+
+static int unit_of_conn(const rlc_engine *e, const struct conn *c)
+{
+    return (int)(c - e->conns - e->track->first) / 2;
+}
+
 struct conn *track_conn(rlc_engine *e, int node, int which)
 {
-    return e->track ? &e->conns[e->track->first + 2 * node + (which == TRK_RD)] : NULL;
+    return e->track ? unit_conn(e, e->track->node_unit[node], which) : NULL;
+}
+
+int track_master(const rlc_engine *e, const struct conn *c)
+{
+    return e->track->units[unit_of_conn(e, c)].master;
+}
+
+/* Whether unit u is wanted at all: a cluster's master only while it owns
+ * slots (a seed, or a master failed over, holds none of our keys). */
+static bool unit_in_use(const rlc_engine *e, const struct track_unit *tu)
+{
+    return tu->master < 0 || cluster_master_owns(e, tu->node, tu->master);
 }
 
 /* ---- when to look again ------------------------------------------------------ */
@@ -144,14 +213,19 @@ struct conn *track_conn(rlc_engine *e, int node, int which)
 static void schedule(rlc_engine *e)
 {
     struct tracker *t = e->track;
-    int64_t at = t->kick ? e->now : t->active ? t->deadline : -1;
+    int64_t at = t->active ? t->deadline : -1;
+    if (t->kick) {
+        int64_t k = t->not_before > e->now ? t->not_before : e->now;
+        if (at < 0 || k < at)
+            at = k;
+    }
     /* a pair to reopen (after a refusal or a failed connect): the driver
      * looks at want_open again after every call, so a timer brings it back */
-    for (int i = 0; t->wanted && i < e->n; i++) {
-        const struct conn *c = track_conn(e, i, TRK_SUB);
-        if (c->state != C_DOWN)
+    for (int u = 0; t->wanted && u < t->n_units; u++) {
+        const struct conn *c = unit_conn(e, u, TRK_SUB);
+        if (c->state != C_DOWN || !unit_in_use(e, &t->units[u]))
             continue;
-        int64_t due = t->nodes[i].refused_until > c->retry_at ? t->nodes[i].refused_until
+        int64_t due = t->units[u].refused_until > c->retry_at ? t->units[u].refused_until
                                                                 : c->retry_at;
         if (due > e->now && (at < 0 || due < at))
             at = due;
@@ -161,10 +235,10 @@ static void schedule(rlc_engine *e)
 
 /* ---- holds ------------------------------------------------------------------- */
 
-static bool any_on(const struct tracker *t, int n)
+static bool any_on(const struct tracker *t)
 {
-    for (int i = 0; i < n; i++)
-        if (t->nodes[i].on)
+    for (int u = 0; u < t->n_units; u++)
+        if (t->units[u].on)
             return true;
     return false;
 }
@@ -175,7 +249,7 @@ static void mark_dirty(rlc_engine *e, struct hold *h)
     /* with no reader tracking, nothing can be verified; the first one that
      * comes marks every joined hold (a list of holds nobody can verify
      * would only keep dead ones alive) */
-    if (h->track_dirty || !h->track_joined || !any_on(t, e->n))
+    if (h->track_dirty || !h->track_joined || !any_on(t))
         return;
     if (t->n_dirty == t->cap_dirty) {
         size_t cap = t->cap_dirty ? 2 * t->cap_dirty : 64;
@@ -240,28 +314,89 @@ static bool verifiable(const struct hold *h)
     return true;
 }
 
-static void send_chunks(rlc_engine *e, int node)
+/* The unit that answers for h on node i now, or -1: a cluster's master
+ * that owns h's slot (none while the map does not know it). */
+static int unit_for(rlc_engine *e, int node, const struct hold *h)
+{
+    int u = e->track->node_unit[node];
+    if (!is_cluster(e, node))
+        return u;
+    int j = cluster_slot_master(e, node, h->lock->slot);
+    return j < 0 ? -1 : u + j;
+}
+
+/* Rows on a cluster go by slot, so that a chunk never spans two. */
+struct slot_row {
+    unsigned slot;
+    int row;
+};
+
+static int by_slot(const void *a, const void *b)
+{
+    const struct slot_row *x = a, *y = b;
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+static void sort_by_slot(const struct tracker *t, struct track_unit *tu)
+{
+    struct slot_row *sr = malloc(sizeof *sr * (size_t)tu->n_rows);
+    if (!sr)
+        abort();
+    for (int k = 0; k < tu->n_rows; k++)
+        sr[k] = (struct slot_row){t->rh[tu->rows[k]]->lock->slot, tu->rows[k]};
+    qsort(sr, (size_t)tu->n_rows, sizeof *sr, by_slot);
+    for (int k = 0; k < tu->n_rows; k++)
+        tu->rows[k] = sr[k].row;
+    free(sr);
+}
+
+static void cut_chunks(rlc_engine *e, struct track_unit *tu)
 {
     struct tracker *t = e->track;
-    struct conn *rd = track_conn(e, node, TRK_RD);
+    if (tu->master >= 0)
+        sort_by_slot(t, tu);
+    tu->cut = malloc(sizeof *tu->cut * (size_t)(tu->n_rows + 1));
+    if (!tu->cut)
+        abort();
+    tu->n_chunks = 0;
+    for (int k = 0; k < tu->n_rows; k++) {
+        int start = tu->n_chunks ? tu->cut[tu->n_chunks - 1] : 0;
+        bool new_slot = tu->master >= 0 && k > 0 &&
+                        t->rh[tu->rows[k]]->lock->slot != t->rh[tu->rows[k - 1]]->lock->slot;
+        if (k == 0 || k - start == CHUNK || new_slot)
+            tu->cut[tu->n_chunks++] = k;
+    }
+    tu->cut[tu->n_chunks] = tu->n_rows;
+}
+
+static void send_chunks(rlc_engine *e, int u)
+{
+    struct tracker *t = e->track;
+    struct track_unit *tu = &t->units[u];
+    struct conn *rd = unit_conn(e, u, TRK_RD);
     struct lock_names names[CHUNK];
     const char *fields[CHUNK];
     size_t lens[CHUNK];
-    for (int k = 0; k < t->chunks; k++) {
-        int first = k * CHUNK, m = t->rn - first < CHUNK ? t->rn - first : CHUNK;
+    uint64_t levels[CHUNK];
+    for (int k = 0; k < tu->n_chunks; k++) {
+        int m = tu->cut[k + 1] - tu->cut[k];
         for (int j = 0; j < m; j++) {
-            const struct hold *h = t->rh[first + j];
+            int row = tu->rows[tu->cut[k] + j];
+            const struct hold *h = t->rh[row];
             names[j] = eng_names(h->lock);
             fields[j] = h->field;
             lens[j] = h->field_len;
+            levels[j] = t->rlevel[row];
         }
         struct rlc_cmd *ex = call_exists_many(m, names);
-        struct rlc_cmd *ve = call_verify_many(m, names, e->uuid, fields, lens, t->rlevel + first);
+        struct rlc_cmd *ve = call_verify_many(m, names, e->uuid, fields, lens, levels);
         if (!ex || !ve)
             abort();
         /* the requests own the commands */
-        conn_put(e, rd, conn_own_req(e, node, R_EXISTS, ex), false);
-        conn_put(e, rd, conn_own_req(e, node, R_VERIFY, ve), false);
+        conn_put(e, rd, conn_own_req(e, tu->node, R_EXISTS, ex), false);
+        conn_put(e, rd, conn_own_req(e, tu->node, R_VERIFY, ve), false);
     }
 }
 
@@ -283,23 +418,28 @@ static void decide(rlc_engine *e)
         hold_maybe_free(e, h);
     }
     round_forget(t);
-    for (int i = 0; i < e->n; i++)
-        t->nodes[i].in_round = false;
     if (t->n_dirty)
         t->kick = true;
     schedule(e);
 }
 
-static void node_done(rlc_engine *e, int node)
+static void unit_done(rlc_engine *e, int u)
 {
     struct tracker *t = e->track;
-    if (!t->active || !t->nodes[node].in_round)
+    if (!t->active || !t->units[u].in_round)
         return;
-    t->nodes[node].in_round = false;
-    for (int i = 0; i < e->n; i++)
-        if (t->nodes[i].in_round)
+    t->units[u].in_round = false;
+    for (int k = 0; k < t->n_units; k++)
+        if (t->units[k].in_round)
             return;
     decide(e);
+}
+
+static void add_row(struct track_unit *tu, int row, int cap)
+{
+    if (!tu->rows && !(tu->rows = malloc(sizeof *tu->rows * (size_t)cap)))
+        abort();
+    tu->rows[tu->n_rows++] = row;
 }
 
 static void start_round(rlc_engine *e)
@@ -332,16 +472,24 @@ static void start_round(rlc_engine *e)
         return;
     }
     memset(t->v, -1, (size_t)t->rn * (size_t)e->n);
-    t->chunks = (t->rn + CHUNK - 1) / CHUNK;
+    /* each hold to the unit of each node that can answer for it now; a
+     * node with none stays "no answer" for it */
+    for (int j = 0; j < t->rn; j++)
+        for (int i = 0; i < e->n; i++) {
+            int u = unit_for(e, i, t->rh[j]);
+            if (u >= 0 && t->units[u].on && unit_conn(e, u, TRK_RD)->state == C_UP)
+                add_row(&t->units[u], j, t->rn);
+        }
     t->active = true;
     t->deadline = e->now + e->call_timeout_ms;
     bool sent = false;
-    for (int i = 0; i < e->n; i++) {
-        struct track_node *tn = &t->nodes[i];
-        tn->in_round = tn->on && track_conn(e, i, TRK_RD)->state == C_UP;
-        tn->answered = 0;
-        if (tn->in_round) {
-            send_chunks(e, i);
+    for (int u = 0; u < t->n_units; u++) {
+        struct track_unit *tu = &t->units[u];
+        tu->answered = 0;
+        tu->in_round = tu->n_rows > 0;
+        if (tu->in_round) {
+            cut_chunks(e, tu);
+            send_chunks(e, u);
             sent = true;
         }
     }
@@ -359,15 +507,13 @@ void track_timer(rlc_engine *e, int64_t now)
     if (t->active && now >= t->deadline) {
         /* A reader that did not answer in time is given up: its late
          * answers must not be read as the next round's. */
-        for (int i = 0; i < e->n; i++)
-            if (t->nodes[i].in_round)
-                conn_drop(e, track_conn(e, i, TRK_RD), RLC_E_TIMEOUT,
+        for (int u = 0; u < t->n_units; u++)
+            if (t->units[u].in_round)
+                conn_drop(e, unit_conn(e, u, TRK_RD), RLC_E_TIMEOUT,
                           "loss push: a verify was not answered in time");
-        for (int i = 0; i < e->n; i++)
-            t->nodes[i].in_round = false;
         decide(e);
     }
-    if (t->kick)
+    if (t->kick && now >= t->not_before)
         start_round(e);
     schedule(e);
 }
@@ -385,36 +531,42 @@ int track_want_open(const rlc_engine *e, const struct conn *c)
         return 1;
     if (c->track == TRK_RD)
         return c->qhead && e->now >= c->retry_at ? 1 : 0;
-    return t->wanted && e->n_holds > 0 && e->now >= t->nodes[c->node].refused_until &&
-                   e->now >= c->retry_at
+    const struct track_unit *tu = &t->units[unit_of_conn(e, c)];
+    return t->wanted && e->n_holds > 0 && unit_in_use(e, tu) &&
+                   e->now >= tu->refused_until && e->now >= c->retry_at
                ? 1
                : 0;
 }
 
-/* The pair of node is over (one end closed, or a refusal): both go, and
- * the round has nothing more from the node. */
-static void pair_down(rlc_engine *e, int node, int why, const char *msg)
+/* The pair of unit u is over (one end closed, or a refusal): both go, and
+ * the round has nothing more from it. */
+static void pair_down(rlc_engine *e, int u, int why, const char *msg)
 {
-    struct track_node *tn = &e->track->nodes[node];
-    tn->id = -1;
-    tn->subscribed = tn->on = false;
+    struct track_unit *tu = &e->track->units[u];
+    tu->id = -1;
+    tu->subscribed = tu->on = false;
     for (int k = TRK_SUB; k <= TRK_RD; k++) {
-        struct conn *c = track_conn(e, node, k);
+        struct conn *c = unit_conn(e, u, k);
         if (c->state != C_DROPPED && (c->state != C_DOWN || c->qhead))
             conn_drop(e, c, why, msg);
     }
-    node_done(e, node);
+    unit_done(e, u);
     schedule(e);
 }
 
-static void refused(rlc_engine *e, int node, const char *what)
+static void refused(rlc_engine *e, int u, const char *what)
 {
-    char msg[300];
+    struct track_unit *tu = &e->track->units[u];
+    const char *host = NULL;
+    int port = 0;
+    char msg[400], where[300] = "";
+    if (tu->master >= 0 && cluster_master_address(e, tu->node, tu->master, &host, &port) == RLC_OK)
+        snprintf(where, sizeof where, " (master %.200s:%d)", host, port);
     snprintf(msg, sizeof msg,
-             "loss_push: %s refused %.200s; a lost lock is found at its next renewal there",
-             e->addrs[node].label, what);
-    e->track->nodes[node].refused_until = e->now + REFUSED_RETRY_MS;
-    pair_down(e, node, RLC_E_SERVER, msg);
+             "loss_push: %s%s refused %.150s; a lost lock is found at its next renewal there",
+             e->addrs[tu->node].label, where, what);
+    tu->refused_until = e->now + REFUSED_RETRY_MS;
+    pair_down(e, u, RLC_E_SERVER, msg);
 }
 
 void track_connected(rlc_engine *e, struct conn *c)
@@ -427,17 +579,18 @@ void track_connected(rlc_engine *e, struct conn *c)
     conn_append_cmd(e, c, 2, sub, NULL);
 }
 
-/* The reader of node asks for tracking redirected to the subscriber (its
+/* The reader of unit u asks for tracking redirected to the subscriber (its
  * first request on every new connection). */
-static void queue_track_on(rlc_engine *e, int node)
+static void queue_track_on(rlc_engine *e, int u)
 {
+    struct track_unit *tu = &e->track->units[u];
     char idbuf[24];
     const char *argv[5] = {"CLIENT", "TRACKING", "ON", "REDIRECT", idbuf};
-    size_t lens[5] = {6, 8, 2, 8, cmd_i64(idbuf, e->track->nodes[node].id)};
+    size_t lens[5] = {6, 8, 2, 8, cmd_i64(idbuf, tu->id)};
     struct rlc_cmd *cmd = cmd_format(5, argv, lens);
     if (!cmd)
         abort();
-    conn_put(e, track_conn(e, node, TRK_RD), conn_own_req(e, node, R_TRACK_ON, cmd),
+    conn_put(e, unit_conn(e, u, TRK_RD), conn_own_req(e, tu->node, R_TRACK_ON, cmd),
              false); /* the request owns cmd */
 }
 
@@ -445,16 +598,17 @@ void track_closed(rlc_engine *e, struct conn *c)
 {
     if (!e->track)
         return;
-    int node = c->node;
+    int u = unit_of_conn(e, c);
+    struct track_unit *tu = &e->track->units[u];
     if (c->track == TRK_SUB) {
-        pair_down(e, node, RLC_E_CONNECT, "loss push: the invalidation subscriber closed");
+        pair_down(e, u, RLC_E_CONNECT, "loss push: the invalidation subscriber closed");
         return;
     }
-    e->track->nodes[node].on = false;
-    node_done(e, node);
+    tu->on = false;
+    unit_done(e, u);
     /* the subscriber is still there: track again on a new reader */
-    if (track_conn(e, node, TRK_SUB)->state == C_UP && e->track->nodes[node].subscribed)
-        queue_track_on(e, node);
+    if (unit_conn(e, u, TRK_SUB)->state == C_UP && tu->subscribed)
+        queue_track_on(e, u);
     schedule(e);
 }
 
@@ -465,25 +619,26 @@ static bool is(const redisReply *r, const char *s)
 
 static void on_sub_reply(rlc_engine *e, struct conn *c, const redisReply *r)
 {
-    struct track_node *tn = &e->track->nodes[c->node];
+    int u = unit_of_conn(e, c);
+    struct track_unit *tu = &e->track->units[u];
     if (r->type == REDIS_REPLY_ERROR) {
         if (strstr(r->str, "NOAUTH") || strstr(r->str, "WRONGPASS"))
-            pair_down(e, c->node, RLC_E_AUTH, r->str); /* retried with backoff */
+            pair_down(e, u, RLC_E_AUTH, r->str); /* retried with backoff */
         else
-            refused(e, c->node, r->str);
+            refused(e, u, r->str);
         return;
     }
-    if (r->type == REDIS_REPLY_INTEGER && tn->id < 0) {
-        tn->id = r->integer;
+    if (r->type == REDIS_REPLY_INTEGER && tu->id < 0) {
+        tu->id = r->integer;
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || !is(r->element[1], CHANNEL))
         return; /* +OK of the handshake */
     if (is(r->element[0], "subscribe")) {
-        tn->subscribed = true;
+        tu->subscribed = true;
         /* a reader still being let go asks when it has closed (track_closed) */
-        if (tn->id >= 0 && track_conn(e, c->node, TRK_RD)->state != C_DROPPED)
-            queue_track_on(e, c->node);
+        if (tu->id >= 0 && unit_conn(e, u, TRK_RD)->state != C_DROPPED)
+            queue_track_on(e, u);
         return;
     }
     if (!is(r->element[0], "message"))
@@ -500,8 +655,9 @@ static void on_sub_reply(rlc_engine *e, struct conn *c, const redisReply *r)
 
 int track_sub_received(rlc_engine *e, struct conn *c, const char *data, size_t len)
 {
+    int u = unit_of_conn(e, c);
     if (conn_feed(e, c, data, len) != RLC_OK) {
-        pair_down(e, c->node, RLC_E_PROTOCOL, "loss push: unreadable bytes");
+        pair_down(e, u, RLC_E_PROTOCOL, "loss push: unreadable bytes");
         return RLC_E_PROTOCOL;
     }
     redisReply *r;
@@ -513,35 +669,51 @@ int track_sub_received(rlc_engine *e, struct conn *c, const char *data, size_t l
             break;
     }
     if (got < 0) {
-        pair_down(e, c->node, RLC_E_PROTOCOL, "loss push: unreadable bytes");
+        pair_down(e, u, RLC_E_PROTOCOL, "loss push: unreadable bytes");
         return RLC_E_PROTOCOL;
     }
     return RLC_OK;
 }
 
+/* A cluster verify that found the slot elsewhere (MOVED, ASK): no answer;
+ * the map is asked for and the chunk's holds are verified again soon. */
+static void verify_moved(rlc_engine *e, struct track_unit *tu, int k)
+{
+    struct tracker *t = e->track;
+    cluster_refresh(e, tu->node);
+    t->not_before = e->now + MOVED_RECHECK_MS;
+    for (int j = tu->cut[k]; j < tu->cut[k + 1]; j++)
+        mark_dirty(e, t->rh[tu->rows[j]]);
+}
+
 void track_reader_reply(rlc_engine *e, struct conn *c, struct req *r, const redisReply *reply)
 {
     struct tracker *t = e->track;
-    struct track_node *tn = &t->nodes[c->node];
+    int u = unit_of_conn(e, c);
+    struct track_unit *tu = &t->units[u];
     if (r->kind == R_TRACK_ON) {
         if (reply->type == REDIS_REPLY_ERROR) {
-            refused(e, c->node, reply->str);
+            refused(e, u, reply->str);
             return;
         }
-        tn->on = true;
+        tu->on = true;
         dirty_all(e); /* changes before this reader were never pushed */
         return;
     }
-    if (r->kind != R_VERIFY || !t->active || !tn->in_round)
+    if (r->kind != R_VERIFY || !t->active || !tu->in_round)
         return; /* EXISTS: it registered the keys, its count says nothing */
-    int k = tn->answered++;
-    int first = k * CHUNK, m = t->rn - first < CHUNK ? t->rn - first : CHUNK;
-    for (int j = 0; j < m; j++) {
-        /* an error (OOM, a script refused) is no answer, never "gone" */
-        int a = answer_renew(reply, (size_t)j);
-        if (a >= 0)
-            t->v[(size_t)(first + j) * (size_t)e->n + (size_t)c->node] = (signed char)a;
+    int k = tu->answered++;
+    if (tu->master >= 0 && reply->type == REDIS_REPLY_ERROR &&
+        (strncmp(reply->str, "MOVED ", 6) == 0 || strncmp(reply->str, "ASK ", 4) == 0)) {
+        verify_moved(e, tu, k);
+    } else {
+        for (int j = tu->cut[k]; j < tu->cut[k + 1]; j++) {
+            /* an error (OOM, a script refused) is no answer, never "gone" */
+            int a = answer_renew(reply, (size_t)(j - tu->cut[k]));
+            if (a >= 0)
+                t->v[(size_t)tu->rows[j] * (size_t)e->n + (size_t)tu->node] = (signed char)a;
+        }
     }
-    if (tn->answered == t->chunks)
-        node_done(e, c->node);
+    if (tu->answered == tu->n_chunks)
+        unit_done(e, u);
 }
