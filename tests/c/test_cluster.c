@@ -506,10 +506,115 @@ TEST(a_master_killed_and_its_replica_promoted_with_sync_replicas)
     failover_run("sync_replicas=1;sync_timeout_ms=500", true);
 }
 
+static long long tracked_keys(const struct redis_server *s)
+{
+    redisReply *r = rs_cmd(s, "INFO stats");
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "tracking_total_keys:")
+                                                       : NULL;
+    long long v = p ? atoll(p + strlen("tracking_total_keys:")) : -1;
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+static atomic_int pushed_calls;
+static char pushed_name[64];
+
+/* user: the lock's name */
+static void on_pushed(rlc_lock *l, int reason, void *user)
+{
+    (void)l;
+    if (reason == RLC_E_LOST && atomic_load(&pushed_calls) == 0)
+        snprintf(pushed_name, sizeof pushed_name, "%s", (const char *)user);
+    atomic_fetch_add(&pushed_calls, 1);
+}
+
+#define PUSH_MS 1000 /* "at once": a few round trips, with sanitizers and valgrind */
+
+/* Loss push on a cluster (tracking.c): a pair per master. A DEL on each
+ * master fires on_lost at once (the next renewal is 10 s away with 30 s
+ * leases), for its own lock only; after a slot moves the hold is registered
+ * on its new master (MIGRATE's delete makes it verified again, MOVED sends
+ * the verify there), the move is no loss, and a DEL there is pushed too. */
+TEST(loss_is_pushed_from_every_master_and_follows_a_moved_slot)
+{
+    START_RC(rc)
+    rlc_client *c = client(rc.uri, "watchdog_timeout_ms=30000");
+    rlc_lock *l[3] = {NULL, NULL, NULL};
+    char names[3][32];
+    int master[3] = {-1, -1, -1}, found = 0;
+    for (int i = 0; i < 200 && found < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "blp:%d", i);
+        int m = rc_master_of(&rc, (int)slot_of(name, strlen(name)));
+        bool seen = false;
+        for (int k = 0; k < found; k++)
+            seen |= master[k] == m;
+        if (m >= 0 && !seen) {
+            snprintf(names[found], sizeof names[found], "%s", name);
+            master[found++] = m;
+        }
+    }
+    CHECK(c && found == 3, "a client and a name on each of the 3 masters: %d", found);
+    atomic_store(&pushed_calls, 0);
+    long long before[3];
+    for (int k = 0; k < 3; k++) {
+        before[k] = tracked_keys(&rc.node[master[k]]);
+        CHECK((l[k] = lock(c, names[k], 0)) != NULL, "lock %s", names[k]);
+        CHECK_RC(rlc_lock_on_lost(l[k], on_pushed, names[k]), RLC_OK);
+        CHECK_RC(rlc_lock_acquire(l[k], 5000, -1), RLC_OK);
+    }
+    for (int k = 0; k < 3; k++)
+        CHECK(WAIT_UNTIL(tracked_keys(&rc.node[master[k]]) > before[k], 5000),
+              "%s is registered on its master", names[k]);
+
+    CHECK(rs_int(&rc.node[master[0]], "DEL %s", names[0]) == 1, "DEL");
+    CHECK(WAIT_UNTIL(atomic_load(&pushed_calls) > 0, PUSH_MS),
+          "no on_lost within %d ms of DEL on a cluster master", PUSH_MS);
+    CHECK(atomic_load(&pushed_calls) == 1 && strcmp(pushed_name, names[0]) == 0, "lost %d: %s",
+          atomic_load(&pushed_calls), pushed_name);
+
+    /* names[1]'s slot moves to names[2]'s master */
+    int slot = (int)slot_of(names[1], strlen(names[1]));
+    const struct redis_server *src = &rc.node[master[1]], *dst = &rc.node[master[2]];
+    char src_id[64], dst_id[64];
+    rc_node_id(src, src_id, sizeof src_id);
+    rc_node_id(dst, dst_id, sizeof dst_id);
+    long long dst_before = tracked_keys(dst);
+    redisReply *r = rs_cmd(dst, "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "importing");
+    freeReplyObject(r);
+    r = rs_cmd(src, "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "migrating");
+    freeReplyObject(r);
+    CHECK(rc_migrate_keys(src, dst, slot) >= 1, "keys moved");
+    for (int i = 0; i < RC_NODES; i++) {
+        r = rs_cmd(&rc.node[i], "CLUSTER SETSLOT %d NODE %s", slot, dst_id);
+        if (r)
+            freeReplyObject(r); /* replicas refuse it: they follow their master */
+    }
+    CHECK(rs_int(dst, "EXISTS %s", names[1]) == 1, "the lock moved");
+    CHECK(WAIT_UNTIL(tracked_keys(dst) > dst_before, 5000),
+          "%s is registered on its new master", names[1]);
+    CHECK(atomic_load(&pushed_calls) == 1, "the move was reported as a loss");
+    CHECK(is_held(l[1]) == 1, "still held");
+    CHECK(rs_int(dst, "DEL %s", names[1]) == 1, "DEL on the new master");
+    CHECK(WAIT_UNTIL(atomic_load(&pushed_calls) > 1, PUSH_MS),
+          "no on_lost within %d ms of DEL after the move", PUSH_MS);
+    CHECK(is_held(l[1]) == 0 && is_held(l[2]) == 1, "the moved lock lost, the other held");
+    CHECK_RC(rlc_lock_release(l[2]), RLC_OK);
+done:
+    for (int k = 0; k < 3; k++)
+        rlc_lock_free(l[k]);
+    rlc_client_free(c);
+    rc_stop(&rc);
+}
+
 RUN_TESTS(CASE(locks_on_many_names_go_to_the_master_of_their_slot),
           CASE(watchdog_renews_holds_on_every_master),
           CASE(a_waiter_is_woken_by_a_sharded_unlock_message),
           CASE(a_cluster_is_one_redlock_node_beside_standalone_masters),
           CASE(a_slot_migration_under_held_and_awaited_locks),
           CASE(a_master_killed_and_its_replica_promoted),
-          CASE(a_master_killed_and_its_replica_promoted_with_sync_replicas))
+          CASE(a_master_killed_and_its_replica_promoted_with_sync_replicas),
+          CASE(loss_is_pushed_from_every_master_and_follows_a_moved_slot))

@@ -110,10 +110,13 @@ static void *thread_main(void *arg)
                 next = soon;
         }
         metrics_flush_log(c);
-        struct pollfd pfd[1 + 4 * RLC_MAX_NODES];
+        /* loss push: a pair per node, per master of a cluster's (a unit
+         * that finds no room waits) */
+        enum { TRACK_FDS = 2 * RLC_MAX_NODES + 2 * RLC_CLUSTER_MAX_NODES };
+        struct pollfd pfd[1 + 2 * RLC_MAX_NODES + TRACK_FDS];
         pfd[0] = (struct pollfd){c->wake_fd, POLLIN, 0};
         int np = pubsub_prepare(c->pubsub, pfd + 1, RLC_MAX_NODES, &next);
-        int nt = tracking_prepare(c->tracking, pfd + 1 + np, 2 * RLC_MAX_NODES, &next);
+        int nt = tracking_prepare(c->tracking, pfd + 1 + np, TRACK_FDS, &next);
         int ns = sentinel_watch_prepare(c->sentinel_watch, pfd + 1 + np + nt, RLC_MAX_NODES,
                                         &next);
         if (atomic_load(&c->stopping))

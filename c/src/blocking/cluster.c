@@ -622,6 +622,20 @@ void cluster_note_moved(struct cluster *cl, const char *words, size_t len)
     pthread_mutex_unlock(&cl->mu);
 }
 
+uint64_t cluster_owners(struct cluster *cl, bool owns[RLC_CLUSTER_MAX_NODES])
+{
+    memset(owns, 0, sizeof(bool) * RLC_CLUSTER_MAX_NODES);
+    pthread_mutex_lock(&cl->mu);
+    for (int s = 0; s < RLC_SLOTS; s++) {
+        int i = owner_of(cl, s);
+        if (i >= 0)
+            owns[i] = true;
+    }
+    uint64_t e = cl->epoch;
+    pthread_mutex_unlock(&cl->mu);
+    return e;
+}
+
 uint64_t cluster_epoch(struct cluster *cl)
 {
     pthread_mutex_lock(&cl->mu);

@@ -108,4 +108,8 @@ void cluster_note_moved(struct cluster *cl, const char *words, size_t len);
 /* Bumped each time the map changes. */
 uint64_t cluster_epoch(struct cluster *cl);
 
+/* Which table entries own slots now (owns[i], entries made: their
+ * cluster_node_addr is valid); returns the map's epoch they are of. */
+uint64_t cluster_owners(struct cluster *cl, bool owns[RLC_CLUSTER_MAX_NODES]);
+
 #endif

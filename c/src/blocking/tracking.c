@@ -32,6 +32,15 @@
  * If a node refuses CLIENT TRACKING, CLIENT ID or the SUBSCRIBE (ACL, Redis
  * before 6), the client says so once on stderr and falls back to detection
  * at renewal for that node; it asks again a minute later.
+ *
+ * A redis-cluster:// node keeps a pair per master of its table (a "unit";
+ * any other node is one unit), opened while that master owns slots. A hold
+ * is verified on its slot's master, in chunks of one slot (a cluster
+ * refuses a script across slots), which registers it there. A slot that
+ * moves is deleted on its old master by MIGRATE (an invalidation: verified
+ * again), and a verify that still reaches the old master is answered MOVED:
+ * no answer; the map learns the move and every hold is verified again
+ * RECHECK_MS later, on the new owner. As the engine does (engine_track.c).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,12 +49,14 @@
 
 #include "callbacks.h"
 #include "clock.h"
+#include "cluster.h"
 #include "cmd.h"
 #include "conn.h"
 #include "hold.h"
 #include "lock_calls.h"
 #include "metrics.h"
 #include "quorum.h"
+#include "slot.h"
 #include "state.h"
 #include "tracking.h"
 
@@ -54,6 +65,7 @@
 #define MAX_BACKOFF_MS 1000
 #define REFUSED_RETRY_NS (60000 * RLC_NS_PER_MS)
 #define CHANNEL "__redis__:invalidate"
+#define RECHECK_MS 100 /* a MOVED verify: every hold again once the map had time */
 
 enum tstate { T_DOWN, T_HELLO, T_TRACK, T_READY };
 enum pkind { P_TRACK, P_EXISTS, P_VERIFY };
@@ -67,6 +79,9 @@ struct pend {
 
 struct tnode {
     struct conn sub, rd;
+    int node;                /* the client's node it answers for */
+    int master;              /* a cluster node's table entry; -1: the node itself */
+    bool inited;             /* sub and rd know their address */
     enum tstate state;
     long long id;            /* sub's client id */
     bool have_id, subscribed;
@@ -74,7 +89,10 @@ struct tnode {
     int64_t step_since_ns;   /* when the handshake step began */
     int64_t retry_at_ns, backoff_ms;
     struct pend *head, *tail;
-    int left;                /* verify chunks of the round this node owes */
+    int left;                /* verify chunks of the round this unit owes */
+    /* the round's rows asked here, in chunks: chunk k is rows[cut[k] ..
+     * cut[k+1]) (one slot each on a cluster) */
+    int *rows, n_rows, *cut, n_chunks;
 };
 
 struct vhold {
@@ -84,7 +102,7 @@ struct vhold {
 
 struct round {
     bool active;
-    int nholds, nchunks;
+    int nholds;
     struct vhold *h;         /* sorted by id */
     signed char *v;          /* [hold * n + node]: 1 held, 0 gone, -1 no answer */
     int64_t deadline_ns;
@@ -92,38 +110,63 @@ struct round {
 
 struct tracking {
     rlc_client *c;
-    int n;
+    int n;                   /* the client's nodes (votes) */
     bool on;
-    struct tnode *nodes;
+    struct tnode *units;
+    int n_units;
+    int *node_unit;          /* node i's first unit */
+    uint64_t *epoch_seen;    /* per cluster node: the map epoch owns[] is of */
+    bool (*owns)[RLC_CLUSTER_MAX_NODES]; /* per cluster node: entries owning slots */
     struct round r;
     char **keys;             /* invalidated keys not yet applied to holds */
     size_t *klen;
     int nkeys, capkeys;
     bool all;                /* a flush or a new connection: every hold */
-    int polled[2 * RLC_MAX_NODES]; /* node * 2 + (rd) of each pollfd */
+    int64_t recheck_at_ns;   /* a MOVED verify: every hold again then (0: none) */
+    int *polled;             /* unit * 2 + (rd) of each pollfd */
 };
+
+static bool is_cluster_node(const rlc_client *c, int i)
+{
+    return c->clusters && c->clusters[i];
+}
 
 struct tracking *tracking_new(rlc_client *c)
 {
     struct tracking *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
-    t->nodes = calloc((size_t)c->n_nodes, sizeof *t->nodes);
-    if (!t->nodes) {
-        free(t);
-        return NULL;
-    }
     t->c = c;
     t->n = c->n_nodes;
     t->on = c->opts.loss_push != 0;
-    /* A cluster's keys live on several masters that change: loss there is
-     * found at renewal (a per-master tracking pair is left for later). */
     for (int i = 0; i < c->n_nodes; i++)
-        if (c->clusters && c->clusters[i])
-            t->on = false;
+        t->n_units += is_cluster_node(c, i) ? RLC_CLUSTER_MAX_NODES : 1;
+    size_t nu = t->n_units > 0 ? (size_t)t->n_units : 1, nn = t->n > 0 ? (size_t)t->n : 1;
+    t->units = calloc(nu, sizeof *t->units);
+    t->node_unit = calloc(nn, sizeof *t->node_unit);
+    t->epoch_seen = calloc(nn, sizeof *t->epoch_seen);
+    t->owns = calloc(nn, sizeof *t->owns);
+    t->polled = calloc(nu * 2, sizeof *t->polled);
+    if (!t->units || !t->node_unit || !t->epoch_seen || !t->owns || !t->polled) {
+        tracking_free(t);
+        return NULL;
+    }
+    int u = 0;
     for (int i = 0; i < t->n; i++) {
-        conn_init(&t->nodes[i].sub, &c->nodes[i], false);
-        conn_init(&t->nodes[i].rd, &c->nodes[i], false);
+        t->node_unit[i] = u;
+        t->epoch_seen[i] = UINT64_MAX; /* owns[] not read yet */
+        bool cluster = is_cluster_node(c, i);
+        for (int j = 0; j < (cluster ? RLC_CLUSTER_MAX_NODES : 1); j++, u++) {
+            struct tnode *tn = &t->units[u];
+            tn->node = i;
+            tn->master = cluster ? j : -1;
+            /* a cluster entry's address is known once the map names it */
+            if (!cluster) {
+                conn_init(&tn->sub, &c->nodes[i], false);
+                conn_init(&tn->rd, &c->nodes[i], false);
+                tn->inited = true;
+            }
+        }
     }
     return t;
 }
@@ -152,20 +195,42 @@ static void forget_keys(struct tracking *t)
     t->nkeys = 0;
 }
 
+static void unit_round_clear(struct tnode *tn)
+{
+    free(tn->rows);
+    free(tn->cut);
+    tn->rows = tn->cut = NULL;
+    tn->n_rows = tn->n_chunks = tn->left = 0;
+}
+
+static void round_end(struct tracking *t)
+{
+    round_clear(&t->r);
+    for (int u = 0; u < t->n_units; u++)
+        unit_round_clear(&t->units[u]);
+}
+
 void tracking_free(struct tracking *t)
 {
     if (!t)
         return;
-    for (int i = 0; i < t->n; i++) {
-        conn_close(&t->nodes[i].sub);
-        conn_close(&t->nodes[i].rd);
-        forget_pend(&t->nodes[i]);
+    for (int u = 0; t->units && u < t->n_units; u++) {
+        if (t->units[u].inited) {
+            conn_close(&t->units[u].sub);
+            conn_close(&t->units[u].rd);
+        }
+        forget_pend(&t->units[u]);
     }
-    round_clear(&t->r);
+    if (t->units)
+        round_end(t);
     forget_keys(t);
     free(t->keys);
     free(t->klen);
-    free(t->nodes);
+    free(t->units);
+    free(t->node_unit);
+    free(t->epoch_seen);
+    free(t->owns);
+    free(t->polled);
     free(t);
 }
 
@@ -173,7 +238,7 @@ void tracking_free(struct tracking *t)
 
 static void node_down(struct tracking *t, int i, int64_t now, const char *refusal)
 {
-    struct tnode *tn = &t->nodes[i];
+    struct tnode *tn = &t->units[i];
     conn_close(&tn->sub);
     conn_close(&tn->rd);
     forget_pend(tn);
@@ -184,8 +249,10 @@ static void node_down(struct tracking *t, int i, int64_t now, const char *refusa
         if (!tn->logged) {
             char line[RLC_ERRLEN];
             snprintf(line, sizeof line,
-                     "loss_push: %s refused %s; a lost lock is found at its next renewal "
-                     "on this node", tn->sub.node->label, refusal);
+                     "loss_push: %s%s%s refused %s; a lost lock is found at its next "
+                     "renewal there", t->c->nodes[tn->node].label,
+                     tn->master >= 0 ? ", master " : "", tn->master >= 0 ? tn->sub.node->label : "",
+                     refusal);
             metrics_warn(t->c, line);
         }
         tn->logged = true;
@@ -222,7 +289,7 @@ static int push_pend(struct tnode *tn, enum pkind kind, int chunk)
 
 static int start_sub(struct tracking *t, int i, int64_t now)
 {
-    struct tnode *tn = &t->nodes[i];
+    struct tnode *tn = &t->units[i];
     char err[RLC_ERRLEN];
     const char *id[2] = {"CLIENT", "ID"};
     const char *sub[2] = {"SUBSCRIBE", CHANNEL};
@@ -238,7 +305,7 @@ static int start_sub(struct tracking *t, int i, int64_t now)
 /* sub knows its id and is subscribed: rd asks for tracking to it. */
 static int start_rd(struct tracking *t, int i, int64_t now)
 {
-    struct tnode *tn = &t->nodes[i];
+    struct tnode *tn = &t->units[i];
     char err[RLC_ERRLEN], id[24];
     const char *argv[5] = {"CLIENT", "TRACKING", "ON", "REDIRECT", id};
     size_t lens[5] = {6, 8, 2, 8, (size_t)snprintf(id, sizeof id, "%lld", tn->id)};
@@ -311,46 +378,72 @@ static int by_id(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* Under mu: formats the round's chunks for every dirty hold (lock_calls.c:
- * the engine's loss push sends the same two commands). */
-static struct rlc_cmd **collect(struct tracking *t, int64_t now, int *nchunks)
+/* The unit that answers for a hold of `slot` on node i now, or -1 (a
+ * cluster whose map does not name the slot's owner yet). */
+static int unit_for(struct tracking *t, int i, int slot)
+{
+    if (!is_cluster_node(t->c, i))
+        return t->node_unit[i];
+    int j = cluster_master_of(t->c->clusters[i], slot);
+    return j < 0 || j >= RLC_CLUSTER_MAX_NODES ? -1 : t->node_unit[i] + j;
+}
+
+/* Rows on a cluster go by slot, so that a chunk never spans two. */
+struct slot_row {
+    int slot, row;
+};
+
+static int by_slot(const void *a, const void *b)
+{
+    const struct slot_row *x = a, *y = b;
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+/* Cuts unit tn's rows into chunks (sorted by slot first on a cluster). */
+static int cut_chunks(struct tnode *tn, const int *slots)
+{
+    if (tn->master >= 0) {
+        struct slot_row *sr = malloc(sizeof *sr * (size_t)tn->n_rows);
+        if (!sr)
+            return RLC_E_NOMEM;
+        for (int k = 0; k < tn->n_rows; k++)
+            sr[k] = (struct slot_row){slots[tn->rows[k]], tn->rows[k]};
+        qsort(sr, (size_t)tn->n_rows, sizeof *sr, by_slot);
+        for (int k = 0; k < tn->n_rows; k++)
+            tn->rows[k] = sr[k].row;
+        free(sr);
+    }
+    if (!(tn->cut = malloc(sizeof *tn->cut * (size_t)(tn->n_rows + 1))))
+        return RLC_E_NOMEM;
+    tn->n_chunks = 0;
+    for (int k = 0; k < tn->n_rows; k++) {
+        int start = tn->n_chunks ? tn->cut[tn->n_chunks - 1] : 0;
+        bool new_slot = tn->master >= 0 && k > 0 && slots[tn->rows[k]] != slots[tn->rows[k - 1]];
+        if (k == 0 || k - start == CHUNK || new_slot)
+            tn->cut[tn->n_chunks++] = k;
+    }
+    tn->cut[tn->n_chunks] = tn->n_rows;
+    return RLC_OK;
+}
+
+/* Queues unit u's chunks on its reader (lock_calls.c: the engine's loss
+ * push sends the same two commands). */
+static int send_chunks(struct tracking *t, int u, struct hold *const *picked)
 {
     rlc_client *c = t->c;
-    int m = 0;
-    for (struct hold *h = c->renewing; h; h = h->wd_next)
-        m += wants_verify(h, now);
-    *nchunks = 0;
-    if (m == 0)
-        return NULL;
-    int chunks = (m + CHUNK - 1) / CHUNK;
-    struct round *r = &t->r;
-    struct hold **picked = malloc(sizeof *picked * (size_t)m);
-    r->h = malloc(sizeof *r->h * (size_t)m);
-    r->v = malloc((size_t)m * (size_t)t->n);
-    struct rlc_cmd **cmds = calloc((size_t)chunks * 2, sizeof *cmds);
+    struct tnode *tn = &t->units[u];
     char (*fields)[FIELD_LEN] = malloc(FIELD_LEN * (size_t)CHUNK);
     const char **fp = malloc(sizeof *fp * CHUNK);
     size_t *fl = malloc(sizeof *fl * CHUNK);
     uint64_t *levels = malloc(sizeof *levels * CHUNK);
     struct lock_names *names = malloc(sizeof *names * CHUNK);
-    if (!picked || !r->h || !r->v || !cmds || !fields || !fp || !fl || !levels || !names) {
-        free(cmds);
-        cmds = NULL;
-        round_clear(r);
-        goto out;
-    }
-    for (struct hold *h = c->renewing; h; h = h->wd_next)
-        if (wants_verify(h, now)) {
-            h->track_dirty = false;
-            h->track_level = h->attempts[0];
-            r->h[r->nholds] = (struct vhold){h->id, h->attempts[0], (size_t)r->nholds};
-            picked[r->nholds++] = h;
-        }
-    memset(r->v, -1, (size_t)m * (size_t)t->n);
-    for (int k = 0; k < chunks; k++) {
-        int first = k * CHUNK, cm = m - first < CHUNK ? m - first : CHUNK;
+    int rc = fields && fp && fl && levels && names ? RLC_OK : RLC_E_NOMEM;
+    for (int k = 0; k < tn->n_chunks && rc == RLC_OK; k++) {
+        int cm = tn->cut[k + 1] - tn->cut[k];
         for (int j = 0; j < cm; j++) {
-            struct hold *h = picked[first + j];
+            const struct hold *h = picked[tn->rows[tn->cut[k] + j]];
             names[j] = lock_names_of(h->lock);
             fl[j] = (size_t)client_field(c, h->owner, fields[j], FIELD_LEN);
             fp[j] = fields[j];
@@ -358,59 +451,85 @@ static struct rlc_cmd **collect(struct tracking *t, int64_t now, int *nchunks)
         }
         /* EXISTS registers the keys for tracking whatever the server does
          * with reads inside scripts. */
-        cmds[2 * k] = call_exists_many(cm, names);
-        cmds[2 * k + 1] = call_verify_many(cm, names, c->uuid, fp, fl, levels);
+        struct rlc_cmd *ex = call_exists_many(cm, names);
+        struct rlc_cmd *ve = call_verify_many(cm, names, c->uuid, fp, fl, levels);
+        rc = ex && ve ? RLC_OK : RLC_E_NOMEM;
+        if (rc == RLC_OK)
+            rc = conn_queue(&tn->rd, ex->data, ex->len);
+        if (rc == RLC_OK)
+            rc = push_pend(tn, P_EXISTS, k);
+        if (rc == RLC_OK)
+            rc = conn_queue(&tn->rd, ve->data, ve->len);
+        if (rc == RLC_OK)
+            rc = push_pend(tn, P_VERIFY, k);
+        if (rc == RLC_OK)
+            tn->left++;
+        cmd_unref(ex);
+        cmd_unref(ve);
     }
-    *nchunks = chunks;
-    r->nchunks = chunks;
-out:
-    free(picked);
     free(fields);
     free(fp);
     free(fl);
     free(levels);
     free(names);
-    return cmds;
+    return rc;
 }
 
-/* Starts a round on every ready node, if holds are dirty. */
+/* Under mu: starts a round over the ready units, if holds want a verify:
+ * each hold goes to the unit of each node that answers for it now. */
 static void start_round(struct tracking *t, int64_t now)
 {
+    rlc_client *c = t->c;
     int ready = 0;
-    for (int i = 0; i < t->n; i++)
-        ready += t->nodes[i].state == T_READY;
+    for (int u = 0; u < t->n_units; u++)
+        ready += t->units[u].state == T_READY;
     if (ready == 0 || t->r.active)
         return;
-    int nchunks;
-    struct rlc_cmd **cmds = collect(t, now, &nchunks);
-    if (!cmds)
+    int m = 0;
+    for (struct hold *h = c->renewing; h; h = h->wd_next)
+        m += wants_verify(h, now);
+    if (m == 0)
         return;
-    for (int i = 0; i < t->n; i++) {
-        struct tnode *tn = &t->nodes[i];
-        if (tn->state != T_READY)
-            continue;
-        int rc = RLC_OK;
-        for (int k = 0; k < nchunks && rc == RLC_OK; k++) {
-            rc = cmds[2 * k] && cmds[2 * k + 1] ? RLC_OK : RLC_E_NOMEM;
-            if (rc == RLC_OK)
-                rc = conn_queue(&tn->rd, cmds[2 * k]->data, cmds[2 * k]->len);
-            if (rc == RLC_OK)
-                rc = push_pend(tn, P_EXISTS, k);
-            if (rc == RLC_OK)
-                rc = conn_queue(&tn->rd, cmds[2 * k + 1]->data, cmds[2 * k + 1]->len);
-            if (rc == RLC_OK)
-                rc = push_pend(tn, P_VERIFY, k);
-            if (rc == RLC_OK)
-                tn->left++;
-        }
-        if (rc != RLC_OK)
-            node_down(t, i, now, NULL);
+    struct round *r = &t->r;
+    struct hold **picked = malloc(sizeof *picked * (size_t)m);
+    int *slots = malloc(sizeof *slots * (size_t)m);
+    r->h = malloc(sizeof *r->h * (size_t)m);
+    r->v = malloc((size_t)m * (size_t)t->n);
+    if (!picked || !slots || !r->h || !r->v) {
+        free(picked);
+        free(slots);
+        round_clear(r);
+        return;
     }
-    for (int k = 0; k < 2 * nchunks; k++)
-        cmd_unref(cmds[k]);
-    free(cmds);
-    t->r.active = true;
-    t->r.deadline_ns = now + t->c->opts.io_timeout_ms * RLC_NS_PER_MS;
+    for (struct hold *h = c->renewing; h; h = h->wd_next)
+        if (wants_verify(h, now)) {
+            h->track_dirty = false;
+            h->track_level = h->attempts[0];
+            slots[r->nholds] = (int)slot_of(h->lock->key, h->lock->key_len);
+            r->h[r->nholds] = (struct vhold){h->id, h->attempts[0], (size_t)r->nholds};
+            picked[r->nholds++] = h;
+        }
+    memset(r->v, -1, (size_t)m * (size_t)t->n);
+    for (int j = 0; j < m; j++)
+        for (int i = 0; i < t->n; i++) {
+            int u = unit_for(t, i, slots[j]);
+            struct tnode *tn = u >= 0 ? &t->units[u] : NULL;
+            if (!tn || tn->state != T_READY)
+                continue; /* no answer from node i for this hold */
+            if (!tn->rows && !(tn->rows = malloc(sizeof *tn->rows * (size_t)m)))
+                continue;
+            tn->rows[tn->n_rows++] = j;
+        }
+    for (int u = 0; u < t->n_units; u++) {
+        struct tnode *tn = &t->units[u];
+        if (tn->n_rows > 0 &&
+            (cut_chunks(tn, slots) != RLC_OK || send_chunks(t, u, picked) != RLC_OK))
+            node_down(t, u, now, NULL);
+    }
+    free(picked);
+    free(slots);
+    r->active = true;
+    r->deadline_ns = now + t->c->opts.io_timeout_ms * RLC_NS_PER_MS;
 }
 
 /* Under mu: the verdicts of a finished round. */
@@ -445,13 +564,13 @@ static void round_done_check(struct tracking *t)
 {
     if (!t->r.active)
         return;
-    for (int i = 0; i < t->n; i++)
-        if (t->nodes[i].left > 0)
+    for (int u = 0; u < t->n_units; u++)
+        if (t->units[u].left > 0)
             return;
     pthread_mutex_lock(&t->c->mu);
     apply(t);
     pthread_mutex_unlock(&t->c->mu);
-    round_clear(&t->r);
+    round_end(t);
 }
 
 /* ---- replies ------------------------------------------------------------------ */
@@ -491,7 +610,7 @@ static void refusal(char *buf, size_t size, const char *what, const redisReply *
 static int on_sub(struct tracking *t, int i, const redisReply *r, int64_t now, char *why,
                   size_t size)
 {
-    struct tnode *tn = &t->nodes[i];
+    struct tnode *tn = &t->units[i];
     if (r->type == REDIS_REPLY_ERROR) {
         refusal(why, size, tn->have_id ? "SUBSCRIBE " CHANNEL : "CLIENT ID", r);
         return RLC_E_SERVER;
@@ -522,10 +641,16 @@ static int on_sub(struct tracking *t, int i, const redisReply *r, int64_t now, c
     return RLC_OK;
 }
 
+static bool redirected(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR &&
+           (strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0);
+}
+
 /* A reply on rd answers its oldest command. */
 static int on_rd(struct tracking *t, int i, const redisReply *r, char *why, size_t size)
 {
-    struct tnode *tn = &t->nodes[i];
+    struct tnode *tn = &t->units[i];
     struct pend *p = tn->head;
     if (!p)
         return RLC_E_PROTOCOL;
@@ -546,17 +671,29 @@ static int on_rd(struct tracking *t, int i, const redisReply *r, char *why, size
         t->all = true;
         return RLC_OK;
     }
-    if (kind == P_EXISTS || !t->r.active || tn->left == 0)
+    if (kind == P_EXISTS || !t->r.active || tn->left == 0 || k >= tn->n_chunks)
         return RLC_OK;
     tn->left--;
+    if (tn->master >= 0 && redirected(r)) {
+        /* the slot is elsewhere now: no answer; the map learns the move
+         * and every hold is verified again soon, on its new owner */
+        struct cluster *cl = t->c->clusters[tn->node];
+        if (r->str[0] == 'M')
+            cluster_note_moved(cl, r->str + 6, r->len - 6);
+        else
+            cluster_want_refresh(cl);
+        if (!t->recheck_at_ns)
+            t->recheck_at_ns = rlc_now_ns() + RECHECK_MS * RLC_NS_PER_MS;
+        return RLC_OK;
+    }
     /* An error reply (OOM on a full server, a script refused) leaves this
      * node's verdicts unknown: no answer is never a loss. */
     if (r->type != REDIS_REPLY_ARRAY)
         return RLC_OK;
-    int first = k * CHUNK;
-    for (size_t j = 0; j < r->elements && first + (int)j < t->r.nholds; j++)
+    int first = tn->cut[k], cm = tn->cut[k + 1] - first;
+    for (size_t j = 0; j < r->elements && (int)j < cm; j++)
         if (r->element[j]->type == REDIS_REPLY_INTEGER)
-            t->r.v[(size_t)(first + (int)j) * (size_t)t->n + (size_t)i] =
+            t->r.v[(size_t)tn->rows[first + (int)j] * (size_t)t->n + (size_t)tn->node] =
                 r->element[j]->integer == 1 ? 1 : 0;
     return RLC_OK;
 }
@@ -568,14 +705,36 @@ static bool stuck(const struct conn *cn, int64_t now, int64_t limit_ns)
     return cn->state == CONN_CONNECTING && now - cn->connect_started_ns > limit_ns;
 }
 
-static int add_pfd(struct tracking *t, struct pollfd *pfd, int np, int max, int i, bool rd)
+static int add_pfd(struct tracking *t, struct pollfd *pfd, int np, int max, int u, bool rd)
 {
-    struct conn *cn = rd ? &t->nodes[i].rd : &t->nodes[i].sub;
+    struct conn *cn = rd ? &t->units[u].rd : &t->units[u].sub;
     if (cn->state == CONN_CLOSED || np >= max)
         return np;
     pfd[np] = (struct pollfd){cn->fd, conn_events(cn), 0};
-    t->polled[np] = 2 * i + rd;
+    t->polled[np] = 2 * u + rd;
     return np + 1;
+}
+
+/* Whether unit u is wanted: a cluster's table entry only while it owns
+ * slots (a seed, or a master failed over, holds none of our keys). Reads a
+ * cluster's owners again when its map changed. */
+static bool unit_wanted(struct tracking *t, int u)
+{
+    struct tnode *tn = &t->units[u];
+    if (tn->master < 0)
+        return true;
+    struct cluster *cl = t->c->clusters[tn->node];
+    if (cluster_epoch(cl) != t->epoch_seen[tn->node])
+        t->epoch_seen[tn->node] = cluster_owners(cl, t->owns[tn->node]);
+    if (!t->owns[tn->node][tn->master])
+        return false;
+    if (!tn->inited) {
+        /* owning slots, its entry is made: the address is stable */
+        conn_init(&tn->sub, cluster_node_addr(cl, tn->master), false);
+        conn_init(&tn->rd, cluster_node_addr(cl, tn->master), false);
+        tn->inited = true;
+    }
+    return true;
 }
 
 int tracking_prepare(struct tracking *t, struct pollfd *pfd, int max, int64_t *next_ns)
@@ -588,36 +747,48 @@ int tracking_prepare(struct tracking *t, struct pollfd *pfd, int max, int64_t *n
     int64_t step_ns = connect_ns + c->opts.io_timeout_ms * RLC_NS_PER_MS;
     char err[RLC_ERRLEN];
 
-    /* A node that owes the round an answer too long is given up (a hung
+    /* A unit that owes the round an answer too long is given up (a hung
      * server keeps its socket open): its verdicts stay unknown. */
     if (t->r.active && now >= t->r.deadline_ns)
-        for (int i = 0; i < t->n; i++)
-            if (t->nodes[i].left > 0)
-                node_down(t, i, now, NULL);
+        for (int u = 0; u < t->n_units; u++)
+            if (t->units[u].left > 0)
+                node_down(t, u, now, NULL);
     round_done_check(t);
 
     pthread_mutex_lock(&c->mu);
     bool want = c->renewing != NULL;
+    if (t->recheck_at_ns && now >= t->recheck_at_ns && !t->r.active) {
+        t->recheck_at_ns = 0;
+        t->all = true;
+    }
     apply_invalidations(t);
-    if (want)
+    if (want && !t->recheck_at_ns)
         start_round(t, now);
     pthread_mutex_unlock(&c->mu);
     if (t->r.active && t->r.deadline_ns < *next_ns)
         *next_ns = t->r.deadline_ns;
+    if (t->recheck_at_ns && t->recheck_at_ns < *next_ns)
+        *next_ns = t->recheck_at_ns;
 
     int np = 0;
-    for (int i = 0; i < t->n; i++) {
-        struct tnode *tn = &t->nodes[i];
+    for (int u = 0; u < t->n_units; u++) {
+        struct tnode *tn = &t->units[u];
+        bool wanted = unit_wanted(t, u);
+        if (!wanted && tn->state != T_DOWN) {
+            node_down(t, u, now, NULL); /* its master owns no slot now */
+            continue;
+        }
         if (tn->state == T_DOWN) {
-            if (!want)
+            /* room in pfd for both of its sockets, or it waits */
+            if (!want || !wanted || np + 2 > max)
                 continue;
             if (now < tn->retry_at_ns) {
                 if (tn->retry_at_ns < *next_ns)
                     *next_ns = tn->retry_at_ns;
                 continue;
             }
-            if (start_sub(t, i, now) != RLC_OK) {
-                node_down(t, i, now, NULL);
+            if (start_sub(t, u, now) != RLC_OK) {
+                node_down(t, u, now, NULL);
                 continue;
             }
         }
@@ -626,7 +797,7 @@ int tracking_prepare(struct tracking *t, struct pollfd *pfd, int max, int64_t *n
         if (conn_moved(&tn->sub) || conn_moved(&tn->rd) ||
             stuck(&tn->sub, now, connect_ns) || stuck(&tn->rd, now, connect_ns) ||
             ((tn->state == T_HELLO || tn->state == T_TRACK) && now - tn->step_since_ns > step_ns)) {
-            node_down(t, i, now, NULL);
+            node_down(t, u, now, NULL);
             continue;
         }
         if (tn->state == T_HELLO || tn->state == T_TRACK) {
@@ -640,19 +811,19 @@ int tracking_prepare(struct tracking *t, struct pollfd *pfd, int max, int64_t *n
         if (rc == RLC_OK && tn->rd.state == CONN_READY && tn->rd.out_len > 0)
             rc = conn_flush(&tn->rd, err);
         if (rc != RLC_OK) {
-            node_down(t, i, now, NULL);
+            node_down(t, u, now, NULL);
             continue;
         }
-        np = add_pfd(t, pfd, np, max, i, false);
-        np = add_pfd(t, pfd, np, max, i, true);
+        np = add_pfd(t, pfd, np, max, u, false);
+        np = add_pfd(t, pfd, np, max, u, true);
     }
     return np;
 }
 
-static int service_conn(struct tracking *t, int i, bool rd, short revents, int64_t now,
+static int service_conn(struct tracking *t, int u, bool rd, short revents, int64_t now,
                         char *why, size_t size)
 {
-    struct tnode *tn = &t->nodes[i];
+    struct tnode *tn = &t->units[u];
     struct conn *cn = rd ? &tn->rd : &tn->sub;
     char err[RLC_ERRLEN];
     int rc = RLC_OK;
@@ -669,7 +840,7 @@ static int service_conn(struct tracking *t, int i, bool rd, short revents, int64
     while (rc == RLC_OK && cn->state == CONN_READY && (k = conn_next_reply(cn, &reply, err)) != 0) {
         if (k < 0)
             return k;
-        rc = rd ? on_rd(t, i, reply, why, size) : on_sub(t, i, reply, now, why, size);
+        rc = rd ? on_rd(t, u, reply, why, size) : on_sub(t, u, reply, now, why, size);
         freeReplyObject(reply);
     }
     if (rc == RLC_OK && cn->state == CONN_READY && cn->out_len > 0)
@@ -683,15 +854,15 @@ void tracking_service(struct tracking *t, const struct pollfd *pfd, int n)
         return;
     int64_t now = rlc_now_ns();
     for (int j = 0; j < n; j++) {
-        int i = t->polled[j] / 2;
+        int u = t->polled[j] / 2;
         bool rd = t->polled[j] % 2;
-        struct conn *cn = rd ? &t->nodes[i].rd : &t->nodes[i].sub;
+        struct conn *cn = rd ? &t->units[u].rd : &t->units[u].sub;
         if (!pfd[j].revents || cn->fd != pfd[j].fd)
             continue;
         char why[RLC_ERRLEN] = "";
-        int rc = service_conn(t, i, rd, pfd[j].revents, now, why, sizeof why);
+        int rc = service_conn(t, u, rd, pfd[j].revents, now, why, sizeof why);
         if (rc != RLC_OK)
-            node_down(t, i, now, rc == RLC_E_SERVER ? why : NULL);
+            node_down(t, u, now, rc == RLC_E_SERVER ? why : NULL);
     }
     round_done_check(t);
 }
