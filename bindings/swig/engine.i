@@ -42,6 +42,13 @@ static PyObject *rlcpy_event_tuple(const rlc_engine_event *ev)
     return t;
 }
 
+/* A C string as str (invalid UTF-8 replaced), for Py_BuildValue's O&. */
+static PyObject *rlcpy_text(void *p)
+{
+    const char *s = p;
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
 /* A lock name: str (its UTF-8, cached in the object the caller holds) or bytes. */
 static int rlcpy_name(PyObject *name, const char **p, size_t *n)
 {
@@ -292,6 +299,16 @@ PyObject *rlcpy_engine_flush(rlc_engine *e)
         if (!events && !(events = PyList_New(0)))
             goto fail;
         item = rlcpy_event_tuple(&ev);
+        if (!item || PyList_Append(events, item) < 0)
+            goto fail;
+        Py_CLEAR(item);
+    }
+    /* the engine's warnings, as ("warning", text) among the events */
+    char wbuf[600];
+    while (rlc_engine_next_warning(e, wbuf, sizeof wbuf) > 0) {
+        if (!events && !(events = PyList_New(0)))
+            goto fail;
+        item = Py_BuildValue("(sO&)", "warning", rlcpy_text, wbuf);
         if (!item || PyList_Append(events, item) < 0)
             goto fail;
         Py_CLEAR(item);

@@ -564,6 +564,18 @@ typedef struct rlc_engine_event {
  * call on e. */
 RLC_API int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev);
 
+/* What the engine would log, for the driver's logger (the
+ * blocking API's rlc_client_set_log says the same things): today, a node
+ * that refuses loss push (an ACL without +client or the invalidation
+ * channel, Redis before 6; loss is then found at renewal there), once per
+ * connection pair. Takes the oldest warning not yet taken, copies it into
+ * buf (NUL-terminated, cut to fit size) and returns its full length, or 0
+ * when there is none; with buf NULL or size 0 it only returns that length
+ * and the warning stays. At most 16 wait; past that the newest are dropped
+ * and the last one taken says how many. A driver calls it after its other
+ * calls, as it reads the events. */
+RLC_API size_t rlc_engine_next_warning(rlc_engine *e, char *buf, size_t size);
+
 /* Ends a blocking rlc_lock_acquire waiting on l in another thread (any owner)
  * with RLC_E_CANCELED, undoing whatever it may have taken. An acquire that
  * starts after this call is not affected. A sleeping waiter wakes at once; a

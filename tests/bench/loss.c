@@ -19,7 +19,10 @@
  *   engine_del, engine_overwrite
  *              del and overwrite with the holder on the engine (the
  *              asyncio, Node and OpenResty drivers' core, engine_track.c),
- *              driven by tests/c/engine_loop.h: to its RLC_EV_LOST event.
+ *              driven by tests/c/engine_loop.h: to its RLC_EV_LOST event;
+ *   cluster_del, engine_cluster_del
+ *              del on a 3+3 Redis Cluster (a tracking pair per master), the
+ *              blocking API and the engine; DEL on the key's master.
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -30,8 +33,25 @@
 #include <unistd.h>
 
 #include "engine_loop.h"
+#include "redis_cluster.h"
 #include "redis_server.h"
 #include "redlockc.h"
+
+/* Where a case runs: one server, or a cluster (its key's master is struck). */
+struct target {
+    const char *uri;
+    const struct redis_server *s;
+    const struct redis_cluster *rc;
+};
+
+static const struct redis_server *server_of(const struct target *t, const char *name)
+{
+    if (!t->rc)
+        return t->s;
+    long long slot = rs_int(&t->rc->node[0], "CLUSTER KEYSLOT %s", name);
+    int m = slot >= 0 ? rc_master_of(t->rc, (int)slot) : -1;
+    return m >= 0 ? &t->rc->node[m] : NULL;
+}
 
 static int64_t mono_ns(void)
 {
@@ -85,7 +105,9 @@ static int64_t strike(const struct redis_server *s, const char *what, const char
 {
     int64_t t0 = mono_ns();
     redisReply *r = NULL;
-    if (strcmp(what, "del") == 0) {
+    if (!s) {
+        return t0; /* no master known: the sample is missed */
+    } else if (strcmp(what, "del") == 0) {
         r = rs_cmd(s, "DEL %s", name);
     } else if (strcmp(what, "overwrite") == 0) {
         r = rs_cmd(s, "EVAL %s 1 %s",
@@ -102,7 +124,7 @@ static int64_t strike(const struct redis_server *s, const char *what, const char
 }
 
 /* One sample with the holder on the engine: the latency in ns, or -1. */
-static int64_t one_engine(const struct redis_server *s, const char *opts, const char *what,
+static int64_t one_engine(const struct target *t, const char *opts, const char *what,
                           int lease, int k)
 {
     struct eloop L;
@@ -111,13 +133,13 @@ static int64_t one_engine(const struct redis_server *s, const char *opts, const 
     snprintf(name, sizeof name, "loss-engine-%s-%d-%d", what, k, (int)(mono_ns() % 100000));
     snprintf(uuid, sizeof uuid, "6d7a1c3e-0000-4000-8000-%012llx",
              (unsigned long long)(mono_ns() & 0xffffffffffffLL));
-    if (el_init(&L, s->uri, uuid, opts) != RLC_OK)
+    if (el_init(&L, t->uri, uuid, opts) != RLC_OK)
         return -1;
     if (el_acquire(&L, name, 1, 0, -1, NULL) == RLC_OK) {
         int64_t until = el_now() + 100 + rand() % (lease / 3); /* anywhere in the period */
         while (el_now() < until && !L.lost)
             el_turn(&L, 5);
-        int64_t t0 = strike(s, what, name);
+        int64_t t0 = strike(server_of(t, name), what, name);
         int64_t bound = mono_ns() + (2LL * lease + 1000) * 1000000LL;
         while (!L.lost && mono_ns() < bound)
             el_turn(&L, 1);
@@ -129,7 +151,7 @@ static int64_t one_engine(const struct redis_server *s, const char *opts, const 
 }
 
 /* One sample of an in-process case: the latency in ns, or -1. */
-static int64_t one(const struct redis_server *s, const char *opts, const char *what, int lease,
+static int64_t one(const struct target *t, const char *opts, const char *what, int lease,
                    int k)
 {
     rlc_client *c = NULL;
@@ -137,12 +159,12 @@ static int64_t one(const struct redis_server *s, const char *opts, const char *w
     int64_t lat = -1;
     char name[64];
     snprintf(name, sizeof name, "loss-%s-%d-%d", what, k, (int)(mono_ns() % 100000));
-    if (rlc_client_new(&c, s->uri, opts) != RLC_OK || rlc_lock_new(c, name, 0, &l) != RLC_OK ||
+    if (rlc_client_new(&c, t->uri, opts) != RLC_OK || rlc_lock_new(c, name, 0, &l) != RLC_OK ||
         rlc_lock_on_lost(l, on_lost, NULL) != RLC_OK || rlc_lock_acquire(l, 0, -1) != RLC_OK)
         goto out;
     atomic_store(&lost_at_ns, 0);
     sleep_ms(100 + rand() % (lease / 3)); /* anywhere in the renewal period */
-    int64_t t0 = strike(s, what, name);
+    int64_t t0 = strike(server_of(t, name), what, name);
     int64_t at = await_lost(2 * lease + 1000);
     if (at)
         lat = at - t0;
@@ -224,22 +246,40 @@ int main(int argc, char **argv)
         fprintf(stderr, "redis-server did not start\n");
         return 1;
     }
-    static const char *const cases[] = {"paused", "del",        "overwrite",
-                                        "expiry", "engine_del", "engine_overwrite"};
+    static const char *const cases[] = {"paused",      "del",
+                                        "overwrite",   "expiry",
+                                        "engine_del",  "engine_overwrite",
+                                        "cluster_del", "engine_cluster_del"};
+    struct redis_cluster rc;
+    bool rc_up = false;
+    struct target single = {s.uri, &s, NULL}, cluster = {NULL, NULL, &rc};
     int64_t *v = malloc(sizeof *v * (size_t)samples);
     printf("# lease %d ms (renewal every %d ms), %d samples per row\n", lease, lease / 3, samples);
     printf("# %-10s %-10s %9s %9s %9s %6s\n", "case", "loss_push", "p50_ms", "p99_ms", "max_ms",
            "missed");
-    for (size_t ci = 0; v && ci < sizeof cases / sizeof cases[0]; ci++)
+    for (size_t ci = 0; v && ci < sizeof cases / sizeof cases[0]; ci++) {
+        const char *what = cases[ci];
+        bool engine = strncmp(what, "engine_", 7) == 0;
+        what += engine ? 7 : 0;
+        bool on_cluster = strncmp(what, "cluster_", 8) == 0;
+        what += on_cluster ? 8 : 0;
+        if (on_cluster && !rc_up) {
+            if (rc_start(&rc) != 0) {
+                fprintf(stderr, "a 3+3 redis cluster did not start: no cluster rows\n");
+                break;
+            }
+            rc_up = true;
+            cluster.uri = rc.uri;
+        }
+        const struct target *t = on_cluster ? &cluster : &single;
         for (int push = 1; push >= 0; push--) {
             char opts[96];
             snprintf(opts, sizeof opts, "watchdog_timeout_ms=%d;loss_push=%d", lease, push);
             int n = 0, missed = 0;
             for (int k = 0; k < samples; k++) {
-                int64_t lat = strcmp(cases[ci], "paused") == 0 ? one_paused(&s, opts, lease, k)
-                              : strncmp(cases[ci], "engine_", 7) == 0
-                                  ? one_engine(&s, opts, cases[ci] + 7, lease, k)
-                                  : one(&s, opts, cases[ci], lease, k);
+                int64_t lat = strcmp(what, "paused") == 0 ? one_paused(&s, opts, lease, k)
+                              : engine ? one_engine(t, opts, what, lease, k)
+                                       : one(t, opts, what, lease, k);
                 if (lat < 0)
                     missed++;
                 else
@@ -252,7 +292,10 @@ int main(int argc, char **argv)
                    cases[ci], push, lease, n, p50, p99, max, missed);
             fflush(stdout);
         }
+    }
     free(v);
+    if (rc_up)
+        rc_stop(&rc);
     rs_stop(&s);
     return 0;
 }

@@ -296,6 +296,15 @@ TEST(refused_tracking_falls_back_to_renewal_time_detection)
         el_turn(&L, 10); /* renewals went on despite the refusal */
     CHECK(rlc_engine_hold_count(L.e, "refused", 7, 1) == 1 && L.lost == 0, "held a full lease");
     CHECK(tracking_clients(&cl.node[0]) == 0, "a tracking client exists");
+    /* the refusal is passed on for the driver to log, once */
+    char w[512] = "";
+    size_t len = rlc_engine_next_warning(L.e, NULL, 0); /* a peek */
+    CHECK(len > 0 && len < sizeof w && rlc_engine_next_warning(L.e, w, sizeof w) == len &&
+              strlen(w) == len,
+          "peeked %zu bytes, took %zu: %s", len, strlen(w), w);
+    CHECK(strstr(w, "loss_push") && strstr(w, "refused") && strstr(w, "client"), "warning: %s",
+          w);
+    CHECK(rlc_engine_next_warning(L.e, w, sizeof w) == 0, "a second warning: %s", w);
     CHECK(rs_int(&cl.node[0], "DEL refused") == 1, "DEL");
     CHECK(lost_within(&L, 2000) >= 0, "no lost event at the next renewal");
 done:

@@ -11,6 +11,8 @@
 --   /e/pushed?lock=              the same with the default 30 s lease: the
 --                                loss is pushed (loss_push), not found at the
 --                                renewal 10 s later
+--   /e/refused?lock=             an ACL user without +client: loss push
+--                                refused, said once in the error log
 --   /e/renew?lock=               a watchdog hold (1.5 s) kept 4 s by renewals
 --   /e/redlock?lock=&expect=     acquire + release over 3 nodes; how many
 --                                nodes had the key while held
@@ -153,6 +155,43 @@ function _M.pushed()
   end
   local _, _, code = lock:release()
   ngx.say("pushed=", tostring(seen), " release=", tostring(redlockc.errname(code)))
+end
+
+-- Lines of nginx's error log (run.sh starts nginx with -e <prefix>/error.log)
+-- that name a loss_push refusal.
+local function refusals_logged()
+  local f = io.open(ngx.config.prefix() .. "error.log")
+  if not f then return -1 end
+  local n = 0
+  for line in f:lines() do
+    if line:find("resty.redlockc: loss_push:", 1, true) and line:find("refused", 1, true) then
+      n = n + 1
+    end
+  end
+  f:close()
+  return n
+end
+
+-- /e/refused: a client whose ACL user lacks +client. Loss push is refused
+-- (found at renewal instead) and the engine's warning reaches the error
+-- log once, however many renewals follow.
+function _M.refused()
+  redis(1, "ACL", "SETUSER", "ornc", "on", ">pw", "~*", "&*", "+@all", "-client")
+  local c = assert(redlockc.client("redis://ornc:pw@127.0.0.1:" .. PORTS[1],
+                                   { watchdog_timeout_ms = 900 }))
+  local lock = assert(c:lock(arg("lock", "or:e:refused")))
+  assert(lock:acquire{ wait_ms = 0 })
+  local seen = 0
+  for _ = 1, 300 do -- 3 s at most
+    seen = refusals_logged()
+    if seen ~= 0 then break end
+    ngx.sleep(0.01)
+  end
+  ngx.sleep(0.7) -- two renewals more: the refusal is not said again
+  local later = refusals_logged()
+  local ok = lock:release()
+  c:close()
+  ngx.say("logged=", seen, " later=", later, " release=", tostring(ok))
 end
 
 -- A watchdog hold (1.5 s lease) kept for 4 s: the pump's renewals keep it.

@@ -293,6 +293,8 @@ expect_eq "a hold deleted behind its back is lost (watchdog 1.5 s); its release 
 
 expect_eq "with the default 30 s lease a deleted key is pushed as lost within 2 s (loss_push)" \
   "pushed=true release=E_LOST" "$(curl -s --max-time 20 "$URL/e/pushed")"
+expect_eq "a node that refuses loss push is said once in the error log (ACL without +client)" \
+  "logged=1 later=1 release=true" "$(curl -s --max-time 20 "$URL/e/refused")"
 
 echo "--- connections killed by the server"
 redis-cli -p "$REDIS_PORT" hset or:e:kill "external-holder:1" 1 >/dev/null

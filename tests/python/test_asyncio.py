@@ -4,6 +4,7 @@ Every wait here is bounded (asyncio.wait_for, or `until` polling a condition
 a bounded number of times); nothing asserts on speed.
 """
 import asyncio
+import logging
 import contextlib
 import threading
 
@@ -311,6 +312,28 @@ async def test_a_deleted_key_is_pushed_not_found_at_the_next_renewal(server, raw
         assert isinstance(lock.lost_error, aio.LockLostError), repr(lock.lost_error)
         with pytest.raises(aio.LockLostError):
             await lock.release()
+
+
+async def test_a_node_that_refuses_loss_push_is_logged_once(server, raw, caplog):
+    # An ACL user without +client: CLIENT ID is refused, so loss push falls
+    # back to renewal time on this node, and the engine's warning reaches
+    # the "redlockc" logger, as the blocking client's does.
+    raw.execute_command("ACL", "SETUSER", "nc", "on", ">pw", "~*", "&*", "+@all", "-client")
+    uri = f"redis://nc:pw@127.0.0.1:{server.port}"
+    with caplog.at_level(logging.WARNING, logger="redlockc"):
+        async with aclient(uri, watchdog_timeout=0.9) as c:
+            lock = c.lock("refused")
+            await lock.acquire()
+            for _ in range(300):
+                if any("loss_push" in r.getMessage() for r in caplog.records):
+                    break
+                await asyncio.sleep(0.01)
+            assert raw.delete("refused") == 1
+            await asyncio.wait_for(lock.lost.wait(), 5)  # found at the renewal
+    warnings = [r.getMessage() for r in caplog.records
+                if r.name == "redlockc" and "loss_push" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "refused" in warnings[0] and "client" in warnings[0], warnings[0]
 
 
 async def test_loss_push_off_finds_the_loss_at_the_renewal(server, raw):

@@ -103,6 +103,7 @@ pcall(ffi.cdef, [[
   int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name_len,
                                 uint64_t owner);
   int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev);
+  size_t rlc_engine_next_warning(rlc_engine *e, char *buf, size_t size);
 ]])
 -- The monotonic clock (CLOCK_MONOTONIC = 1 on Linux). Declared with a
 -- void * so that another module's declaration with struct timespec * does
@@ -256,6 +257,9 @@ local function with_detail(c, msg)
   return msg == "" and detail or msg .. " (" .. detail .. ")"
 end
 
+local WARN_LEN = 1024
+local warn_buf = ffi.new("char[?]", WARN_LEN)
+
 -- An event out of the engine: DONE wakes the op's waiter, LOST marks the hold.
 local function dispatch(c)
   while lib.rlc_engine_next_event(c.e, ev) == 1 do
@@ -289,6 +293,10 @@ local function dispatch(c)
         end
       end
     end
+  end
+  -- what the engine would log (a node refused loss push)
+  while tonumber(lib.rlc_engine_next_warning(c.e, warn_buf, WARN_LEN)) > 0 do
+    ngx.log(ngx.WARN, "resty.redlockc: ", ffi_string(warn_buf))
   end
 end
 

@@ -52,6 +52,7 @@ const efn = {
   idle: lib.func('int rlc_engine_idle(void *e)'),
   cancel: lib.func('int rlc_engine_cancel(void *e, uint64_t op, int64_t now)'),
   holdCount: lib.func('int64_t rlc_engine_hold_count(void *e, const uint8_t *name, size_t len, uint64_t owner)'),
+  nextWarning: lib.func('size_t rlc_engine_next_warning(void *e, uint8_t *buf, size_t size)'),
 };
 
 const KIND = { ACQUIRE: 0, RELEASE: 1, EXTEND: 2 };
@@ -69,6 +70,7 @@ const nowMs = () => Math.floor(performance.now()) + CLOCK_BASE;
 // right after the call that filled it.
 const outBuf = Buffer.alloc(OUT_CAP);
 const evBuf = Buffer.alloc(EV_HEAD + 1024);
+const warnBuf = Buffer.alloc(1024);
 const res = Buffer.alloc(RECORD);
 const resMsg = () => {
   const end = res.indexOf(0, 24);
@@ -292,6 +294,10 @@ class EngineDriver {
     const done = [];
     while (efn.event(e, evBuf, evBuf.length)) done.push(readEvent());
     for (const ev of done) this.dispatch(ev);
+    // what the engine would log (a node refused loss push): 'warn' lines
+    for (let n; (n = Number(efn.nextWarning(e, warnBuf, warnBuf.length))) > 0;) {
+      this.hooks.log(2, warnBuf.toString('utf8', 0, Math.min(n, warnBuf.length - 1)));
+    }
     this.arm();
     if (this.waitIdle && this.ops.size === 0 && efn.idle(e)) this.waitIdle();
   }

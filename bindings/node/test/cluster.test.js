@@ -66,6 +66,25 @@ test('locks through redis-cluster:// land on their slots\' masters, and waiters 
     await new Promise((r) => setTimeout(r, 200));
     await holder.release();
     assert.equal(await within(15000, 'waiter', waiting), true, 'the waiter gets the lock');
+
+    // Loss push on a cluster: a tracking pair per master. With a 30 s lease
+    // the next renewal is 10 s away; a DEL on the key's master is heard now.
+    const c = new Client(cluster.uri, { watchdog_timeout_ms: 30000 });
+    try {
+      const pushed = c.lock('ncl-pushed');
+      assert.equal(await pushed.acquire({ wait: 0 }), true);
+      const master = cluster.masters.find((m) => cli(m.port, 'EXISTS', 'ncl-pushed') === '1');
+      const tracked = () => Number((cli(master.port, 'INFO', 'stats').match(/tracking_total_keys:(\d+)/) || [])[1] || 0);
+      for (let i = 0; i < 300 && tracked() < 1; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.ok(tracked() >= 1, 'the lock key is registered on its master');
+      const lost = new Promise((resolve) => pushed.on('lost', resolve));
+      assert.equal(cli(master.port, 'DEL', 'ncl-pushed'), '1');
+      const err = await within(2000, "the 'lost' event", lost);
+      assert.ok(err instanceof redlockc.LockLostError, `'lost' event: ${err}`);
+      pushed.close();
+    } finally {
+      await c.close();
+    }
   } finally {
     await a.close();
     await b.close();

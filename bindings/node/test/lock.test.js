@@ -228,3 +228,33 @@ test('fencedSet writes with a token at least the fence and refuses a smaller one
   lock.close();
   await client.close();
 });
+
+test("a node that refuses loss push is said once on the client's 'log' (warn)", async () => {
+  const { execFileSync } = require('node:child_process');
+  const port = new URL(serverUri()).port;
+  // a user without +client: CLIENT ID is refused, loss is found at renewal
+  execFileSync('redis-cli', ['-p', port, 'ACL', 'SETUSER', 'nodenc', 'on', '>pw', '~*', '&*',
+    '+@all', '-client'], { timeout: 5000 });
+  const client = new Client(`redis://nodenc:pw@127.0.0.1:${port}`, { watchdog_timeout_ms: 900 });
+  const warned = [];
+  let told;
+  const first = new Promise((resolve) => { told = resolve; });
+  client.on('log', ({ level, message }) => {
+    if (level === 'warn' && message.includes('loss_push')) {
+      warned.push(message);
+      told();
+    }
+  });
+  const lock = client.lock(uniqueName('refused'));
+  try {
+    assert.equal(await lock.acquire({ wait: 0 }), true);
+    await within(3000, 'the loss_push warning', first);
+    assert.match(warned[0], /refused.*client/i);
+    await delay(500); // renewals go on; the refusal is not said again
+    assert.equal(warned.length, 1, warned.join(' | '));
+    await lock.release();
+  } finally {
+    lock.close();
+    await client.close();
+  }
+});

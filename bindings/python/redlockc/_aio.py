@@ -271,6 +271,9 @@ class Driver:
                 fn = self.on_lost() if self.on_lost is not None else None
                 if fn is not None:
                     fn(ev[4], ev[3], ev[1], ev[8])
+            elif ev[0] == "warning":
+                # what the blocking client logs too (a node refused loss push)
+                _log.warning("%s", ev[1])
 
     # ---- connections --------------------------------------------------------------
 

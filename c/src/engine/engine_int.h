@@ -266,6 +266,8 @@ struct eng_op {
 
 #define ENG_BUCKETS 1024
 
+#define ENG_WARNINGS 16 /* kept until the driver takes them */
+
 struct rlc_engine {
     char uuid[40];
     struct rlc_options opts;
@@ -305,7 +307,15 @@ struct rlc_engine {
     struct rlc_cmd *guard_info; /* INFO server */
     struct eng_op *ops_by_id[ENG_BUCKETS];
     struct tracker *track;    /* loss push (engine_track.c); NULL while it is off */
+    /* warnings for the driver to log (engine_warn.c) */
+    char *warn[ENG_WARNINGS];
+    int warn_head, n_warn;
+    uint64_t warn_dropped;
 };
+
+/* engine_warn.c: a warning for the driver (rlc_engine_next_warning). */
+void eng_warn(rlc_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void eng_warn_free(rlc_engine *e);
 
 /* engine_op.c (events), engine_lock.c (random numbers) */
 void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fmt, ...)

@@ -28,7 +28,8 @@
  * seen by it. A flush (nil payload) or a new reader (messages may have been
  * missed) makes every joined hold dirty. A node that refuses any step (an
  * ACL user without +client or the channel, Redis before 6) is left to
- * detection at renewal and asked again a minute later.
+ * detection at renewal and asked again a minute later; the first refusal
+ * of each pair is a warning for the driver to log (engine_warn.c).
  *
  * On a redis-cluster:// node a key lives on its slot's master, so there is
  * a pair per master of the node's map (a "unit"; a standalone or sentinel
@@ -63,6 +64,7 @@ struct track_unit {
     bool subscribed;        /* sub confirmed the channel */
     bool on;                /* rd answered CLIENT TRACKING: its reads register */
     int64_t refused_until;  /* a refusal: not asked again before this */
+    bool warned;            /* a refusal was passed on (once per unit) */
     /* the round in flight: the rows (holds) asked here, cut in chunks of
      * at most CHUNK holds of one slot; chunk k is rows[cut[k] .. cut[k+1]) */
     bool in_round;          /* owes answers to the round in flight */
@@ -566,6 +568,9 @@ static void refused(rlc_engine *e, int u, const char *what)
              "loss_push: %s%s refused %.150s; a lost lock is found at its next renewal there",
              e->addrs[tu->node].label, where, what);
     tu->refused_until = e->now + REFUSED_RETRY_MS;
+    if (!tu->warned)
+        eng_warn(e, "%s", msg); /* the blocking API logs it once too */
+    tu->warned = true;
     pair_down(e, u, RLC_E_SERVER, msg);
 }
 
