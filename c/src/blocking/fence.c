@@ -126,7 +126,7 @@ static struct script script_fenced_set = {
     "redis.call('set', KEYS[1], ARGV[1])\n"
     "if t ~= f then redis.call('set', KEYS[2], t) end\n"
     "return {1, f}\n",
-    ""};
+    "", NULL};
 
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
 

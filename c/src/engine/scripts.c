@@ -104,7 +104,7 @@ struct script script_acquire = {
     "  redis.call('pexpire', KEYS[3], ARGV[1])\n"
     "end\n"
     "return {n, token, before, inner}\n",
-    ""};
+    "", NULL};
 
 /* The release of one level, the one taken by attempt ARGV[3]. ARGV[4] is
  * "" or, for the client's last level, the newest attempt id (hex) the client
@@ -175,7 +175,7 @@ struct script script_release = {
     "  if type(p) == 'table' and p.err then return -2 end\n"
     "end\n"
     "return 0\n",
-    ""};
+    "", NULL};
 
 /* Takes back what attempt ARGV[1] took, if it ran; if it has not run yet, a
  * tombstone makes it do nothing when it arrives. A nested level's undo puts
@@ -208,7 +208,7 @@ struct script script_undo = {
     "end\n"
     "free_field(KEYS[1], KEYS[2], ARGV[2])\n"
     "return 1\n",
-    ""};
+    "", NULL};
 
 /* Is hold i's level (its attempt id in ID) recorded in the lock's current
  * life (epoch 'e' of its attempts hash)? -> `mine`. A renewal renews only
@@ -248,7 +248,7 @@ struct script script_renew = {
     "  end\n"
     "end\n"
     "return out\n",
-    ""};
+    "", NULL};
 
 /* The renewal script's test without its writes (loss push: a verify round,
  * tracking.c and engine_track.c). KEYS: m locks, m attempts hashes; ARGV: m
@@ -263,7 +263,7 @@ struct script script_verify = {
     "  out[i] = (mine and redis.pcall('hexists', KEYS[i], ARGV[i]) == 1) and 1 or 0\n"
     "end\n"
     "return out\n",
-    ""};
+    "", NULL};
 
 struct script script_force_release = {
     "force_release",
@@ -272,7 +272,7 @@ struct script script_force_release = {
     "  return 1\n"
     "end\n"
     "return 0\n",
-    ""};
+    "", NULL};
 
 /* Raises a node's token counter to at least ARGV[1]. Over N nodes a new
  * holder's token is the largest counter of the nodes that said yes; raising
@@ -285,13 +285,13 @@ struct script script_token_floor = {
     "  redis.call('set', KEYS[1], ARGV[1])\n"
     "end\n"
     "return 1\n",
-    ""};
+    "", NULL};
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 /* Twins made from the scripts' own text at init, so they cannot drift. */
-static struct script script_release_sharded = {"release_sharded", NULL, ""};
-static struct script script_force_release_sharded = {"force_release_sharded", NULL, ""};
+static struct script script_release_sharded = {"release_sharded", NULL, "", NULL};
+static struct script script_force_release_sharded = {"force_release_sharded", NULL, "", NULL};
 
 /* src with every 'publish' call spelled 'spublish', into out (static
  * storage: a library that is unloaded, as Lua unloads its modules, must
@@ -320,25 +320,28 @@ static char *with_spublish(const char *src, char *out, size_t size)
 const struct script *script_sharded_twin(const struct script *s)
 {
     scripts_init();
-    struct script *t = s == &script_release         ? &script_release_sharded
-                       : s == &script_force_release ? &script_force_release_sharded
-                                                    : NULL;
-    return t && t->source ? t : NULL;
+    return s ? s->sharded : NULL;
+}
+
+size_t script_make_sharded(struct script *s, struct script *twin, char *buf, size_t size)
+{
+    if (!strstr(s->source, "'publish'") || !with_spublish(s->source, buf, size))
+        return 0;
+    if (!twin->name)
+        twin->name = s->name;
+    twin->source = buf;
+    sha1_hex(buf, strlen(buf), twin->sha);
+    s->sharded = twin;
+    return strlen(buf) + 1;
 }
 
 static void compute_shas(void)
 {
     static char release_src[8192], force_src[1024];
-    script_release_sharded.source =
-        with_spublish(script_release.source, release_src, sizeof release_src);
-    script_force_release_sharded.source =
-        with_spublish(script_force_release.source, force_src, sizeof force_src);
-    if (script_release_sharded.source)
-        sha1_hex(script_release_sharded.source, strlen(script_release_sharded.source),
-                 script_release_sharded.sha);
-    if (script_force_release_sharded.source)
-        sha1_hex(script_force_release_sharded.source,
-                 strlen(script_force_release_sharded.source), script_force_release_sharded.sha);
+    script_make_sharded(&script_release, &script_release_sharded, release_src,
+                        sizeof release_src);
+    script_make_sharded(&script_force_release, &script_force_release_sharded, force_src,
+                        sizeof force_src);
 
     struct script *all[] = {&script_acquire, &script_release, &script_undo, &script_renew,
                             &script_verify, &script_force_release, &script_token_floor};

@@ -10,6 +10,7 @@ struct script {
     const char *name;
     const char *source;
     char sha[41]; /* filled once by scripts_init() */
+    const struct script *sharded; /* its SPUBLISH twin (script_make_sharded), or NULL */
 };
 
 /* KEYS: lock, token counter, attempts. ARGV: lease ms, owner field, attempt
@@ -45,6 +46,12 @@ extern struct script script_token_floor;
  * its scripts for the same reason). The standalone scripts stay as they
  * are, byte for byte. NULL for a script that publishes nothing. */
 const struct script *script_sharded_twin(const struct script *s);
+
+/* Makes twin s's SPUBLISH twin, its source written into buf (static
+ * storage of size bytes), and links it from s, if s publishes; once, before
+ * any thread can ask for it (the lock family's scripts make theirs at
+ * their own init). Returns buf's bytes used (0: none, or they did not fit). */
+size_t script_make_sharded(struct script *s, struct script *twin, char *buf, size_t size);
 
 /* Computes the SHA-1 names. Idempotent and thread-safe. */
 void scripts_init(void);

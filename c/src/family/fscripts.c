@@ -96,7 +96,7 @@ struct script fscript_read_acquire = {
     "redis.call('set', KEYS[2] .. ':' .. n, 1, 'px', ARGV[1])\n"
     "record(KEYS[3], ARGV[4], before, ARGV[2], ARGV[1])\n"
     "return {n, 0, before}\n",
-    ""};
+    "", NULL};
 
 /* A writer that has to wait (ARGV[4] > 0) registers in the writers zset,
  * scored with when its registration ends; it renews it on every try, and
@@ -133,7 +133,7 @@ struct script fscript_write_acquire = {
     "redis.call('zrem', KEYS[3], ARGV[2])\n"
     "record(KEYS[2], ARGV[3], before, ARGV[2], ARGV[1])\n"
     "return {n, 0, before}\n",
-    ""};
+    "", NULL};
 
 /* The hash lives as long as the longest read level (Redisson's rule, from
  * the per-level timeout keys), or is deleted, which publishes 0. */
@@ -165,7 +165,7 @@ struct script fscript_read_release = {
     "redis.call('hdel', KEYS[4], 'e')\n"
     "redis.pcall('publish', KEYS[2], 0)\n"
     "return {n, 1}\n",
-    ""};
+    "", NULL};
 
 /* The write hold's last level: the hash goes (or turns to mode read when
  * the writer still holds read levels, as in Redisson); either way waiting
@@ -192,7 +192,7 @@ struct script fscript_write_release = {
     "end\n"
     "redis.pcall('publish', KEYS[2], 1)\n"
     "return {0, 1}\n",
-    ""};
+    "", NULL};
 
 struct script fscript_rw_undo = {
     "rw_undo",
@@ -219,7 +219,7 @@ struct script fscript_rw_undo = {
     "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
     "end\n"
     "return 1\n",
-    ""};
+    "", NULL};
 
 /* Renews the owner's levels: its read levels' timeout keys too, and the
  * hash to at least the lease. */
@@ -235,12 +235,12 @@ struct script fscript_rw_renew = {
     "if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end\n"
     "if redis.call('pttl', KEYS[2]) < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[2], ARGV[1]) end\n"
     "return 1\n",
-    ""};
+    "", NULL};
 
 struct script fscript_write_withdraw = {
     "write_withdraw",
     "return redis.call('zrem', KEYS[1], ARGV[1])\n",
-    ""};
+    "", NULL};
 
 /* ---- fair lock --------------------------------------------------------------- */
 
@@ -309,7 +309,7 @@ struct script fscript_fair_acquire = {
     "end\n"
     "record(KEYS[4], ARGV[3], before, ARGV[2], ARGV[1])\n"
     "return {n, 0, before}\n",
-    ""};
+    "", NULL};
 
 struct script fscript_fair_release = {
     "fair_release",
@@ -328,7 +328,7 @@ struct script fscript_fair_release = {
     "local nxt = redis.call('lindex', KEYS[2], 0)\n"
     "if nxt then redis.pcall('publish', KEYS[5] .. ':' .. nxt, 0) end\n"
     "return {0, 1}\n",
-    ""};
+    "", NULL};
 
 struct script fscript_fair_withdraw = {
     "fair_withdraw",
@@ -342,7 +342,7 @@ struct script fscript_fair_withdraw = {
     "  if nxt then redis.pcall('publish', KEYS[4] .. ':' .. nxt, 0) end\n"
     "end\n"
     "return 1\n",
-    ""};
+    "", NULL};
 
 struct script fscript_fair_undo = {
     "fair_undo",
@@ -365,7 +365,7 @@ struct script fscript_fair_undo = {
     "  redis.call('hdel', KEYS[2], 'e')\n"
     "end\n"
     "return 1\n",
-    ""};
+    "", NULL};
 
 struct script fscript_fair_renew = {
     "fair_renew",
@@ -375,7 +375,7 @@ struct script fscript_fair_renew = {
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "if redis.call('pttl', KEYS[2]) < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[2], ARGV[1]) end\n"
     "return 1\n",
-    ""};
+    "", NULL};
 
 /* ---- semaphores --------------------------------------------------------------- */
 
@@ -410,7 +410,7 @@ struct script fscript_psem_acquire = {
     "local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')\n"
     "if first[2] then return {0, math.max(1, tonumber(first[2]) - now)} end\n"
     "return {0, -1}\n",
-    ""};
+    "", NULL};
 
 struct script fscript_psem_release = {
     "psem_release",
@@ -426,7 +426,7 @@ struct script fscript_psem_release = {
     "  redis.pcall('publish', KEYS[3], v)\n"
     "end\n"
     "return back\n",
-    ""};
+    "", NULL};
 
 struct script fscript_psem_renew = {
     "psem_renew",
@@ -439,14 +439,14 @@ struct script fscript_psem_renew = {
     "end\n"
     "for i = 1, n do redis.call('zadd', KEYS[1], 'xx', now + tonumber(ARGV[3]), member(ARGV[2], i)) end\n"
     "return 1\n",
-    ""};
+    "", NULL};
 
 struct script fscript_psem_available = {
     "psem_available",
     HEAD PSEM_RECLAIM
     "reclaim(KEYS[1], KEYS[2], KEYS[3], now_ms())\n"
     "return tonumber(redis.call('get', KEYS[1]) or '0') or 0\n",
-    ""};
+    "", NULL};
 
 /* A plain semaphore has no holders on the server, only a count: each
  * acquire and release leaves a record key ("r<n>" taken, "d" done) that
@@ -462,7 +462,7 @@ struct script fscript_sem_acquire = {
     "  return {1, 0}\n"
     "end\n"
     "return {0, -1}\n",
-    ""};
+    "", NULL};
 
 struct script fscript_sem_release = {
     "sem_release",
@@ -480,7 +480,7 @@ struct script fscript_sem_release = {
     "local v = redis.call('incrby', KEYS[1], ARGV[1])\n"
     "redis.pcall('publish', KEYS[2], v)\n"
     "return tonumber(ARGV[1])\n",
-    ""};
+    "", NULL};
 
 /* ---- multi-name lock ------------------------------------------------------------- */
 
@@ -523,7 +523,7 @@ struct script fscript_multi_acquire = {
     "  if redis.call('pttl', att) < tonumber(ARGV[1]) then redis.call('pexpire', att, ARGV[1]) end\n"
     "end\n"
     "return {1, 0}\n",
-    ""};
+    "", NULL};
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -536,8 +536,18 @@ static void compute(void)
         &fscript_fair_undo, &fscript_fair_renew, &fscript_psem_acquire, &fscript_psem_release,
         &fscript_psem_renew, &fscript_psem_available, &fscript_sem_acquire,
         &fscript_sem_release, &fscript_multi_acquire};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    /* SPUBLISH twins of those that publish, for sharded clusters: without
+     * them a waiter there (SSUBSCRIBEd, pubsub.c) hears no release and
+     * only finds the lock free at its next poll, up to a second later.
+     * Static storage: a library that is unloaded leaves nothing behind. */
+    enum { N = sizeof all / sizeof all[0] };
+    static struct script twins[N];
+    static char pool[64 * 1024];
+    size_t used = 0;
+    for (size_t i = 0; i < N; i++) {
         sha1_hex(all[i]->source, strlen(all[i]->source), all[i]->sha);
+        used += script_make_sharded(all[i], &twins[i], pool + used, sizeof pool - used);
+    }
 }
 
 void fscripts_init(void)
