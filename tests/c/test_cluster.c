@@ -506,17 +506,6 @@ TEST(a_master_killed_and_its_replica_promoted_with_sync_replicas)
     failover_run("sync_replicas=1;sync_timeout_ms=500", true);
 }
 
-static long long tracked_keys(const struct redis_server *s)
-{
-    redisReply *r = rs_cmd(s, "INFO stats");
-    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "tracking_total_keys:")
-                                                       : NULL;
-    long long v = p ? atoll(p + strlen("tracking_total_keys:")) : -1;
-    if (r)
-        freeReplyObject(r);
-    return v;
-}
-
 static atomic_int pushed_calls;
 static char pushed_name[64];
 
@@ -527,6 +516,12 @@ static void on_pushed(rlc_lock *l, int reason, void *user)
     if (reason == RLC_E_LOST && atomic_load(&pushed_calls) == 0)
         snprintf(pushed_name, sizeof pushed_name, "%s", (const char *)user);
     atomic_fetch_add(&pushed_calls, 1);
+}
+
+/* Keys Redis tracks for CLIENT TRACKING readers on s. */
+static long long tracked_keys(const struct redis_server *s)
+{
+    return rs_info_int(s, "stats", "tracking_total_keys");
 }
 
 #define PUSH_MS 1000 /* "at once": a few round trips, with sanitizers and valgrind */
@@ -576,23 +571,9 @@ TEST(loss_is_pushed_from_every_master_and_follows_a_moved_slot)
 
     /* names[1]'s slot moves to names[2]'s master */
     int slot = (int)slot_of(names[1], strlen(names[1]));
-    const struct redis_server *src = &rc.node[master[1]], *dst = &rc.node[master[2]];
-    char src_id[64], dst_id[64];
-    rc_node_id(src, src_id, sizeof src_id);
-    rc_node_id(dst, dst_id, sizeof dst_id);
+    const struct redis_server *dst = &rc.node[master[2]];
     long long dst_before = tracked_keys(dst);
-    redisReply *r = rs_cmd(dst, "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id);
-    CHECK(r && r->type == REDIS_REPLY_STATUS, "importing");
-    freeReplyObject(r);
-    r = rs_cmd(src, "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id);
-    CHECK(r && r->type == REDIS_REPLY_STATUS, "migrating");
-    freeReplyObject(r);
-    CHECK(rc_migrate_keys(src, dst, slot) >= 1, "keys moved");
-    for (int i = 0; i < RC_NODES; i++) {
-        r = rs_cmd(&rc.node[i], "CLUSTER SETSLOT %d NODE %s", slot, dst_id);
-        if (r)
-            freeReplyObject(r); /* replicas refuse it: they follow their master */
-    }
+    CHECK(rc_move_slot(&rc, master[1], master[2], slot) >= 1, "keys moved");
     CHECK(rs_int(dst, "EXISTS %s", names[1]) == 1, "the lock moved");
     CHECK(WAIT_UNTIL(tracked_keys(dst) > dst_before, 5000),
           "%s is registered on its new master", names[1]);

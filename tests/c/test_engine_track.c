@@ -23,22 +23,10 @@ static int64_t lost_within(struct eloop *L, int64_t ms)
     return L->lost ? el_now() - t0 : -1;
 }
 
-static long long info_field(const struct redis_server *s, const char *section, const char *name)
-{
-    redisReply *r = rs_cmd(s, "INFO %s", section);
-    long long v = -1;
-    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, name) : NULL;
-    if (p)
-        v = atoll(p + strlen(name) + 1);
-    if (r)
-        freeReplyObject(r);
-    return v;
-}
-
 /* Clients whose key tracking redirects to another connection. */
 static long long tracking_clients(const struct redis_server *s)
 {
-    return info_field(s, "clients", "tracking_clients");
+    return rs_info_int(s, "clients", "tracking_clients");
 }
 
 /* Turns the loop until every node tracks at least `keys` keys (the
@@ -49,7 +37,7 @@ static int registered(struct eloop *L, struct cluster *cl, long long keys)
     for (;;) {
         int ok = 0;
         for (int i = 0; i < cl->n; i++)
-            ok += info_field(&cl->node[i], "stats", "tracking_total_keys") >= keys;
+            ok += rs_info_int(&cl->node[i], "stats", "tracking_total_keys") >= keys;
         if (ok == cl->n)
             return 0;
         if (el_now() >= end)
@@ -184,7 +172,7 @@ TEST(a_stalled_tracking_reader_is_remade_and_the_loss_still_pushed)
              RLC_OK);
     CHECK_RC(el_acquire(&L, "stalled", 1, 0, -1, NULL), RLC_OK);
     int64_t end = el_now() + 2000;
-    while (el_now() < end && info_field(&s, "stats", "tracking_total_keys") < 1)
+    while (el_now() < end && rs_info_int(&s, "stats", "tracking_total_keys") < 1)
         el_turn(&L, 10);
     /* accepted in order: command connection, subscriber, then the reader
      * (it opens once the subscriber has its id and the channel) */
@@ -216,7 +204,7 @@ TEST(own_renewals_and_nested_levels_never_make_a_false_loss)
         CHECK_RC(el_acquire(&L, name[i], 7, 0, -1, NULL), RLC_OK);
     }
     CHECK(registered(&L, &cl, NLOCKS) == 0, "all keys registered");
-    long long verifies_before = info_field(&cl.node[0], "commandstats", "cmdstat_eval:calls");
+    long long verifies_before = rs_info_int(&cl.node[0], "commandstats", "cmdstat_eval:calls");
     int64_t end = el_now() + 4000;
     int nests = 0;
     while (el_now() < end) {
@@ -226,7 +214,7 @@ TEST(own_renewals_and_nested_levels_never_make_a_false_loss)
         nests++;
         el_turn(&L, 2);
     }
-    long long verifies = info_field(&cl.node[0], "commandstats", "cmdstat_eval:calls");
+    long long verifies = rs_info_int(&cl.node[0], "commandstats", "cmdstat_eval:calls");
     CHECK(L.lost == 0, "%d false losses (%s)", L.lost, L.lost_name);
     CHECK(nests > 20, "only %d nests", nests);
     /* the pushes were real: invalidations led to verify rounds (EVAL) */

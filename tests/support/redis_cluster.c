@@ -7,6 +7,7 @@
  * still misses a peer sees spurious MOVEDs or CLUSTERDOWN.
  */
 #include <fcntl.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,5 +245,28 @@ int rc_migrate_keys(const struct redis_server *src, const struct redis_server *d
         if (!ok)
             return -1;
     }
+    return moved;
+}
+
+static bool status_ok(redisReply *r)
+{
+    bool ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+int rc_move_slot(const struct redis_cluster *rc, int src, int dst, int slot)
+{
+    char src_id[64], dst_id[64];
+    rc_node_id(&rc->node[src], src_id, sizeof src_id);
+    rc_node_id(&rc->node[dst], dst_id, sizeof dst_id);
+    if (!status_ok(rs_cmd(&rc->node[dst], "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id)) ||
+        !status_ok(rs_cmd(&rc->node[src], "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id)))
+        return -1;
+    int moved = rc_migrate_keys(&rc->node[src], &rc->node[dst], slot);
+    for (int i = 0; i < RC_NODES; i++)
+        status_ok(rs_cmd(&rc->node[i], "CLUSTER SETSLOT %d NODE %s", slot, dst_id)); /* replicas
+                                                              refuse: they follow their master */
     return moved;
 }

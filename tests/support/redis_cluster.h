@@ -38,6 +38,11 @@ void rc_node_id(const struct redis_server *s, char *id, size_t size);
  * returns how many moved, -1 on an error. */
 int rc_migrate_keys(const struct redis_server *src, const struct redis_server *dst, int slot);
 
+/* A whole resharding of slot from rc's node src to node dst: SETSLOT
+ * IMPORTING/MIGRATING, every key moved, SETSLOT NODE on every node.
+ * Returns the keys moved, or -1 on an error. */
+int rc_move_slot(const struct redis_cluster *rc, int src, int dst, int slot);
+
 /* Removes a node's nodes.conf so that rs_stop can remove its directory. */
 void rc_forget_conf(const struct redis_server *s);
 

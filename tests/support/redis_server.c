@@ -254,3 +254,19 @@ long long rs_int(const struct redis_server *s, const char *fmt, ...)
         freeReplyObject(r);
     return v;
 }
+
+long long rs_info_int(const struct redis_server *s, const char *section, const char *field)
+{
+    redisReply *r = rs_cmd(s, "INFO %s", section);
+    size_t n = strlen(field);
+    long long v = -1;
+    for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : NULL; p;
+         p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, field, n) == 0 && (p[n] == ':' || p[n] == '=')) {
+            v = atoll(p + n + 1);
+            break;
+        }
+    if (r)
+        freeReplyObject(r);
+    return v;
+}

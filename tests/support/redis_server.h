@@ -55,4 +55,9 @@ redisReply *rs_cmd(const struct redis_server *s, const char *fmt, ...);
 /* Integer result of a raw command, or LLONG_MIN. */
 long long rs_int(const struct redis_server *s, const char *fmt, ...);
 
+/* The integer field of INFO section ("stats", "tracking_total_keys"), or -1;
+ * a field inside a line is named with its line ("commandstats",
+ * "cmdstat_eval:calls"). */
+long long rs_info_int(const struct redis_server *s, const char *section, const char *field);
+
 #endif

@@ -715,17 +715,24 @@ static int add_pfd(struct tracking *t, struct pollfd *pfd, int np, int max, int 
     return np + 1;
 }
 
+/* Reads each cluster's owners again when its map changed (once per turn). */
+static void read_owners(struct tracking *t)
+{
+    for (int i = 0; i < t->n; i++) {
+        struct cluster *cl = is_cluster_node(t->c, i) ? t->c->clusters[i] : NULL;
+        if (cl && cluster_epoch(cl) != t->epoch_seen[i])
+            t->epoch_seen[i] = cluster_owners(cl, t->owns[i]);
+    }
+}
+
 /* Whether unit u is wanted: a cluster's table entry only while it owns
- * slots (a seed, or a master failed over, holds none of our keys). Reads a
- * cluster's owners again when its map changed. */
+ * slots (a seed, or a master failed over, holds none of our keys). */
 static bool unit_wanted(struct tracking *t, int u)
 {
     struct tnode *tn = &t->units[u];
     if (tn->master < 0)
         return true;
     struct cluster *cl = t->c->clusters[tn->node];
-    if (cluster_epoch(cl) != t->epoch_seen[tn->node])
-        t->epoch_seen[tn->node] = cluster_owners(cl, t->owns[tn->node]);
     if (!t->owns[tn->node][tn->master])
         return false;
     if (!tn->inited) {
@@ -770,6 +777,7 @@ int tracking_prepare(struct tracking *t, struct pollfd *pfd, int max, int64_t *n
     if (t->recheck_at_ns && t->recheck_at_ns < *next_ns)
         *next_ns = t->recheck_at_ns;
 
+    read_owners(t);
     int np = 0;
     for (int u = 0; u < t->n_units; u++) {
         struct tnode *tn = &t->units[u];
