@@ -1,0 +1,55 @@
+/*
+ * driver_conn.h - one connection of the engine as the blocking driver runs
+ * it: a non-blocking socket, TLS over it when the node is rediss://, and
+ * nothing of the protocol (the engine has that; engine_driver.c moves the
+ * bytes). Every call here returns at once; "not now" is a poll event.
+ */
+#ifndef RLC_DRIVER_CONN_H
+#define RLC_DRIVER_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "redlockc.h"
+
+struct ssl_st;
+struct tls_ctx;
+
+enum dconn_state { DC_CLOSED, DC_CONNECTING, DC_HANDSHAKE, DC_UP };
+
+struct dconn {
+    int fd;
+    enum dconn_state state;
+    struct ssl_st *ssl;   /* NULL on a plain connection */
+    short tls_want;       /* the poll event the handshake or TLS I/O waits for */
+};
+
+void dconn_init(struct dconn *c);
+
+/* Starts a connection to host:port (port 0: a unix socket's path), with
+ * TLS (tls != NULL; server_host is the name its certificate must carry).
+ * RLC_OK: DC_CONNECTING, or DC_UP when it connected at once on a plain
+ * socket; otherwise a status, err says why, and c stays DC_CLOSED.
+ * Numeric addresses and unix paths never block here; a host name is
+ * looked up with getaddrinfo (see engine_driver.c). */
+int dconn_start(struct dconn *c, const char *host, int port, struct tls_ctx *tls,
+                const char *server_host, char *err, size_t err_len);
+
+/* What to poll for: 0 when closed. wants_write: the engine has bytes. */
+short dconn_events(const struct dconn *c, bool wants_write);
+
+/* After poll said revents: the connect or the handshake moves on. 1 it is
+ * DC_UP now (tell the engine), 0 not yet (or already up), -1 it failed
+ * (err says why; close it). */
+int dconn_progress(struct dconn *c, short revents, char *err, size_t err_len);
+
+/* Reads what has arrived: > 0 bytes, 0 nothing now, -1 closed or failed. */
+ssize_t dconn_read(struct dconn *c, char *buf, size_t len, char *err, size_t err_len);
+
+/* Writes: > 0 bytes taken, 0 not now, -1 failed. */
+ssize_t dconn_write(struct dconn *c, const char *data, size_t len, char *err, size_t err_len);
+
+void dconn_close(struct dconn *c);
+
+#endif

@@ -1,0 +1,747 @@
+/*
+ * engine_driver.c - the blocking driver: the engine run by the threads that
+ * wait on it (leader/followers), see engine_driver.h for the idea.
+ *
+ * One mutex guards the engine and the connections. At most one thread
+ * polls the sockets at a time: the leader. It polls without the mutex, so
+ * other threads may queue operations, write their bytes and take their
+ * outcomes meanwhile; it alone opens and closes sockets and reads, so the
+ * descriptors it polls stay valid. A thread that finds something the
+ * leader's poll cannot see (a connection to open, bytes the socket would
+ * not take yet, an earlier deadline, a caller that wants to lead instead of
+ * the background thread) pokes it with an eventfd.
+ *
+ * Whoever holds the mutex after a call into the engine takes its events:
+ * an operation's end goes to the thread waiting for it (its own condition
+ * variable), a lost hold to the callback thread's queue.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "driver_conn.h"
+#include "engine_driver.h"
+#include "error.h"
+#include "options.h"
+#include "thread_sem.h"
+#include "tls.h"
+
+#define MAX_POLL_MS 1000 /* the leader looks again at least this often */
+/* The background thread leads only after callers left it this long: a
+ * thread that calls again at once finds the lead free instead of having to
+ * take it back (two thread switches a call). What the background thread
+ * reads late by this much: a loss push, between calls. */
+#define LINGER_MS 2
+#define READ_CHUNK 16384
+#define DEFER_POSTS 64   /* wake-ups kept until the mutex is let go; more go at once */
+
+struct waiter {
+    uint64_t op;
+    const char *name;
+    size_t name_len;
+    struct edrv_outcome *out;
+    atomic_bool done;   /* set under the mutex, read after a wake-up without it */
+    bool wants_lead;    /* following: it would take the lead */
+    bool lead_offered;  /* pass_lead chose it */
+    struct thread_sem *ts; /* its thread's: posted when done or offered the lead */
+    struct waiter *next;
+};
+
+struct lost {
+    struct lost *next;
+    uint64_t owner;
+    int status;
+    char message[EDRV_MSGLEN];
+    size_t name_len;
+    char name[];
+};
+
+struct edrv {
+    pthread_mutex_t mu;
+    rlc_engine *e;
+    int n;                   /* the engine's connections */
+    struct dconn *c;         /* n of them */
+    bool *broken;            /* a write failed outside the leader: it closes it */
+    struct pollfd *pfd;      /* the leader's poll set: the eventfd, then up to n */
+    int *pidx;
+    struct rlc_options opts; /* the tls_* settings, when have_opts */
+    bool have_opts;
+    struct tls_ctx *tls;     /* when a node is rediss:// */
+    int wake_fd;
+    bool leading, bg_leading;
+    atomic_bool polling;     /* the leader is in poll(): bytes queued now wait for a send */
+    int64_t poll_until;      /* the leader's poll ends by then (ms) */
+    int wanting;             /* followers that want to lead */
+    struct waiter *waiters;  /* operations in flight, each with its thread */
+    struct thread_sem *to_post[DEFER_POSTS]; /* posted once the mutex is let go */
+    char why[EDRV_MSGLEN];   /* the last connection that failed, and why: the
+                                engine's message on RLC_E_CONNECT says which node,
+                                this says what went wrong (a certificate...) */
+    int n_to_post;
+    pthread_cond_t bg_cv;    /* the background thread waits here to lead */
+    int64_t caller_left;     /* when a caller last stopped leading (ms) */
+    pthread_cond_t turned;   /* broadcast after each turn (edrv_free waits on it) */
+    bool stopping;
+    pthread_t bg;
+    bool bg_started;
+
+    edrv_lost_fn lost_fn;
+    void *lost_user;
+    struct lost *lost_head, *lost_tail;
+    pthread_cond_t lost_cv;
+    pthread_t cb;
+    bool cb_started;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void poke(struct edrv *d)
+{
+    uint64_t one = 1;
+    ssize_t w = write(d->wake_fd, &one, sizeof one);
+    (void)w; /* a full counter already wakes the leader */
+}
+
+/* Wakes a sleeping caller once the mutex is let go (unlock()): woken under
+ * it, 16 threads would queue on it while the leader still reads. */
+static void post_later(struct edrv *d, struct thread_sem *t)
+{
+    if (d->n_to_post < DEFER_POSTS)
+        d->to_post[d->n_to_post++] = t;
+    else
+        sem_post(&t->sem);
+}
+
+static void unlock(struct edrv *d)
+{
+    struct thread_sem *post[DEFER_POSTS];
+    int n = d->n_to_post;
+    for (int i = 0; i < n; i++)
+        post[i] = d->to_post[i];
+    d->n_to_post = 0;
+    pthread_mutex_unlock(&d->mu);
+    for (int i = 0; i < n; i++)
+        sem_post(&post[i]->sem);
+}
+
+/* ---- connections ------------------------------------------------------ */
+
+static void close_conn(struct edrv *d, int k, int64_t now)
+{
+    dconn_close(&d->c[k]);
+    d->broken[k] = false;
+    rlc_engine_closed(d->e, k, now);
+}
+
+static void note_why(struct edrv *d, int k, const char *err)
+{
+    const char *host;
+    int port;
+    if (rlc_engine_conn_address(d->e, k, &host, &port, NULL) == RLC_OK && err[0])
+        snprintf(d->why, sizeof d->why, "%s:%d: %s", host, port, err);
+}
+
+static void start_conn(struct edrv *d, int k, int64_t now)
+{
+    const char *host;
+    int port, tls = 0;
+    if (rlc_engine_conn_address(d->e, k, &host, &port, &tls) != RLC_OK)
+        return; /* a sentinel node's master is not known yet: want_open is 0 then */
+    char err[EDRV_MSGLEN];
+    if (tls && !d->tls) {
+        rlc_engine_closed(d->e, k, now);
+        return;
+    }
+    if (dconn_start(&d->c[k], host, port, tls ? d->tls : NULL, host, err, sizeof err) != RLC_OK) {
+        note_why(d, k, err);
+        rlc_engine_closed(d->e, k, now);
+        return;
+    }
+    if (d->c[k].state == DC_UP)
+        rlc_engine_connected(d->e, k, now);
+}
+
+/* Opens what the engine wants open and closes what it gave up on. */
+static void open_wanted(struct edrv *d, int64_t now)
+{
+    for (int k = 0; k < d->n; k++) {
+        int want = rlc_engine_want_open(d->e, k);
+        bool open = d->c[k].state != DC_CLOSED;
+        if (d->broken[k] || (want == -1 && open))
+            close_conn(d, k, now);
+        else if (want == -1)
+            rlc_engine_closed(d->e, k, now);
+        else if (want == 1 && !open)
+            start_conn(d, k, now);
+    }
+}
+
+/* Writes conn k's pending bytes while the socket takes them. A failure
+ * outside the leader only marks the connection: the leader may be polling
+ * its descriptor, so it alone closes it. */
+static void flush_conn(struct edrv *d, int k, bool leader, int64_t now)
+{
+    const char *data;
+    size_t len;
+    char err[EDRV_MSGLEN];
+    while (!d->broken[k] && d->c[k].state == DC_UP && (len = rlc_engine_pending(d->e, k, &data))) {
+        ssize_t w = dconn_write(&d->c[k], data, len, err, sizeof err);
+        if (w > 0) {
+            rlc_engine_sent(d->e, k, (size_t)w);
+            continue;
+        }
+        if (w < 0) {
+            if (leader)
+                close_conn(d, k, now);
+            else
+                d->broken[k] = true;
+        }
+        return;
+    }
+}
+
+static void flush_all(struct edrv *d, bool leader, int64_t now)
+{
+    for (int k = 0; k < d->n; k++)
+        flush_conn(d, k, leader, now);
+}
+
+static void read_conn(struct edrv *d, int k)
+{
+    char buf[READ_CHUNK], err[EDRV_MSGLEN];
+    for (int i = 0; i < 8; i++) { /* bounded: other connections get their turn */
+        ssize_t r = dconn_read(&d->c[k], buf, sizeof buf, err, sizeof err);
+        if (r < 0) {
+            close_conn(d, k, now_ms());
+            return;
+        }
+        if (r == 0)
+            return;
+        if (rlc_engine_received(d->e, k, buf, (size_t)r, now_ms()) != RLC_OK) {
+            close_conn(d, k, now_ms());
+            return;
+        }
+        if ((size_t)r < sizeof buf && !d->c[k].ssl)
+            return; /* the socket is drained; TLS may hold a decrypted record more */
+    }
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+static void queue_lost(struct edrv *d, const rlc_engine_event *ev)
+{
+    if (!d->lost_fn)
+        return;
+    struct lost *l = malloc(sizeof *l + ev->name_len + 1);
+    if (!l)
+        return; /* the hold's state still says lost: hold_count, validity_ms */
+    l->next = NULL;
+    l->owner = ev->owner;
+    l->status = ev->status;
+    snprintf(l->message, sizeof l->message, "%s", ev->message ? ev->message : "");
+    l->name_len = ev->name_len;
+    memcpy(l->name, ev->name, ev->name_len);
+    l->name[ev->name_len] = '\0';
+    if (d->lost_tail)
+        d->lost_tail->next = l;
+    else
+        d->lost_head = l;
+    d->lost_tail = l;
+    pthread_cond_signal(&d->lost_cv);
+}
+
+static void pass_lead(struct edrv *d);
+
+/* Ends w's operation: out is filled and w leaves the list before its
+ * thread is woken, so that the thread returns without taking the mutex
+ * again. done is the last touch of w: its thread may return at once. */
+static void finish(struct edrv *d, struct waiter *w, const rlc_engine_event *ev)
+{
+    struct edrv_outcome *o = w->out;
+    o->status = ev->status;
+    o->token = ev->token;
+    o->validity_ms = ev->validity_ms;
+    o->count = ev->count;
+    if (ev->status == RLC_E_CONNECT && d->why[0])
+        snprintf(o->message, sizeof o->message, "%s (%s)", ev->message ? ev->message : "",
+                 d->why);
+    else
+        snprintf(o->message, sizeof o->message, "%s", ev->message ? ev->message : "");
+    for (struct waiter **p = &d->waiters; *p; p = &(*p)->next)
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    if (w->wants_lead) {
+        w->wants_lead = false;
+        d->wanting--;
+    }
+    bool offered = w->lead_offered;
+    post_later(d, w->ts);
+    atomic_store_explicit(&w->done, true, memory_order_release);
+    if (offered && !d->leading)
+        pass_lead(d); /* the lead it was offered goes to another */
+}
+
+/* Hands every event out: under the mutex, after any call into the engine. */
+static void pump(struct edrv *d)
+{
+    rlc_engine_event ev;
+    while (rlc_engine_next_event(d->e, &ev)) {
+        if (ev.type == RLC_EV_LOST) {
+            queue_lost(d, &ev);
+            continue;
+        }
+        for (struct waiter *w = d->waiters; w; w = w->next)
+            if (w->op == ev.op) {
+                finish(d, w, &ev);
+                break;
+            }
+    }
+}
+
+/* ---- leading ---------------------------------------------------------- */
+
+/* One poll of every open connection, until I/O, a poke or the deadline. */
+static void turn(struct edrv *d)
+{
+    int64_t now = now_ms();
+    open_wanted(d, now);
+    flush_all(d, true, now);
+    int np = 1;
+    d->pfd[0] = (struct pollfd){d->wake_fd, POLLIN, 0};
+    for (int k = 0; k < d->n; k++) {
+        const char *data;
+        short ev = dconn_events(&d->c[k], rlc_engine_pending(d->e, k, &data) > 0);
+        if (!ev)
+            continue;
+        d->pfd[np] = (struct pollfd){d->c[k].fd, ev, 0};
+        d->pidx[np++] = k;
+    }
+    int64_t dl = rlc_engine_deadline(d->e), wait = MAX_POLL_MS;
+    if (dl >= 0 && dl - now < wait)
+        wait = dl > now ? dl - now : 0;
+    d->poll_until = now + wait;
+    atomic_store(&d->polling, true);
+    unlock(d);
+    int ready = poll(d->pfd, (nfds_t)np, (int)wait);
+    atomic_store(&d->polling, false);
+    pthread_mutex_lock(&d->mu);
+    now = now_ms();
+    if (ready > 0 && (d->pfd[0].revents & POLLIN)) {
+        uint64_t v;
+        ssize_t r = read(d->wake_fd, &v, sizeof v);
+        (void)r;
+    }
+    for (int i = 1; ready > 0 && i < np; i++) {
+        int k = d->pidx[i];
+        short re = d->pfd[i].revents;
+        if (!re || d->c[k].fd != d->pfd[i].fd)
+            continue;
+        char err[EDRV_MSGLEN];
+        enum dconn_state before = d->c[k].state;
+        if (before == DC_CONNECTING || before == DC_HANDSHAKE) {
+            int p = dconn_progress(&d->c[k], re, err, sizeof err);
+            if (p < 0) {
+                note_why(d, k, err);
+                close_conn(d, k, now);
+            }
+            else if (p > 0)
+                rlc_engine_connected(d->e, k, now);
+            continue;
+        }
+        if (re & (POLLIN | POLLERR | POLLHUP) || (d->c[k].ssl && (re & d->c[k].tls_want)))
+            read_conn(d, k);
+    }
+    dl = rlc_engine_deadline(d->e);
+    if (dl >= 0 && dl <= now)
+        rlc_engine_tick(d->e, now);
+    flush_all(d, true, now);
+    pump(d);
+    pthread_cond_broadcast(&d->turned);
+}
+
+/* After a call outside the leader: does the leader's poll need to know? */
+static void poke_if_needed(struct edrv *d)
+{
+    if (!d->leading)
+        return;
+    int64_t dl = rlc_engine_deadline(d->e);
+    bool polling = atomic_load(&d->polling);
+    bool need = d->wanting > 0 && d->bg_leading;
+    need = need || (dl >= 0 && dl < d->poll_until);
+    for (int k = 0; !need && k < d->n; k++) {
+        const char *data;
+        int want = rlc_engine_want_open(d->e, k);
+        bool open = d->c[k].state != DC_CLOSED;
+        /* Bytes left on a connection that is up: the socket would not
+         * take them, and a leader in poll() does not wait for POLLOUT
+         * there. (A leader that is not polling writes them itself.) */
+        need = d->broken[k] || (want == 1 && !open) || (want == -1 && open) ||
+               (polling && d->c[k].state == DC_UP && rlc_engine_pending(d->e, k, &data) > 0);
+    }
+    if (need)
+        poke(d);
+}
+
+/* Leadership is free: to a caller that wants it. The background thread
+ * is not woken: it looks on its own within LINGER_MS (background()). */
+static void pass_lead(struct edrv *d)
+{
+    for (struct waiter *w = d->waiters; w; w = w->next)
+        if (w->wants_lead && !w->lead_offered) {
+            w->lead_offered = true;
+            post_later(d, w->ts);
+            return;
+        }
+}
+
+static bool is_done(struct waiter *w)
+{
+    return atomic_load_explicit(&w->done, memory_order_acquire);
+}
+
+/* Runs w's operation (queued, w listed) to its end. Called with the mutex
+ * held; returns without it. */
+static void run(struct edrv *d, struct waiter *w)
+{
+    /* A leader back from poll() writes everything queued before it polls
+     * again: one send then carries the requests of every caller that came
+     * meanwhile. Otherwise the caller sends its own at once. */
+    if (!d->leading || atomic_load(&d->polling))
+        flush_all(d, false, now_ms());
+    pump(d);
+    poke_if_needed(d);
+    while (!is_done(w)) {
+        if (!d->leading) {
+            d->leading = true;
+            while (!is_done(w))
+                turn(d);
+            d->leading = false;
+            d->caller_left = now_ms();
+            pass_lead(d);
+            break;
+        }
+        w->wants_lead = true;
+        w->lead_offered = false;
+        d->wanting++;
+        if (d->bg_leading)
+            poke(d);
+        unlock(d);
+        thread_sem_wait(w->ts);
+        if (is_done(w))
+            return; /* finish() did the rest */
+        pthread_mutex_lock(&d->mu);
+        if (w->wants_lead) {
+            w->wants_lead = false;
+            d->wanting--;
+        }
+    }
+    unlock(d);
+}
+
+static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t until_ms)
+{
+    struct timespec ts = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void *background(void *arg)
+{
+    struct edrv *d = arg;
+    pthread_mutex_lock(&d->mu);
+    while (!d->stopping) {
+        /* While callers lead, look every LINGER_MS whether they still do:
+         * waking this thread at each call's end would cost a switch each. */
+        int64_t now = now_ms(), dl = rlc_engine_deadline(d->e);
+        for (int i = 0; i < d->n_to_post; i++)
+            sem_post(&d->to_post[i]->sem);
+        d->n_to_post = 0;
+        if (d->leading || d->wanting > 0) {
+            wait_until(&d->bg_cv, &d->mu, now + LINGER_MS);
+            continue;
+        }
+        if (now < d->caller_left + LINGER_MS && (dl < 0 || dl > now)) {
+            int64_t until = d->caller_left + LINGER_MS;
+            wait_until(&d->bg_cv, &d->mu, dl >= 0 && dl < until ? dl : until);
+            continue;
+        }
+        d->leading = d->bg_leading = true;
+        turn(d);
+        d->leading = d->bg_leading = false;
+        if (d->wanting > 0)
+            pass_lead(d);
+    }
+    unlock(d);
+    return NULL;
+}
+
+static void *callbacks(void *arg)
+{
+    struct edrv *d = arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        struct lost *l = d->lost_head;
+        if (!l) {
+            if (d->stopping)
+                break;
+            pthread_cond_wait(&d->lost_cv, &d->mu);
+            continue;
+        }
+        d->lost_head = l->next;
+        if (!d->lost_head)
+            d->lost_tail = NULL;
+        pthread_mutex_unlock(&d->mu);
+        d->lost_fn(d->lost_user, l->name, l->name_len, l->owner, l->status, l->message);
+        free(l);
+        pthread_mutex_lock(&d->mu);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* ---- operations ------------------------------------------------------- */
+
+typedef int (*queue_fn)(struct edrv *d, const char *name, size_t len, uint64_t owner,
+                        int64_t a, int64_t b, int64_t now, uint64_t *op);
+
+static int q_acquire(struct edrv *d, const char *name, size_t len, uint64_t owner, int64_t wait,
+                     int64_t lease, int64_t now, uint64_t *op)
+{
+    return rlc_engine_acquire(d->e, name, len, owner, wait, lease, now, op);
+}
+
+static int q_release(struct edrv *d, const char *name, size_t len, uint64_t owner, int64_t a,
+                     int64_t b, int64_t now, uint64_t *op)
+{
+    (void)a, (void)b;
+    return rlc_engine_release(d->e, name, len, owner, now, op);
+}
+
+static int q_extend(struct edrv *d, const char *name, size_t len, uint64_t owner, int64_t lease,
+                    int64_t b, int64_t now, uint64_t *op)
+{
+    (void)b;
+    return rlc_engine_extend(d->e, name, len, owner, lease, now, op);
+}
+
+static int do_op(struct edrv *d, queue_fn q, const char *name, size_t len, uint64_t owner,
+                 int64_t a, int64_t b, struct edrv_outcome *out)
+{
+    struct waiter w = {.name = name, .name_len = len, .out = out, .ts = thread_sem_self()};
+    atomic_init(&w.done, false);
+    if (!w.ts)
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    thread_sem_drain(w.ts);
+    pthread_mutex_lock(&d->mu);
+    int rc = d->stopping ? rlc_fail(RLC_E_CLOSED, "the client is closing")
+                         : q(d, name, len, owner, a, b, now_ms(), &w.op);
+    if (rc != RLC_OK) {
+        pthread_mutex_unlock(&d->mu);
+        memset(out, 0, sizeof *out);
+        out->status = rc;
+        snprintf(out->message, sizeof out->message, "%s", rlc_errmsg());
+        return rc;
+    }
+    w.next = d->waiters;
+    d->waiters = &w;
+    run(d, &w);
+    if (out->status != RLC_OK)
+        rlc_fail_msg(out->status, out->message);
+    return out->status;
+}
+
+int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
+                 int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out)
+{
+    return do_op(d, q_acquire, name, name_len, owner, wait_ms, lease_ms, out);
+}
+
+int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
+                 struct edrv_outcome *out)
+{
+    return do_op(d, q_release, name, name_len, owner, 0, 0, out);
+}
+
+int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
+                int64_t lease_ms, struct edrv_outcome *out)
+{
+    return do_op(d, q_extend, name, name_len, owner, lease_ms, 0, out);
+}
+
+int edrv_cancel(struct edrv *d, const char *name, size_t name_len)
+{
+    int n = 0;
+    pthread_mutex_lock(&d->mu);
+    int64_t now = now_ms();
+    for (struct waiter *w = d->waiters; w; w = w->next)
+        if (w->name_len == name_len && memcmp(w->name, name, name_len) == 0 &&
+            rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
+            n++;
+    flush_all(d, false, now);
+    pump(d);
+    poke_if_needed(d);
+    unlock(d);
+    return n;
+}
+
+int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
+{
+    pthread_mutex_lock(&d->mu);
+    int64_t n = rlc_engine_hold_count(d->e, name, name_len, owner);
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
+int64_t edrv_validity_ms(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
+{
+    pthread_mutex_lock(&d->mu);
+    int64_t v = rlc_engine_validity_ms(d->e, name, name_len, owner, now_ms());
+    pthread_mutex_unlock(&d->mu);
+    return v;
+}
+
+/* ---- life ------------------------------------------------------------- */
+
+static int make_tls(struct edrv *d, const char *options)
+{
+    bool any = false;
+    for (int i = 0; i < rlc_engine_nodes(d->e); i++)
+        any = any || rlc_engine_node_tls(d->e, i) == 1;
+    if (!any)
+        return RLC_OK;
+    int rc = options_parse(options, &d->opts);
+    if (rc != RLC_OK)
+        return rc;
+    d->have_opts = true;
+    return tls_ctx_new(&d->opts, &d->tls);
+}
+
+static void cond_init_monotonic(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char *options,
+             edrv_lost_fn lost, void *user)
+{
+    *out = NULL;
+    struct edrv *d = calloc(1, sizeof *d);
+    if (!d)
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    d->wake_fd = -1;
+    int rc = rlc_engine_new(&d->e, nodes, uuid, options);
+    if (rc != RLC_OK)
+        goto fail;
+    d->n = rlc_engine_conns(d->e);
+    d->c = calloc((size_t)d->n, sizeof *d->c);
+    d->broken = calloc((size_t)d->n, sizeof *d->broken);
+    d->pfd = calloc((size_t)d->n + 1, sizeof *d->pfd);
+    d->pidx = calloc((size_t)d->n + 1, sizeof *d->pidx);
+    d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (!d->c || !d->broken || !d->pfd || !d->pidx || d->wake_fd < 0) {
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory (or descriptors) for the driver");
+        goto fail;
+    }
+    for (int k = 0; k < d->n; k++)
+        dconn_init(&d->c[k]);
+    if ((rc = make_tls(d, options)) != RLC_OK)
+        goto fail;
+    d->lost_fn = lost;
+    d->lost_user = user;
+    pthread_mutex_init(&d->mu, NULL);
+    cond_init_monotonic(&d->bg_cv);
+    cond_init_monotonic(&d->turned);
+    pthread_cond_init(&d->lost_cv, NULL);
+    if (pthread_create(&d->bg, NULL, background, d) != 0) {
+        rc = rlc_fail(RLC_E_NOMEM, "cannot start the driver's thread");
+        goto fail_sync;
+    }
+    d->bg_started = true;
+    if (lost && pthread_create(&d->cb, NULL, callbacks, d) != 0) {
+        rc = rlc_fail(RLC_E_NOMEM, "cannot start the driver's callback thread");
+        goto fail_sync;
+    }
+    d->cb_started = lost != NULL;
+    *out = d;
+    return RLC_OK;
+fail_sync:
+    edrv_free(d, 0);
+    return rc;
+fail:
+    rlc_engine_free(d->e);
+    if (d->wake_fd >= 0)
+        close(d->wake_fd);
+    free(d->c);
+    free(d->broken);
+    free(d->pfd);
+    free(d->pidx);
+    if (d->have_opts)
+        options_free(&d->opts);
+    free(d);
+    return rc;
+}
+
+void edrv_free(struct edrv *d, int64_t drain_ms)
+{
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    int64_t end = now_ms() + (drain_ms > 0 ? drain_ms : 0);
+    while (d->bg_started && !rlc_engine_idle(d->e) && now_ms() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        poke(d);
+        pthread_cond_timedwait(&d->turned, &d->mu, &ts);
+    }
+    d->stopping = true;
+    poke(d);
+    pthread_cond_broadcast(&d->bg_cv);
+    pthread_cond_broadcast(&d->lost_cv);
+    pthread_mutex_unlock(&d->mu);
+    if (d->bg_started)
+        pthread_join(d->bg, NULL);
+    if (d->cb_started)
+        pthread_join(d->cb, NULL);
+    for (int k = 0; k < d->n; k++)
+        dconn_close(&d->c[k]);
+    while (d->lost_head) {
+        struct lost *l = d->lost_head;
+        d->lost_head = l->next;
+        free(l);
+    }
+    rlc_engine_free(d->e);
+    tls_ctx_free(d->tls);
+    if (d->have_opts)
+        options_free(&d->opts);
+    close(d->wake_fd);
+    pthread_cond_destroy(&d->bg_cv);
+    pthread_cond_destroy(&d->turned);
+    pthread_cond_destroy(&d->lost_cv);
+    pthread_mutex_destroy(&d->mu);
+    free(d->c);
+    free(d->broken);
+    free(d->pfd);
+    free(d->pidx);
+    free(d);
+}

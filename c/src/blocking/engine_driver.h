@@ -1,0 +1,72 @@
+/*
+ * engine_driver.h - the engine (c/src/engine) run by the threads that wait
+ * on it: the blocking driver.
+ *
+ * No I/O thread sits between a caller and its reply. A caller queues its
+ * operation in the engine, writes the bytes itself and then, if no other
+ * thread is polling the engine's sockets, becomes the one that does (the
+ * leader) until its operation ends; the replies it reads for other threads
+ * end their operations and wake them (followers). A background thread leads
+ * only while no caller does: it runs the renewals, the waiters' wake-ups
+ * and loss push between calls, and steps aside as soon as a caller asks.
+ * So one thread's cycle is one write, one poll and one read on its own
+ * thread, as with a bare client, and a woken waiter reads the unlock
+ * message itself when it leads.
+ *
+ * Lost holds are reported on a thread of their own, never under the
+ * driver's lock, so a slow callback delays no renewal.
+ */
+#ifndef RLC_ENGINE_DRIVER_H
+#define RLC_ENGINE_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "redlockc.h"
+
+struct edrv;
+
+#define EDRV_MSGLEN 256
+
+/* How an operation ended (rlc_engine_event's DONE fields). */
+struct edrv_outcome {
+    int status;
+    uint64_t token;
+    int64_t validity_ms;
+    int64_t count;
+    char message[EDRV_MSGLEN];
+};
+
+/* A hold was lost (RLC_EV_LOST). Runs on the driver's callback thread. */
+typedef void (*edrv_lost_fn)(void *user, const char *name, size_t name_len, uint64_t owner,
+                             int status, const char *message);
+
+/* A driver over a new engine (rlc_engine_new's nodes, uuid and options)
+ * and its background thread. RLC_OK and *out, or the engine's status with
+ * the thread's message set. lost may be NULL. */
+int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char *options,
+             edrv_lost_fn lost, void *user);
+
+/* Stops the threads and frees everything; waits up to drain_ms for
+ * releases and undos on the wire (rlc_engine_idle). Calls still running in
+ * other threads are the caller's to end first. Accepts NULL. */
+void edrv_free(struct edrv *d, int64_t drain_ms);
+
+/* As rlc_engine_acquire / release / extend, run to their end on the
+ * calling thread: the outcome's status (also returned). A status before
+ * the operation was queued (bad arguments) comes with rlc_errmsg(). */
+int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
+                 int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out);
+int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
+                 struct edrv_outcome *out);
+int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
+                int64_t lease_ms, struct edrv_outcome *out);
+
+/* Ends every acquire of name running now, in any thread, with
+ * RLC_E_CANCELED (rlc_engine_cancel). Returns how many it ended. */
+int edrv_cancel(struct edrv *d, const char *name, size_t name_len);
+
+int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len, uint64_t owner);
+int64_t edrv_validity_ms(struct edrv *d, const char *name, size_t name_len, uint64_t owner);
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * thread_sem.c - a semaphore per thread, recycled when the thread ends
+ * (see thread_sem.h). A thread's destructor puts its semaphore on a free
+ * list instead of destroying it: a waker that read its address under a
+ * mutex may still post it.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "thread_sem.h"
+
+static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct thread_sem *free_list;
+static pthread_key_t key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static __thread struct thread_sem *self;
+
+static void give_back(void *p)
+{
+    struct thread_sem *t = p;
+    pthread_mutex_lock(&free_mu);
+    t->next = free_list;
+    free_list = t;
+    pthread_mutex_unlock(&free_mu);
+}
+
+static void make_key(void)
+{
+    pthread_key_create(&key, give_back);
+}
+
+struct thread_sem *thread_sem_self(void)
+{
+    if (self)
+        return self;
+    pthread_once(&key_once, make_key);
+    pthread_mutex_lock(&free_mu);
+    struct thread_sem *t = free_list;
+    if (t)
+        free_list = t->next;
+    pthread_mutex_unlock(&free_mu);
+    if (!t) {
+        t = calloc(1, sizeof *t);
+        if (!t)
+            return NULL;
+        sem_init(&t->sem, 0, 0);
+    }
+    thread_sem_drain(t);
+    if (pthread_setspecific(key, t) != 0) {
+        give_back(t);
+        return NULL;
+    }
+    self = t;
+    return t;
+}
+
+void thread_sem_drain(struct thread_sem *t)
+{
+    while (sem_trywait(&t->sem) == 0)
+        ;
+}
+
+void thread_sem_wait(struct thread_sem *t)
+{
+    while (sem_wait(&t->sem) != 0 && errno == EINTR)
+        ;
+}

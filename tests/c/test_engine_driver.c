@@ -1,0 +1,446 @@
+/*
+ * test_engine_driver.c - the blocking driver of the engine
+ * (c/src/blocking/engine_driver.c) on real servers: threads that run their
+ * own operations, one of them polling for all (leader/followers), and a
+ * background thread that renews and wakes between calls. Linked with the
+ * library's internal archive (rlc_internal): the driver is not public.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#include "engine_driver.h"
+#include "fixture.h"
+#include "redis_cluster.h"
+#include "tls_env.h"
+
+#define UUID_A "5e1f0d2c-0000-4000-8000-00000000000a"
+#define UUID_B "5e1f0d2c-0000-4000-8000-00000000000b"
+
+static long long field_count(const struct redis_server *s, const char *key, const char *uuid,
+                             uint64_t owner)
+{
+    char field[80];
+    snprintf(field, sizeof field, "%s:%llu", uuid, (unsigned long long)owner);
+    redisReply *r = rs_cmd(s, "HGET %s %s", key, field);
+    long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+#define NAME(s) s, strlen(s)
+
+/* How many subscribers channel has on s. */
+static long long numsub(const struct redis_server *s, const char *channel)
+{
+    redisReply *r = rs_cmd(s, "PUBSUB NUMSUB %s", channel);
+    long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+TEST(one_thread_acquires_extends_and_releases_in_redisson_format)
+{
+    START(s);
+    struct edrv *d = NULL;
+    struct edrv_outcome o;
+    CHECK_RC(edrv_new(&d, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("orders"), 7, 0, -1, &o), RLC_OK);
+    CHECK(o.token >= 1 && o.count == 1, "token %llu count %lld", (unsigned long long)o.token,
+          (long long)o.count);
+    CHECK(field_count(&s, "orders", UUID_A, 7) == 1, "hold count on the server");
+    CHECK(rs_int(&s, "PTTL orders") > 25000, "watchdog lease 30 s");
+    CHECK_RC(edrv_acquire(d, NAME("orders"), 7, 0, -1, &o), RLC_OK);
+    CHECK(o.count == 2 && field_count(&s, "orders", UUID_A, 7) == 2, "reentrant: %lld",
+          (long long)o.count);
+    CHECK_RC(edrv_acquire(d, NAME("orders"), 8, 0, -1, &o), RLC_NOT_ACQUIRED);
+    CHECK_RC(edrv_extend(d, NAME("orders"), 7, 60000, &o), RLC_OK);
+    CHECK(rs_int(&s, "PTTL orders") > 55000, "extended to 60 s");
+    CHECK(edrv_hold_count(d, NAME("orders"), 7) == 2, "count 2");
+    CHECK(edrv_validity_ms(d, NAME("orders"), 7) > 50000, "validity");
+    CHECK_RC(edrv_release(d, NAME("orders"), 8, &o), RLC_E_NOT_OWNER);
+    CHECK(strstr(rlc_errmsg(), "orders") || rlc_errmsg()[0], "a message: %s", rlc_errmsg());
+    CHECK_RC(edrv_release(d, NAME("orders"), 7, &o), RLC_OK);
+    CHECK_RC(edrv_release(d, NAME("orders"), 7, &o), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS orders") == 0, "key gone");
+    CHECK_RC(edrv_acquire(d, "", 0, 7, 0, -1, &o), RLC_E_INVAL);
+done:
+    edrv_free(d, 1000);
+    rs_stop(&s);
+}
+
+/* Threads of two drivers cycle one name; the critical section counts who
+ * is inside. */
+struct crowd {
+    struct edrv *d;
+    uint64_t owner;
+    int cycles;
+    atomic_int *inside, *max_inside, *done, *errors;
+};
+
+static void *crowd_thread(void *arg)
+{
+    struct crowd *c = arg;
+    struct edrv_outcome o;
+    for (int i = 0; i < c->cycles; i++) {
+        if (edrv_acquire(c->d, NAME("crowded"), c->owner, 10000, -1, &o) != RLC_OK) {
+            atomic_fetch_add(c->errors, 1);
+            continue;
+        }
+        int in = atomic_fetch_add(c->inside, 1) + 1;
+        int m = atomic_load(c->max_inside);
+        while (in > m && !atomic_compare_exchange_weak(c->max_inside, &m, in))
+            ;
+        atomic_fetch_sub(c->inside, 1);
+        if (edrv_release(c->d, NAME("crowded"), c->owner, &o) != RLC_OK)
+            atomic_fetch_add(c->errors, 1);
+        atomic_fetch_add(c->done, 1);
+    }
+    return NULL;
+}
+
+TEST(sixteen_threads_of_two_drivers_exclude_each_other)
+{
+    START(s);
+    struct edrv *a = NULL, *b = NULL;
+    enum { T = 16, CYCLES = 40 };
+    pthread_t th[T];
+    struct crowd cr[T];
+    atomic_int inside = 0, max_inside = 0, done = 0, errors = 0;
+    int started = 0;
+    CHECK_RC(edrv_new(&a, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_new(&b, s.uri, UUID_B, NULL, NULL, NULL), RLC_OK);
+    for (int i = 0; i < T; i++) {
+        cr[i] = (struct crowd){i % 2 ? b : a, (uint64_t)i + 1, CYCLES, &inside, &max_inside,
+                               &done, &errors};
+        if (pthread_create(&th[i], NULL, crowd_thread, &cr[i]) == 0)
+            started++;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    CHECK(started == T, "threads %d", started);
+    CHECK(atomic_load(&errors) == 0, "errors %d", atomic_load(&errors));
+    CHECK(atomic_load(&done) == T * CYCLES, "cycles %d", atomic_load(&done));
+    CHECK(atomic_load(&max_inside) == 1, "at most one inside: %d", atomic_load(&max_inside));
+    CHECK(rs_int(&s, "EXISTS crowded") == 0, "nothing left behind");
+done:
+    edrv_free(a, 1000);
+    edrv_free(b, 1000);
+    rs_stop(&s);
+}
+
+/* Many threads on distinct names share one connection: every one ends. */
+struct solo {
+    struct edrv *d;
+    uint64_t owner;
+    atomic_int *ok;
+};
+
+static void *solo_thread(void *arg)
+{
+    struct solo *c = arg;
+    char name[32];
+    snprintf(name, sizeof name, "solo-%llu", (unsigned long long)c->owner);
+    struct edrv_outcome o;
+    for (int i = 0; i < 200; i++)
+        if (edrv_acquire(c->d, NAME(name), c->owner, 1000, 10000, &o) == RLC_OK &&
+            edrv_release(c->d, NAME(name), c->owner, &o) == RLC_OK)
+            atomic_fetch_add(c->ok, 1);
+    return NULL;
+}
+
+TEST(threads_on_distinct_names_pipeline_on_one_connection)
+{
+    START(s);
+    struct edrv *d = NULL;
+    enum { T = 8 };
+    pthread_t th[T];
+    struct solo so[T];
+    atomic_int ok = 0;
+    int started = 0;
+    CHECK_RC(edrv_new(&d, s.uri, UUID_A, "loss_push=0", NULL, NULL), RLC_OK);
+    long long before = rs_info_int(&s, "stats", "total_connections_received");
+    for (int i = 0; i < T; i++) {
+        so[i] = (struct solo){d, (uint64_t)i + 1, &ok};
+        if (pthread_create(&th[i], NULL, solo_thread, &so[i]) == 0)
+            started++;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    CHECK(atomic_load(&ok) == T * 200, "cycles %d", atomic_load(&ok));
+    /* Less the one INFO itself opens. */
+    long long conns = rs_info_int(&s, "stats", "total_connections_received") - before - 1;
+    CHECK(conns == 1, "one command connection for every thread: %lld", conns);
+done:
+    edrv_free(d, 1000);
+    rs_stop(&s);
+}
+
+struct waiting {
+    struct edrv *d;
+    const char *name;
+    uint64_t owner;
+    int64_t wait_ms;
+    atomic_int status;
+    atomic_llong ended_ms;
+};
+
+static void *waiting_thread(void *arg)
+{
+    struct waiting *w = arg;
+    struct edrv_outcome o;
+    int rc = edrv_acquire(w->d, w->name, strlen(w->name), w->owner, w->wait_ms, 30000, &o);
+    atomic_store(&w->ended_ms, check_now_ms());
+    atomic_store(&w->status, rc);
+    return NULL;
+}
+
+TEST(a_waiter_is_woken_by_another_clients_release)
+{
+    START(s);
+    struct edrv *a = NULL, *b = NULL;
+    struct edrv_outcome o;
+    pthread_t th;
+    bool joined = true;
+    struct waiting w = {.name = "handoff", .owner = 2, .wait_ms = 20000};
+    atomic_init(&w.status, 1000);
+    CHECK_RC(edrv_new(&a, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_new(&b, s.uri, UUID_B, NULL, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_acquire(a, NAME("handoff"), 1, 0, 30000, &o), RLC_OK);
+    w.d = b;
+    CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
+    joined = false;
+    /* The waiter has tried once and subscribed. */
+    CHECK(WAIT_UNTIL(numsub(&s, "redisson_lock__channel:{handoff}") == 1, 5000),
+          "the waiter subscribed");
+    int64_t released = check_now_ms();
+    CHECK_RC(edrv_release(a, NAME("handoff"), 1, &o), RLC_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&w.status) != 1000, 10000), "the waiter ended");
+    pthread_join(th, NULL);
+    joined = true;
+    CHECK_RC(atomic_load(&w.status), RLC_OK);
+    CHECK(atomic_load(&w.ended_ms) - released < 1000,
+          "woken by the unlock message, not a poll: %lld ms",
+          (long long)(atomic_load(&w.ended_ms) - released));
+    CHECK(field_count(&s, "handoff", UUID_B, 2) == 1, "the waiter holds it");
+done:
+    if (!joined)
+        pthread_join(th, NULL);
+    edrv_free(a, 1000);
+    edrv_free(b, 1000);
+    rs_stop(&s);
+}
+
+TEST(cancel_ends_a_waiting_acquire_and_leaves_nothing_held)
+{
+    START(s);
+    struct edrv *d = NULL;
+    struct edrv_outcome o;
+    pthread_t th;
+    bool joined = true;
+    struct waiting w = {.name = "cancelled", .owner = 2, .wait_ms = -1};
+    atomic_init(&w.status, 1000);
+    CHECK_RC(edrv_new(&d, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("cancelled"), 1, 0, 30000, &o), RLC_OK);
+    w.d = d;
+    CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
+    joined = false;
+    CHECK(WAIT_UNTIL(edrv_cancel(d, NAME("cancelled")) == 1, 5000), "one acquire cancelled");
+    CHECK(WAIT_UNTIL(atomic_load(&w.status) != 1000, 5000), "the waiter ended");
+    pthread_join(th, NULL);
+    joined = true;
+    CHECK_RC(atomic_load(&w.status), RLC_E_CANCELED);
+    CHECK(field_count(&s, "cancelled", UUID_A, 2) == 0, "the cancelled owner holds nothing");
+    CHECK(field_count(&s, "cancelled", UUID_A, 1) == 1, "the holder still holds it");
+    CHECK_RC(edrv_release(d, NAME("cancelled"), 1, &o), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS cancelled") == 0, "nothing left behind");
+done:
+    if (!joined)
+        pthread_join(th, NULL);
+    edrv_free(d, 1000);
+    rs_stop(&s);
+}
+
+struct lost_seen {
+    atomic_int n;
+    atomic_ullong owner;
+    char name[64];
+};
+
+static void on_lost(void *user, const char *name, size_t len, uint64_t owner, int status,
+                    const char *message)
+{
+    struct lost_seen *ls = user;
+    (void)status, (void)message;
+    snprintf(ls->name, sizeof ls->name, "%.*s", (int)len, name);
+    atomic_store(&ls->owner, owner);
+    atomic_fetch_add(&ls->n, 1);
+}
+
+TEST(the_background_renews_between_calls_and_reports_a_loss)
+{
+    START(s);
+    struct edrv *d = NULL;
+    struct edrv_outcome o;
+    struct lost_seen ls = {0};
+    CHECK_RC(edrv_new(&d, s.uri, UUID_A, "watchdog_timeout_ms=1200", on_lost, &ls), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("kept"), 3, 0, -1, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("dropped"), 4, 0, -1, &o), RLC_OK);
+    /* No call for three leases: only the background thread can keep it. */
+    int64_t end = check_now_ms() + 3600;
+    while (check_now_ms() < end) {
+        CHECK(rs_int(&s, "EXISTS kept") == 1, "renewed by the background thread");
+        check_sleep_ms(100);
+    }
+    CHECK(edrv_validity_ms(d, NAME("kept"), 3) > 0, "still valid");
+    CHECK(rs_int(&s, "DEL dropped") == 1, "deleted behind the holder's back");
+    CHECK(WAIT_UNTIL(atomic_load(&ls.n) == 1, 3000), "the loss reported");
+    CHECK(strcmp(ls.name, "dropped") == 0 && atomic_load(&ls.owner) == 4, "lost %s owner %llu",
+          ls.name, (unsigned long long)atomic_load(&ls.owner));
+    CHECK(edrv_validity_ms(d, NAME("dropped"), 4) == 0, "no validity after the loss");
+    CHECK_RC(edrv_release(d, NAME("kept"), 3, &o), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS kept") == 0, "released");
+done:
+    edrv_free(d, 1000);
+    rs_stop(&s);
+}
+
+TEST(a_killed_connection_is_made_again_for_the_next_call)
+{
+    START(s);
+    struct edrv *d = NULL;
+    struct edrv_outcome o;
+    CHECK_RC(edrv_new(&d, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("k1"), 1, 0, 10000, &o), RLC_OK);
+    CHECK(rs_int(&s, "CLIENT KILL TYPE normal SKIPME yes") >= 1, "killed");
+    CHECK_RC(edrv_release(d, NAME("k1"), 1, &o), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS k1") == 0, "released over a new connection");
+    CHECK_RC(edrv_acquire(d, NAME("k1"), 1, 0, 10000, &o), RLC_OK);
+    CHECK_RC(edrv_release(d, NAME("k1"), 1, &o), RLC_OK);
+done:
+    edrv_free(d, 1000);
+    rs_stop(&s);
+}
+
+/* rediss://: the driver speaks TLS on every connection (the engine's bytes
+ * are plain RESP); a waiter is woken over a TLS subscriber connection, and
+ * a server whose certificate another CA signed is never used. */
+TEST(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused)
+{
+    struct tls_env e;
+    struct edrv *a = NULL, *b = NULL, *wrong = NULL;
+    struct edrv_outcome o;
+    pthread_t th;
+    bool joined = true;
+    struct waiting w = {.name = "tls-lock", .owner = 2, .wait_ms = 20000};
+    atomic_init(&w.status, 1000);
+    CHECK(env_start(&e, false, false) == 0, "a TLS server");
+    CHECK_RC(edrv_new(&a, e.uri, UUID_A, e.opts, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_new(&b, e.uri, UUID_B, e.opts, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_acquire(a, NAME("tls-lock"), 1, 0, 30000, &o), RLC_OK);
+    CHECK(field_count(&e.s, "tls-lock", UUID_A, 1) == 1, "the Redisson hash, seen on the plain port");
+    w.d = b;
+    CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
+    joined = false;
+    CHECK(WAIT_UNTIL(numsub(&e.s, "redisson_lock__channel:{tls-lock}") == 1, 5000),
+          "the waiter subscribed over TLS");
+    int64_t released = check_now_ms();
+    CHECK_RC(edrv_release(a, NAME("tls-lock"), 1, &o), RLC_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&w.status) != 1000, 10000), "the waiter ended");
+    pthread_join(th, NULL);
+    joined = true;
+    CHECK_RC(atomic_load(&w.status), RLC_OK);
+    CHECK(atomic_load(&w.ended_ms) - released < 1000, "woken by the message: %lld ms",
+          (long long)(atomic_load(&w.ended_ms) - released));
+    char opts[300];
+    snprintf(opts, sizeof opts, "tls_ca_file=%s;connect_timeout_ms=500", e.other_ca);
+    CHECK_RC(edrv_new(&wrong, e.uri, UUID_A, opts, NULL, NULL), RLC_OK);
+    int64_t t0 = check_now_ms();
+    int rc = edrv_acquire(wrong, NAME("tls-other"), 1, 0, 30000, &o);
+    CHECK(rc == RLC_E_CONNECT && strstr(o.message, "certificate"), "refused: %d %s", rc,
+          o.message);
+    CHECK(check_now_ms() - t0 < 5000, "no hang: %lld ms", (long long)(check_now_ms() - t0));
+    CHECK(rs_int(&e.s, "EXISTS tls-other") == 0, "nothing taken through the wrong server");
+done:
+    if (!joined)
+        pthread_join(th, NULL);
+    edrv_free(a, 1000);
+    edrv_free(b, 1000);
+    edrv_free(wrong, 1000);
+    env_stop(&e);
+}
+
+/* Redlock over three masters: a quorum of two is enough while one is
+ * stopped, and the stopped one costs at most the node timeout. */
+TEST(redlock_over_three_masters_holds_with_one_stopped)
+{
+    START_CLUSTER(cl, 3);
+    struct edrv *d = NULL;
+    struct edrv_outcome o;
+    bool paused = false;
+    CHECK_RC(edrv_new(&d, cl.uris, UUID_A, "node_timeout_ms=300", NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("r3"), 1, 0, 10000, &o), RLC_OK);
+    for (int i = 0; i < 3; i++)
+        CHECK(field_count(&cl.node[i], "r3", UUID_A, 1) == 1, "held on node %d", i);
+    CHECK_RC(edrv_release(d, NAME("r3"), 1, &o), RLC_OK);
+    rs_pause(&cl.node[2]);
+    paused = true;
+    int64_t t0 = check_now_ms();
+    CHECK_RC(edrv_acquire(d, NAME("r3b"), 1, 0, 10000, &o), RLC_OK);
+    CHECK(check_now_ms() - t0 < 2000, "bounded by the node timeout: %lld ms",
+          (long long)(check_now_ms() - t0));
+    CHECK(field_count(&cl.node[0], "r3b", UUID_A, 1) == 1 &&
+              field_count(&cl.node[1], "r3b", UUID_A, 1) == 1,
+          "held on the two running nodes");
+    rs_resume(&cl.node[2]);
+    paused = false;
+    CHECK_RC(edrv_release(d, NAME("r3b"), 1, &o), RLC_OK);
+    for (int i = 0; i < 3; i++)
+        CHECK(WAIT_UNTIL(rs_int(&cl.node[i], "EXISTS r3b") == 0, 5000),
+              "released everywhere, the resumed node too (its late try undone): node %d", i);
+done:
+    if (paused)
+        rs_resume(&cl.node[2]);
+    edrv_free(d, 1000);
+    cluster_stop(&cl);
+}
+
+/* A Redis Cluster: each name's hash lives on its slot's master. */
+TEST(a_redis_cluster_routes_each_name_to_its_master)
+{
+    START_RC(rc)
+    struct edrv *d = NULL;
+    struct edrv_outcome o;
+    const char *names[] = {"alpha", "bravo", "charlie", "delta", "echo"};
+    CHECK_RC(edrv_new(&d, rc.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
+    for (int i = 0; i < 5; i++) {
+        CHECK_RC(edrv_acquire(d, NAME(names[i]), 1, 1000, 10000, &o), RLC_OK);
+        long long held = 0;
+        for (int m = 0; m < 3; m++)
+            held += field_count(&rc.node[m], names[i], UUID_A, 1);
+        CHECK(held == 1, "%s held on exactly one master: %lld", names[i], held);
+    }
+    for (int i = 0; i < 5; i++)
+        CHECK_RC(edrv_release(d, NAME(names[i]), 1, &o), RLC_OK);
+    for (int i = 0; i < 5; i++)
+        for (int m = 0; m < 3; m++)
+            CHECK(rs_int(&rc.node[m], "EXISTS %s", names[i]) != 1, /* 0, or MOVED elsewhere */
+                  "%s released", names[i]);
+done:
+    edrv_free(d, 1000);
+    rc_stop(&rc);
+}
+
+RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
+          CASE(sixteen_threads_of_two_drivers_exclude_each_other),
+          CASE(threads_on_distinct_names_pipeline_on_one_connection),
+          CASE(a_waiter_is_woken_by_another_clients_release),
+          CASE(cancel_ends_a_waiting_acquire_and_leaves_nothing_held),
+          CASE(the_background_renews_between_calls_and_reports_a_loss),
+          CASE(a_killed_connection_is_made_again_for_the_next_call),
+          CASE(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused),
+          CASE(redlock_over_three_masters_holds_with_one_stopped),
+          CASE(a_redis_cluster_routes_each_name_to_its_master))
