@@ -78,6 +78,7 @@ struct edrv {
     int wake_fd;
     bool leading, bg_leading;
     atomic_bool polling;     /* the leader is in poll(): bytes queued now wait for a send */
+    atomic_bool poked;       /* the eventfd was written since the leader last looked */
     int64_t poll_until;      /* the leader's poll ends by then (ms) */
     int wanting;             /* followers that want to lead */
     struct waiter *waiters;  /* operations in flight, each with its thread */
@@ -110,6 +111,8 @@ static int64_t now_ms(void)
 
 static void poke(struct edrv *d)
 {
+    if (atomic_exchange(&d->poked, true))
+        return; /* the leader has not read the last one yet: it will look */
     uint64_t one = 1;
     ssize_t w = write(d->wake_fd, &one, sizeof one);
     (void)w; /* a full counter already wakes the leader */
@@ -345,6 +348,7 @@ static void turn(struct edrv *d)
         uint64_t v;
         ssize_t r = read(d->wake_fd, &v, sizeof v);
         (void)r;
+        atomic_store(&d->poked, false);
     }
     for (int i = 1; ready > 0 && i < np; i++) {
         int k = d->pidx[i];
@@ -418,10 +422,12 @@ static bool is_done(struct waiter *w)
  * held; returns without it. */
 static void run(struct edrv *d, struct waiter *w)
 {
-    /* A leader back from poll() writes everything queued before it polls
-     * again: one send then carries the requests of every caller that came
-     * meanwhile. Otherwise the caller sends its own at once. */
-    if (!d->leading || atomic_load(&d->polling))
+    /* With a leader, the request waits for its send: a poke (an eventfd
+     * write, poke_if_needed) costs a fraction of a loopback TCP send, which
+     * runs the server's side of the socket and wakes it, and the leader's
+     * one send then carries the requests of every caller that came
+     * meanwhile (the server too reads them with one read). */
+    if (!d->leading)
         flush_all(d, false, now_ms());
     pump(d);
     poke_if_needed(d);
