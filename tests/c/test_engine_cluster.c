@@ -281,6 +281,85 @@ done:
     rc_stop(&rc);
 }
 
+/* Connections on s that a loss-push pair holds: a reader with tracking on
+ * (flags t) or a subscriber (sub=1). */
+static int tracking_clients(const struct redis_server *s)
+{
+    redisReply *r = rs_cmd(s, "CLIENT LIST");
+    int n = 0;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        for (char *line = r->str; line && *line;) {
+            char *end = strchr(line, '\n');
+            char *flags = strstr(line, " flags="), *sub = strstr(line, " sub=1 ");
+            bool t = false;
+            for (char *f = flags ? flags + 7 : NULL; f && *f && *f != ' ' && (!end || f < end); f++)
+                t |= *f == 't';
+            if (t || (sub && (!end || sub < end)))
+                n++;
+            line = end ? end + 1 : NULL;
+        }
+    }
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* The index of master m's replica in rc, or -1. */
+static int replica_of(const struct redis_cluster *rc, int m)
+{
+    for (int i = 0; i < RC_NODES; i++) {
+        redisReply *r = rs_cmd(&rc->node[i], "INFO replication");
+        char want[32];
+        snprintf(want, sizeof want, "master_port:%d\r", rc->node[m].port);
+        bool is = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "role:slave") &&
+                  strstr(r->str, want);
+        if (r)
+            freeReplyObject(r);
+        if (is)
+            return i;
+    }
+    return -1;
+}
+
+/* A master that a failover turned into a replica owns no slots: its
+ * loss-push pair is closed (the blocking API closes it too), while the
+ * hold goes on, registered on the new master. Before, the engine kept the
+ * pair to the old master open until the server closed it. */
+TEST(a_master_turned_replica_loses_its_tracking_pair)
+{
+    START_RC(rc)
+    struct eloop A;
+    int rc_init = el_init(&A, rc.uri, UUID_A, "watchdog_timeout_ms=3000");
+    const char *name = "fo:1";
+    int m = rc_master_of(&rc, (int)slot_of(name, strlen(name)));
+    int r = m >= 0 ? replica_of(&rc, m) : -1;
+    CHECK(m >= 0 && r >= 0, "master %d, its replica %d", m, r);
+    CHECK_RC(rc_init, RLC_OK);
+    long long before = tracked_keys(&rc.node[m]);
+    CHECK_RC(el_acquire(&A, name, 1, 0, -1, NULL), RLC_OK); /* watchdog: renewed every 1 s */
+    CHECK(tracks_more(&A, &rc.node[m], before, 3000) == 0, "registered on its master");
+    CHECK(tracking_clients(&rc.node[m]) == 2, "a pair on the master: %d",
+          tracking_clients(&rc.node[m]));
+    redisReply *fo = rs_cmd(&rc.node[r], "CLUSTER FAILOVER");
+    CHECK(fo && fo->type == REDIS_REPLY_STATUS, "CLUSTER FAILOVER: %s", fo ? fo->str : "no reply");
+    freeReplyObject(fo);
+    long long r_before = tracked_keys(&rc.node[r]);
+    int64_t end = el_now() + 15000;
+    while (el_now() < end && (tracking_clients(&rc.node[m]) > 0 ||
+                              tracked_keys(&rc.node[r]) <= r_before))
+        el_turn(&A, 20);
+    CHECK(tracked_keys(&rc.node[r]) > r_before, "the hold registered on the new master");
+    CHECK(tracking_clients(&rc.node[m]) == 0, "the old master's pair closed: %d left",
+          tracking_clients(&rc.node[m]));
+    CHECK(A.lost == 0, "the failover reported as a loss of %s", A.lost_name);
+    CHECK(rlc_engine_hold_count(A.e, name, strlen(name), 1) == 1, "still held");
+    CHECK_RC(el_release(&A, name, 1), RLC_OK);
+done:
+    el_free(&A);
+    rc_stop(&rc);
+}
+
 RUN_TESTS(CASE(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blocking_api),
           CASE(a_half_moved_slot_is_tried_again_not_failed),
-          CASE(loss_is_pushed_from_every_master_and_follows_a_moved_slot))
+          CASE(loss_is_pushed_from_every_master_and_follows_a_moved_slot),
+          CASE(a_master_turned_replica_loses_its_tracking_pair))

@@ -444,10 +444,33 @@ static void add_row(struct track_unit *tu, int row, int cap)
     tu->rows[tu->n_rows++] = row;
 }
 
+static void pair_down(rlc_engine *e, int u, int why, const char *msg);
+
+/* A cluster master that owns no slots now (a failover made it a replica,
+ * its slots moved away) holds none of our keys: its pair goes, as the
+ * blocking API's does, instead of staying open until the server closes
+ * it. Looked at whenever the tracker's timer runs: a new map is followed
+ * by a round (the new owner's pair says every hold is dirty). */
+static void close_unused(rlc_engine *e)
+{
+    struct tracker *t = e->track;
+    for (int u = 0; u < t->n_units; u++) {
+        const struct track_unit *tu = &t->units[u];
+        if (tu->master < 0 || tu->in_round || unit_in_use(e, tu))
+            continue;
+        const struct conn *sub = unit_conn(e, u, TRK_SUB), *rd = unit_conn(e, u, TRK_RD);
+        bool open = sub->state == C_UP || sub->state == C_CONNECTING || rd->state == C_UP ||
+                    rd->state == C_CONNECTING;
+        if (open)
+            pair_down(e, u, RLC_E_CONNECT, "loss push: this master owns no slots now");
+    }
+}
+
 static void start_round(rlc_engine *e)
 {
     struct tracker *t = e->track;
     t->kick = false;
+    close_unused(e);
     if (t->active)
         return;
     size_t n = t->n_dirty;
@@ -506,6 +529,7 @@ void track_timer(rlc_engine *e, int64_t now)
     struct tracker *t = e->track;
     if (!t)
         return;
+    close_unused(e);
     if (t->active && now >= t->deadline) {
         /* A reader that did not answer in time is given up: its late
          * answers must not be read as the next round's. */
