@@ -225,7 +225,10 @@ static void flush_all(struct edrv *d, bool leader, int64_t now)
 static void read_conn(struct edrv *d, int k)
 {
     char buf[READ_CHUNK], err[EDRV_MSGLEN];
-    for (int i = 0; i < 8; i++) { /* bounded: other connections get their turn */
+    /* Plain sockets: bounded, other connections get their turn (poll says
+     * again what is left). TLS: until OpenSSL wants the socket, since the
+     * bytes it decrypted already are invisible to poll(). */
+    for (int i = 0; i < 8 || d->c[k].ssl; i++) {
         ssize_t r = dconn_read(&d->c[k], buf, sizeof buf, err, sizeof err);
         if (r < 0) {
             close_conn(d, k, now_ms());
@@ -238,7 +241,7 @@ static void read_conn(struct edrv *d, int k)
             return;
         }
         if ((size_t)r < sizeof buf && !d->c[k].ssl)
-            return; /* the socket is drained; TLS may hold a decrypted record more */
+            return; /* the socket is drained */
     }
 }
 
