@@ -434,6 +434,156 @@ done:
     rc_stop(&rc);
 }
 
+/* Seeded chaos: threads of two drivers cycle one name over three masters
+ * (fixed 800 ms leases) while a chaos thread stops a random master for
+ * 30-300 ms at a time. Every section that still held the lock when it
+ * ended (validity > 0) must be alone, and the fencing tokens must rise in
+ * the order the sections began; after the last release nothing is left on
+ * any node. */
+struct chaos {
+    struct cluster *cl;
+    unsigned seed;
+    atomic_bool stop;
+};
+
+static void *chaos_thread(void *arg)
+{
+    struct chaos *c = arg;
+    unsigned r = c->seed;
+    while (!atomic_load(&c->stop)) {
+        int node = (int)(rand_r(&r) % 3);
+        rs_pause(&c->cl->node[node]);
+        check_sleep_ms(30 + rand_r(&r) % 270);
+        rs_resume(&c->cl->node[node]);
+        check_sleep_ms(20 + rand_r(&r) % 200);
+    }
+    return NULL;
+}
+
+struct section {
+    int64_t began, ended; /* us */
+    uint64_t token;
+};
+
+#define MAX_SECTIONS 20000
+
+struct section_log {
+    pthread_mutex_t mu;
+    struct section *v; /* sections that held the lock throughout */
+    int n, errors;
+};
+
+struct stressor {
+    struct edrv *d;
+    uint64_t owner;
+    int64_t end_ms;
+    struct section_log *log;
+};
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void *stress_thread(void *arg)
+{
+    struct stressor *st = arg;
+    struct section_log *lg = st->log;
+    struct edrv_outcome o;
+    while (check_now_ms() < st->end_ms) {
+        int rc = edrv_acquire(st->d, NAME("chaos"), st->owner, 2000, 800, &o);
+        if (rc != RLC_OK) {
+            if (rc != RLC_NOT_ACQUIRED && rc != RLC_E_NO_QUORUM && rc != RLC_E_TIMEOUT) {
+                pthread_mutex_lock(&lg->mu);
+                lg->errors++;
+                pthread_mutex_unlock(&lg->mu);
+            }
+            continue;
+        }
+        struct section sec = {now_us(), 0, o.token};
+        check_sleep_ms(2);
+        int64_t left = edrv_validity_ms(st->d, NAME("chaos"), st->owner);
+        sec.ended = now_us();
+        pthread_mutex_lock(&lg->mu);
+        if (left > 0 && lg->n < MAX_SECTIONS) /* it held the lock throughout */
+            lg->v[lg->n++] = sec;
+        pthread_mutex_unlock(&lg->mu);
+        edrv_release(st->d, NAME("chaos"), st->owner, &o);
+    }
+    return NULL;
+}
+
+static int by_start(const void *x, const void *y)
+{
+    const struct section *a = x, *b = y;
+    return a->began < b->began ? -1 : a->began > b->began;
+}
+
+TEST(threads_under_server_pauses_stay_exclusive_and_leave_nothing)
+{
+    START_CLUSTER(cl, 3);
+    enum { T = 6 };
+    struct edrv *a = NULL, *b = NULL;
+    pthread_t th[T], ch;
+    struct stressor st[T];
+    struct section_log lg = {.mu = PTHREAD_MUTEX_INITIALIZER,
+                             .v = calloc(MAX_SECTIONS, sizeof(struct section))};
+    /* RLC_CHAOS_SEED replays or widens the schedule (the default is CI's). */
+    const char *seed = getenv("RLC_CHAOS_SEED");
+    struct chaos c = {.cl = &cl, .seed = seed ? (unsigned)atoi(seed) : 20261125u};
+    atomic_init(&c.stop, false);
+    int started = 0;
+    bool chaos_on = false;
+    const char *opts = "node_timeout_ms=200;connect_timeout_ms=300;io_timeout_ms=300";
+    CHECK_RC(edrv_new(&a, cl.uris, UUID_A, opts, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_new(&b, cl.uris, UUID_B, opts, NULL, NULL), RLC_OK);
+    CHECK(pthread_create(&ch, NULL, chaos_thread, &c) == 0, "chaos thread");
+    chaos_on = true;
+    int64_t end = check_now_ms() + 4000;
+    for (int i = 0; i < T; i++) {
+        st[i] = (struct stressor){i % 2 ? b : a, (uint64_t)i + 1, end, &lg};
+        if (pthread_create(&th[i], NULL, stress_thread, &st[i]) == 0)
+            started++;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    atomic_store(&c.stop, true);
+    pthread_join(ch, NULL);
+    chaos_on = false;
+    for (int i = 0; i < 3; i++)
+        rs_resume(&cl.node[i]);
+    CHECK(started == T, "threads %d", started);
+    CHECK(lg.n >= 20, "sections that held throughout: %d", lg.n);
+    qsort(lg.v, (size_t)lg.n, sizeof *lg.v, by_start);
+    int overlaps = 0, regressions = 0;
+    int64_t busy_until = 0;
+    for (int i = 0; i < lg.n; i++) {
+        overlaps += lg.v[i].began < busy_until;
+        regressions += i > 0 && lg.v[i].token <= lg.v[i - 1].token;
+        if (lg.v[i].ended > busy_until)
+            busy_until = lg.v[i].ended;
+    }
+    CHECK(overlaps == 0, "overlapping valid sections: %d of %d", overlaps, lg.n);
+    CHECK(regressions == 0, "fencing tokens that did not rise: %d of %d", regressions, lg.n);
+    CHECK(lg.errors == 0, "unexpected statuses: %d", lg.errors);
+    for (int i = 0; i < 3; i++)
+        CHECK(WAIT_UNTIL(rs_int(&cl.node[i], "EXISTS chaos") == 0, 3000),
+              "nothing left on node %d", i);
+done:
+    if (chaos_on) {
+        atomic_store(&c.stop, true);
+        pthread_join(ch, NULL);
+        for (int i = 0; i < 3; i++)
+            rs_resume(&cl.node[i]);
+    }
+    edrv_free(a, 2000);
+    edrv_free(b, 2000);
+    free(lg.v);
+    cluster_stop(&cl);
+}
+
 RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
           CASE(sixteen_threads_of_two_drivers_exclude_each_other),
           CASE(threads_on_distinct_names_pipeline_on_one_connection),
@@ -443,4 +593,5 @@ RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
           CASE(a_killed_connection_is_made_again_for_the_next_call),
           CASE(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused),
           CASE(redlock_over_three_masters_holds_with_one_stopped),
-          CASE(a_redis_cluster_routes_each_name_to_its_master))
+          CASE(a_redis_cluster_routes_each_name_to_its_master),
+          CASE(threads_under_server_pauses_stay_exclusive_and_leave_nothing))
