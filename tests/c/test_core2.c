@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dns_env.h"
 #include "fixture.h"
 
 /* calls=N of one command in INFO commandstats (0 if never called). */
@@ -426,91 +427,6 @@ done:
 
 /* ---- point 7: name lookups never block a call past its bounds ---------------- */
 
-/* A DNS server on 127.0.0.1:53 of the test's network namespace: while
- * `answering`, every A query gets 127.0.0.1 (AAAA: no records); otherwise
- * queries are dropped, as by a resolver that does not answer. */
-struct dns {
-    int fd;
-    atomic_int answering, stop, queries;
-};
-
-static void dns_answer(int fd, const unsigned char *q, ssize_t n, struct sockaddr_in *from)
-{
-    if (n < 12 + 5)
-        return;
-    ssize_t at = 12;
-    while (at < n && q[at] != 0)
-        at += q[at] + 1;
-    if (at + 5 > n)
-        return;
-    int qtype = q[at + 1] << 8 | q[at + 2];
-    at += 5;
-    unsigned char r[600];
-    if (at + 16 > (ssize_t)sizeof r)
-        return;
-    memcpy(r, q, (size_t)at);
-    r[2] = 0x81; /* QR, RD */
-    r[3] = 0x80; /* RA, NOERROR */
-    r[4] = 0, r[5] = 1, r[6] = 0, r[7] = qtype == 1, r[8] = r[9] = r[10] = r[11] = 0;
-    if (qtype == 1) {
-        static const unsigned char a[16] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4,
-                                            127, 0, 0, 1};
-        memcpy(r + at, a, sizeof a);
-        at += sizeof a;
-    }
-    sendto(fd, r, (size_t)at, 0, (struct sockaddr *)from, sizeof *from);
-}
-
-static void *dns_main(void *arg)
-{
-    struct dns *d = arg;
-    while (!atomic_load(&d->stop)) {
-        struct pollfd p = {d->fd, POLLIN, 0};
-        if (poll(&p, 1, 20) <= 0)
-            continue;
-        unsigned char q[512];
-        struct sockaddr_in from;
-        socklen_t len = sizeof from;
-        ssize_t n = recvfrom(d->fd, q, sizeof q, 0, (struct sockaddr *)&from, &len);
-        if (n > 0)
-            atomic_fetch_add(&d->queries, 1);
-        if (n > 0 && atomic_load(&d->answering))
-            dns_answer(d->fd, q, n, &from);
-    }
-    return NULL;
-}
-
-/* In a new network and mount namespace: loopback up, and /etc/resolv.conf
- * naming 127.0.0.1 with one 4 s try. 0, or 77 without the privilege. */
-static int enter_dns_namespace(void)
-{
-    if (unshare(CLONE_NEWNET | CLONE_NEWNS) != 0) {
-        fprintf(stderr, "SKIP: unshare(CLONE_NEWNET|CLONE_NEWNS): %s\n", strerror(errno));
-        return 77;
-    }
-    if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0)
-        return 1;
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof ifr);
-    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-    if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) != 0)
-        return 1;
-    ifr.ifr_flags |= IFF_UP;
-    if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0)
-        return 1;
-    close(fd);
-    char path[] = "/tmp/rlc-resolv-XXXXXX";
-    int tfd = mkstemp(path);
-    const char conf[] = "nameserver 127.0.0.1\noptions timeout:4 attempts:1\n";
-    if (tfd < 0 || write(tfd, conf, sizeof conf - 1) != (ssize_t)(sizeof conf - 1))
-        return 1;
-    close(tfd);
-    int rc = mount(path, "/etc/resolv.conf", "none", MS_BIND, NULL);
-    unlink(path); /* the mount keeps it */
-    return rc == 0 ? 0 : 1;
-}
-
 #define HOSTNODE "redis-node.rlc-test"
 
 /* Runs in the namespace; its exit status is the verdict. */
@@ -519,14 +435,9 @@ static int stalled_dns_scenario(void)
     int rc = enter_dns_namespace();
     if (rc != 0)
         return rc;
-    struct dns d = {.fd = socket(AF_INET, SOCK_DGRAM, 0)};
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (d.fd < 0 || bind(d.fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-        return 1;
-    atomic_store(&d.answering, 1);
+    struct dns d;
     pthread_t t;
-    if (pthread_create(&t, NULL, dns_main, &d) != 0)
+    if (dns_serve(&d, &t) != 0)
         return 1;
     rlc_client *c = NULL, *c2 = NULL, *o = NULL;
     rlc_lock *la = NULL, *l2 = NULL, *oa = NULL;
@@ -591,24 +502,10 @@ done:
  * own (needs CAP_SYS_ADMIN; skipped with status 77 without it). */
 TEST(silent_dns_server_bounds_calls_and_never_stalls_renewals)
 {
-    pid_t pid = fork();
-    if (pid == 0)
-        _exit(stalled_dns_scenario());
-    int status = 0;
-    CHECK(pid > 0, "fork");
-    int64_t until = check_now_ms() + 60000;
-    pid_t w;
-    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && check_now_ms() < until)
-        check_sleep_ms(10);
-    if (w == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
-    CHECK(w == pid, "the namespace scenario did not end within 60 s");
-    CHECK(WIFEXITED(status), "the namespace scenario died (status %d)", status);
-    if (WEXITSTATUS(status) == 77)
+    int rc = dns_scenario_in_child(stalled_dns_scenario);
+    if (rc == 77)
         exit(77); /* ctest: skipped */
-    CHECK(WEXITSTATUS(status) == 0, "the namespace scenario failed (see above)");
+    CHECK(rc == 0, "the namespace scenario failed (see above)");
 done:;
 }
 

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <unistd.h>
 
+#include "dns_env.h"
 #include "engine_driver.h"
 #include "fixture.h"
 #include "redis_cluster.h"
@@ -584,6 +585,64 @@ done:
     cluster_stop(&cl);
 }
 
+/* In the namespace (dns_env.h): a node named by a host name whose DNS
+ * server stops answering. The holder's connections are cut: it reconnects
+ * with the address it had, and its renewals keep the lock. A driver that
+ * never resolved the name fails a call within its connect and I/O bounds,
+ * not the resolver's 4 s: the lookup runs on a thread of its own
+ * (resolve.c), never on a caller's thread under the driver's mutex. */
+static int driver_dns_scenario(void)
+{
+    int rc = enter_dns_namespace();
+    if (rc != 0)
+        return rc;
+    struct dns dns;
+    pthread_t t;
+    struct redis_server s;
+    if (dns_serve(&dns, &t) != 0 || rs_start(&s, NULL) != 0)
+        return 1;
+    struct edrv *holder = NULL, *other = NULL, *fresh = NULL;
+    struct edrv_outcome o;
+    char uri[96];
+    snprintf(uri, sizeof uri, "redis://redis-node.rlc-test:%d", s.port);
+    const char *opts = "watchdog_timeout_ms=600;io_timeout_ms=300;connect_timeout_ms=300";
+    CHECK_RC(edrv_new(&holder, uri, UUID_A, opts, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_new(&other, s.uri, UUID_B, NULL, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_acquire(holder, NAME("dns"), 1, 1000, -1, &o), RLC_OK);
+    CHECK(atomic_load(&dns.queries) > 0, "the name was looked up in our DNS server");
+    atomic_store(&dns.answering, 0);
+    freeReplyObject(rs_cmd(&s, "CLIENT KILL TYPE normal"));
+    for (int64_t until = check_now_ms() + 1500; check_now_ms() < until;) {
+        CHECK_RC(edrv_acquire(other, NAME("dns"), 2, 0, 5000, &o), RLC_NOT_ACQUIRED);
+        check_sleep_ms(50);
+    }
+    CHECK_RC(edrv_new(&fresh, uri, UUID_B, opts, NULL, NULL), RLC_OK);
+    int64_t t0 = check_now_ms();
+    int got = edrv_acquire(fresh, NAME("dns-fresh"), 1, 0, 5000, &o);
+    int64_t took = check_now_ms() - t0;
+    CHECK(got != RLC_OK, "no address, no lock: %d", got);
+    CHECK(took < 2000, "bounded by connect + I/O, not by the lookup: %lld ms", (long long)took);
+    CHECK_RC(edrv_acquire(other, NAME("dns"), 2, 0, 5000, &o), RLC_NOT_ACQUIRED);
+    CHECK_RC(edrv_release(holder, NAME("dns"), 1, &o), RLC_OK);
+done:
+    edrv_free(fresh, 0);
+    edrv_free(holder, 1000);
+    edrv_free(other, 1000);
+    atomic_store(&dns.stop, 1);
+    pthread_join(t, NULL);
+    rs_stop(&s);
+    return check_failed;
+}
+
+TEST(a_silent_dns_server_bounds_calls_and_never_stalls_renewals)
+{
+    int rc = dns_scenario_in_child(driver_dns_scenario);
+    if (rc == 77)
+        exit(77); /* ctest: skipped */
+    CHECK(rc == 0, "the namespace scenario failed (see above)");
+done:;
+}
+
 RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
           CASE(sixteen_threads_of_two_drivers_exclude_each_other),
           CASE(threads_on_distinct_names_pipeline_on_one_connection),
@@ -594,4 +653,5 @@ RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
           CASE(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused),
           CASE(redlock_over_three_masters_holds_with_one_stopped),
           CASE(a_redis_cluster_routes_each_name_to_its_master),
-          CASE(threads_under_server_pauses_stay_exclusive_and_leave_nothing))
+          CASE(threads_under_server_pauses_stay_exclusive_and_leave_nothing),
+          CASE(a_silent_dns_server_bounds_calls_and_never_stalls_renewals))

@@ -6,7 +6,6 @@
  * which poll event it needs next.
  */
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "driver_conn.h"
+#include "resolve.h"
 #include "tls.h"
 
 void dconn_init(struct dconn *c)
@@ -28,74 +28,96 @@ void dconn_init(struct dconn *c)
 void dconn_close(struct dconn *c)
 {
     tls_session_free(c->ssl);
-    if (c->fd >= 0)
+    if (c->state == DC_RESOLVING)
+        resolver_forget(c->res, c->fd); /* the lookup goes on for the next connect */
+    else if (c->fd >= 0)
         close(c->fd);
     dconn_init(c);
 }
 
-static int open_socket(const char *host, int port, int *fd, char *err, size_t err_len)
+/* A non-blocking connect to one address: 0 connected, -EINPROGRESS, or
+ * another -errno (the socket closed again). */
+static int connect_one(struct dconn *c, const struct sockaddr *sa, socklen_t len, int family)
 {
-    int rc;
-    if (port == 0) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(host) >= sizeof sa.sun_path) {
-            snprintf(err, err_len, "unix socket path too long: %s", host);
-            return -EINVAL;
-        }
-        memcpy(sa.sun_path, host, strlen(host) + 1);
-        *fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (*fd < 0)
-            return -errno;
-        rc = connect(*fd, (struct sockaddr *)&sa, sizeof sa);
-        return rc == 0 ? 0 : -errno;
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    int g = getaddrinfo(host, ps, &hints, &ai);
-    if (g != 0 || !ai) {
-        snprintf(err, err_len, "cannot resolve %s: %s", host, gai_strerror(g));
-        return -EHOSTUNREACH;
-    }
-    *fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (*fd < 0) {
-        rc = -errno;
-        freeaddrinfo(ai);
+    int rc = connect(fd, sa, len) == 0 ? 0 : -errno;
+    if (rc != 0 && rc != -EINPROGRESS) {
+        close(fd);
         return rc;
     }
-    int one = 1;
-    setsockopt(*fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    rc = connect(*fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : -errno;
-    freeaddrinfo(ai);
+    c->fd = fd;
     return rc;
 }
 
-int dconn_start(struct dconn *c, const char *host, int port, struct tls_ctx *tls,
-                const char *server_host, char *err, size_t err_len)
+/* The socket is being made: TLS over it, and the state it is in. */
+static int connected(struct dconn *c, int rc, char *err, size_t err_len)
 {
-    dconn_init(c);
-    err[0] = '\0';
-    int fd = -1, rc = open_socket(host, port, &fd, err, err_len);
-    if (rc != 0 && rc != -EINPROGRESS) {
-        if (!err[0])
-            snprintf(err, err_len, "cannot connect to %s:%d: %s", host, port, strerror(-rc));
-        if (fd >= 0)
-            close(fd);
-        return RLC_E_CONNECT;
-    }
-    c->fd = fd;
-    if (tls) {
-        c->ssl = tls_session_new(tls, fd, server_host, host, err, err_len);
+    if (c->tls) {
+        c->ssl = tls_session_new(c->tls, c->fd, c->host, c->host, err, err_len);
         if (!c->ssl) {
             dconn_close(c);
             return RLC_E_CONNECT;
         }
     }
-    if (rc == 0)
-        c->state = c->ssl ? DC_HANDSHAKE : DC_UP;
-    else
-        c->state = DC_CONNECTING;
+    c->state = rc == -EINPROGRESS ? DC_CONNECTING : c->ssl ? DC_HANDSHAKE : DC_UP;
     c->tls_want = POLLOUT;
+    return RLC_OK;
+}
+
+/* Connects to the first of the resolved addresses that takes a connect. */
+static int connect_resolved(struct dconn *c, const struct resolved *a, int n, char *err,
+                            size_t err_len)
+{
+    int rc = -EADDRNOTAVAIL;
+    for (int i = 0; i < n && rc != 0 && rc != -EINPROGRESS; i++)
+        rc = connect_one(c, (const struct sockaddr *)&a[i].sa, a[i].len, a[i].family);
+    if (rc != 0 && rc != -EINPROGRESS) {
+        snprintf(err, err_len, "cannot connect to %s: %s", c->host, strerror(-rc));
+        dconn_close(c);
+        return RLC_E_CONNECT;
+    }
+    return connected(c, rc, err, err_len);
+}
+
+int dconn_start(struct dconn *c, const char *host, int port, struct resolver *res,
+                struct tls_ctx *tls, char *err, size_t err_len)
+{
+    dconn_init(c);
+    err[0] = '\0';
+    c->tls = tls;
+    snprintf(c->host, sizeof c->host, "%s", host);
+    if (port == 0) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(host) >= sizeof sa.sun_path) {
+            snprintf(err, err_len, "unix socket path too long: %s", host);
+            return RLC_E_CONNECT;
+        }
+        memcpy(sa.sun_path, host, strlen(host) + 1);
+        int rc = connect_one(c, (struct sockaddr *)&sa, sizeof sa, AF_UNIX);
+        if (rc != 0 && rc != -EINPROGRESS) {
+            snprintf(err, err_len, "cannot connect to %s: %s", host, strerror(-rc));
+            return RLC_E_CONNECT;
+        }
+        return connected(c, rc, err, err_len);
+    }
+    struct resolved a[RLC_RESOLVED_MAX];
+    unsigned addr_gen;
+    int n = resolver_cached(res, a, &addr_gen);
+    if (n > 0)
+        return connect_resolved(c, a, n, err, err_len);
+    if (resolver_wait(res, &c->fd, &c->gen) != RLC_OK) {
+        snprintf(err, err_len, "cannot start a name lookup for %s", host);
+        c->fd = -1;
+        return RLC_E_NOMEM;
+    }
+    c->res = res;
+    c->state = DC_RESOLVING;
     return RLC_OK;
 }
 
@@ -104,6 +126,8 @@ short dconn_events(const struct dconn *c, bool wants_write)
     switch (c->state) {
     case DC_CLOSED:
         return 0;
+    case DC_RESOLVING:
+        return POLLIN; /* the lookup's end comes as POLLHUP */
     case DC_CONNECTING:
         return POLLOUT;
     case DC_HANDSHAKE:
@@ -119,6 +143,28 @@ short dconn_events(const struct dconn *c, bool wants_write)
 
 int dconn_progress(struct dconn *c, short revents, char *err, size_t err_len)
 {
+    if (c->state == DC_RESOLVING) {
+        struct resolved a[RLC_RESOLVED_MAX];
+        int n = 0;
+        unsigned addr_gen;
+        char why[200];
+        if (!revents || !resolver_done(c->res, c->gen, a, &n, &addr_gen, why, sizeof why))
+            return 0;
+        resolver_forget(c->res, c->fd);
+        c->fd = -1;
+        c->state = DC_CLOSED;
+        if (n == 0) {
+            snprintf(err, err_len, "cannot resolve %s: %s", c->host, why);
+            return -1;
+        }
+        if (connect_resolved(c, a, n, err, err_len) != RLC_OK)
+            return -1;
+        if (c->state == DC_UP)
+            return 1;
+        if (c->state == DC_CONNECTING)
+            return 0;
+        revents = c->tls_want; /* connected at once: the handshake's first step */
+    }
     if (c->state == DC_CONNECTING) {
         if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
             return 0;

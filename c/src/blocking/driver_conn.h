@@ -15,33 +15,38 @@
 
 struct ssl_st;
 struct tls_ctx;
+struct resolver;
 
-enum dconn_state { DC_CLOSED, DC_CONNECTING, DC_HANDSHAKE, DC_UP };
+enum dconn_state { DC_CLOSED, DC_RESOLVING, DC_CONNECTING, DC_HANDSHAKE, DC_UP };
 
 struct dconn {
-    int fd;
+    int fd;               /* the socket; while DC_RESOLVING, the lookup's descriptor */
     enum dconn_state state;
+    struct resolver *res; /* the host's (borrowed from the driver), while resolving */
+    unsigned gen;         /* the lookup waited for */
+    struct tls_ctx *tls;  /* to speak TLS once connected, or NULL */
+    char host[256];       /* the name the certificate must carry */
     struct ssl_st *ssl;   /* NULL on a plain connection */
     short tls_want;       /* the poll event the handshake or TLS I/O waits for */
 };
 
 void dconn_init(struct dconn *c);
 
-/* Starts a connection to host:port (port 0: a unix socket's path), with
- * TLS (tls != NULL; server_host is the name its certificate must carry).
- * RLC_OK: DC_CONNECTING, or DC_UP when it connected at once on a plain
- * socket; otherwise a status, err says why, and c stays DC_CLOSED.
- * Numeric addresses and unix paths never block here; a host name is
- * looked up with getaddrinfo (see engine_driver.c). */
-int dconn_start(struct dconn *c, const char *host, int port, struct tls_ctx *tls,
-                const char *server_host, char *err, size_t err_len);
+/* Starts a connection to host:port (port 0: host is a unix socket's path)
+ * through res, host's resolver (resolve.h: a name is looked up on a thread
+ * of its own, never here), with TLS when tls is not NULL (the certificate
+ * must carry host, or tls_server_name). RLC_OK: DC_RESOLVING,
+ * DC_CONNECTING, or DC_UP when a plain socket connected at once;
+ * otherwise a status, err says why, and c stays DC_CLOSED. */
+int dconn_start(struct dconn *c, const char *host, int port, struct resolver *res,
+                struct tls_ctx *tls, char *err, size_t err_len);
 
 /* What to poll for: 0 when closed. wants_write: the engine has bytes. */
 short dconn_events(const struct dconn *c, bool wants_write);
 
-/* After poll said revents: the connect or the handshake moves on. 1 it is
- * DC_UP now (tell the engine), 0 not yet (or already up), -1 it failed
- * (err says why; close it). */
+/* After poll said revents: the lookup, the connect or the handshake moves
+ * on. 1 it is DC_UP now (tell the engine), 0 not yet (or already up), -1
+ * it failed (err says why; close it). */
 int dconn_progress(struct dconn *c, short revents, char *err, size_t err_len);
 
 /* Reads what has arrived: > 0 bytes, 0 nothing now, -1 closed or failed. */

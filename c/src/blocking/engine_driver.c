@@ -31,6 +31,7 @@
 #include "engine_driver.h"
 #include "error.h"
 #include "options.h"
+#include "resolve.h"
 #include "thread_sem.h"
 #include "tls.h"
 
@@ -72,6 +73,12 @@ struct edrv {
     bool *broken;            /* a write failed outside the leader: it closes it */
     struct pollfd *pfd;      /* the leader's poll set: the eventfd, then up to n */
     int *pidx;
+    struct host_res {        /* a resolver per host and port (resolve.h): a name is */
+        char *host;          /* looked up on a thread of its own, never under mu */
+        int port;
+        struct resolver *r;
+    } *res;
+    int n_res;
     struct rlc_options opts; /* the tls_* settings, when have_opts */
     bool have_opts;
     struct tls_ctx *tls;     /* when a node is rediss:// */
@@ -157,6 +164,28 @@ static void note_why(struct edrv *d, int k, const char *err)
         snprintf(d->why, sizeof d->why, "%s:%d: %s", host, port, err);
 }
 
+/* host:port's resolver, made the first time (NULL without memory). */
+static struct resolver *resolver_for(struct edrv *d, const char *host, int port)
+{
+    for (int i = 0; i < d->n_res; i++)
+        if (d->res[i].port == port && strcmp(d->res[i].host, host) == 0)
+            return d->res[i].r;
+    struct host_res *grown = realloc(d->res, sizeof *grown * (size_t)(d->n_res + 1));
+    if (!grown)
+        return NULL;
+    d->res = grown;
+    struct host_res *h = &d->res[d->n_res];
+    h->host = strdup(host);
+    h->port = port;
+    h->r = h->host ? resolver_new(host, port) : NULL;
+    if (!h->r) {
+        free(h->host);
+        return NULL;
+    }
+    d->n_res++;
+    return h->r;
+}
+
 static void start_conn(struct edrv *d, int k, int64_t now)
 {
     const char *host;
@@ -168,7 +197,12 @@ static void start_conn(struct edrv *d, int k, int64_t now)
         rlc_engine_closed(d->e, k, now);
         return;
     }
-    if (dconn_start(&d->c[k], host, port, tls ? d->tls : NULL, host, err, sizeof err) != RLC_OK) {
+    struct resolver *res = port ? resolver_for(d, host, port) : NULL;
+    if (port && !res) {
+        rlc_engine_closed(d->e, k, now);
+        return;
+    }
+    if (dconn_start(&d->c[k], host, port, res, tls ? d->tls : NULL, err, sizeof err) != RLC_OK) {
         note_why(d, k, err);
         rlc_engine_closed(d->e, k, now);
         return;
@@ -360,7 +394,7 @@ static void turn(struct edrv *d)
             continue;
         char err[EDRV_MSGLEN];
         enum dconn_state before = d->c[k].state;
-        if (before == DC_CONNECTING || before == DC_HANDSHAKE) {
+        if (before == DC_RESOLVING || before == DC_CONNECTING || before == DC_HANDSHAKE) {
             int p = dconn_progress(&d->c[k], re, err, sizeof err);
             if (p < 0) {
                 note_why(d, k, err);
@@ -740,6 +774,11 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
         free(l);
     }
     rlc_engine_free(d->e);
+    for (int i = 0; i < d->n_res; i++) {
+        resolver_unref(d->res[i].r);
+        free(d->res[i].host);
+    }
+    free(d->res);
     tls_ctx_free(d->tls);
     if (d->have_opts)
         options_free(&d->opts);
