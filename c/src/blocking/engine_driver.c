@@ -132,7 +132,7 @@ static void post_later(struct edrv *d, struct thread_sem *t)
     if (d->n_to_post < DEFER_POSTS)
         d->to_post[d->n_to_post++] = t;
     else
-        sem_post(&t->sem);
+        thread_sem_post(t);
 }
 
 static void unlock(struct edrv *d)
@@ -144,7 +144,7 @@ static void unlock(struct edrv *d)
     d->n_to_post = 0;
     pthread_mutex_unlock(&d->mu);
     for (int i = 0; i < n; i++)
-        sem_post(&post[i]->sem);
+        thread_sem_post(post[i]);
 }
 
 /* ---- connections ------------------------------------------------------ */
@@ -438,16 +438,22 @@ static void poke_if_needed(struct edrv *d)
         poke(d);
 }
 
-/* Leadership is free: to a caller that wants it. The background thread
- * is not woken: it looks on its own within LINGER_MS (background()). */
+/* Leadership is free: to the caller that wants it whose operation is the
+ * oldest. Its reply is the next to come (a node answers in order), so the
+ * wake-up that makes it the leader is the one it needed anyway: it polls,
+ * reads its own reply first and returns. Waking the newest instead costs a
+ * thread switch a turn. The background thread is not woken: it looks on
+ * its own within LINGER_MS (background()). */
 static void pass_lead(struct edrv *d)
 {
+    struct waiter *oldest = NULL;
     for (struct waiter *w = d->waiters; w; w = w->next)
-        if (w->wants_lead && !w->lead_offered) {
-            w->lead_offered = true;
-            post_later(d, w->ts);
-            return;
-        }
+        if (w->wants_lead && !w->lead_offered && (!oldest || w->op < oldest->op))
+            oldest = w;
+    if (oldest) {
+        oldest->lead_offered = true;
+        post_later(d, oldest->ts);
+    }
 }
 
 static bool is_done(struct waiter *w)
@@ -511,7 +517,7 @@ static void *background(void *arg)
          * waking this thread at each call's end would cost a switch each. */
         int64_t now = now_ms(), dl = rlc_engine_deadline(d->e);
         for (int i = 0; i < d->n_to_post; i++)
-            sem_post(&d->to_post[i]->sem);
+            thread_sem_post(d->to_post[i]);
         d->n_to_post = 0;
         if (d->leading || d->wanting > 0) {
             wait_until(&d->bg_cv, &d->mu, now + LINGER_MS);

@@ -1,12 +1,16 @@
 /*
- * thread_sem.c - a semaphore per thread, recycled when the thread ends
- * (see thread_sem.h). A thread's destructor puts its semaphore on a free
- * list instead of destroying it: a waker that read its address under a
- * mutex may still post it.
+ * thread_sem.c - a wake-up (an eventfd) per thread, recycled when the
+ * thread ends (see thread_sem.h). A thread's destructor puts it on a free
+ * list instead of closing it: a waker that read its address under a mutex
+ * may still post it.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "thread_sem.h"
 
@@ -44,7 +48,11 @@ struct thread_sem *thread_sem_self(void)
         t = calloc(1, sizeof *t);
         if (!t)
             return NULL;
-        sem_init(&t->sem, 0, 0);
+        t->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (t->efd < 0) {
+            free(t);
+            return NULL;
+        }
     }
     thread_sem_drain(t);
     if (pthread_setspecific(key, t) != 0) {
@@ -55,14 +63,24 @@ struct thread_sem *thread_sem_self(void)
     return t;
 }
 
+void thread_sem_post(struct thread_sem *t)
+{
+    uint64_t one = 1;
+    ssize_t w = write(t->efd, &one, sizeof one);
+    (void)w; /* a full counter wakes the thread as well */
+}
+
 void thread_sem_drain(struct thread_sem *t)
 {
-    while (sem_trywait(&t->sem) == 0)
-        ;
+    uint64_t v;
+    ssize_t r = read(t->efd, &v, sizeof v);
+    (void)r; /* EAGAIN: nothing was left */
 }
 
 void thread_sem_wait(struct thread_sem *t)
 {
-    while (sem_wait(&t->sem) != 0 && errno == EINTR)
+    struct pollfd p = {t->efd, POLLIN, 0};
+    while (poll(&p, 1, -1) < 0 && errno == EINTR)
         ;
+    thread_sem_drain(t);
 }

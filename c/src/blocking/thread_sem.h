@@ -1,30 +1,36 @@
 /*
- * thread_sem.h - a semaphore per thread, for waking a thread that sleeps
- * on an operation another thread ends (engine_driver.c).
+ * thread_sem.h - a wake-up per thread, for waking a thread that sleeps on
+ * an operation another thread ends (engine_driver.c).
  *
  * It lives as long as its thread (and is then kept for the next thread,
  * never freed), not as long as one operation: so a waker may post it
  * after letting go of its mutex, when the operation's own memory may be
  * gone already. A post that arrives late is a spurious wake-up, which a
- * sleeper tolerates by looking at its operation again.
+ * sleeper tolerates by looking at its operation again; posts not yet taken
+ * count as one.
+ *
+ * It is an eventfd (as the blocking API's wakeup_fd.c): posts coalesce,
+ * and a post given to a thread that is not asleep costs it nothing more
+ * than one read at its next wait.
  */
 #ifndef RLC_THREAD_SEM_H
 #define RLC_THREAD_SEM_H
 
-#include <semaphore.h>
-
 struct thread_sem {
-    sem_t sem;
+    int efd;
     struct thread_sem *next; /* on the free list, after its thread ended */
 };
 
-/* The calling thread's semaphore; NULL without memory. */
+/* The calling thread's wake-up; NULL without memory or descriptors. */
 struct thread_sem *thread_sem_self(void);
+
+/* Wakes its thread (or makes its next wait return at once). */
+void thread_sem_post(struct thread_sem *t);
 
 /* Takes the posts that are left over from earlier operations. */
 void thread_sem_drain(struct thread_sem *t);
 
-/* Sleeps until posted (EINTR is slept through). */
+/* Sleeps until posted, and takes the posts. */
 void thread_sem_wait(struct thread_sem *t);
 
 #endif
