@@ -4,16 +4,26 @@
  *
  * One mutex guards the engine and the connections. At most one thread
  * polls the sockets at a time: the leader. It polls without the mutex, so
- * other threads may queue operations, write their bytes and take their
- * outcomes meanwhile; it alone opens and closes sockets and reads, so the
- * descriptors it polls stay valid. A thread that finds something the
- * leader's poll cannot see (a connection to open, bytes the socket would
- * not take yet, an earlier deadline, a caller that wants to lead instead of
- * the background thread) pokes it with an eventfd.
+ * other threads may queue operations and take their outcomes meanwhile; it
+ * alone opens and closes sockets and reads, so the descriptors it polls
+ * stay valid. A thread that finds something the leader's poll cannot see
+ * (a connection to open, bytes the socket would not take yet, an earlier
+ * deadline, a caller that wants to lead instead of the background thread)
+ * pokes it with an eventfd.
+ *
+ * A caller does not wait for the mutex to queue its operation: it pushes
+ * it on an inbox (a lock-free stack) and takes the mutex only if it is
+ * free; whoever holds the mutex moves the inbox into the engine (drain),
+ * and every release of the mutex looks at the inbox again (unlock), so a
+ * push is never left behind. Without it, the threads a leader wakes at
+ * once all queued on the mutex for their next call: at 16 threads, 1.7
+ * futex calls a cycle, most of the thread switches the machine could do.
  *
  * Whoever holds the mutex after a call into the engine takes its events:
- * an operation's end goes to the thread waiting for it (its own condition
- * variable), a lost hold to the callback thread's queue.
+ * an operation's end goes to the thread waiting for it (its own wake-up),
+ * a lost hold to the callback thread's queue. When the lead is free and
+ * operations wait, it is offered to one of their threads before the mutex
+ * is let go (settle_lead).
  */
 #include <errno.h>
 #include <poll.h>
@@ -44,16 +54,24 @@
 #define READ_CHUNK 16384
 #define DEFER_POSTS 64   /* wake-ups kept until the mutex is let go; more go at once */
 
+struct edrv;
+
+typedef int (*queue_fn)(struct edrv *d, const char *name, size_t len, uint64_t owner,
+                        int64_t a, int64_t b, int64_t now, uint64_t *op);
+
+/* An operation and the thread that waits for it (on that thread's stack). */
 struct waiter {
-    uint64_t op;
+    queue_fn q;         /* how it goes into the engine, with: */
     const char *name;
     size_t name_len;
+    uint64_t owner;
+    int64_t a, b;
+    uint64_t op;        /* the engine's id, once drained (0 before) */
     struct edrv_outcome *out;
     atomic_bool done;   /* set under the mutex, read after a wake-up without it */
-    bool wants_lead;    /* following: it would take the lead */
-    bool lead_offered;  /* pass_lead chose it */
     struct thread_sem *ts; /* its thread's: posted when done or offered the lead */
-    struct waiter *next;
+    struct waiter *next;   /* d->waiters: in the engine, not done */
+    struct waiter *in_next; /* d->inbox */
 };
 
 struct lost {
@@ -87,14 +105,15 @@ struct edrv {
     atomic_bool polling;     /* the leader is in poll(): bytes queued now wait for a send */
     atomic_bool poked;       /* the eventfd was written since the leader last looked */
     int64_t poll_until;      /* the leader's poll ends by then (ms) */
-    int wanting;             /* followers that want to lead */
-    struct waiter *waiters;  /* operations in flight, each with its thread */
+    _Atomic(struct waiter *) inbox; /* pushed, not yet in the engine (newest first) */
+    struct waiter *waiters;  /* operations in the engine, each with its thread */
+    struct waiter *offer;    /* the waiter offered the free lead, or NULL */
     struct thread_sem *to_post[DEFER_POSTS]; /* posted once the mutex is let go */
     char why[EDRV_MSGLEN];   /* the last connection that failed, and why: the
                                 engine's message on RLC_E_CONNECT says which node,
                                 this says what went wrong (a certificate...) */
     int n_to_post;
-    pthread_cond_t bg_cv;    /* the background thread waits here to lead */
+    struct thread_sem *bg_ts; /* the background thread sleeps on it */
     int64_t caller_left;     /* when a caller last stopped leading (ms) */
     pthread_cond_t turned;   /* broadcast after each turn (edrv_free waits on it) */
     bool stopping;
@@ -103,8 +122,10 @@ struct edrv {
 
     edrv_lost_fn lost_fn;
     void *lost_user;
+    pthread_mutex_t lost_mu; /* the callback thread's queue: never d->mu there */
     struct lost *lost_head, *lost_tail;
     pthread_cond_t lost_cv;
+    bool cb_stop;            /* under lost_mu */
     pthread_t cb;
     bool cb_started;
 };
@@ -135,16 +156,38 @@ static void post_later(struct edrv *d, struct thread_sem *t)
         thread_sem_post(t);
 }
 
+static void pass_lead(struct edrv *d);
+static void drain(struct edrv *d);
+static void poke_if_needed(struct edrv *d);
+
+/* Before the mutex is let go: a free lead with operations waiting is
+ * offered to one of their threads (D3). */
+static void settle_lead(struct edrv *d)
+{
+    if (!d->leading && d->waiters && !d->offer)
+        pass_lead(d);
+}
+
+/* Lets the mutex go, gives the wake-ups kept meanwhile, and looks at the
+ * inbox once more: a push that came while the mutex was held found it
+ * taken and left its operation to the holder. */
 static void unlock(struct edrv *d)
 {
-    struct thread_sem *post[DEFER_POSTS];
-    int n = d->n_to_post;
-    for (int i = 0; i < n; i++)
-        post[i] = d->to_post[i];
-    d->n_to_post = 0;
-    pthread_mutex_unlock(&d->mu);
-    for (int i = 0; i < n; i++)
-        thread_sem_post(post[i]);
+    for (;;) {
+        settle_lead(d);
+        struct thread_sem *post[DEFER_POSTS];
+        int n = d->n_to_post;
+        for (int i = 0; i < n; i++)
+            post[i] = d->to_post[i];
+        d->n_to_post = 0;
+        pthread_mutex_unlock(&d->mu);
+        for (int i = 0; i < n; i++)
+            thread_sem_post(post[i]);
+        if (!atomic_load(&d->inbox) || pthread_mutex_trylock(&d->mu) != 0)
+            return; /* empty, or the new holder will look */
+        drain(d);
+        poke_if_needed(d);
+    }
 }
 
 /* ---- connections ------------------------------------------------------ */
@@ -295,12 +338,14 @@ static void queue_lost(struct edrv *d, const rlc_engine_event *ev)
     l->name_len = ev->name_len;
     memcpy(l->name, ev->name, ev->name_len);
     l->name[ev->name_len] = '\0';
+    pthread_mutex_lock(&d->lost_mu);
     if (d->lost_tail)
         d->lost_tail->next = l;
     else
         d->lost_head = l;
     d->lost_tail = l;
     pthread_cond_signal(&d->lost_cv);
+    pthread_mutex_unlock(&d->lost_mu);
 }
 
 static void pass_lead(struct edrv *d);
@@ -325,15 +370,22 @@ static void finish(struct edrv *d, struct waiter *w, const rlc_engine_event *ev)
             *p = w->next;
             break;
         }
-    if (w->wants_lead) {
-        w->wants_lead = false;
-        d->wanting--;
-    }
-    bool offered = w->lead_offered;
+    if (d->offer == w)
+        d->offer = NULL; /* settle_lead offers it to another */
+    if (w->ts != thread_sem_self())
+        post_later(d, w->ts); /* its thread sleeps, or is about to (not us) */
+    atomic_store_explicit(&w->done, true, memory_order_release);
+}
+
+/* An operation the engine refused (bad arguments, or the driver closing):
+ * it never was in the engine. */
+static void refuse(struct edrv *d, struct waiter *w, int status, const char *why)
+{
+    memset(w->out, 0, sizeof *w->out);
+    w->out->status = status;
+    snprintf(w->out->message, sizeof w->out->message, "%s", why);
     post_later(d, w->ts);
     atomic_store_explicit(&w->done, true, memory_order_release);
-    if (offered && !d->leading)
-        pass_lead(d); /* the lead it was offered goes to another */
 }
 
 /* Hands every event out: under the mutex, after any call into the engine. */
@@ -358,6 +410,7 @@ static void pump(struct edrv *d)
 /* One poll of every open connection, until I/O, a poke or the deadline. */
 static void turn(struct edrv *d)
 {
+    drain(d);
     int64_t now = now_ms();
     open_wanted(d, now);
     flush_all(d, true, now);
@@ -422,7 +475,7 @@ static void poke_if_needed(struct edrv *d)
         return;
     int64_t dl = rlc_engine_deadline(d->e);
     bool polling = atomic_load(&d->polling);
-    bool need = d->wanting > 0 && d->bg_leading;
+    bool need = d->waiters && d->bg_leading; /* a caller would lead instead */
     need = need || (dl >= 0 && dl < d->poll_until);
     for (int k = 0; !need && k < d->n; k++) {
         const char *data;
@@ -438,22 +491,21 @@ static void poke_if_needed(struct edrv *d)
         poke(d);
 }
 
-/* Leadership is free: to the caller that wants it whose operation is the
- * oldest. Its reply is the next to come (a node answers in order), so the
- * wake-up that makes it the leader is the one it needed anyway: it polls,
- * reads its own reply first and returns. Waking the newest instead costs a
- * thread switch a turn. The background thread is not woken: it looks on
- * its own within LINGER_MS (background()). */
+/* Leadership is free: to the thread of the oldest operation. Its reply is
+ * the next to come (a node answers in order), so the wake-up that makes it
+ * the leader is the one it needed anyway: it polls, reads its own reply
+ * first and returns. Offering the newest instead costs a thread switch a
+ * turn. The background thread is not offered it: it looks on its own
+ * within LINGER_MS (background()). */
 static void pass_lead(struct edrv *d)
 {
     struct waiter *oldest = NULL;
     for (struct waiter *w = d->waiters; w; w = w->next)
-        if (w->wants_lead && !w->lead_offered && (!oldest || w->op < oldest->op))
+        if (!oldest || w->op < oldest->op)
             oldest = w;
-    if (oldest) {
-        oldest->lead_offered = true;
+    d->offer = oldest;
+    if (oldest)
         post_later(d, oldest->ts);
-    }
 }
 
 static bool is_done(struct waiter *w)
@@ -461,78 +513,109 @@ static bool is_done(struct waiter *w)
     return atomic_load_explicit(&w->done, memory_order_acquire);
 }
 
-/* Runs w's operation (queued, w listed) to its end. Called with the mutex
- * held; returns without it. */
-static void run(struct edrv *d, struct waiter *w)
+/* Moves what was pushed into the engine, oldest first. Under the mutex. */
+static void drain(struct edrv *d)
 {
-    /* With a leader, the request waits for its send: a poke (an eventfd
-     * write, poke_if_needed) costs a fraction of a loopback TCP send, which
-     * runs the server's side of the socket and wakes it, and the leader's
-     * one send then carries the requests of every caller that came
-     * meanwhile (the server too reads them with one read). */
-    if (!d->leading)
-        flush_all(d, false, now_ms());
-    pump(d);
-    poke_if_needed(d);
-    while (!is_done(w)) {
-        if (!d->leading) {
-            d->leading = true;
-            while (!is_done(w))
-                turn(d);
-            d->leading = false;
-            d->caller_left = now_ms();
-            pass_lead(d);
-            break;
-        }
-        w->wants_lead = true;
-        w->lead_offered = false;
-        d->wanting++;
-        if (d->bg_leading)
-            poke(d);
-        unlock(d);
-        thread_sem_wait(w->ts);
-        if (is_done(w))
-            return; /* finish() did the rest */
-        pthread_mutex_lock(&d->mu);
-        if (w->wants_lead) {
-            w->wants_lead = false;
-            d->wanting--;
-        }
+    struct waiter *w = atomic_exchange(&d->inbox, NULL), *fifo = NULL;
+    if (!w)
+        return;
+    while (w) {
+        struct waiter *n = w->in_next;
+        w->in_next = fifo;
+        fifo = w;
+        w = n;
     }
-    unlock(d);
+    int64_t now = now_ms();
+    for (w = fifo; w; w = fifo) {
+        fifo = w->in_next;
+        int rc = d->stopping ? rlc_fail(RLC_E_CLOSED, "the client is closing")
+                             : w->q(d, w->name, w->name_len, w->owner, w->a, w->b, now, &w->op);
+        if (rc != RLC_OK) {
+            refuse(d, w, rc, rlc_errmsg());
+            continue;
+        }
+        w->next = d->waiters;
+        d->waiters = w;
+    }
+    /* With no leader, or only the background thread (an idle client: the
+     * first call after a pause must not wait for that thread to wake), the
+     * bytes go now. With a caller leading, in its next send: a poke (an
+     * eventfd write, poke_if_needed) costs a fraction of a loopback TCP
+     * send, which runs the server's side of the socket and wakes it, and
+     * the leader's one send then carries every request that came. */
+    if (!d->leading || d->bg_leading)
+        flush_all(d, false, now);
+    pump(d);
 }
 
-static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t until_ms)
+static void take_lead(struct edrv *d, bool bg)
 {
-    struct timespec ts = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
-    pthread_cond_timedwait(cv, mu, &ts);
+    d->leading = true;
+    d->bg_leading = bg;
+    d->offer = NULL; /* a thread offered it finds it taken and sleeps again */
+}
+
+/* Runs w's operation to its end on the calling thread. */
+static void run(struct edrv *d, struct waiter *w)
+{
+    struct waiter *top = atomic_load(&d->inbox);
+    do
+        w->in_next = top;
+    while (!atomic_compare_exchange_weak(&d->inbox, &top, w));
+    bool have = pthread_mutex_trylock(&d->mu) == 0;
+    if (!have)
+        poke(d); /* a leader in poll() drains it at once; any other holder at unlock() */
+    for (;;) {
+        if (have) {
+            drain(d);
+            if (is_done(w))
+                break;
+            if (!d->leading) {
+                take_lead(d, false);
+                while (!is_done(w))
+                    turn(d);
+                d->leading = false;
+                d->caller_left = now_ms();
+                break;
+            }
+            poke_if_needed(d);
+            unlock(d);
+        }
+        thread_sem_wait(w->ts);
+        if (is_done(w))
+            return;
+        pthread_mutex_lock(&d->mu); /* offered the lead (or a stale wake-up) */
+        have = true;
+    }
+    unlock(d);
 }
 
 static void *background(void *arg)
 {
     struct edrv *d = arg;
+    struct thread_sem *me = thread_sem_self();
     pthread_mutex_lock(&d->mu);
+    d->bg_ts = me;
     while (!d->stopping) {
-        /* While callers lead, look every LINGER_MS whether they still do:
+        drain(d);
+        /* While callers wait or lead, look every LINGER_MS: they lead, and
          * waking this thread at each call's end would cost a switch each. */
-        int64_t now = now_ms(), dl = rlc_engine_deadline(d->e);
-        for (int i = 0; i < d->n_to_post; i++)
-            thread_sem_post(d->to_post[i]);
-        d->n_to_post = 0;
-        if (d->leading || d->wanting > 0) {
-            wait_until(&d->bg_cv, &d->mu, now + LINGER_MS);
+        int64_t now = now_ms(), dl = rlc_engine_deadline(d->e), sleep_ms = LINGER_MS;
+        bool callers = d->leading || d->waiters;
+        if (!callers && now < d->caller_left + LINGER_MS && (dl < 0 || dl > now))
+            sleep_ms = (dl >= 0 && dl < d->caller_left + LINGER_MS ? dl : d->caller_left + LINGER_MS) - now;
+        else if (!callers) {
+            take_lead(d, true);
+            turn(d);
+            d->leading = d->bg_leading = false;
             continue;
         }
-        if (now < d->caller_left + LINGER_MS && (dl < 0 || dl > now)) {
-            int64_t until = d->caller_left + LINGER_MS;
-            wait_until(&d->bg_cv, &d->mu, dl >= 0 && dl < until ? dl : until);
-            continue;
-        }
-        d->leading = d->bg_leading = true;
-        turn(d);
-        d->leading = d->bg_leading = false;
-        if (d->wanting > 0)
-            pass_lead(d);
+        unlock(d);
+        if (me)
+            thread_sem_wait_ms(me, sleep_ms);
+        else
+            poll(NULL, 0, (int)sleep_ms);
+        pthread_mutex_lock(&d->mu);
     }
     unlock(d);
     return NULL;
@@ -541,31 +624,28 @@ static void *background(void *arg)
 static void *callbacks(void *arg)
 {
     struct edrv *d = arg;
-    pthread_mutex_lock(&d->mu);
+    pthread_mutex_lock(&d->lost_mu);
     for (;;) {
         struct lost *l = d->lost_head;
         if (!l) {
-            if (d->stopping)
+            if (d->cb_stop)
                 break;
-            pthread_cond_wait(&d->lost_cv, &d->mu);
+            pthread_cond_wait(&d->lost_cv, &d->lost_mu);
             continue;
         }
         d->lost_head = l->next;
         if (!d->lost_head)
             d->lost_tail = NULL;
-        pthread_mutex_unlock(&d->mu);
+        pthread_mutex_unlock(&d->lost_mu);
         d->lost_fn(d->lost_user, l->name, l->name_len, l->owner, l->status, l->message);
         free(l);
-        pthread_mutex_lock(&d->mu);
+        pthread_mutex_lock(&d->lost_mu);
     }
-    pthread_mutex_unlock(&d->mu);
+    pthread_mutex_unlock(&d->lost_mu);
     return NULL;
 }
 
 /* ---- operations ------------------------------------------------------- */
-
-typedef int (*queue_fn)(struct edrv *d, const char *name, size_t len, uint64_t owner,
-                        int64_t a, int64_t b, int64_t now, uint64_t *op);
 
 static int q_acquire(struct edrv *d, const char *name, size_t len, uint64_t owner, int64_t wait,
                      int64_t lease, int64_t now, uint64_t *op)
@@ -590,23 +670,11 @@ static int q_extend(struct edrv *d, const char *name, size_t len, uint64_t owner
 static int do_op(struct edrv *d, queue_fn q, const char *name, size_t len, uint64_t owner,
                  int64_t a, int64_t b, struct edrv_outcome *out)
 {
-    struct waiter w = {.name = name, .name_len = len, .out = out, .ts = thread_sem_self()};
+    struct waiter w = {.q = q, .name = name, .name_len = len, .owner = owner, .a = a, .b = b,
+                       .out = out, .ts = thread_sem_self()};
     atomic_init(&w.done, false);
     if (!w.ts)
         return rlc_fail(RLC_E_NOMEM, "out of memory");
-    thread_sem_drain(w.ts);
-    pthread_mutex_lock(&d->mu);
-    int rc = d->stopping ? rlc_fail(RLC_E_CLOSED, "the client is closing")
-                         : q(d, name, len, owner, a, b, now_ms(), &w.op);
-    if (rc != RLC_OK) {
-        pthread_mutex_unlock(&d->mu);
-        memset(out, 0, sizeof *out);
-        out->status = rc;
-        snprintf(out->message, sizeof out->message, "%s", rlc_errmsg());
-        return rc;
-    }
-    w.next = d->waiters;
-    d->waiters = &w;
     run(d, &w);
     if (out->status != RLC_OK)
         rlc_fail_msg(out->status, out->message);
@@ -635,12 +703,14 @@ int edrv_cancel(struct edrv *d, const char *name, size_t name_len)
 {
     int n = 0;
     pthread_mutex_lock(&d->mu);
+    drain(d);
     int64_t now = now_ms();
     for (struct waiter *w = d->waiters; w; w = w->next)
         if (w->name_len == name_len && memcmp(w->name, name, name_len) == 0 &&
             rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
             n++;
-    flush_all(d, false, now);
+    if (!d->leading)
+        flush_all(d, false, now);
     pump(d);
     poke_if_needed(d);
     unlock(d);
@@ -651,7 +721,7 @@ int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len, uint6
 {
     pthread_mutex_lock(&d->mu);
     int64_t n = rlc_engine_hold_count(d->e, name, name_len, owner);
-    pthread_mutex_unlock(&d->mu);
+    unlock(d);
     return n;
 }
 
@@ -659,7 +729,7 @@ int64_t edrv_validity_ms(struct edrv *d, const char *name, size_t name_len, uint
 {
     pthread_mutex_lock(&d->mu);
     int64_t v = rlc_engine_validity_ms(d->e, name, name_len, owner, now_ms());
-    pthread_mutex_unlock(&d->mu);
+    unlock(d);
     return v;
 }
 
@@ -716,7 +786,7 @@ int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char 
     d->lost_fn = lost;
     d->lost_user = user;
     pthread_mutex_init(&d->mu, NULL);
-    cond_init_monotonic(&d->bg_cv);
+    pthread_mutex_init(&d->lost_mu, NULL);
     cond_init_monotonic(&d->turned);
     pthread_cond_init(&d->lost_cv, NULL);
     if (pthread_create(&d->bg, NULL, background, d) != 0) {
@@ -764,10 +834,15 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
         pthread_cond_timedwait(&d->turned, &d->mu, &ts);
     }
     d->stopping = true;
+    drain(d); /* calls that came anyway end RLC_E_CLOSED */
     poke(d);
-    pthread_cond_broadcast(&d->bg_cv);
+    if (d->bg_ts)
+        thread_sem_post(d->bg_ts);
+    unlock(d);
+    pthread_mutex_lock(&d->lost_mu);
+    d->cb_stop = true;
     pthread_cond_broadcast(&d->lost_cv);
-    pthread_mutex_unlock(&d->mu);
+    pthread_mutex_unlock(&d->lost_mu);
     if (d->bg_started)
         pthread_join(d->bg, NULL);
     if (d->cb_started)
@@ -789,9 +864,9 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
     if (d->have_opts)
         options_free(&d->opts);
     close(d->wake_fd);
-    pthread_cond_destroy(&d->bg_cv);
     pthread_cond_destroy(&d->turned);
     pthread_cond_destroy(&d->lost_cv);
+    pthread_mutex_destroy(&d->lost_mu);
     pthread_mutex_destroy(&d->mu);
     free(d->c);
     free(d->broken);

@@ -48,13 +48,12 @@ struct thread_sem *thread_sem_self(void)
         t = calloc(1, sizeof *t);
         if (!t)
             return NULL;
-        t->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        t->efd = eventfd(0, EFD_CLOEXEC); /* blocking: a wait is one read */
         if (t->efd < 0) {
             free(t);
             return NULL;
         }
     }
-    thread_sem_drain(t);
     if (pthread_setspecific(key, t) != 0) {
         give_back(t);
         return NULL;
@@ -70,17 +69,18 @@ void thread_sem_post(struct thread_sem *t)
     (void)w; /* a full counter wakes the thread as well */
 }
 
-void thread_sem_drain(struct thread_sem *t)
-{
-    uint64_t v;
-    ssize_t r = read(t->efd, &v, sizeof v);
-    (void)r; /* EAGAIN: nothing was left */
-}
-
 void thread_sem_wait(struct thread_sem *t)
 {
-    struct pollfd p = {t->efd, POLLIN, 0};
-    while (poll(&p, 1, -1) < 0 && errno == EINTR)
+    uint64_t v;
+    while (read(t->efd, &v, sizeof v) < 0 && errno == EINTR)
         ;
-    thread_sem_drain(t);
+}
+
+void thread_sem_wait_ms(struct thread_sem *t, int64_t ms)
+{
+    struct pollfd p = {t->efd, POLLIN, 0};
+    uint64_t v;
+    if (poll(&p, 1, ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms) > 0 &&
+        read(t->efd, &v, sizeof v) < 0)
+        return; /* EINTR: a wake-up early */
 }

@@ -7,7 +7,8 @@
  * after letting go of its mutex, when the operation's own memory may be
  * gone already. A post that arrives late is a spurious wake-up, which a
  * sleeper tolerates by looking at its operation again; posts not yet taken
- * count as one.
+ * count as one (so a thread is not made to take them before each wait:
+ * one system call less a call).
  *
  * It is an eventfd (as the blocking API's wakeup_fd.c): posts coalesce,
  * and a post given to a thread that is not asleep costs it nothing more
@@ -15,6 +16,8 @@
  */
 #ifndef RLC_THREAD_SEM_H
 #define RLC_THREAD_SEM_H
+
+#include <stdint.h>
 
 struct thread_sem {
     int efd;
@@ -27,10 +30,10 @@ struct thread_sem *thread_sem_self(void);
 /* Wakes its thread (or makes its next wait return at once). */
 void thread_sem_post(struct thread_sem *t);
 
-/* Takes the posts that are left over from earlier operations. */
-void thread_sem_drain(struct thread_sem *t);
-
 /* Sleeps until posted, and takes the posts. */
 void thread_sem_wait(struct thread_sem *t);
+
+/* The same, for at most ms. */
+void thread_sem_wait_ms(struct thread_sem *t, int64_t ms);
 
 #endif

@@ -524,12 +524,12 @@ static void free_ops(rlc_engine *e)
                 struct eng_op *op = h->ops_head;
                 while (op) {
                     struct eng_op *next = op->next;
-                    op_free(op);
+                    op_free(e, op);
                     op = next;
                 }
                 h->ops_head = h->ops_tail = NULL;
                 if (h->renewing)
-                    op_free(h->renewing);
+                    op_free(e, h->renewing);
                 h->renewing = NULL;
             }
 }

@@ -361,7 +361,7 @@ static void acquire_wake(rlc_engine *e, struct eng_op *op, int64_t now)
         op->woken = false; /* it is trying already; the wake goes to nobody */
         return;
     }
-    timer_clear(&op->timer);
+    timer_clear(e, &op->timer);
     try_round(e, op, now);
 }
 

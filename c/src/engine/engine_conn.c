@@ -586,7 +586,7 @@ void conn_free_all(rlc_engine *e)
         return;
     for (int k = 0; k < e->n_conns; k++) {
         struct conn *c = &e->conns[k];
-        timer_clear(&c->timer);
+        timer_clear(e, &c->timer);
         for (struct req *r = c->head, *n; r; r = n) {
             n = r->next;
             req_free(e, r);

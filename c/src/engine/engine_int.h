@@ -293,6 +293,7 @@ struct rlc_engine {
     int64_t now;              /* the latest time passed in */
     struct tslot **heap;
     size_t heap_len, heap_cap;
+    size_t heap_dead;           /* disowned slots still in it (engine_timer.c) */
     /* events: a ring of owned copies */
     struct pending_event *ev_head, *ev_tail;
     struct pending_event *ev_current;
@@ -325,7 +326,7 @@ uint64_t eng_random(rlc_engine *e);
 
 /* engine_timer.c */
 void timer_set(rlc_engine *e, struct timer *t, int kind, void *obj, int64_t at);
-void timer_clear(struct timer *t);
+void timer_clear(rlc_engine *e, struct timer *t);
 int64_t timer_next(const rlc_engine *e);
 /* Pops the next due timer at or before now: 1 and its kind/obj, or 0. */
 int timer_pop(rlc_engine *e, int64_t now, int *kind, void **obj);
@@ -495,7 +496,7 @@ void lock_free_all(rlc_engine *e);
 
 /* engine_op.c */
 struct eng_op *op_alloc(const rlc_engine *e);
-void op_free(struct eng_op *op);
+void op_free(rlc_engine *e, struct eng_op *op);
 void op_start(rlc_engine *e, struct eng_op *op, int64_t now);
 void op_finish(rlc_engine *e, struct eng_op *op, int64_t now);
 void op_deliver(rlc_engine *e, struct req *r, const struct redisReply *reply, int status,

@@ -304,7 +304,7 @@ void hold_maybe_free(rlc_engine *e, struct hold *h)
         h->verifying)
         return;
     struct eng_lock *l = h->lock;
-    timer_clear(&h->timer);
+    timer_clear(e, &h->timer);
     if (h->prev)
         h->prev->next = h->next;
     else
@@ -319,7 +319,7 @@ void hold_maybe_free(rlc_engine *e, struct hold *h)
     e->n_holds--;
     hold_free(h);
     if (!l->holds && !l->waiters) {
-        timer_clear(&l->timer);
+        timer_clear(e, &l->timer);
         unlink_lock(e, l);
         lock_free(l);
     }

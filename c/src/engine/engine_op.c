@@ -154,10 +154,10 @@ struct eng_op *op_alloc(const rlc_engine *e)
     return op;
 }
 
-void op_free(struct eng_op *op)
+void op_free(rlc_engine *e, struct eng_op *op)
 {
     round_clear(op);
-    timer_clear(&op->timer);
+    timer_clear(e, &op->timer);
     free(op);
 }
 
@@ -183,7 +183,7 @@ void op_finish(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     op_id_unlink(e, op);
     e->n_ops--;
-    op_free(op);
+    op_free(e, op);
     struct eng_op *next = h->ops_head;
     if (next && next->phase == P_QUEUED) {
         op_start(e, next, now);

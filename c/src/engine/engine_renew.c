@@ -72,8 +72,8 @@ static void end_renewal(rlc_engine *e, struct hold *h)
         return;
     h->renewing = NULL;
     round_abandon(op);
-    timer_clear(&op->timer);
-    op_free(op);
+    timer_clear(e, &op->timer);
+    op_free(e, op);
     (void)e;
 }
 

@@ -106,7 +106,7 @@ void sub_leave(rlc_engine *e, struct eng_op *op)
         l->own_msgs = 0;
         e->n_subscribed--;
         each_node_sub(e, false, l);
-        timer_clear(&l->timer);
+        timer_clear(e, &l->timer);
         l->timer_want = -1;
     } else if (op->woken) {
         /* it was woken and leaves without having used the wake */

@@ -174,7 +174,7 @@ void track_free(rlc_engine *e)
     struct tracker *t = e->track;
     if (!t)
         return;
-    timer_clear(&t->timer);
+    timer_clear(e, &t->timer);
     round_forget(t);
     free(t->dirty);
     free(t->units);
