@@ -1,6 +1,7 @@
 /*
  * engine_driver.c - the blocking driver: the engine run by the threads that
- * wait on it (leader/followers), see engine_driver.h for the idea.
+ * wait on it (leader/followers), see engine_driver.h for the idea. This
+ * file is the threads; driver_io.c the connections the leader runs.
  *
  * One mutex guards the engine and the connections. At most one thread
  * polls the sockets at a time: the leader. It polls without the mutex, so
@@ -37,114 +38,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "driver_conn.h"
+#include "driver_int.h"
 #include "engine_driver.h"
 #include "error.h"
-#include "options.h"
-#include "resolve.h"
 #include "thread_sem.h"
 #include "tls.h"
 
-#define MAX_POLL_MS 1000 /* the leader looks again at least this often */
-/* The background thread leads only after callers left it this long: a
- * thread that calls again at once finds the lead free instead of having to
- * take it back (two thread switches a call). What the background thread
- * reads late by this much: a loss push, between calls. */
-#define LINGER_MS 2
-#define READ_CHUNK 16384
-#define DEFER_POSTS 64   /* wake-ups kept until the mutex is let go; more go at once */
-
-struct edrv;
-
-typedef int (*queue_fn)(struct edrv *d, const char *name, size_t len, uint64_t owner,
-                        int64_t a, int64_t b, int64_t now, uint64_t *op);
-
-/* An operation and the thread that waits for it (on that thread's stack). */
-struct waiter {
-    queue_fn q;         /* how it goes into the engine, with: */
-    const char *name;
-    size_t name_len;
-    uint64_t owner;
-    int64_t a, b;
-    uint64_t op;        /* the engine's id, once drained (0 before) */
-    struct edrv_outcome *out;
-    atomic_bool done;   /* set under the mutex, read after a wake-up without it */
-    struct thread_sem *ts; /* its thread's: posted when done or offered the lead */
-    struct waiter *next;   /* d->waiters: in the engine, not done */
-    struct waiter *in_next; /* d->inbox */
-};
-
-struct lost {
-    struct lost *next;
-    uint64_t owner;
-    int status;
-    char message[EDRV_MSGLEN];
-    size_t name_len;
-    char name[];
-};
-
-struct edrv {
-    pthread_mutex_t mu;
-    rlc_engine *e;
-    int n;                   /* the engine's connections */
-    struct dconn *c;         /* n of them */
-    bool *broken;            /* a write failed outside the leader: it closes it */
-    struct pollfd *pfd;      /* the leader's poll set: the eventfd, then up to n */
-    int *pidx;
-    struct host_res {        /* a resolver per host and port (resolve.h): a name is */
-        char *host;          /* looked up on a thread of its own, never under mu */
-        int port;
-        struct resolver *r;
-    } *res;
-    int n_res;
-    struct rlc_options opts; /* the tls_* settings, when have_opts */
-    bool have_opts;
-    struct tls_ctx *tls;     /* when a node is rediss:// */
-    int wake_fd;
-    bool leading, bg_leading;
-    atomic_bool polling;     /* the leader is in poll(): bytes queued now wait for a send */
-    atomic_bool poked;       /* the eventfd was written since the leader last looked */
-    int64_t poll_until;      /* the leader's poll ends by then (ms) */
-    _Atomic(struct waiter *) inbox; /* pushed, not yet in the engine (newest first) */
-    struct waiter *waiters;  /* operations in the engine, each with its thread */
-    struct waiter *offer;    /* the waiter offered the free lead, or NULL */
-    struct thread_sem *to_post[DEFER_POSTS]; /* posted once the mutex is let go */
-    char why[EDRV_MSGLEN];   /* the last connection that failed, and why: the
-                                engine's message on RLC_E_CONNECT says which node,
-                                this says what went wrong (a certificate...) */
-    int n_to_post;
-    struct thread_sem *bg_ts; /* the background thread sleeps on it */
-    int64_t caller_left;     /* when a caller last stopped leading (ms) */
-    pthread_cond_t turned;   /* broadcast after each turn (edrv_free waits on it) */
-    bool stopping;
-    pthread_t bg;
-    bool bg_started;
-
-    edrv_lost_fn lost_fn;
-    void *lost_user;
-    pthread_mutex_t lost_mu; /* the callback thread's queue: never d->mu there */
-    struct lost *lost_head, *lost_tail;
-    pthread_cond_t lost_cv;
-    bool cb_stop;            /* under lost_mu */
-    pthread_t cb;
-    bool cb_started;
-};
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void poke(struct edrv *d)
-{
-    if (atomic_exchange(&d->poked, true))
-        return; /* the leader has not read the last one yet: it will look */
-    uint64_t one = 1;
-    ssize_t w = write(d->wake_fd, &one, sizeof one);
-    (void)w; /* a full counter already wakes the leader */
-}
+_Static_assert(EDRV_MSGLEN == DRV_MSGLEN, "a driver message fits an outcome's");
 
 /* Wakes a sleeping caller once the mutex is let go (unlock()): woken under
  * it, 16 threads would queue on it while the leader still reads. */
@@ -158,7 +58,6 @@ static void post_later(struct edrv *d, struct thread_sem *t)
 
 static void pass_lead(struct edrv *d);
 static void drain(struct edrv *d);
-static void poke_if_needed(struct edrv *d);
 
 /* Before the mutex is let go: a free lead with operations waiting is
  * offered to one of their threads (D3). */
@@ -186,139 +85,7 @@ static void unlock(struct edrv *d)
         if (!atomic_load(&d->inbox) || pthread_mutex_trylock(&d->mu) != 0)
             return; /* empty, or the new holder will look */
         drain(d);
-        poke_if_needed(d);
-    }
-}
-
-/* ---- connections ------------------------------------------------------ */
-
-static void close_conn(struct edrv *d, int k, int64_t now)
-{
-    dconn_close(&d->c[k]);
-    d->broken[k] = false;
-    rlc_engine_closed(d->e, k, now);
-}
-
-static void note_why(struct edrv *d, int k, const char *err)
-{
-    const char *host;
-    int port;
-    if (rlc_engine_conn_address(d->e, k, &host, &port, NULL) == RLC_OK && err[0])
-        snprintf(d->why, sizeof d->why, "%s:%d: %s", host, port, err);
-}
-
-/* host:port's resolver, made the first time (NULL without memory). */
-static struct resolver *resolver_for(struct edrv *d, const char *host, int port)
-{
-    for (int i = 0; i < d->n_res; i++)
-        if (d->res[i].port == port && strcmp(d->res[i].host, host) == 0)
-            return d->res[i].r;
-    struct host_res *grown = realloc(d->res, sizeof *grown * (size_t)(d->n_res + 1));
-    if (!grown)
-        return NULL;
-    d->res = grown;
-    struct host_res *h = &d->res[d->n_res];
-    h->host = strdup(host);
-    h->port = port;
-    h->r = h->host ? resolver_new(host, port) : NULL;
-    if (!h->r) {
-        free(h->host);
-        return NULL;
-    }
-    d->n_res++;
-    return h->r;
-}
-
-static void start_conn(struct edrv *d, int k, int64_t now)
-{
-    const char *host;
-    int port, tls = 0;
-    if (rlc_engine_conn_address(d->e, k, &host, &port, &tls) != RLC_OK)
-        return; /* a sentinel node's master is not known yet: want_open is 0 then */
-    char err[EDRV_MSGLEN];
-    if (tls && !d->tls) {
-        rlc_engine_closed(d->e, k, now);
-        return;
-    }
-    struct resolver *res = port ? resolver_for(d, host, port) : NULL;
-    if (port && !res) {
-        rlc_engine_closed(d->e, k, now);
-        return;
-    }
-    if (dconn_start(&d->c[k], host, port, res, tls ? d->tls : NULL, err, sizeof err) != RLC_OK) {
-        note_why(d, k, err);
-        rlc_engine_closed(d->e, k, now);
-        return;
-    }
-    if (d->c[k].state == DC_UP)
-        rlc_engine_connected(d->e, k, now);
-}
-
-/* Opens what the engine wants open and closes what it gave up on. */
-static void open_wanted(struct edrv *d, int64_t now)
-{
-    for (int k = 0; k < d->n; k++) {
-        int want = rlc_engine_want_open(d->e, k);
-        bool open = d->c[k].state != DC_CLOSED;
-        if (d->broken[k] || (want == -1 && open))
-            close_conn(d, k, now);
-        else if (want == -1)
-            rlc_engine_closed(d->e, k, now);
-        else if (want == 1 && !open)
-            start_conn(d, k, now);
-    }
-}
-
-/* Writes conn k's pending bytes while the socket takes them. A failure
- * outside the leader only marks the connection: the leader may be polling
- * its descriptor, so it alone closes it. */
-static void flush_conn(struct edrv *d, int k, bool leader, int64_t now)
-{
-    const char *data;
-    size_t len;
-    char err[EDRV_MSGLEN];
-    while (!d->broken[k] && d->c[k].state == DC_UP && (len = rlc_engine_pending(d->e, k, &data))) {
-        ssize_t w = dconn_write(&d->c[k], data, len, err, sizeof err);
-        if (w > 0) {
-            rlc_engine_sent(d->e, k, (size_t)w);
-            continue;
-        }
-        if (w < 0) {
-            if (leader)
-                close_conn(d, k, now);
-            else
-                d->broken[k] = true;
-        }
-        return;
-    }
-}
-
-static void flush_all(struct edrv *d, bool leader, int64_t now)
-{
-    for (int k = 0; k < d->n; k++)
-        flush_conn(d, k, leader, now);
-}
-
-static void read_conn(struct edrv *d, int k)
-{
-    char buf[READ_CHUNK], err[EDRV_MSGLEN];
-    /* Plain sockets: bounded, other connections get their turn (poll says
-     * again what is left). TLS: until OpenSSL wants the socket, since the
-     * bytes it decrypted already are invisible to poll(). */
-    for (int i = 0; i < 8 || d->c[k].ssl; i++) {
-        ssize_t r = dconn_read(&d->c[k], buf, sizeof buf, err, sizeof err);
-        if (r < 0) {
-            close_conn(d, k, now_ms());
-            return;
-        }
-        if (r == 0)
-            return;
-        if (rlc_engine_received(d->e, k, buf, (size_t)r, now_ms()) != RLC_OK) {
-            close_conn(d, k, now_ms());
-            return;
-        }
-        if ((size_t)r < sizeof buf && !d->c[k].ssl)
-            return; /* the socket is drained */
+        dio_poke_if_needed(d);
     }
 }
 
@@ -347,8 +114,6 @@ static void queue_lost(struct edrv *d, const rlc_engine_event *ev)
     pthread_cond_signal(&d->lost_cv);
     pthread_mutex_unlock(&d->lost_mu);
 }
-
-static void pass_lead(struct edrv *d);
 
 /* Ends w's operation: out is filled and w leaves the list before its
  * thread is woken, so that the thread returns without taking the mutex
@@ -411,84 +176,24 @@ static void pump(struct edrv *d)
 static void turn(struct edrv *d)
 {
     drain(d);
-    int64_t now = now_ms();
-    open_wanted(d, now);
-    flush_all(d, true, now);
-    int np = 1;
-    d->pfd[0] = (struct pollfd){d->wake_fd, POLLIN, 0};
-    for (int k = 0; k < d->n; k++) {
-        const char *data;
-        short ev = dconn_events(&d->c[k], rlc_engine_pending(d->e, k, &data) > 0);
-        if (!ev)
-            continue;
-        d->pfd[np] = (struct pollfd){d->c[k].fd, ev, 0};
-        d->pidx[np++] = k;
-    }
-    int64_t dl = rlc_engine_deadline(d->e), wait = MAX_POLL_MS;
-    if (dl >= 0 && dl - now < wait)
-        wait = dl > now ? dl - now : 0;
+    int64_t now = dio_now_ms(), wait;
+    dio_open_wanted(d, now);
+    dio_flush_all(d, true, now);
+    int np = dio_poll_set(d, now, &wait);
     d->poll_until = now + wait;
     atomic_store(&d->polling, true);
     unlock(d);
     int ready = poll(d->pfd, (nfds_t)np, (int)wait);
     atomic_store(&d->polling, false);
     pthread_mutex_lock(&d->mu);
-    now = now_ms();
-    if (ready > 0 && (d->pfd[0].revents & POLLIN)) {
-        uint64_t v;
-        ssize_t r = read(d->wake_fd, &v, sizeof v);
-        (void)r;
-        atomic_store(&d->poked, false);
-    }
-    for (int i = 1; ready > 0 && i < np; i++) {
-        int k = d->pidx[i];
-        short re = d->pfd[i].revents;
-        if (!re || d->c[k].fd != d->pfd[i].fd)
-            continue;
-        char err[EDRV_MSGLEN];
-        enum dconn_state before = d->c[k].state;
-        if (before == DC_RESOLVING || before == DC_CONNECTING || before == DC_HANDSHAKE) {
-            int p = dconn_progress(&d->c[k], re, err, sizeof err);
-            if (p < 0) {
-                note_why(d, k, err);
-                close_conn(d, k, now);
-            }
-            else if (p > 0)
-                rlc_engine_connected(d->e, k, now);
-            continue;
-        }
-        if (re & (POLLIN | POLLERR | POLLHUP) || (d->c[k].ssl && (re & d->c[k].tls_want)))
-            read_conn(d, k);
-    }
-    dl = rlc_engine_deadline(d->e);
+    now = dio_now_ms();
+    dio_serve(d, np, ready, now);
+    int64_t dl = rlc_engine_deadline(d->e);
     if (dl >= 0 && dl <= now)
         rlc_engine_tick(d->e, now);
-    flush_all(d, true, now);
+    dio_flush_all(d, true, now);
     pump(d);
     pthread_cond_broadcast(&d->turned);
-}
-
-/* After a call outside the leader: does the leader's poll need to know? */
-static void poke_if_needed(struct edrv *d)
-{
-    if (!d->leading)
-        return;
-    int64_t dl = rlc_engine_deadline(d->e);
-    bool polling = atomic_load(&d->polling);
-    bool need = d->waiters && d->bg_leading; /* a caller would lead instead */
-    need = need || (dl >= 0 && dl < d->poll_until);
-    for (int k = 0; !need && k < d->n; k++) {
-        const char *data;
-        int want = rlc_engine_want_open(d->e, k);
-        bool open = d->c[k].state != DC_CLOSED;
-        /* Bytes left on a connection that is up: the socket would not
-         * take them, and a leader in poll() does not wait for POLLOUT
-         * there. (A leader that is not polling writes them itself.) */
-        need = d->broken[k] || (want == 1 && !open) || (want == -1 && open) ||
-               (polling && d->c[k].state == DC_UP && rlc_engine_pending(d->e, k, &data) > 0);
-    }
-    if (need)
-        poke(d);
 }
 
 /* Leadership is free: to the thread of the oldest operation. Its reply is
@@ -525,7 +230,7 @@ static void drain(struct edrv *d)
         fifo = w;
         w = n;
     }
-    int64_t now = now_ms();
+    int64_t now = dio_now_ms();
     for (w = fifo; w; w = fifo) {
         fifo = w->in_next;
         int rc = d->stopping ? rlc_fail(RLC_E_CLOSED, "the client is closing")
@@ -544,7 +249,7 @@ static void drain(struct edrv *d)
      * send, which runs the server's side of the socket and wakes it, and
      * the leader's one send then carries every request that came. */
     if (!d->leading || d->bg_leading)
-        flush_all(d, false, now);
+        dio_flush_all(d, false, now);
     pump(d);
 }
 
@@ -564,7 +269,7 @@ static void run(struct edrv *d, struct waiter *w)
     while (!atomic_compare_exchange_weak(&d->inbox, &top, w));
     bool have = pthread_mutex_trylock(&d->mu) == 0;
     if (!have)
-        poke(d); /* a leader in poll() drains it at once; any other holder at unlock() */
+        dio_poke(d); /* a leader in poll() drains it at once; any other holder at unlock() */
     for (;;) {
         if (have) {
             drain(d);
@@ -575,10 +280,10 @@ static void run(struct edrv *d, struct waiter *w)
                 while (!is_done(w))
                     turn(d);
                 d->leading = false;
-                d->caller_left = now_ms();
+                d->caller_left = dio_now_ms();
                 break;
             }
-            poke_if_needed(d);
+            dio_poke_if_needed(d);
             unlock(d);
         }
         thread_sem_wait(w->ts);
@@ -600,7 +305,7 @@ static void *background(void *arg)
         drain(d);
         /* While callers wait or lead, look every LINGER_MS: they lead, and
          * waking this thread at each call's end would cost a switch each. */
-        int64_t now = now_ms(), dl = rlc_engine_deadline(d->e), sleep_ms = LINGER_MS;
+        int64_t now = dio_now_ms(), dl = rlc_engine_deadline(d->e), sleep_ms = LINGER_MS;
         bool callers = d->leading || d->waiters;
         if (!callers && now < d->caller_left + LINGER_MS && (dl < 0 || dl > now))
             sleep_ms = (dl >= 0 && dl < d->caller_left + LINGER_MS ? dl : d->caller_left + LINGER_MS) - now;
@@ -704,15 +409,15 @@ int edrv_cancel(struct edrv *d, const char *name, size_t name_len)
     int n = 0;
     pthread_mutex_lock(&d->mu);
     drain(d);
-    int64_t now = now_ms();
+    int64_t now = dio_now_ms();
     for (struct waiter *w = d->waiters; w; w = w->next)
         if (w->name_len == name_len && memcmp(w->name, name, name_len) == 0 &&
             rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
             n++;
     if (!d->leading)
-        flush_all(d, false, now);
+        dio_flush_all(d, false, now);
     pump(d);
-    poke_if_needed(d);
+    dio_poke_if_needed(d);
     unlock(d);
     return n;
 }
@@ -728,7 +433,7 @@ int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len, uint6
 int64_t edrv_validity_ms(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
 {
     pthread_mutex_lock(&d->mu);
-    int64_t v = rlc_engine_validity_ms(d->e, name, name_len, owner, now_ms());
+    int64_t v = rlc_engine_validity_ms(d->e, name, name_len, owner, dio_now_ms());
     unlock(d);
     return v;
 }
@@ -823,19 +528,19 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
     if (!d)
         return;
     pthread_mutex_lock(&d->mu);
-    int64_t end = now_ms() + (drain_ms > 0 ? drain_ms : 0);
-    while (d->bg_started && !rlc_engine_idle(d->e) && now_ms() < end) {
+    int64_t end = dio_now_ms() + (drain_ms > 0 ? drain_ms : 0);
+    while (d->bg_started && !rlc_engine_idle(d->e) && dio_now_ms() < end) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 50 * 1000000L;
         ts.tv_sec += ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
-        poke(d);
+        dio_poke(d);
         pthread_cond_timedwait(&d->turned, &d->mu, &ts);
     }
     d->stopping = true;
     drain(d); /* calls that came anyway end RLC_E_CLOSED */
-    poke(d);
+    dio_poke(d);
     if (d->bg_ts)
         thread_sem_post(d->bg_ts);
     unlock(d);
@@ -847,19 +552,13 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
         pthread_join(d->bg, NULL);
     if (d->cb_started)
         pthread_join(d->cb, NULL);
-    for (int k = 0; k < d->n; k++)
-        dconn_close(&d->c[k]);
+    dio_close_all(d);
     while (d->lost_head) {
         struct lost *l = d->lost_head;
         d->lost_head = l->next;
         free(l);
     }
     rlc_engine_free(d->e);
-    for (int i = 0; i < d->n_res; i++) {
-        resolver_unref(d->res[i].r);
-        free(d->res[i].host);
-    }
-    free(d->res);
     tls_ctx_free(d->tls);
     if (d->have_opts)
         options_free(&d->opts);
