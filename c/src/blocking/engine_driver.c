@@ -82,6 +82,12 @@ static void unlock(struct edrv *d)
         pthread_mutex_unlock(&d->mu);
         for (int i = 0; i < n; i++)
             thread_sem_post(post[i]);
+        /* A pusher writes the inbox, then reads the mutex (trylock); this
+         * thread writes the mutex, then reads the inbox: with a full fence
+         * on both sides (here, and the push's seq_cst exchange) at least
+         * one of the two sees the other's write, so no push is missed by
+         * both. */
+        atomic_thread_fence(memory_order_seq_cst);
         if (!atomic_load(&d->inbox) || pthread_mutex_trylock(&d->mu) != 0)
             return; /* empty, or the new holder will look */
         drain(d);
@@ -267,6 +273,7 @@ static void run(struct edrv *d, struct waiter *w)
     do
         w->in_next = top;
     while (!atomic_compare_exchange_weak(&d->inbox, &top, w));
+    atomic_thread_fence(memory_order_seq_cst); /* see unlock() */
     bool have = pthread_mutex_trylock(&d->mu) == 0;
     if (!have)
         dio_poke(d); /* a leader in poll() drains it at once; any other holder at unlock() */
