@@ -90,11 +90,12 @@ static void *crowd_waiter(void *arg)
 TEST(fifty_waiters_make_no_more_script_calls_than_one)
 {
     START(s);
-    /* A generous io timeout: under valgrind on a busy machine 50 waiters'
-     * tries can take over a second, and a timed-out try is not what this
-     * case is about. */
-    rlc_client *h = client(s.uri, "io_timeout_ms=10000"),
-               *w = client(s.uri, "io_timeout_ms=10000");
+    /* Generous io and connect timeouts: under valgrind on a busy machine 50
+     * waiters' tries can take over a second, and so can a connect (one CI
+     * run saw "connect ... timed out after 1000 ms" there); a timed-out try
+     * is not what this case is about. */
+    const char *opts = "io_timeout_ms=10000;connect_timeout_ms=10000";
+    rlc_client *h = client(s.uri, opts), *w = client(s.uri, opts);
     rlc_lock *lh = lock(h, "crowd", 0);
     struct crowd cw = {lock(w, "crowd", 0), 0, 0};
     pthread_t t[CROWD];
