@@ -7,6 +7,7 @@
 #ifndef RLC_TEST_FIXTURE_H
 #define RLC_TEST_FIXTURE_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,19 @@
         check_failed = 1;                                                     \
         return;                                                               \
     }
+
+/* The hold count of "<uuid>:<owner>" in the Redisson hash key on s (0: none). */
+static inline long long field_count(const struct redis_server *s, const char *key,
+                                    const char *uuid, uint64_t owner)
+{
+    char field[80];
+    snprintf(field, sizeof field, "%s:%llu", uuid, (unsigned long long)owner);
+    redisReply *r = rs_cmd(s, "HGET %s %s", key, field);
+    long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
 
 /* n independent masters and their URIs, comma-separated. */
 #define MAXN 5

@@ -10,18 +10,6 @@
 #define UUID_A "6d7a1c3e-0000-4000-8000-00000000000a"
 #define UUID_B "6d7a1c3e-0000-4000-8000-00000000000b"
 
-static long long field_count(const struct redis_server *s, const char *key, const char *uuid,
-                             uint64_t owner)
-{
-    char field[80];
-    snprintf(field, sizeof field, "%s:%llu", uuid, (unsigned long long)owner);
-    redisReply *r = rs_cmd(s, "HGET %s %s", key, field);
-    long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
-    if (r)
-        freeReplyObject(r);
-    return v;
-}
-
 /* Turns both loops until op in a is done (or limit). */
 static const struct el_done *wait_two(struct eloop *a, struct eloop *b, uint64_t op,
                                       int64_t limit_ms)

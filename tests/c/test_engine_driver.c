@@ -19,18 +19,6 @@
 #define UUID_A "5e1f0d2c-0000-4000-8000-00000000000a"
 #define UUID_B "5e1f0d2c-0000-4000-8000-00000000000b"
 
-static long long field_count(const struct redis_server *s, const char *key, const char *uuid,
-                             uint64_t owner)
-{
-    char field[80];
-    snprintf(field, sizeof field, "%s:%llu", uuid, (unsigned long long)owner);
-    redisReply *r = rs_cmd(s, "HGET %s %s", key, field);
-    long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
-    if (r)
-        freeReplyObject(r);
-    return v;
-}
-
 #define NAME(s) s, strlen(s)
 
 /* How many subscribers channel has on s. */
