@@ -249,6 +249,55 @@ done:
     rs_stop(&s);
 }
 
+/* A try that meets a dead connection fails and is undone; the undo waits
+ * for the new connection, and the next try is queued behind it there. The
+ * undo then answers after that try's round began, but on the same
+ * connection before it: it ran first and cannot shorten what the try is
+ * granted (E8). The try was refused ("granted, but no validity was left of
+ * its lease") while every mark answered after a round began bounded it.
+ * (An undo whose script the server does not have yet is answered NOSCRIPT
+ * and sent again as EVAL behind the try: that one does run after it, and
+ * still bounds it; so the undo script is loaded first.) */
+TEST(a_try_right_after_a_connection_error_is_granted)
+{
+    START(s);
+    struct eloop L;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&L, "k", 1, 0, -1, NULL), RLC_OK);
+    CHECK_RC(el_release(&L, "k", 1), RLC_OK);
+    uint64_t op; /* a cancel on the wire: its undo loads the undo script */
+    CHECK_RC(rlc_engine_acquire(L.e, "k", 1, 2, -1, -1, el_now(), &op), RLC_OK);
+    CHECK_RC(rlc_engine_cancel(L.e, op, el_now()), RLC_OK);
+    for (int i = 0; i < 200 && !rlc_engine_idle(L.e); i++)
+        el_turn(&L, 5);
+    CHECK(rlc_engine_idle(L.e), "the cancel's undo answered");
+    CHECK(rs_int(&s, "EXISTS k") == 0, "nothing held after the cancel");
+    for (int round = 0; round < 3; round++) {
+        freeReplyObject(rs_cmd(&s, "CLIENT KILL TYPE normal SKIPME yes"));
+        const struct el_done *d = NULL;
+        int rc = el_acquire(&L, "k", 1, 0, -1, &d);
+        if (rc == RLC_OK) { /* the kill was not seen yet by this try: again */
+            CHECK_RC(el_release(&L, "k", 1), RLC_OK);
+            continue;
+        }
+        CHECK(rc == RLC_E_CONNECT || rc == RLC_E_TIMEOUT || rc == RLC_E_PROTOCOL,
+              "the try met the dead connection: %d %s", rc, d ? d->message : "");
+        /* at once: the undo of that try has not been answered yet */
+        CHECK(!rlc_engine_idle(L.e), "the undo is still on its way");
+        rc = el_acquire(&L, "k", 1, 0, -1, &d);
+        CHECK(rc == RLC_OK, "the next try is granted: %d %s", rc, d ? d->message : "");
+        CHECK(d->validity_ms > 20000, "its whole lease: %lld ms", (long long)d->validity_ms);
+        CHECK(field_count(&s, "k", UUID_A, 1) == 1, "held once on the server");
+        CHECK_RC(el_release(&L, "k", 1), RLC_OK);
+        CHECK(rs_int(&s, "EXISTS k") == 0, "released");
+        goto done;
+    }
+    CHECK(0, "no try met the dead connection in 3 kills");
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
 TEST(fixed_lease_expires_and_extend_moves_it)
 {
     START(s);
@@ -528,6 +577,7 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(watchdog_renews_and_reports_a_deleted_key_as_lost),
           CASE(a_renewal_due_during_the_last_release_reports_no_loss),
           CASE(cancel_ends_a_wait_and_leaves_nothing_held),
+          CASE(a_try_right_after_a_connection_error_is_granted),
           CASE(fixed_lease_expires_and_extend_moves_it), CASE(script_flush_is_survived),
           CASE(redlock_over_three_nodes_needs_a_quorum),
           CASE(restart_guard_keeps_a_restarted_node_from_voting),

@@ -118,7 +118,8 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
     struct hold *h = op->hold;
     /* What a late request of this hold could still leave (a shorter lease,
      * an undo's earlier PTTL) bounds the validity; none left: not held. */
-    int64_t valid_until = hold_valid_until(h, op->started, op->lease, e->opts.drift_factor);
+    int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->lease,
+                                           e->opts.drift_factor);
     if (valid_until <= now) {
         bool all[RLC_MAX_NODES];
         for (int i = 0; i < e->n; i++)

@@ -139,6 +139,7 @@ static void write_req(rlc_engine *e, struct conn *c, struct req *r)
     c->tail = r;
     conn_append(e, c, r->cmd->data, r->cmd->len);
     r->end_at = c->appended;
+    r->instance = c->instance;
 }
 
 static void queue_req(struct conn *c, struct req *r, bool front)
@@ -227,6 +228,7 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
     if (c->state == C_UP || c->state == C_DROPPED)
         return;
     c->state = C_UP;
+    c->instance = ++e->instances;
     c->reader = redisReaderCreate();
     if (!c->reader)
         abort();
@@ -292,6 +294,7 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
             req_gone(e, r, false);
             req_free(e, r);
         } else if (unsent || (r->redo && !hello)) {
+            r->resent = r->resent || !unsent; /* its bytes reached the server */
             r->next = NULL;
             if (redo_tail)
                 redo_tail->next = r;

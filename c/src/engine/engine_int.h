@@ -68,6 +68,9 @@ struct req {
     bool eval;          /* already sent as EVAL (after NOSCRIPT) */
     int64_t sent_at;    /* when it was written (its connection was up) */
     uint64_t end_at;    /* its connection's `appended` after its bytes */
+    uint64_t instance;  /* the connection instance it was last written on */
+    bool resent;        /* written on a connection that dropped, and sent again:
+                           that copy may still run (a paused server reads it) */
     unsigned slot;      /* its lock's hash slot: where a cluster node routes it */
     int hops;           /* MOVED / ASK followed so far */
     int retries;        /* TRYAGAIN / CLUSTERDOWN answers so far (parked, then sent again) */
@@ -96,6 +99,8 @@ struct conn {
     bool disc;             /* a sentinel node's discovery connection (engine_sentinel.c) */
     int master;            /* a cluster node's: the master's index in its map; else -1 */
     int track;             /* loss push's (engine_track.c): TRK_SUB, TRK_RD; else 0 */
+    uint64_t instance;     /* which connection this is since it was last made
+                              (e->instances): one runs its commands in order */
 };
 
 /* A node's loss-push pair: TRK_SUB subscribes to the invalidations, TRK_RD
@@ -132,6 +137,16 @@ struct ttl_mark {
     int64_t ttl;
     int64_t answered_at; /* -1 pending; else it ran before this time, and still
                             counts for a round that started before it */
+    /* where it was answered: it ran before whatever was written after it
+       on that connection instance (instance 0: a copy may run elsewhere) */
+    int node;
+    uint64_t instance, end_at;
+};
+
+/* Where a round's request to a node was answered (its connection instance
+ * and position there), for hold_valid_until. */
+struct wire_pos {
+    uint64_t instance, end_at;
 };
 
 struct hold {
@@ -251,6 +266,7 @@ struct eng_op {
     struct req **reqs;
     struct req **syncs;    /* the WAIT behind each acquire (sync_replicas) */
     struct node_reply *rep;
+    struct wire_pos *pos;  /* where each node answered this round's request */
     uint64_t token;
     bool *granted;
     int floor_pending, stored;
@@ -291,6 +307,7 @@ struct rlc_engine {
     uint64_t next_op, next_attempt;
     uint64_t rng;
     int64_t now;              /* the latest time passed in */
+    uint64_t instances;       /* connections made so far (conn->instance) */
     struct tslot **heap;
     size_t heap_len, heap_cap;
     size_t heap_dead;           /* disowned slots still in it (engine_timer.c) */
@@ -490,7 +507,8 @@ void hold_mark_ttl(struct hold *h, struct req *r, int64_t ttl);
 void req_answered(rlc_engine *e, struct req *r);
 void hold_prune_marks(rlc_engine *e, struct hold *h);
 void req_gone(rlc_engine *e, struct req *r, bool reached);
-int64_t hold_valid_until(const struct hold *h, int64_t started, int64_t lease, double drift);
+int64_t hold_valid_until(const struct hold *h, int64_t started, const struct wire_pos *pos,
+                         int64_t lease, double drift);
 uint64_t hold_pop_level(struct hold *h);
 void lock_free_all(rlc_engine *e);
 

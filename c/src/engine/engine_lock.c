@@ -228,9 +228,12 @@ void hold_prune_marks(rlc_engine *e, struct hold *h)
         hold_maybe_free(e, h);
 }
 
-static void mark_done(rlc_engine *e, struct ttl_mark *m)
+static void mark_done(rlc_engine *e, struct ttl_mark *m, const struct req *r)
 {
     m->answered_at = e->now;
+    m->node = r->node;
+    m->instance = r->resent ? 0 : r->instance;
+    m->end_at = r->end_at;
     m->req = NULL;
     hold_prune_marks(e, m->hold);
 }
@@ -238,7 +241,7 @@ static void mark_done(rlc_engine *e, struct ttl_mark *m)
 void req_answered(rlc_engine *e, struct req *r)
 {
     if (r->ttl)
-        mark_done(e, r->ttl);
+        mark_done(e, r->ttl, r);
     r->ttl = NULL;
 }
 
@@ -260,12 +263,22 @@ void req_gone(rlc_engine *e, struct req *r, bool reached)
     }
 }
 
-int64_t hold_valid_until(const struct hold *h, int64_t started, int64_t lease, double drift)
+/* m was answered on the connection instance that answered the round's
+ * request to its node, and written there before it: it ran first (one
+ * connection runs its commands in order), whenever its answer came. */
+static bool ran_before(const struct ttl_mark *m, const struct wire_pos *pos)
+{
+    return pos && m->instance && m->instance == pos[m->node].instance &&
+           m->end_at < pos[m->node].end_at;
+}
+
+int64_t hold_valid_until(const struct hold *h, int64_t started, const struct wire_pos *pos,
+                         int64_t lease, double drift)
 {
     int64_t cap = lease;
     bool frozen = false;
     for (const struct ttl_mark *m = h->marks; m; m = m->next) {
-        if (m->answered_at >= 0 && m->answered_at < started)
+        if (m->answered_at >= 0 && (m->answered_at < started || ran_before(m, pos)))
             continue; /* it ran before this round's own request */
         if (m->ttl < 0)
             frozen = true;

@@ -137,7 +137,8 @@ struct eng_op *op_alloc(const rlc_engine *e)
 {
     size_t n = (size_t)e->n;
     size_t size = sizeof(struct eng_op) + n * (2 * sizeof(struct req *) +
-                                               sizeof(struct node_reply) + sizeof(bool));
+                                               sizeof(struct node_reply) +
+                                               sizeof(struct wire_pos) + sizeof(bool));
     struct eng_op *op = calloc(1, size);
     if (!op)
         return NULL;
@@ -145,6 +146,8 @@ struct eng_op *op_alloc(const rlc_engine *e)
     op->nn = e->n;
     op->rep = (struct node_reply *)p;
     p += n * sizeof(struct node_reply);
+    op->pos = (struct wire_pos *)p;
+    p += n * sizeof(struct wire_pos);
     op->reqs = (struct req **)p;
     p += n * sizeof(struct req *);
     op->syncs = (struct req **)p;

@@ -183,7 +183,8 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
             op->rep[i].a == 1 ? yes++ : gone++;
     char msg[400] = "";
     int rc;
-    int64_t valid_until = hold_valid_until(h, op->started, op->lease, e->opts.drift_factor);
+    int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->lease,
+                                           e->opts.drift_factor);
     int end = quorum_renew_end(e->n, yes, gone, valid_until - now);
     if (end == QE_LATE) {
         /* a quorum renewed it, but the answers came after that lease ran out

@@ -24,6 +24,7 @@ void round_clear(struct eng_op *op)
         free(op->rep[i].holder);
         free(op->rep[i].err);
         op->rep[i] = (struct node_reply){0};
+        op->pos[i] = (struct wire_pos){0, 0};
         op->rep[i].status = 1; /* no answer yet */
         op->rep[i].synced = -1;
     }
@@ -171,6 +172,8 @@ const redisReply *round_note(struct eng_op *op, int node, const redisReply *r, i
                              const char *msg)
 {
     struct node_reply *nr = &op->rep[node];
+    if (r && op->reqs[node])
+        op->pos[node] = (struct wire_pos){op->reqs[node]->instance, op->reqs[node]->end_at};
     op->reqs[node] = NULL;
     if (!r && op->syncs[node]) {
         /* no write, nothing to wait for */
