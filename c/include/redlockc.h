@@ -576,6 +576,15 @@ RLC_API int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev);
  * calls, as it reads the events. */
 RLC_API size_t rlc_engine_next_warning(rlc_engine *e, char *buf, size_t size);
 
+/* The engine's counters, as rlc_client_metrics gives a client's (the same
+ * indices RLC_M_*, names and wait buckets, counted by the same rules):
+ * acquires, busy, waits (an acquire that found the lock busy and slept,
+ * with its time from the call to its end in the wait sum and buckets),
+ * renewals, lost holds, reconnects of command connections, NOSCRIPT
+ * answers. Writes up to n of them into out[0..n-1] and returns how many
+ * there are, or RLC_E_INVAL for a NULL engine or out. No I/O. */
+RLC_API int rlc_engine_metrics(const rlc_engine *e, uint64_t *out, int n);
+
 /* Ends a blocking rlc_lock_acquire waiting on l in another thread (any owner)
  * with RLC_E_CANCELED, undoing whatever it may have taken. An acquire that
  * starts after this call is not affected. A sleeping waiter wakes at once; a

@@ -215,6 +215,17 @@ TEST(a_waiter_is_woken_by_another_clients_release)
           "woken by the unlock message, not a poll: %lld ms",
           (long long)(atomic_load(&w.ended_ms) - released));
     CHECK(field_count(&s, "handoff", UUID_B, 2) == 1, "the waiter holds it");
+    /* the engine's counters, as rlc_client_metrics is to read them */
+    uint64_t ma[RLC_M_WAIT_BUCKET + RLC_M_WAIT_BUCKETS], mb[RLC_M_WAIT_BUCKET + RLC_M_WAIT_BUCKETS];
+    CHECK(edrv_metrics(a, ma, RLC_M_WAIT_BUCKET + RLC_M_WAIT_BUCKETS) ==
+              RLC_M_WAIT_BUCKET + RLC_M_WAIT_BUCKETS, "every counter");
+    CHECK(edrv_metrics(b, mb, RLC_M_WAIT_BUCKET + RLC_M_WAIT_BUCKETS) ==
+              RLC_M_WAIT_BUCKET + RLC_M_WAIT_BUCKETS, "every counter");
+    CHECK(ma[RLC_M_ACQUIRES] == 1 && ma[RLC_M_WAITS] == 0, "the holder: 1 acquire, no wait");
+    CHECK(mb[RLC_M_ACQUIRES] == 1 && mb[RLC_M_WAITS] == 1 && mb[RLC_M_BUSY] == 0,
+          "the waiter: 1 acquire that waited: %llu %llu %llu",
+          (unsigned long long)mb[RLC_M_ACQUIRES], (unsigned long long)mb[RLC_M_WAITS],
+          (unsigned long long)mb[RLC_M_BUSY]);
 done:
     if (!joined)
         pthread_join(th, NULL);

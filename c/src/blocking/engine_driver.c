@@ -429,6 +429,14 @@ int edrv_cancel(struct edrv *d, const char *name, size_t name_len)
     return n;
 }
 
+int edrv_metrics(struct edrv *d, uint64_t *out, int n)
+{
+    pthread_mutex_lock(&d->mu);
+    int rc = rlc_engine_metrics(d->e, out, n);
+    unlock(d);
+    return rc;
+}
+
 int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
 {
     pthread_mutex_lock(&d->mu);

@@ -66,6 +66,10 @@ int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owne
  * RLC_E_CANCELED (rlc_engine_cancel). Returns how many it ended. */
 int edrv_cancel(struct edrv *d, const char *name, size_t name_len);
 
+/* The engine's counters (rlc_engine_metrics): what rlc_client_metrics is
+ * to read once the public calls run here. */
+int edrv_metrics(struct edrv *d, uint64_t *out, int n);
+
 int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len, uint64_t owner);
 int64_t edrv_validity_ms(struct edrv *d, const char *name, size_t name_len, uint64_t owner);
 

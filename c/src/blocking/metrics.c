@@ -26,19 +26,13 @@
 
 #include "clock.h"
 #include "error.h"
+#include "metric_defs.h"
 #include "mux.h"
 #include "state.h"
 
-#define N_COUNTERS (RLC_M_WAIT_BUCKET + RLC_M_WAIT_BUCKETS)
+#define N_COUNTERS RLC_M_COUNT
 #define LOG_RING 64
 #define LOG_LINE 256
-
-static const int64_t bucket_ms[RLC_M_WAIT_BUCKETS] = {1,   5,   10,   25,   50,    100,
-                                                       250, 500, 1000, 5000, 30000, INT64_MAX};
-
-static const char *const names[] = {"acquires",   "busy",           "waits",
-                                    "renewals",   "lost",           "reconnects",
-                                    "script_reloads", "wait_ms_sum", "wait_bucket"};
 
 struct log_line {
     int level;
@@ -216,10 +210,7 @@ void metrics_acquire(rlc_client *c, int rc, int64_t start_ns)
         if (ms < 0)
             ms = 0;
         add(m, RLC_M_WAIT_MS_SUM, (uint64_t)ms);
-        int i = 0;
-        while (i < RLC_M_WAIT_BUCKETS - 1 && ms > bucket_ms[i])
-            i++;
-        add(m, RLC_M_WAIT_BUCKET + i, 1);
+        add(m, metric_wait_bucket(ms), 1);
     }
     metrics_flush_log(c);
 }
@@ -273,20 +264,6 @@ int rlc_client_metrics(rlc_client *c, uint64_t *out, int n)
         out[i] = c->metrics ? atomic_load_explicit(&c->metrics->counters[i], memory_order_relaxed)
                             : 0;
     return N_COUNTERS;
-}
-
-const char *rlc_metric_name(int i)
-{
-    if (i < 0 || i >= N_COUNTERS)
-        return NULL;
-    return i >= RLC_M_WAIT_BUCKET ? names[RLC_M_WAIT_BUCKET] : names[i];
-}
-
-int64_t rlc_metric_bucket_ms(int i)
-{
-    if (i < 0 || i >= RLC_M_WAIT_BUCKETS)
-        return rlc_fail(RLC_E_INVAL, "wait bucket %d is outside 0..%d", i, RLC_M_WAIT_BUCKETS - 1);
-    return bucket_ms[i];
 }
 
 int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user)

@@ -114,6 +114,7 @@ int rlc_engine_acquire(rlc_engine *e, const char *name, size_t name_len, uint64_
         return rc;
     advance(e, now_ms);
     struct eng_op *op = find_op(e, *op_id);
+    op->queued_at = e->now;
     op->wait_ms = wait_ms;
     op->lease_req = lease_ms;
     enqueue(e, op);

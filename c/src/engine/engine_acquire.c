@@ -127,7 +127,7 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
         send_undo(e, h, op->attempt, op->lease, all);
         char msg[300];
         if (op->nested) {
-            h->lost = RLC_E_LOST;
+            eng_hold_lost(e, h, RLC_E_LOST);
             h->watchdog = false;
             renew_schedule(e, h);
             sub_leave(e, op);
@@ -180,6 +180,7 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
         return;
     }
     op->phase = P_WAIT;
+    op->waited = true;
     sub_join(e, op);
     op->woken = false;
     int64_t until = op->wait_deadline;
@@ -256,7 +257,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     acquire_outcome(&vd, &ar, msg, sizeof msg, &out);
     if (vd.outcome == Q_OUTER_LOST) {
         send_undo(e, h, op->attempt, op->lease, vd.undo);
-        h->lost = RLC_E_LOST;
+        eng_hold_lost(e, h, RLC_E_LOST);
         h->watchdog = false;
         renew_schedule(e, h);
         sub_leave(e, op);

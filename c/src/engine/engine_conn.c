@@ -222,11 +222,21 @@ int conn_want_open(const rlc_engine *e, int k)
     return c->qhead && e->now >= c->retry_at ? 1 : 0;
 }
 
+/* A connect ended (up, or failed). The metrics' reconnects are a command
+ * connection's connects after its first, as the blocking API counts its
+ * pooled connections: reconnects, and retries of a node that stays down. */
+static void count_attempt(rlc_engine *e, struct conn *c)
+{
+    if (c->attempts++ > 0 && !c->sub && !c->track && !c->disc)
+        eng_count(e, RLC_M_RECONNECTS);
+}
+
 void conn_connected(rlc_engine *e, int k, int64_t now)
 {
     struct conn *c = conn_at(e, k);
     if (c->state == C_UP || c->state == C_DROPPED)
         return;
+    count_attempt(e, c);
     c->state = C_UP;
     c->instance = ++e->instances;
     c->reader = redisReaderCreate();
@@ -382,6 +392,8 @@ void conn_closed(rlc_engine *e, int k, int64_t now, int why, const char *msg)
         return;
     }
     bool was_up = c->state == C_UP;
+    if (!was_up)
+        count_attempt(e, c); /* a connect that failed */
     end_conn(e, c, why, msg, C_DOWN);
     if (c->master >= 0)
         e->topo->closed(e, c, was_up);
@@ -455,6 +467,27 @@ static bool is_noscript(const redisReply *r)
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
+/* The metrics' script reloads: a NOSCRIPT for a script this server had run
+ * (it restarted, or SCRIPT FLUSH), as the blocking API counts them; the
+ * first call of a script on a server is answered NOSCRIPT too, and loads
+ * it, but nothing was lost (the blocking API loads them as it connects). */
+static void note_script(rlc_engine *e, struct conn *c, const struct script *s, bool noscript)
+{
+    int at = -1, free_at = -1;
+    for (int i = 0; i < CONN_SCRIPTS && at < 0; i++) {
+        if (c->ran[i] == s)
+            at = i;
+        else if (!c->ran[i] && free_at < 0)
+            free_at = i;
+    }
+    if (noscript && at >= 0) {
+        eng_count(e, RLC_M_SCRIPT_RELOADS);
+        c->ran[at] = NULL; /* known again once its EVAL has run */
+    } else if (!noscript && at < 0 && free_at >= 0) {
+        c->ran[free_at] = s;
+    }
+}
+
 static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
 {
     struct req *r = c->head;
@@ -496,6 +529,8 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
     }
     /* After SCRIPT FLUSH or a restart: the same call as EVAL, if anyone
      * still needs its answer. An abandoned acquire is never sent again. */
+    if (r->script)
+        note_script(e, c, r->script, is_noscript(reply));
     if (is_noscript(reply) && r->script && !r->eval && (r->op || r->redo)) {
         struct rlc_cmd *ev = cmd_evalsha_to_eval(r->cmd, r->script);
         if (ev) {

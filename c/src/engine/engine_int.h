@@ -27,6 +27,7 @@
 #include "cmd.h"
 #include "cluster_map.h"
 #include "lock_calls.h"
+#include "metric_defs.h"
 #include "options.h"
 #include "restart_rule.h"
 #include "uri.h"
@@ -79,6 +80,8 @@ struct req {
 
 enum conn_state { C_DOWN, C_CONNECTING, C_UP, C_DROPPED };
 
+#define CONN_SCRIPTS 16 /* the scripts and their SPUBLISH twins */
+
 struct conn {
     int state;
     bool sub;              /* the subscriber of its node */
@@ -101,6 +104,12 @@ struct conn {
     int track;             /* loss push's (engine_track.c): TRK_SUB, TRK_RD; else 0 */
     uint64_t instance;     /* which connection this is since it was last made
                               (e->instances): one runs its commands in order */
+    uint64_t attempts;     /* connects tried and ended (up or failed): the
+                              metrics' reconnects are a command connection's
+                              attempts after its first */
+    const struct script *ran[CONN_SCRIPTS]; /* scripts its server has run: a
+                              NOSCRIPT for one of them is a reload (metrics);
+                              for another, the script's first call there */
 };
 
 /* A node's loss-push pair: TRK_SUB subscribes to the invalidations, TRK_RD
@@ -249,6 +258,8 @@ struct eng_op {
     bool woken;            /* a wake is on its way to it */
     bool canceled;
     int64_t wait_ms, lease_req, wait_deadline;
+    int64_t queued_at;     /* when the caller asked (an acquire's wait time) */
+    bool waited;           /* an acquire that found the lock busy and slept */
     struct timer timer;    /* round deadline, retry time or wait deadline */
     /* the current round */
     uint64_t attempt;
@@ -329,11 +340,19 @@ struct rlc_engine {
     char *warn[ENG_WARNINGS];
     int warn_head, n_warn;
     uint64_t warn_dropped;
+    uint64_t metrics[RLC_M_COUNT]; /* rlc_engine_metrics (engine_metrics.c) */
 };
 
 /* engine_warn.c: a warning for the driver (rlc_engine_next_warning). */
 void eng_warn(rlc_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void eng_warn_free(rlc_engine *e);
+
+/* engine_metrics.c: the counters rlc_engine_metrics reads. */
+void eng_count(rlc_engine *e, int which);
+/* An acquire ends with status (its DONE event): acquires, busy, its wait. */
+void eng_count_acquire(rlc_engine *e, const struct eng_op *op, int status);
+/* h is lost (why: RLC_E_LOST or the renewals' failure); counted once a life. */
+void eng_hold_lost(rlc_engine *e, struct hold *h, int why);
 
 /* engine_op.c (events), engine_lock.c (random numbers) */
 void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fmt, ...)

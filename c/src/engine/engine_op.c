@@ -63,6 +63,8 @@ void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fm
         ev.token = h->token;
     if (status == RLC_OK && (op->kind == OP_ACQUIRE || op->kind == OP_EXTEND))
         ev.validity_ms = op->validity_out;
+    if (op->kind == OP_ACQUIRE)
+        eng_count_acquire(e, op, status);
     push_event(e, &ev, msg);
 }
 

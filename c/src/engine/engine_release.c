@@ -116,7 +116,7 @@ static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         rc = round_fail(e, op, msg, sizeof msg);
     h->count--;
     if (rc == RLC_E_LOST)
-        h->lost = RLC_E_LOST;
+        eng_hold_lost(e, h, RLC_E_LOST);
     if (h->count <= 0) {
         h->count = 0;
         h->watchdog = false;
@@ -195,7 +195,7 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
                  "lease (less the drift allowance) ran out", h->lock->name,
                  (long long)(now - valid_until), (long long)op->lease);
         rc = RLC_E_LOST;
-        h->lost = RLC_E_LOST;
+        eng_hold_lost(e, h, RLC_E_LOST);
         h->watchdog = false;
         renew_schedule(e, h);
     } else if (end == QE_DONE) {
@@ -210,7 +210,7 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         op->validity_out = h->valid_until - now;
     } else if (end == QE_NOT_HELD) {
         rc = not_held(h, true, msg, sizeof msg);
-        h->lost = RLC_E_LOST;
+        eng_hold_lost(e, h, RLC_E_LOST);
         h->watchdog = false;
         renew_schedule(e, h);
     } else {

@@ -80,7 +80,7 @@ static void end_renewal(rlc_engine *e, struct hold *h)
 static void lose(rlc_engine *e, struct hold *h, int why)
 {
     end_renewal(e, h);
-    h->lost = why;
+    eng_hold_lost(e, h, why);
     h->watchdog = false;
     renew_schedule(e, h);
     char msg[300];
@@ -164,6 +164,8 @@ static void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         h->renew_fail = 0;
         h->valid_until = valid_until;
         h->next_renew = started + lease / 3;
+        if (end == QE_DONE)
+            eng_count(e, RLC_M_RENEWALS);
     } else if (end == QE_NOT_HELD) {
         lose(e, h, RLC_E_LOST);
         return;
