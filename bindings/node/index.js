@@ -126,42 +126,10 @@ const CLOSE_BOUND_MS = 2000; // how long client.close() lets releases in flight 
 // What a Client shares with its driver's callbacks and its Locks, and
 // nothing that keeps the Client itself alive (the sockets keep the driver).
 function makeState(client) {
-  const buckets = [];
-  for (let i = 0; ; i++) {
-    const le = fn.metricBucketMs(i);
-    if (le < 0) break;
-    buckets.push(le >= Number.MAX_SAFE_INTEGER ? Infinity : Number(le));
-  }
   return {
     client: new WeakRef(client),
     locks: new Map(), // owner -> WeakRef(Lock): lost notices
-    bucketLe: buckets,
-    fastest: Infinity, // ms, the quickest acquire that got the lock
-    counts: { acquires: 0, busy: 0, waits: 0, lost: 0, waitMsSum: 0, buckets: buckets.map(() => 0) },
   };
-}
-
-// The metrics of an acquire that ran on the engine, counted as the blocking
-// API counts its own (rlc_client_metrics): acquires, busy, and waits. The
-// engine does not say whether an acquire that got the lock had found it busy
-// first, so a wait is: an acquire with a wait that ended busy or cancelled,
-// or that got the lock later than 5 ms + twice the fastest acquire seen
-// (one round trip) after it began.
-function countAcquire(state, ev, wait) {
-  const c = state.counts;
-  if (ev.status === STATUS.OK) {
-    c.acquires++;
-    state.fastest = Math.min(state.fastest, ev.tookMs);
-  } else if (ev.status === STATUS.NOT_ACQUIRED) {
-    c.busy++;
-  }
-  const waited = ev.status === STATUS.NOT_ACQUIRED || ev.status === STATUS.E_CANCELED ||
-    (ev.status === STATUS.OK && ev.tookMs > 5 + 2 * state.fastest);
-  if (wait === 0 || !waited) return;
-  c.waits++;
-  c.waitMsSum += ev.tookMs;
-  const i = state.bucketLe.findIndex((le) => ev.tookMs <= le);
-  c.buckets[i < 0 ? c.buckets.length - 1 : i]++;
 }
 
 // Native handles not closed by the program are freed when their object is
@@ -205,7 +173,6 @@ class Client extends EventEmitter {
       this._driver = new EngineDriver(nodes, randomUUID(), text, {
         connectTimeoutMs: Number(given.connect_timeout_ms) || 1000,
         lost: (owner, status, message) => {
-          state.counts.lost++;
           const lock = state.locks.get(owner)?.deref();
           const client = state.client.deref();
           if (client && client.listenerCount('log')) {
@@ -267,32 +234,29 @@ class Client extends EventEmitter {
 
   // The client's counters, no I/O: {acquires, busy, waits, renewals, lost,
   // reconnects, scriptReloads, waitMsSum, waitBuckets: [{le (ms, Infinity
-  // last), count (cumulative)}]}. Locks (on the engine) are counted here;
-  // the lock family by the library (rlc_client_metrics); both are summed.
+  // last), count (cumulative)}]}. The sum of the engine's (Locks:
+  // rlc_engine_metrics) and the blocking client's (the lock family:
+  // rlc_client_metrics), both counted by the library, by the same rules.
   metrics() {
     if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
-    const buf = Buffer.alloc(8 * METRICS_MAX);
-    const n = Math.min(fn.clientMetrics(this._handle, buf, METRICS_MAX), METRICS_MAX);
-    const mine = this._state.counts;
-    const extra = {
-      acquires: mine.acquires, busy: mine.busy, waits: mine.waits, lost: mine.lost,
-      reconnects: this._driver.reconnects, waitMsSum: mine.waitMsSum,
-    };
+    const family = Buffer.alloc(8 * METRICS_MAX);
+    const engine = Buffer.alloc(8 * METRICS_MAX);
+    const n = Math.min(fn.clientMetrics(this._handle, family, METRICS_MAX), METRICS_MAX);
+    this._driver.metrics(engine);
     const out = { waitBuckets: [] };
     const camel = (name) => name.replace(/_([a-z])/g, (_, ch) => ch.toUpperCase());
     let bucket = 0;
     let total = 0;
     for (let i = 0; i < n; i++) {
       const name = fn.metricName(i);
-      const value = Number(buf.readBigUInt64LE(8 * i));
+      const value = Number(family.readBigUInt64LE(8 * i) + engine.readBigUInt64LE(8 * i));
       if (name === 'wait_bucket') {
         const le = fn.metricBucketMs(bucket);
-        total += value + (mine.buckets[bucket] || 0);
+        total += value;
         bucket++;
         out.waitBuckets.push({ le: le >= Number.MAX_SAFE_INTEGER ? Infinity : Number(le), count: total });
       } else if (name) {
-        const key = camel(name);
-        out[key] = value + (extra[key] || 0);
+        out[camel(name)] = value;
       }
     }
     return out;
@@ -499,7 +463,6 @@ class Lock extends EventEmitter {
     } finally {
       if (cancel) sig.removeEventListener('abort', cancel);
     }
-    countAcquire(this._state, ev, w);
     if (ev.status === STATUS.OK) {
       this._held(ev, l);
       if (this._closing) abandon(this._driver, this._key, this.owner, this.client._watchdogMs);

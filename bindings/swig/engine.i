@@ -77,6 +77,20 @@ static PyObject *rlcpy_op_result(int status, uint64_t op)
     }
     return PyLong_FromUnsignedLongLong((unsigned long long)op);
 }
+
+/* Counters read by rlc_client_metrics or rlc_engine_metrics (n: what it
+ * returned, v: 64 of room) as a list of ints, or the status's exception. */
+static PyObject *rlcpy_counters(int n, const uint64_t *v)
+{
+    if (n < 0) {
+        rlcpy_raise(n);
+        return NULL;
+    }
+    PyObject *list = PyList_New(n < 64 ? n : 64);
+    for (int i = 0; list && i < n && i < 64; i++)
+        PyList_SET_ITEM(list, i, PyLong_FromUnsignedLongLong(v[i]));
+    return list;
+}
 %}
 
 /* NULL: rlc_engine_new failed and rlcpy_engine_new raised. */
@@ -101,6 +115,7 @@ static PyObject *rlcpy_op_result(int status, uint64_t op)
 %nothread rlcpy_engine_cancel;
 %nothread rlcpy_engine_hold_count;
 %nothread rlcpy_engine_validity_ms;
+%nothread rlcpy_engine_metrics;
 %nothread rlcpy_engine_flush;
 %nothread rlcpy_engine_step;
 
@@ -256,6 +271,15 @@ PyObject *rlcpy_engine_hold_count(rlc_engine *e, PyObject *name, uint64_t owner)
     if (!rlcpy_name(name, &p, &n))
         return NULL;
     return PyLong_FromLongLong((long long)rlc_engine_hold_count(e, p, n, owner));
+}
+
+/* The engine's counters, by index (rlc_engine_metrics), as a list of ints:
+ * what rlcpy_metrics gives for a client, so _metrics.py reads both alike. */
+PyObject *rlcpy_engine_metrics(rlc_engine *e)
+{
+    uint64_t v[64];
+    int n = rlc_engine_metrics(e, v, 64);
+    return rlcpy_counters(n, v);
 }
 
 /* What the driver does after every call into the engine, in one crossing:

@@ -364,14 +364,7 @@ PyObject *rlcpy_metrics(rlc_client *c)
 {
     uint64_t v[64];
     int n = rlc_client_metrics(c, v, 64);
-    if (n < 0) {
-        rlcpy_raise(n);
-        return NULL;
-    }
-    PyObject *list = PyList_New(n < 64 ? n : 64);
-    for (int i = 0; list && i < n && i < 64; i++)
-        PyList_SET_ITEM(list, i, PyLong_FromUnsignedLongLong(v[i]));
-    return list;
+    return rlcpy_counters(n, v);
 }
 
 /* Routes the client's log lines at or below level to dispatch(level, text),

@@ -14,6 +14,10 @@
 --   /e/refused?lock=             an ACL user without +client: loss push
 --                                refused, said once in the error log
 --   /e/renew?lock=               a watchdog hold (1.5 s) kept 4 s by renewals
+--   /e/metrics?lock=             client:metrics() of a client of its own:
+--                                counts after an acquire, a busy try, a wait
+--                                of ~150 ms and a blocking twin's acquire,
+--                                then renewals before and after a 1 s hold
 --   /e/redlock?lock=&expect=     acquire + release over 3 nodes; how many
 --                                nodes had the key while held
 --   /e/selftest                  acquire/extend/release results in a request
@@ -205,6 +209,67 @@ function _M.renew()
   local ok, err = lock:release()
   ngx.say("held 4 s: pttl>0=", tostring(pttl > 0), " owned=", tostring(owned), " release=",
           tostring(ok or err))
+end
+
+-- /e/metrics: the counters client:metrics() gives, on a client made here
+-- (so that other checks' locks do not count): one acquire, one try that
+-- finds the lock busy, one acquire that waits for a holder that lets go
+-- 150 ms later (as Redisson does: DEL, then the unlock message), and one
+-- acquire through the client's blocking twin, which the sum includes.
+-- Then renewals of a watchdog hold (600 ms lease: renewed every 200 ms)
+-- before and after 1 s. Answers
+-- "acquires=3 busy=1 waits=1 wait_ms_sum=N bucketed=1 renewals=A->B".
+function _M.metrics()
+  local name = arg("lock", "or:e:metrics")
+  local c = assert(redlockc.client("redis://127.0.0.1:" .. PORTS[1],
+                                   { watchdog_timeout_ms = 600 }))
+  -- a step that did not give what it should ends the answer, saying so
+  local function step(what, ok, err, code)
+    if ok then return true end
+    ngx.say(what, " failed: ", tostring(err), " (", tostring(code), ")")
+    c:close()
+    return false
+  end
+  local first = assert(c:lock(name, 1))
+  if not step("acquire", first:acquire{ wait_ms = 0 }) then return end
+  local second = assert(c:lock(name, 2))
+  local ok, err, code = second:acquire{ wait_ms = 0 }
+  if not step("a try on the held lock answering busy", not ok and err == "busy", err, code) or
+     not step("release", first:release()) then
+    return
+  end
+
+  redis(1, "HSET", name, "external-holder:1", 1)
+  redis(1, "PEXPIRE", name, 30000)
+  local holder = ngx.thread.spawn(function()
+    ngx.sleep(0.15)
+    redis(1, "DEL", name)
+    redis(1, "PUBLISH", "redisson_lock__channel:{" .. name .. "}", 0)
+  end)
+  ok, err, code = second:acquire{ wait_ms = 5000 }
+  ngx.thread.wait(holder)
+  if not step("the wait for the external holder", ok, err, code) or
+     not step("release", second:release()) then
+    return
+  end
+
+  local twin = assert(c:blocking():lock(name .. ":twin", 3))
+  if not step("the blocking twin's acquire", twin:acquire{ wait_ms = 0 }) or
+     not step("the blocking twin's release", twin:release()) then
+    return
+  end
+
+  local m = assert(c:metrics())
+  local last = m.wait_buckets[#m.wait_buckets]
+  local hold = assert(c:lock(name .. ":renew", 4))
+  if not step("the watchdog hold", hold:acquire{ wait_ms = 0 }) then return end
+  ngx.sleep(1)
+  local renewals = assert(c:metrics()).renewals
+  if not step("the watchdog hold's release", hold:release()) then return end
+  c:close()
+  ngx.say("acquires=", m.acquires, " busy=", m.busy, " waits=", m.waits, " wait_ms_sum=",
+          m.wait_ms_sum, " bucketed=", last and last.count, " renewals=", m.renewals, "->",
+          renewals)
 end
 
 function _M.redlock()

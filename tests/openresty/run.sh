@@ -20,11 +20,13 @@
 #     in a request; a waiter woken by a release and by an unlock message; a
 #     lock left held by a request, or by a client that aborts while holding
 #     or while waiting, released at the request's end (finish_request in the
-#     log phase); renewals keep a watchdog hold; a waiter gets a lock whose
-#     holder expired without a message; a hold deleted behind its back is
-#     lost; Redis SIGSTOPped 2 s while unrelated requests are answered;
-#     Redlock over 3 nodes (one stopped: quorum of 2); two workers contending
-#     (a second nginx with 2 workers: counter exact, both took the lock).
+#     log phase); renewals keep a watchdog hold; client:metrics() counts the
+#     engine's acquires, busy tries, waits (and their time) and renewals,
+#     plus the blocking twin's; a waiter gets a lock whose holder expired
+#     without a message; a hold deleted behind its back is lost; Redis
+#     SIGSTOPped 2 s while unrelated requests are answered; Redlock over 3
+#     nodes (one stopped: quorum of 2); two workers contending (a second
+#     nginx with 2 workers: counter exact, both took the lock).
 #   The /incr, /wait and /ping checks above use resty.redlockc too; the
 #   family stays on resty.redlockc.blocking.
 # Fails (never skips) when nginx, its Lua module, curl or the library is missing.
@@ -278,6 +280,28 @@ expect_eq "and nobody holds it" 0 "$(rexists or:e:abw)"
 
 expect_eq "a watchdog hold (lease 1.5 s) kept 4 s by the pump's renewals" \
   "held 4 s: pttl>0=true owned=true release=true" "$(curl -s --max-time 20 "$URL/e/renew")"
+
+# client:metrics() on the engine client: what its engine counted plus its
+# blocking twin's counters (it used to give the twin's alone: engine locks 0).
+redis-cli -p "$REDIS_PORT" del or:e:metrics >/dev/null
+metrics=$(curl -s --max-time 20 "$URL/e/metrics?lock=or:e:metrics")
+expect_match "metrics: 2 engine acquires + 1 twin acquire, 1 busy try, 1 wait (in a bucket)" \
+  "^acquires=3 busy=1 waits=1 wait_ms_sum=[0-9]+ bucketed=1 renewals=[0-9]+->[0-9]+$" "$metrics"
+wait_sum=$(sed -n 's/.* wait_ms_sum=\([0-9]*\) .*/\1/p' <<<"$metrics")
+if [ "${wait_sum:-0}" -ge 150 ]; then
+  pass "metrics: the wait for a holder that let go 150 ms later counts >= 150 ms ($wait_sum)"
+else
+  fail "metrics: the wait for a holder that let go 150 ms later counts >= 150 ms" \
+    "wait_ms_sum >= 150" "'$metrics'"
+fi
+renewals=$(sed -n 's/.* renewals=\([0-9]*\)->\([0-9]*\)$/\1 \2/p' <<<"$metrics")
+read -r r_before r_after <<<"${renewals:-0 0}"
+if [ $((r_after - r_before)) -ge 2 ]; then
+  pass "metrics: renewals grow over 1 s of a watchdog hold renewed every 200 ms ($r_before->$r_after)"
+else
+  fail "metrics: renewals grow over 1 s of a watchdog hold renewed every 200 ms" \
+    "at least 2 more" "'$metrics'"
+fi
 
 # A holder that dies: its key expires and no unlock message is ever sent.
 # The waiter must not depend on the message (the engine's timer on the

@@ -104,7 +104,10 @@ pcall(ffi.cdef, [[
                                 uint64_t owner);
   int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev);
   size_t rlc_engine_next_warning(rlc_engine *e, char *buf, size_t size);
+  int rlc_engine_metrics(const rlc_engine *e, uint64_t *out, int n);
 ]])
+-- rlc_metric_name and rlc_metric_bucket_ms (client:metrics()) are declared
+-- by resty.redlockc.blocking, loaded above.
 -- The monotonic clock (CLOCK_MONOTONIC = 1 on Linux). Declared with a
 -- void * so that another module's declaration with struct timespec * does
 -- not clash; if one exists with another type, now_ms() falls back below.
@@ -908,7 +911,7 @@ end
 
 -- The blocking twin: a resty.redlockc.blocking client on the same nodes and
 -- options (made on first use, no I/O until used), for the calls the engine
--- does not drive: locked, ttl, force_release, metrics, fenced_set, family.
+-- does not drive: locked, ttl, force_release, fenced_set, family.
 function Client:blocking()
   client_self(self)
   if not self.twin then
@@ -919,7 +922,7 @@ function Client:blocking()
   return self.twin
 end
 
-for _, m in pairs{ "metrics", "fenced_set", "rwlock", "fair_lock", "multi_lock", "semaphore",
+for _, m in pairs{ "fenced_set", "rwlock", "fair_lock", "multi_lock", "semaphore",
                    "permit_semaphore" } do
   Client[m] = function(self, ...)
     client_self(self)
@@ -928,6 +931,65 @@ for _, m in pairs{ "metrics", "fenced_set", "rwlock", "fair_lock", "multi_lock",
     if not b then return nil, err, code end
     return b[m](b, ...)
   end
+end
+
+-- Counters by index (rlc_engine_metrics / rlc_client_metrics) as the table
+-- resty.redlockc.blocking's metrics() gives: acquires, busy, waits, ...,
+-- wait_ms_sum, and wait_buckets = { {le = ms or math.huge, count = n}, ... }
+-- with cumulative counts.
+local function metrics_table(values, n)
+  local out, bucket, total = { wait_buckets = {} }, 0, 0
+  for i = 0, n - 1 do
+    local name = lib.rlc_metric_name(i)
+    if name == nil then break end
+    name = ffi_string(name)
+    local value = tonumber(values[i])
+    if name == "wait_bucket" then
+      local le = lib.rlc_metric_bucket_ms(bucket)
+      bucket = bucket + 1
+      total = total + value
+      out.wait_buckets[bucket] = { le = le >= 2^62 and math.huge or tonumber(le), count = total }
+    else
+      out[name] = value
+    end
+  end
+  return out
+end
+
+-- client:metrics() -> the counters of this client, in this worker, as
+-- resty.redlockc.blocking's metrics() gives them (see metrics_table): its
+-- engine's (the locks of client:lock, their waits and renewals, its
+-- connections) plus its blocking twin's (the family, fenced_set, ...), if
+-- the twin was made. Each worker has its own clients: a sum over workers is
+-- the caller's. No I/O.
+local METRICS_MAX = 64
+local metrics_out = ffi_new("uint64_t[?]", METRICS_MAX)
+function Client:metrics()
+  client_self(self)
+  if not self.e or self.closing then return closed() end
+  local n = lib.rlc_engine_metrics(self.e, metrics_out, METRICS_MAX)
+  if n < 0 then return call_failed(n) end
+  local out = metrics_table(metrics_out, min(n, METRICS_MAX))
+  if self.twin then
+    local b, err, code = self.twin:metrics()
+    if not b then return nil, err, code end
+    for name, value in pairs(b) do
+      if name == "wait_buckets" then
+        -- the same bounds on both sides: cumulative counts add up
+        for i, wb in ipairs(value) do
+          local mine = out.wait_buckets[i]
+          if mine then
+            mine.count = mine.count + wb.count
+          else
+            out.wait_buckets[i] = { le = wb.le, count = wb.count }
+          end
+        end
+      elseif type(value) == "number" then
+        out[name] = (out[name] or 0) + value
+      end
+    end
+  end
+  return out
 end
 
 -- client:close(): stops the pump once the engine is idle (bounded by

@@ -53,6 +53,7 @@ const efn = {
   cancel: lib.func('int rlc_engine_cancel(void *e, uint64_t op, int64_t now)'),
   holdCount: lib.func('int64_t rlc_engine_hold_count(void *e, const uint8_t *name, size_t len, uint64_t owner)'),
   nextWarning: lib.func('size_t rlc_engine_next_warning(void *e, uint8_t *buf, size_t size)'),
+  metrics: lib.func('int rlc_engine_metrics(void *e, void *out, int n)'),
 };
 
 const KIND = { ACQUIRE: 0, RELEASE: 1, EXTEND: 2 };
@@ -191,7 +192,7 @@ class EngineDriver {
     this.everUp = new Array(nConns).fill(false);
     this.lastError = new Array(nConns).fill(null);
     this.connLabel = new Array(nConns).fill(null); // where each went last
-    this.ops = new Map();      // op id -> {resolve, kind, started}
+    this.ops = new Map();      // op id -> {resolve, kind}
     this.timer = null;
     this.timerAt = -1;
     this.scheduled = false;
@@ -200,7 +201,6 @@ class EngineDriver {
     this.referenced = false;   // sockets and timer keep the process alive
     this.closing = false;
     this.waitIdle = null;      // close(): resolves when nothing is in flight
-    this.reconnects = 0;
   }
 
   // ---- operations -----------------------------------------------------------
@@ -211,7 +211,7 @@ class EngineDriver {
     if (!this.e) throw new StartError(STATUS.E_CLOSED, 'the client is closed');
     const op = Number(efn.start(this.e, kind, name, name.length, owner, waitMs, leaseMs, nowMs(), res));
     if (op === 0) throw new StartError(res.readInt32LE(16), resMsg());
-    const promise = new Promise((resolve) => this.ops.set(op, { resolve, kind, started: nowMs() }));
+    const promise = new Promise((resolve) => this.ops.set(op, { resolve, kind }));
     this.reference();
     this.schedule();
     return { op, promise };
@@ -235,6 +235,13 @@ class EngineDriver {
 
   holdCount(name, owner) {
     return this.e ? Number(efn.holdCount(this.e, name, name.length, owner)) : 0;
+  }
+
+  // The engine's counters (rlc_engine_metrics: the indices of
+  // rlc_client_metrics) into out, one uint64 LE each; out is left as it is
+  // once the engine is freed.
+  metrics(out) {
+    if (this.e) efn.metrics(this.e, out, out.length >> 3);
   }
 
   // ---- the loop ---------------------------------------------------------------
@@ -312,7 +319,6 @@ class EngineDriver {
     if (!job) return;
     this.ops.delete(ev.op);
     ev.kind = job.kind;
-    ev.tookMs = nowMs() - job.started;
     if (ev.status === STATUS.E_CONNECT || ev.status === STATUS.E_TIMEOUT) ev.detail = this.errorDetail();
     if (this.ops.size === 0) this.unreference();
     job.resolve(ev);
@@ -376,7 +382,6 @@ class EngineDriver {
       c.up = true;
       this.lastError[k] = null;
       if (this.everUp[k]) {
-        this.reconnects++;
         this.hooks.log(3, `reconnecting to ${this.where(k)} (${k & 1 ? 'subscriber' : 'commands'}): connected again`);
       }
       this.everUp[k] = true;

@@ -1,9 +1,11 @@
 """The client's counters (rlc_client_metrics), its log lines, and Prometheus.
 
-``client.metrics()`` is a dict of counters; ``client.prometheus()`` the same
-in Prometheus's text format (through ``prometheus_client`` when it is
-importable, else written here in the same format); ``Collector(*clients)``
-registers clients with a ``prometheus_client`` registry. The C library's log
+``client.metrics()`` is a dict of counters (a ``redlockc.asyncio`` client's
+come from its engine, rlc_engine_metrics: the same counters, turned into the
+same dict by as_dict); ``client.prometheus()`` the same in Prometheus's text
+format (through ``prometheus_client`` when it is importable, else written
+here in the same format); ``Collector(*clients)`` registers clients of
+either kind with a ``prometheus_client`` registry. The C library's log
 lines go to the ``logging`` logger ``"redlockc"``, which has a NullHandler:
 silent until the application configures logging.
 """
@@ -56,7 +58,17 @@ def _bounds():
 
 def read(ptr):
     """The counters of the C client ptr as a dict (see Client.metrics)."""
-    values = _core.rlcpy_metrics(ptr)
+    return as_dict(_core.rlcpy_metrics(ptr))
+
+
+def read_engine(engine):
+    """The counters of the engine (an asyncio client's) as the same dict."""
+    return as_dict(_core.rlcpy_engine_metrics(engine))
+
+
+def as_dict(values):
+    """Counter values by index (RLC_M_*, as rlc_client_metrics and
+    rlc_engine_metrics give them) as the dict of Client.metrics."""
     names = [_core.rlc_metric_name(i) for i in range(len(values))]
     out = {name: values[i] for i, name in enumerate(names) if name in _COUNTERS}
     first = names.index("wait_bucket")

@@ -33,7 +33,7 @@ import logging
 import weakref
 
 from . import redlockc_core as _core
-from . import _aio, _units
+from . import _aio, _metrics, _units
 from ._client import _in_seconds, _node_list, _options, _shown, _split_nodes
 from ._errors import (AuthenticationError, ClosedError, ConnectionError, Error,  # noqa: F401
                       InvalidArgument, LockLostError, NoQuorumError, NotAcquiredError,
@@ -184,6 +184,24 @@ class Client:
     def quorum(self):
         """How many nodes must agree: 1 for one node, N/2+1 for Redlock."""
         return len(self._nodes) // 2 + 1
+
+    def metrics(self):
+        """The client's counters since it was made, the dict of
+        :meth:`redlockc.Client.metrics` (same keys; ``wait_buckets`` is
+        ``[(le_seconds, count)]``, cumulative). No I/O, no loop needed: any
+        thread may call it (every call into the engine holds the GIL).
+        Raises ClosedError once the client is closed, as the blocking one does.
+        """
+        e = self._driver.engine
+        if self._closed or e is None:
+            raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
+        return _metrics.read_engine(e)
+
+    def prometheus(self):
+        """metrics() in Prometheus's text format (``prometheus_client`` renders
+        it when it is importable); label ``client`` is the client's uuid.
+        ``redlockc.Collector(client)`` takes asyncio clients too."""
+        return _metrics.prometheus_text(self)
 
     async def __aenter__(self):
         return self
