@@ -308,6 +308,50 @@ done:
     rs_stop(&s);
 }
 
+struct warnings {
+    atomic_int n;       /* stored after first: a reader that sees 1 sees it */
+    char first[512];
+};
+
+static void on_warn(void *user, const char *line)
+{
+    struct warnings *w = user; /* under the driver's lock: only kept */
+    if (atomic_load(&w->n) == 0)
+        snprintf(w->first, sizeof w->first, "%s", line);
+    atomic_fetch_add(&w->n, 1);
+}
+
+/* A node that refuses loss push (an ACL without +client): the engine's
+ * warning reaches the driver's warn callback once, as the blocking API's
+ * log callback gets it, and the hold is kept by renewals meanwhile. */
+TEST(the_engines_warnings_reach_the_warn_callback)
+{
+    START(s);
+    struct edrv *d = NULL;
+    struct edrv_outcome o;
+    struct warnings w = {.first = ""};
+    atomic_init(&w.n, 0);
+    redisReply *r = rs_cmd(&s, "ACL SETUSER u on >pw ~* &* +@all -client");
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER");
+    freeReplyObject(r);
+    char uri[128];
+    snprintf(uri, sizeof uri, "redis://u:pw@127.0.0.1:%d", s.port);
+    CHECK_RC(edrv_new(&d, uri, UUID_A, "watchdog_timeout_ms=600", NULL, NULL), RLC_OK);
+    edrv_set_warn(d, on_warn, &w);
+    CHECK_RC(edrv_acquire(d, NAME("refused"), 1, 0, -1, &o), RLC_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&w.n) >= 1, 5000), "a warning came");
+    CHECK(strstr(w.first, "loss_push") && strstr(w.first, "refused"), "warning: %s", w.first);
+    int64_t end = check_now_ms() + 800; /* renewals go on; the refusal is not said again */
+    while (check_now_ms() < end)
+        usleep(20000);
+    CHECK(atomic_load(&w.n) == 1, "warnings: %d", atomic_load(&w.n));
+    CHECK(edrv_hold_count(d, NAME("refused"), 1) == 1, "still held by renewals");
+    CHECK_RC(edrv_release(d, NAME("refused"), 1, &o), RLC_OK);
+done:
+    edrv_free(d, 1000);
+    rs_stop(&s);
+}
+
 TEST(a_killed_connection_is_made_again_for_the_next_call)
 {
     START(s);
@@ -648,6 +692,7 @@ RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
           CASE(a_waiter_is_woken_by_another_clients_release),
           CASE(cancel_ends_a_waiting_acquire_and_leaves_nothing_held),
           CASE(the_background_renews_between_calls_and_reports_a_loss),
+          CASE(the_engines_warnings_reach_the_warn_callback),
           CASE(a_killed_connection_is_made_again_for_the_next_call),
           CASE(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused),
           CASE(redlock_over_three_masters_holds_with_one_stopped),

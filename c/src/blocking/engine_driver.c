@@ -174,6 +174,9 @@ static void pump(struct edrv *d)
                 break;
             }
     }
+    char line[512];
+    while (d->warn_fn && rlc_engine_next_warning(d->e, line, sizeof line) > 0)
+        d->warn_fn(d->warn_user, line);
 }
 
 /* ---- leading ---------------------------------------------------------- */
@@ -427,6 +430,15 @@ int edrv_cancel(struct edrv *d, const char *name, size_t name_len)
     dio_poke_if_needed(d);
     unlock(d);
     return n;
+}
+
+void edrv_set_warn(struct edrv *d, edrv_warn_fn fn, void *user)
+{
+    pthread_mutex_lock(&d->mu);
+    d->warn_fn = fn;
+    d->warn_user = user;
+    pump(d); /* what came before */
+    unlock(d);
 }
 
 int edrv_metrics(struct edrv *d, uint64_t *out, int n)
