@@ -39,7 +39,6 @@
 #include "tls.h"
 #include "tracking.h"
 #include "watchdog.h"
-#include "family.h"
 
 const char *rlc_version(void)
 {
@@ -97,7 +96,8 @@ static void *thread_main(void *arg)
     rlc_client *c = arg;
     while (!atomic_load(&c->stopping)) {
         int64_t next = watchdog_run(c);
-        int64_t family_next = family_watchdog_run(c); /* family/family.h */
+        int64_t (*family_renew)(rlc_client *) = atomic_load(&c->family_renew);
+        int64_t family_next = family_renew ? family_renew(c) : RLC_FOREVER_NS;
         if (family_next < next)
             next = family_next;
         /* Detached work nobody else will move (a redo, an undo's reply). */

@@ -75,6 +75,11 @@ struct rlc_client {
     int wake_fd;                /* eventfd that wakes the thread */
     atomic_bool stopping;
     struct rlc_metrics *metrics; /* metrics.c: counters and the log callback, or NULL */
+    /* The lock family's renewals (family.c sets it with its first handle on
+     * this client): the background thread calls it after its own round and
+     * sleeps no longer than it says. A pointer, so that this layer names
+     * nothing of the family above it. */
+    int64_t (*_Atomic family_renew)(rlc_client *c);
 };
 
 struct rlc_lock {

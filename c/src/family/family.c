@@ -50,8 +50,11 @@ int fam_key(rlc_client *c, const char *name, char **key, size_t *len)
     return RLC_OK;
 }
 
+static int64_t family_watchdog_run(rlc_client *c);
+
 void fam_register(struct fam_obj *o, rlc_client *c, uint64_t owner, fam_renew_fn renew)
 {
+    atomic_store(&c->family_renew, family_watchdog_run);
     o->client = c;
     o->owner = owner;
     o->renew = renew;
@@ -287,7 +290,9 @@ int fam_release_reply(const redisReply *r, int64_t *n, int *freed)
 
 /* ---- renewals -------------------------------------------------------------------- */
 
-int64_t family_watchdog_run(rlc_client *c)
+/* For the background thread (c->family_renew): renews due family holds of
+ * c; returns when it wants to run again. */
+static int64_t family_watchdog_run(rlc_client *c)
 {
     int64_t next = RLC_FOREVER_NS;
     /* Each pass renews one due hold; bounded by the holds there are. */

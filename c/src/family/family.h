@@ -6,7 +6,8 @@
  * A family handle keeps its own holds (owner, levels with their attempt
  * ids, lease, validity), guarded by one family-wide mutex that is never held
  * across network I/O. Watchdog holds are renewed by family_watchdog_run,
- * which the client's background thread calls after its own round.
+ * which the client's background thread calls after its own round (through
+ * c->family_renew, set by fam_register).
  */
 #ifndef RLC_FAMILY_H
 #define RLC_FAMILY_H
@@ -82,10 +83,6 @@ int fam_check_lease(const rlc_client *c, int64_t lease_ms);
 
 /* The tombstone time of an undo (see undo_attempt in lock_acquire.c). */
 int64_t fam_tomb_ms(const rlc_client *c, int64_t lease);
-
-/* For the background thread: renews due family holds of c; returns when it
- * wants to run again. */
-int64_t family_watchdog_run(rlc_client *c);
 
 /* The outcome of one try over all nodes. */
 struct fam_try {
