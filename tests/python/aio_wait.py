@@ -1,5 +1,24 @@
-"""Bounded waiting for the asyncio tests."""
+"""What the asyncio tests share: bounded waiting, a client that is always
+closed, and how many wait on a lock's channel."""
 import asyncio
+import contextlib
+
+import redlockc.asyncio as aio
+
+
+@contextlib.asynccontextmanager
+async def aclient(nodes, **options):
+    """A redlockc.asyncio.Client, closed however the block ends."""
+    c = aio.Client(nodes, **options)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+def subscribers(raw, name):
+    """Subscribers of lock name's unlock channel on the server of raw."""
+    return raw.pubsub_numsub(f"redisson_lock__channel:{{{name}}}")[0][1]
 
 
 async def until(condition, timeout=5.0, interval=0.005):

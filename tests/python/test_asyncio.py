@@ -5,7 +5,6 @@ a bounded number of times); nothing asserts on speed.
 """
 import asyncio
 import logging
-import contextlib
 import threading
 
 import pytest
@@ -13,22 +12,9 @@ import pytest_asyncio  # noqa: F401  (the plugin must be there: without it async
 
 import redlockc
 import redlockc.asyncio as aio
-from aio_wait import until
+from aio_wait import aclient, subscribers, until
 
 pytestmark = pytest.mark.asyncio
-
-
-@contextlib.asynccontextmanager
-async def aclient(nodes, **options):
-    c = aio.Client(nodes, **options)
-    try:
-        yield c
-    finally:
-        await c.close()
-
-
-def subscribers(raw, name):
-    return raw.pubsub_numsub(f"redisson_lock__channel:{{{name}}}")[0][1]
 
 
 def fields(raw, name):

@@ -6,7 +6,6 @@ Every wait is bounded (asyncio.wait_for, or `until` polling a condition);
 the one sleep is the holder keeping the lock ~150 ms, the scenario itself.
 """
 import asyncio
-import contextlib
 import sys
 
 import pytest
@@ -14,24 +13,11 @@ import pytest_asyncio  # noqa: F401  (the plugin must be there: without it async
 
 import redlockc
 import redlockc.asyncio as aio
-from aio_wait import until
+from aio_wait import aclient, subscribers, until
 
 pytestmark = pytest.mark.asyncio
 
 INF = float("inf")
-
-
-@contextlib.asynccontextmanager
-async def aclient(nodes, **options):
-    c = aio.Client(nodes, **options)
-    try:
-        yield c
-    finally:
-        await c.close()
-
-
-def subscribers(raw, name):
-    return raw.pubsub_numsub(f"redisson_lock__channel:{{{name}}}")[0][1]
 
 
 def zero(m):

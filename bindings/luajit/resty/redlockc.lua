@@ -933,29 +933,6 @@ for _, m in pairs{ "fenced_set", "rwlock", "fair_lock", "multi_lock", "semaphore
   end
 end
 
--- Counters by index (rlc_engine_metrics / rlc_client_metrics) as the table
--- resty.redlockc.blocking's metrics() gives: acquires, busy, waits, ...,
--- wait_ms_sum, and wait_buckets = { {le = ms or math.huge, count = n}, ... }
--- with cumulative counts.
-local function metrics_table(values, n)
-  local out, bucket, total = { wait_buckets = {} }, 0, 0
-  for i = 0, n - 1 do
-    local name = lib.rlc_metric_name(i)
-    if name == nil then break end
-    name = ffi_string(name)
-    local value = tonumber(values[i])
-    if name == "wait_bucket" then
-      local le = lib.rlc_metric_bucket_ms(bucket)
-      bucket = bucket + 1
-      total = total + value
-      out.wait_buckets[bucket] = { le = le >= 2^62 and math.huge or tonumber(le), count = total }
-    else
-      out[name] = value
-    end
-  end
-  return out
-end
-
 -- client:metrics() -> the counters of this client, in this worker, as
 -- resty.redlockc.blocking's metrics() gives them (see metrics_table): its
 -- engine's (the locks of client:lock, their waits and renewals, its
@@ -969,7 +946,9 @@ function Client:metrics()
   if not self.e or self.closing then return closed() end
   local n = lib.rlc_engine_metrics(self.e, metrics_out, METRICS_MAX)
   if n < 0 then return call_failed(n) end
-  local out = metrics_table(metrics_out, min(n, METRICS_MAX))
+  -- the table resty.redlockc.blocking's metrics() gives: acquires, busy,
+  -- waits, ..., wait_ms_sum, wait_buckets (cumulative counts)
+  local out = blocking._internal.metrics_table(metrics_out, min(n, METRICS_MAX))
   if self.twin then
     local b, err, code = self.twin:metrics()
     if not b then return nil, err, code end

@@ -484,18 +484,15 @@ pcall(ffi.cdef, [[
   const char *rlc_metric_name(int i);
   int64_t rlc_metric_bucket_ms(int i);
 ]])
-local metrics_out = ffi_new("uint64_t[64]")
-function Client:metrics()
-  local h = client_self(self)
-  if not h then return closed() end
-  local n = lib.rlc_client_metrics(h, metrics_out, 64)
-  if n < 0 then return failed(n) end
+-- Counters by index (rlc_client_metrics, rlc_engine_metrics: the same
+-- layout) as the table metrics() gives; n of them in values.
+local function metrics_table(values, n)
   local out, bucket, total = { wait_buckets = {} }, 0, 0
-  for i = 0, math.min(n, 64) - 1 do
+  for i = 0, n - 1 do
     local name = lib.rlc_metric_name(i)
     if name == nil then break end
     name = ffi_string(name)
-    local value = tonumber(metrics_out[i])
+    local value = tonumber(values[i])
     if name == "wait_bucket" then
       local le = lib.rlc_metric_bucket_ms(bucket)
       bucket = bucket + 1
@@ -506,6 +503,15 @@ function Client:metrics()
     end
   end
   return out
+end
+
+local metrics_out = ffi_new("uint64_t[64]")
+function Client:metrics()
+  local h = client_self(self)
+  if not h then return closed() end
+  local n = lib.rlc_client_metrics(h, metrics_out, 64)
+  if n < 0 then return failed(n) end
+  return metrics_table(metrics_out, math.min(n, 64))
 end
 
 -- client:fenced_set(key, value, token) -> true (written) | false (refused:
@@ -1040,6 +1046,7 @@ end
 _M._internal = {
   integer_arg = integer_arg, owner_in_range = owner_in_range,
   options_string = options_string, has_nul = has_nul, CAN_SLEEP = CAN_SLEEP,
+  metrics_table = metrics_table,
 }
 
 return _M
