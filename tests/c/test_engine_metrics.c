@@ -117,7 +117,8 @@ TEST(acquires_busy_and_a_wait_are_counted_with_its_time)
     uint64_t op2;
     CHECK_RC(rlc_engine_acquire(A.e, "m", 1, 2, 200, -1, el_now(), &op2), RLC_OK);
     d = el_wait(&A, op2, 5000);
-    CHECK(d && d->status == RLC_NOT_ACQUIRED, "A's wait ran out: %d %s", d ? d->status : -100, d ? d->message : "");
+    CHECK(d && d->status == RLC_NOT_ACQUIRED, "A's wait ran out: %d %s", d ? d->status : -100,
+          d ? d->message : "");
     CHECK(metric(&A, RLC_M_WAITS) == 1 && metric(&A, RLC_M_BUSY) == 1,
           "A: 1 wait, 1 busy: %llu %llu", (unsigned long long)metric(&A, RLC_M_WAITS),
           (unsigned long long)metric(&A, RLC_M_BUSY));
