@@ -249,50 +249,64 @@ done:
     rs_stop(&s);
 }
 
+/* Kills L's connections (and first has the server forget its scripts, as a
+ * restart does, when flush): a try then meets the dead connection and is
+ * undone, and the next try, called at once, must be granted. RLC_OK, or
+ * -1 with the reason in msg. */
+static int try_after_a_kill(struct redis_server *s, struct eloop *L, bool flush, char *msg,
+                            size_t size)
+{
+    for (int round = 0; round < 3; round++) {
+        if (flush)
+            freeReplyObject(rs_cmd(s, "SCRIPT FLUSH"));
+        freeReplyObject(rs_cmd(s, "CLIENT KILL TYPE normal SKIPME yes"));
+        const struct el_done *d = NULL;
+        int rc = el_acquire(L, "k", 1, 0, -1, &d);
+        if (rc == RLC_OK) { /* the kill was not seen yet by this try: again */
+            if (el_release(L, "k", 1) != RLC_OK)
+                return snprintf(msg, size, "release"), -1;
+            continue;
+        }
+        if (rc != RLC_E_CONNECT && rc != RLC_E_TIMEOUT && rc != RLC_E_PROTOCOL)
+            return snprintf(msg, size, "the first try: %d %s", rc, d ? d->message : ""), -1;
+        if (rlc_engine_idle(L->e)) /* at once: its undo is not answered yet */
+            return snprintf(msg, size, "the undo was answered already"), -1;
+        rc = el_acquire(L, "k", 1, 0, -1, &d);
+        if (rc != RLC_OK)
+            return snprintf(msg, size, "the next try: %d %s", rc, d ? d->message : ""), -1;
+        if (d->validity_ms <= 20000)
+            return snprintf(msg, size, "a validity of %lld ms", (long long)d->validity_ms), -1;
+        if (field_count(s, "k", UUID_A, 1) != 1)
+            return snprintf(msg, size, "not held once on the server"), -1;
+        if (el_release(L, "k", 1) != RLC_OK || rs_int(s, "EXISTS k") != 0)
+            return snprintf(msg, size, "not released"), -1;
+        return RLC_OK;
+    }
+    return snprintf(msg, size, "no try met the dead connection in 3 kills"), -1;
+}
+
 /* A try that meets a dead connection fails and is undone; the undo waits
  * for the new connection, and the next try is queued behind it there. The
  * undo then answers after that try's round began, but on the same
  * connection before it: it ran first and cannot shorten what the try is
  * granted (E8). The try was refused ("granted, but no validity was left of
- * its lease") while every mark answered after a round began bounded it.
- * (An undo whose script the server does not have yet is answered NOSCRIPT
- * and sent again as EVAL behind the try: that one does run after it, and
- * still bounds it; so the undo script is loaded first.) */
+ * its lease") while every mark answered after a round began bounded it;
+ * and, the first time a server saw an undo (its script not loaded yet, the
+ * acquire's loaded), while the undo went as EVALSHA: answered NOSCRIPT, its
+ * EVAL went out behind the try, ran after it, and froze it. */
 TEST(a_try_right_after_a_connection_error_is_granted)
 {
     START(s);
     struct eloop L;
+    char msg[200] = "";
     CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
     CHECK_RC(el_acquire(&L, "k", 1, 0, -1, NULL), RLC_OK);
     CHECK_RC(el_release(&L, "k", 1), RLC_OK);
-    uint64_t op; /* a cancel on the wire: its undo loads the undo script */
-    CHECK_RC(rlc_engine_acquire(L.e, "k", 1, 2, -1, -1, el_now(), &op), RLC_OK);
-    CHECK_RC(rlc_engine_cancel(L.e, op, el_now()), RLC_OK);
-    for (int i = 0; i < 200 && !rlc_engine_idle(L.e); i++)
-        el_turn(&L, 5);
-    CHECK(rlc_engine_idle(L.e), "the cancel's undo answered");
-    CHECK(rs_int(&s, "EXISTS k") == 0, "nothing held after the cancel");
-    for (int round = 0; round < 3; round++) {
-        freeReplyObject(rs_cmd(&s, "CLIENT KILL TYPE normal SKIPME yes"));
-        const struct el_done *d = NULL;
-        int rc = el_acquire(&L, "k", 1, 0, -1, &d);
-        if (rc == RLC_OK) { /* the kill was not seen yet by this try: again */
-            CHECK_RC(el_release(&L, "k", 1), RLC_OK);
-            continue;
-        }
-        CHECK(rc == RLC_E_CONNECT || rc == RLC_E_TIMEOUT || rc == RLC_E_PROTOCOL,
-              "the try met the dead connection: %d %s", rc, d ? d->message : "");
-        /* at once: the undo of that try has not been answered yet */
-        CHECK(!rlc_engine_idle(L.e), "the undo is still on its way");
-        rc = el_acquire(&L, "k", 1, 0, -1, &d);
-        CHECK(rc == RLC_OK, "the next try is granted: %d %s", rc, d ? d->message : "");
-        CHECK(d->validity_ms > 20000, "its whole lease: %lld ms", (long long)d->validity_ms);
-        CHECK(field_count(&s, "k", UUID_A, 1) == 1, "held once on the server");
-        CHECK_RC(el_release(&L, "k", 1), RLC_OK);
-        CHECK(rs_int(&s, "EXISTS k") == 0, "released");
-        goto done;
-    }
-    CHECK(0, "no try met the dead connection in 3 kills");
+    CHECK(try_after_a_kill(&s, &L, false, msg, sizeof msg) == RLC_OK,
+          "the first undo this server sees: %s", msg);
+    CHECK(try_after_a_kill(&s, &L, true, msg, sizeof msg) == RLC_OK,
+          "after the server forgot its scripts: %s", msg);
+    CHECK(try_after_a_kill(&s, &L, false, msg, sizeof msg) == RLC_OK, "once more: %s", msg);
 done:
     el_free(&L);
     rs_stop(&s);

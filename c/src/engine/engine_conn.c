@@ -206,6 +206,19 @@ struct req *conn_send(rlc_engine *e, int node, const struct eng_lock *l, int kin
      * a hold's TTL stays marked until its answer (hold_valid_until), so no
      * validity is counted past what it could leave. */
     r->cmd = own ? own : cmd_ref(cmd);
+    if (kind == R_UNDO) {
+        /* An undo goes as EVAL: a NOSCRIPT answer's re-send would go out
+         * behind what was sent after it (the owner's next try) and run
+         * after it, where the PTTL it may put back cuts that try's lease
+         * (its mark then froze the try: it was refused, the lock free). An
+         * undo only follows a try that failed: its bytes are paid rarely. */
+        struct rlc_cmd *ev = cmd_evalsha_to_eval(r->cmd, s);
+        if (!ev)
+            abort();
+        cmd_unref(r->cmd);
+        r->cmd = ev;
+        r->eval = true;
+    }
     e->in_flight++;
     struct conn *c = cluster ? e->topo->route(e, node, r->slot) : conn_at(e, 2 * node);
     conn_put(e, c, r, false);
