@@ -63,7 +63,7 @@ static int hlock_acquire(struct hlock *h, int64_t wait_ms, int64_t lease_ms)
     struct edrv_outcome o;
     if (h->s->api)
         return rlc_lock_acquire(h->l, wait_ms, lease_ms);
-    return edrv_acquire(h->s->d, h->name, strlen(h->name), h->owner, wait_ms, lease_ms, &o);
+    return edrv_acquire(h->s->d, h->name, strlen(h->name), h->owner, NULL, wait_ms, lease_ms, &o);
 }
 
 static int hlock_release(struct hlock *h)

@@ -37,15 +37,15 @@ TEST(one_thread_acquires_extends_and_releases_in_redisson_format)
     struct edrv *d = NULL;
     struct edrv_outcome o;
     CHECK_RC(edrv_new(&d, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
-    CHECK_RC(edrv_acquire(d, NAME("orders"), 7, 0, -1, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("orders"), 7, NULL, 0, -1, &o), RLC_OK);
     CHECK(o.token >= 1 && o.count == 1, "token %llu count %lld", (unsigned long long)o.token,
           (long long)o.count);
     CHECK(field_count(&s, "orders", UUID_A, 7) == 1, "hold count on the server");
     CHECK(rs_int(&s, "PTTL orders") > 25000, "watchdog lease 30 s");
-    CHECK_RC(edrv_acquire(d, NAME("orders"), 7, 0, -1, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("orders"), 7, NULL, 0, -1, &o), RLC_OK);
     CHECK(o.count == 2 && field_count(&s, "orders", UUID_A, 7) == 2, "reentrant: %lld",
           (long long)o.count);
-    CHECK_RC(edrv_acquire(d, NAME("orders"), 8, 0, -1, &o), RLC_NOT_ACQUIRED);
+    CHECK_RC(edrv_acquire(d, NAME("orders"), 8, NULL, 0, -1, &o), RLC_NOT_ACQUIRED);
     CHECK_RC(edrv_extend(d, NAME("orders"), 7, 60000, &o), RLC_OK);
     CHECK(rs_int(&s, "PTTL orders") > 55000, "extended to 60 s");
     CHECK(edrv_hold_count(d, NAME("orders"), 7) == 2, "count 2");
@@ -55,7 +55,7 @@ TEST(one_thread_acquires_extends_and_releases_in_redisson_format)
     CHECK_RC(edrv_release(d, NAME("orders"), 7, &o), RLC_OK);
     CHECK_RC(edrv_release(d, NAME("orders"), 7, &o), RLC_OK);
     CHECK(rs_int(&s, "EXISTS orders") == 0, "key gone");
-    CHECK_RC(edrv_acquire(d, "", 0, 7, 0, -1, &o), RLC_E_INVAL);
+    CHECK_RC(edrv_acquire(d, "", 0, 7, NULL, 0, -1, &o), RLC_E_INVAL);
 done:
     edrv_free(d, 1000);
     rs_stop(&s);
@@ -75,7 +75,7 @@ static void *crowd_thread(void *arg)
     struct crowd *c = arg;
     struct edrv_outcome o;
     for (int i = 0; i < c->cycles; i++) {
-        if (edrv_acquire(c->d, NAME("crowded"), c->owner, 10000, -1, &o) != RLC_OK) {
+        if (edrv_acquire(c->d, NAME("crowded"), c->owner, NULL, 10000, -1, &o) != RLC_OK) {
             atomic_fetch_add(c->errors, 1);
             continue;
         }
@@ -135,7 +135,7 @@ static void *solo_thread(void *arg)
     snprintf(name, sizeof name, "solo-%llu", (unsigned long long)c->owner);
     struct edrv_outcome o;
     for (int i = 0; i < 200; i++)
-        if (edrv_acquire(c->d, NAME(name), c->owner, 1000, 10000, &o) == RLC_OK &&
+        if (edrv_acquire(c->d, NAME(name), c->owner, NULL, 1000, 10000, &o) == RLC_OK &&
             edrv_release(c->d, NAME(name), c->owner, &o) == RLC_OK)
             atomic_fetch_add(c->ok, 1);
     return NULL;
@@ -172,6 +172,7 @@ struct waiting {
     struct edrv *d;
     const char *name;
     uint64_t owner;
+    const void *tag;
     int64_t wait_ms;
     atomic_int status;
     atomic_llong ended_ms;
@@ -181,7 +182,8 @@ static void *waiting_thread(void *arg)
 {
     struct waiting *w = arg;
     struct edrv_outcome o;
-    int rc = edrv_acquire(w->d, w->name, strlen(w->name), w->owner, w->wait_ms, 30000, &o);
+    int rc = edrv_acquire(w->d, w->name, strlen(w->name), w->owner, w->tag, w->wait_ms, 30000,
+                          &o);
     atomic_store(&w->ended_ms, check_now_ms());
     atomic_store(&w->status, rc);
     return NULL;
@@ -198,7 +200,7 @@ TEST(a_waiter_is_woken_by_another_clients_release)
     atomic_init(&w.status, 1000);
     CHECK_RC(edrv_new(&a, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
     CHECK_RC(edrv_new(&b, s.uri, UUID_B, NULL, NULL, NULL), RLC_OK);
-    CHECK_RC(edrv_acquire(a, NAME("handoff"), 1, 0, 30000, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(a, NAME("handoff"), 1, NULL, 0, 30000, &o), RLC_OK);
     w.d = b;
     CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
     joined = false;
@@ -234,32 +236,48 @@ done:
     rs_stop(&s);
 }
 
-TEST(cancel_ends_a_waiting_acquire_and_leaves_nothing_held)
+/* Two waiters of one name, for two handles (tags): a cancel of one ends
+ * only that one's wait (rlc_lock_cancel(l) is for l's waits); the other
+ * goes on waiting and is granted the lock when it is let go. */
+TEST(cancel_ends_one_handles_waiting_acquire_and_leaves_nothing_held)
 {
     START(s);
     struct edrv *d = NULL;
     struct edrv_outcome o;
-    pthread_t th;
-    bool joined = true;
-    struct waiting w = {.name = "cancelled", .owner = 2, .wait_ms = -1};
-    atomic_init(&w.status, 1000);
+    pthread_t th[2];
+    int started = 0;
+    int mine, other; /* the two handles, as tags */
+    struct waiting w[2] = {{.name = "cancelled", .owner = 2, .tag = &mine, .wait_ms = -1},
+                           {.name = "cancelled", .owner = 3, .tag = &other, .wait_ms = -1}};
+    for (int i = 0; i < 2; i++)
+        atomic_init(&w[i].status, 1000);
     CHECK_RC(edrv_new(&d, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
-    CHECK_RC(edrv_acquire(d, NAME("cancelled"), 1, 0, 30000, &o), RLC_OK);
-    w.d = d;
-    CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
-    joined = false;
-    CHECK(WAIT_UNTIL(edrv_cancel(d, NAME("cancelled")) == 1, 5000), "one acquire cancelled");
-    CHECK(WAIT_UNTIL(atomic_load(&w.status) != 1000, 5000), "the waiter ended");
-    pthread_join(th, NULL);
-    joined = true;
-    CHECK_RC(atomic_load(&w.status), RLC_E_CANCELED);
+    CHECK_RC(edrv_acquire(d, NAME("cancelled"), 1, NULL, 0, 30000, &o), RLC_OK);
+    for (int i = 0; i < 2; i++) {
+        w[i].d = d;
+        CHECK(pthread_create(&th[i], NULL, waiting_thread, &w[i]) == 0, "thread");
+        started++;
+    }
+    CHECK(edrv_cancel(d, NULL) == 0, "no tag, nothing cancelled");
+    CHECK(WAIT_UNTIL(edrv_cancel(d, &mine) == 1, 5000), "one acquire cancelled");
+    CHECK(WAIT_UNTIL(atomic_load(&w[0].status) != 1000, 5000), "the waiter ended");
+    CHECK_RC(atomic_load(&w[0].status), RLC_E_CANCELED);
     CHECK(field_count(&s, "cancelled", UUID_A, 2) == 0, "the cancelled owner holds nothing");
     CHECK(field_count(&s, "cancelled", UUID_A, 1) == 1, "the holder still holds it");
+    CHECK(edrv_cancel(d, &mine) == 0, "nothing of that handle waits any more");
+    CHECK(atomic_load(&w[1].status) == 1000, "the other handle's waiter still waits");
     CHECK_RC(edrv_release(d, NAME("cancelled"), 1, &o), RLC_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&w[1].status) != 1000, 5000), "the other waiter ended");
+    CHECK_RC(atomic_load(&w[1].status), RLC_OK);
+    CHECK(field_count(&s, "cancelled", UUID_A, 3) == 1, "the other waiter holds it");
+    CHECK_RC(edrv_release(d, NAME("cancelled"), 3, &o), RLC_OK);
     CHECK(rs_int(&s, "EXISTS cancelled") == 0, "nothing left behind");
 done:
-    if (!joined)
-        pthread_join(th, NULL);
+    for (int i = 0; i < started; i++) {
+        if (atomic_load(&w[i].status) == 1000)
+            edrv_cancel(d, w[i].tag); /* a failed check: end its wait */
+        pthread_join(th[i], NULL);
+    }
     edrv_free(d, 1000);
     rs_stop(&s);
 }
@@ -287,8 +305,8 @@ TEST(the_background_renews_between_calls_and_reports_a_loss)
     struct edrv_outcome o;
     struct lost_seen ls = {0};
     CHECK_RC(edrv_new(&d, s.uri, UUID_A, "watchdog_timeout_ms=1200", on_lost, &ls), RLC_OK);
-    CHECK_RC(edrv_acquire(d, NAME("kept"), 3, 0, -1, &o), RLC_OK);
-    CHECK_RC(edrv_acquire(d, NAME("dropped"), 4, 0, -1, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("kept"), 3, NULL, 0, -1, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("dropped"), 4, NULL, 0, -1, &o), RLC_OK);
     /* No call for three leases: only the background thread can keep it. */
     int64_t end = check_now_ms() + 3600;
     while (check_now_ms() < end) {
@@ -338,7 +356,7 @@ TEST(the_engines_warnings_reach_the_warn_callback)
     snprintf(uri, sizeof uri, "redis://u:pw@127.0.0.1:%d", s.port);
     CHECK_RC(edrv_new(&d, uri, UUID_A, "watchdog_timeout_ms=600", NULL, NULL), RLC_OK);
     edrv_set_warn(d, on_warn, &w);
-    CHECK_RC(edrv_acquire(d, NAME("refused"), 1, 0, -1, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("refused"), 1, NULL, 0, -1, &o), RLC_OK);
     CHECK(WAIT_UNTIL(atomic_load(&w.n) >= 1, 5000), "a warning came");
     CHECK(strstr(w.first, "loss_push") && strstr(w.first, "refused"), "warning: %s", w.first);
     int64_t end = check_now_ms() + 800; /* renewals go on; the refusal is not said again */
@@ -358,11 +376,11 @@ TEST(a_killed_connection_is_made_again_for_the_next_call)
     struct edrv *d = NULL;
     struct edrv_outcome o;
     CHECK_RC(edrv_new(&d, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
-    CHECK_RC(edrv_acquire(d, NAME("k1"), 1, 0, 10000, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("k1"), 1, NULL, 0, 10000, &o), RLC_OK);
     CHECK(rs_int(&s, "CLIENT KILL TYPE normal SKIPME yes") >= 1, "killed");
     CHECK_RC(edrv_release(d, NAME("k1"), 1, &o), RLC_OK);
     CHECK(rs_int(&s, "EXISTS k1") == 0, "released over a new connection");
-    CHECK_RC(edrv_acquire(d, NAME("k1"), 1, 0, 10000, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("k1"), 1, NULL, 0, 10000, &o), RLC_OK);
     CHECK_RC(edrv_release(d, NAME("k1"), 1, &o), RLC_OK);
 done:
     edrv_free(d, 1000);
@@ -384,7 +402,7 @@ TEST(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused)
     CHECK(env_start(&e, false, false) == 0, "a TLS server");
     CHECK_RC(edrv_new(&a, e.uri, UUID_A, e.opts, NULL, NULL), RLC_OK);
     CHECK_RC(edrv_new(&b, e.uri, UUID_B, e.opts, NULL, NULL), RLC_OK);
-    CHECK_RC(edrv_acquire(a, NAME("tls-lock"), 1, 0, 30000, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(a, NAME("tls-lock"), 1, NULL, 0, 30000, &o), RLC_OK);
     CHECK(field_count(&e.s, "tls-lock", UUID_A, 1) == 1, "the Redisson hash, seen on the plain port");
     w.d = b;
     CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
@@ -403,7 +421,7 @@ TEST(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused)
     snprintf(opts, sizeof opts, "tls_ca_file=%s;connect_timeout_ms=500", e.other_ca);
     CHECK_RC(edrv_new(&wrong, e.uri, UUID_A, opts, NULL, NULL), RLC_OK);
     int64_t t0 = check_now_ms();
-    int rc = edrv_acquire(wrong, NAME("tls-other"), 1, 0, 30000, &o);
+    int rc = edrv_acquire(wrong, NAME("tls-other"), 1, NULL, 0, 30000, &o);
     CHECK(rc == RLC_E_CONNECT && strstr(o.message, "certificate"), "refused: %d %s", rc,
           o.message);
     CHECK(check_now_ms() - t0 < 5000, "no hang: %lld ms", (long long)(check_now_ms() - t0));
@@ -426,14 +444,14 @@ TEST(redlock_over_three_masters_holds_with_one_stopped)
     struct edrv_outcome o;
     bool paused = false;
     CHECK_RC(edrv_new(&d, cl.uris, UUID_A, "node_timeout_ms=300", NULL, NULL), RLC_OK);
-    CHECK_RC(edrv_acquire(d, NAME("r3"), 1, 0, 10000, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("r3"), 1, NULL, 0, 10000, &o), RLC_OK);
     for (int i = 0; i < 3; i++)
         CHECK(field_count(&cl.node[i], "r3", UUID_A, 1) == 1, "held on node %d", i);
     CHECK_RC(edrv_release(d, NAME("r3"), 1, &o), RLC_OK);
     rs_pause(&cl.node[2]);
     paused = true;
     int64_t t0 = check_now_ms();
-    CHECK_RC(edrv_acquire(d, NAME("r3b"), 1, 0, 10000, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("r3b"), 1, NULL, 0, 10000, &o), RLC_OK);
     CHECK(check_now_ms() - t0 < 2000, "bounded by the node timeout: %lld ms",
           (long long)(check_now_ms() - t0));
     CHECK(field_count(&cl.node[0], "r3b", UUID_A, 1) == 1 &&
@@ -461,7 +479,7 @@ TEST(a_redis_cluster_routes_each_name_to_its_master)
     const char *names[] = {"alpha", "bravo", "charlie", "delta", "echo"};
     CHECK_RC(edrv_new(&d, rc.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
     for (int i = 0; i < 5; i++) {
-        CHECK_RC(edrv_acquire(d, NAME(names[i]), 1, 1000, 10000, &o), RLC_OK);
+        CHECK_RC(edrv_acquire(d, NAME(names[i]), 1, NULL, 1000, 10000, &o), RLC_OK);
         long long held = 0;
         for (int m = 0; m < 3; m++)
             held += field_count(&rc.node[m], names[i], UUID_A, 1);
@@ -537,7 +555,7 @@ static void *stress_thread(void *arg)
     struct section_log *lg = st->log;
     struct edrv_outcome o;
     while (check_now_ms() < st->end_ms) {
-        int rc = edrv_acquire(st->d, NAME("chaos"), st->owner, 2000, 800, &o);
+        int rc = edrv_acquire(st->d, NAME("chaos"), st->owner, NULL, 2000, 800, &o);
         if (rc != RLC_OK) {
             if (rc != RLC_NOT_ACQUIRED && rc != RLC_E_NO_QUORUM && rc != RLC_E_TIMEOUT) {
                 pthread_mutex_lock(&lg->mu);
@@ -651,21 +669,21 @@ static int driver_dns_scenario(void)
     const char *opts = "watchdog_timeout_ms=600;io_timeout_ms=300;connect_timeout_ms=300";
     CHECK_RC(edrv_new(&holder, uri, UUID_A, opts, NULL, NULL), RLC_OK);
     CHECK_RC(edrv_new(&other, s.uri, UUID_B, NULL, NULL, NULL), RLC_OK);
-    CHECK_RC(edrv_acquire(holder, NAME("dns"), 1, 1000, -1, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(holder, NAME("dns"), 1, NULL, 1000, -1, &o), RLC_OK);
     CHECK(atomic_load(&dns.queries) > 0, "the name was looked up in our DNS server");
     atomic_store(&dns.answering, 0);
     freeReplyObject(rs_cmd(&s, "CLIENT KILL TYPE normal"));
     for (int64_t until = check_now_ms() + 1500; check_now_ms() < until;) {
-        CHECK_RC(edrv_acquire(other, NAME("dns"), 2, 0, 5000, &o), RLC_NOT_ACQUIRED);
+        CHECK_RC(edrv_acquire(other, NAME("dns"), 2, NULL, 0, 5000, &o), RLC_NOT_ACQUIRED);
         check_sleep_ms(50);
     }
     CHECK_RC(edrv_new(&fresh, uri, UUID_B, opts, NULL, NULL), RLC_OK);
     int64_t t0 = check_now_ms();
-    int got = edrv_acquire(fresh, NAME("dns-fresh"), 1, 0, 5000, &o);
+    int got = edrv_acquire(fresh, NAME("dns-fresh"), 1, NULL, 0, 5000, &o);
     int64_t took = check_now_ms() - t0;
     CHECK(got != RLC_OK, "no address, no lock: %d", got);
     CHECK(took < 2000, "bounded by connect + I/O, not by the lookup: %lld ms", (long long)took);
-    CHECK_RC(edrv_acquire(other, NAME("dns"), 2, 0, 5000, &o), RLC_NOT_ACQUIRED);
+    CHECK_RC(edrv_acquire(other, NAME("dns"), 2, NULL, 0, 5000, &o), RLC_NOT_ACQUIRED);
     CHECK_RC(edrv_release(holder, NAME("dns"), 1, &o), RLC_OK);
 done:
     edrv_free(fresh, 0);
@@ -690,7 +708,7 @@ RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
           CASE(sixteen_threads_of_two_drivers_exclude_each_other),
           CASE(threads_on_distinct_names_pipeline_on_one_connection),
           CASE(a_waiter_is_woken_by_another_clients_release),
-          CASE(cancel_ends_a_waiting_acquire_and_leaves_nothing_held),
+          CASE(cancel_ends_one_handles_waiting_acquire_and_leaves_nothing_held),
           CASE(the_background_renews_between_calls_and_reports_a_loss),
           CASE(the_engines_warnings_reach_the_warn_callback),
           CASE(a_killed_connection_is_made_again_for_the_next_call),

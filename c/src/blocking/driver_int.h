@@ -45,6 +45,7 @@ struct waiter {
     size_t name_len;
     uint64_t owner;
     int64_t a, b;
+    const void *tag;    /* an acquire's, for edrv_cancel (NULL: none) */
     uint64_t op;        /* the engine's id, once drained (0 before) */
     struct edrv_outcome *out;
     atomic_bool done;   /* set under the mutex, read after a wake-up without it */

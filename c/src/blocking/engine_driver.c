@@ -383,10 +383,10 @@ static int q_extend(struct edrv *d, const char *name, size_t len, uint64_t owner
 }
 
 static int do_op(struct edrv *d, queue_fn q, const char *name, size_t len, uint64_t owner,
-                 int64_t a, int64_t b, struct edrv_outcome *out)
+                 int64_t a, int64_t b, const void *tag, struct edrv_outcome *out)
 {
     struct waiter w = {.q = q, .name = name, .name_len = len, .owner = owner, .a = a, .b = b,
-                       .out = out, .ts = thread_sem_self()};
+                       .tag = tag, .out = out, .ts = thread_sem_self()};
     atomic_init(&w.done, false);
     if (!w.ts)
         return rlc_fail(RLC_E_NOMEM, "out of memory");
@@ -397,32 +397,33 @@ static int do_op(struct edrv *d, queue_fn q, const char *name, size_t len, uint6
 }
 
 int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
-                 int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out)
+                 const void *tag, int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out)
 {
-    return do_op(d, q_acquire, name, name_len, owner, wait_ms, lease_ms, out);
+    return do_op(d, q_acquire, name, name_len, owner, wait_ms, lease_ms, tag, out);
 }
 
 int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                  struct edrv_outcome *out)
 {
-    return do_op(d, q_release, name, name_len, owner, 0, 0, out);
+    return do_op(d, q_release, name, name_len, owner, 0, 0, NULL, out);
 }
 
 int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                 int64_t lease_ms, struct edrv_outcome *out)
 {
-    return do_op(d, q_extend, name, name_len, owner, lease_ms, 0, out);
+    return do_op(d, q_extend, name, name_len, owner, lease_ms, 0, NULL, out);
 }
 
-int edrv_cancel(struct edrv *d, const char *name, size_t name_len)
+int edrv_cancel(struct edrv *d, const void *tag)
 {
     int n = 0;
+    if (!tag)
+        return 0;
     pthread_mutex_lock(&d->mu);
-    drain(d);
+    drain(d); /* an acquire pushed before this call is in the engine now */
     int64_t now = dio_now_ms();
     for (struct waiter *w = d->waiters; w; w = w->next)
-        if (w->name_len == name_len && memcmp(w->name, name, name_len) == 0 &&
-            rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
+        if (w->tag == tag && rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
             n++;
     if (!d->leading)
         dio_flush_all(d, false, now);

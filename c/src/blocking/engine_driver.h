@@ -60,17 +60,20 @@ void edrv_free(struct edrv *d, int64_t drain_ms);
 
 /* As rlc_engine_acquire / release / extend, run to their end on the
  * calling thread: the outcome's status (also returned). A status before
- * the operation was queued (bad arguments) comes with rlc_errmsg(). */
+ * the operation was queued (bad arguments) comes with rlc_errmsg(). An
+ * acquire carries tag (the handle it runs for, or NULL) for edrv_cancel. */
 int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
-                 int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out);
+                 const void *tag, int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out);
 int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                  struct edrv_outcome *out);
 int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                 int64_t lease_ms, struct edrv_outcome *out);
 
-/* Ends every acquire of name running now, in any thread, with
- * RLC_E_CANCELED (rlc_engine_cancel). Returns how many it ended. */
-int edrv_cancel(struct edrv *d, const char *name, size_t name_len);
+/* Ends every acquire running now with this tag (not NULL), in any thread,
+ * with RLC_E_CANCELED (rlc_engine_cancel): rlc_lock_cancel's, for the
+ * waits of one handle, whatever other handles of the name wait. An acquire
+ * that starts later is not affected. Returns how many it ended. */
+int edrv_cancel(struct edrv *d, const void *tag);
 
 /* Hands the engine's warnings to fn from now on (NULL: they wait in the
  * engine, the newest dropped past 16). */
