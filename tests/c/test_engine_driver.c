@@ -326,6 +326,55 @@ done:
     rs_stop(&s);
 }
 
+struct slow_lost {
+    _Atomic(struct edrv *) d;
+    atomic_int entered, left;
+    atomic_llong quiet_inside_ms; /* how long edrv_callbacks_quiet took in it */
+};
+
+static void on_lost_slowly(void *user, const char *name, size_t len, uint64_t owner, int status,
+                           const char *message)
+{
+    struct slow_lost *sl = user;
+    (void)name, (void)len, (void)owner, (void)status, (void)message;
+    atomic_store(&sl->entered, 1);
+    int64_t t0 = check_now_ms();
+    edrv_callbacks_quiet(atomic_load(&sl->d)); /* from inside: must not wait for itself */
+    atomic_store(&sl->quiet_inside_ms, check_now_ms() - t0);
+    check_sleep_ms(300);
+    atomic_store(&sl->left, 1);
+}
+
+/* Whoever stops listening for losses and calls edrv_callbacks_quiet hears
+ * of none after it returns (rlc_lock_free's promise): it waits for a
+ * callback that is running, and returns at once inside one. */
+TEST(callbacks_quiet_waits_for_a_running_lost_callback)
+{
+    START(s);
+    struct edrv *d = NULL;
+    struct edrv_outcome o;
+    struct slow_lost sl;
+    atomic_init(&sl.d, NULL);
+    atomic_init(&sl.entered, 0);
+    atomic_init(&sl.left, 0);
+    atomic_init(&sl.quiet_inside_ms, -1);
+    CHECK_RC(edrv_new(&d, s.uri, UUID_A, "watchdog_timeout_ms=1200", on_lost_slowly, &sl),
+             RLC_OK);
+    atomic_store(&sl.d, d);
+    edrv_callbacks_quiet(d); /* none runs: at once */
+    CHECK_RC(edrv_acquire(d, NAME("slow"), 1, NULL, 0, -1, &o), RLC_OK);
+    CHECK(rs_int(&s, "DEL slow") == 1, "deleted behind the holder's back");
+    CHECK(WAIT_UNTIL(atomic_load(&sl.entered) == 1, 5000), "the callback runs");
+    edrv_callbacks_quiet(d);
+    CHECK(atomic_load(&sl.left) == 1, "returned only after the running callback did");
+    CHECK(atomic_load(&sl.quiet_inside_ms) >= 0 && atomic_load(&sl.quiet_inside_ms) < 200,
+          "inside the callback it returned at once: %lld ms",
+          (long long)atomic_load(&sl.quiet_inside_ms));
+done:
+    edrv_free(d, 1000);
+    rs_stop(&s);
+}
+
 struct warnings {
     atomic_int n;       /* stored after first: a reader that sees 1 sees it */
     char first[512];
@@ -711,6 +760,7 @@ RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
           CASE(cancel_ends_one_handles_waiting_acquire_and_leaves_nothing_held),
           CASE(the_background_renews_between_calls_and_reports_a_loss),
           CASE(the_engines_warnings_reach_the_warn_callback),
+          CASE(callbacks_quiet_waits_for_a_running_lost_callback),
           CASE(a_killed_connection_is_made_again_for_the_next_call),
           CASE(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused),
           CASE(redlock_over_three_masters_holds_with_one_stopped),

@@ -108,6 +108,8 @@ struct edrv {
     pthread_mutex_t lost_mu; /* the callback thread's queue: never d->mu there */
     struct lost *lost_head, *lost_tail;
     pthread_cond_t lost_cv;
+    bool cb_running;         /* a callback runs now (under lost_mu) */
+    pthread_cond_t cb_done;  /* broadcast as each callback returns */
     bool cb_stop;            /* under lost_mu */
     pthread_t cb;
     bool cb_started;

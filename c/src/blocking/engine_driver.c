@@ -351,10 +351,13 @@ static void *callbacks(void *arg)
         d->lost_head = l->next;
         if (!d->lost_head)
             d->lost_tail = NULL;
+        d->cb_running = true;
         pthread_mutex_unlock(&d->lost_mu);
         d->lost_fn(d->lost_user, l->name, l->name_len, l->owner, l->status, l->message);
         free(l);
         pthread_mutex_lock(&d->lost_mu);
+        d->cb_running = false;
+        pthread_cond_broadcast(&d->cb_done);
     }
     pthread_mutex_unlock(&d->lost_mu);
     return NULL;
@@ -431,6 +434,16 @@ int edrv_cancel(struct edrv *d, const void *tag)
     dio_poke_if_needed(d);
     unlock(d);
     return n;
+}
+
+void edrv_callbacks_quiet(struct edrv *d)
+{
+    if (!d->cb_started || pthread_equal(pthread_self(), d->cb))
+        return; /* no callback thread, or a callback asks: it runs now, here */
+    pthread_mutex_lock(&d->lost_mu);
+    while (d->cb_running)
+        pthread_cond_wait(&d->cb_done, &d->lost_mu);
+    pthread_mutex_unlock(&d->lost_mu);
 }
 
 void edrv_set_warn(struct edrv *d, edrv_warn_fn fn, void *user)
@@ -522,6 +535,7 @@ int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char 
     pthread_mutex_init(&d->lost_mu, NULL);
     cond_init_monotonic(&d->turned);
     pthread_cond_init(&d->lost_cv, NULL);
+    pthread_cond_init(&d->cb_done, NULL);
     if (pthread_create(&d->bg, NULL, background, d) != 0) {
         rc = rlc_fail(RLC_E_NOMEM, "cannot start the driver's thread");
         goto fail_sync;
@@ -593,6 +607,7 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
     close(d->wake_fd);
     pthread_cond_destroy(&d->turned);
     pthread_cond_destroy(&d->lost_cv);
+    pthread_cond_destroy(&d->cb_done);
     pthread_mutex_destroy(&d->lost_mu);
     pthread_mutex_destroy(&d->mu);
     free(d->c);

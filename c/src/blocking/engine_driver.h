@@ -75,6 +75,12 @@ int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owne
  * that starts later is not affected. Returns how many it ended. */
 int edrv_cancel(struct edrv *d, const void *tag);
 
+/* Returns once no lost callback runs: one that started before this call
+ * has returned (at once on the callback thread itself, from inside a
+ * callback). So whoever stops listening for a lock's losses (rlc_lock_free)
+ * and then calls this hears of none after it returns. */
+void edrv_callbacks_quiet(struct edrv *d);
+
 /* Hands the engine's warnings to fn from now on (NULL: they wait in the
  * engine, the newest dropped past 16). */
 void edrv_set_warn(struct edrv *d, edrv_warn_fn fn, void *user);
