@@ -147,7 +147,10 @@ TEST(renewals_script_reloads_reconnects_and_a_loss_are_counted)
     /* Each script's first call on this new server was answered NOSCRIPT
      * and loaded it: that is no reload (the blocking API loads them as it
      * connects). Then the server forgets them: the release's NOSCRIPT is
-     * one, and a renewal's if one was on the wire. */
+     * one (its script ran here before), and a renewal's if one was on the
+     * wire. */
+    CHECK_RC(el_acquire(&L, "warm", 1, 0, 5000, NULL), RLC_OK);
+    CHECK_RC(el_release(&L, "warm", 1), RLC_OK);
     CHECK(metric(&L, RLC_M_SCRIPT_RELOADS) == 0, "a script's first call is no reload: %llu",
           (unsigned long long)metric(&L, RLC_M_SCRIPT_RELOADS));
     freeReplyObject(rs_cmd(&s, "SCRIPT FLUSH"));
