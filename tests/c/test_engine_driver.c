@@ -6,8 +6,10 @@
  * library's internal archive (rlc_internal): the driver is not public.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dns_env.h"
@@ -370,6 +372,70 @@ TEST(callbacks_quiet_waits_for_a_running_lost_callback)
     CHECK(atomic_load(&sl.quiet_inside_ms) >= 0 && atomic_load(&sl.quiet_inside_ms) < 200,
           "inside the callback it returned at once: %lld ms",
           (long long)atomic_load(&sl.quiet_inside_ms));
+done:
+    edrv_free(d, 1000);
+    rs_stop(&s);
+}
+
+/* The child of a fork(): the parent's driver refuses it (its threads are not
+ * here, its mutex may stay held) and is freed without them; a driver of its
+ * own works. 0, or the step that failed. */
+static int child_of_fork(struct edrv *parent, const char *uri)
+{
+    struct edrv_outcome o;
+    if (edrv_acquire(parent, NAME("forked"), 2, NULL, 0, 5000, &o) != RLC_E_CLOSED)
+        return 1;
+    if (edrv_release(parent, NAME("forked"), 1, &o) != RLC_E_CLOSED ||
+        edrv_hold_count(parent, NAME("forked"), 1) != 0)
+        return 2;
+    edrv_free(parent, 1000); /* returns at once, joining nothing */
+    struct edrv *mine = NULL;
+    if (edrv_new(&mine, uri, UUID_B, "loss_push=0", NULL, NULL) != RLC_OK)
+        return 3;
+    int rc = edrv_acquire(mine, NAME("child"), 1, NULL, 0, 5000, &o) == RLC_OK &&
+                     edrv_release(mine, NAME("child"), 1, &o) == RLC_OK
+                 ? 0
+                 : 4;
+    edrv_free(mine, 1000);
+    return rc;
+}
+
+TEST(a_forked_child_frees_the_parents_driver_and_makes_its_own)
+{
+#if defined(__SANITIZE_THREAD__)
+    /* TSan cannot run threads in a child forked from a threaded process;
+     * this case runs in the other builds. */
+    fprintf(stderr, "skipped under ThreadSanitizer\n");
+    return;
+#endif
+    START(s);
+    struct edrv *d = NULL;
+    struct edrv_outcome o;
+    /* A fixed lease and no loss push: the driver's threads sleep in poll
+     * when the fork comes (a child forked while another thread is inside
+     * ASan's allocator inherits its lock held). */
+    CHECK_RC(edrv_new(&d, s.uri, UUID_A, "loss_push=0", NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("forked"), 1, NULL, 0, 30000, &o), RLC_OK);
+    check_sleep_ms(50);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0)
+        _exit(child_of_fork(d, s.uri));
+    int status = -1;
+    for (int i = 0; i < 1000 && waitpid(pid, &status, WNOHANG) == 0; i++)
+        check_sleep_ms(10);
+    if (!WIFEXITED(status) && !WIFSIGNALED(status)) {
+        kill(pid, SIGKILL); /* hung: bounded, then failed */
+        waitpid(pid, &status, 0);
+        CHECK(0, "the child hung");
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d (step %d)", status,
+          WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    CHECK(edrv_hold_count(d, NAME("forked"), 1) == 1, "the parent's hold survived the child");
+    CHECK(field_count(&s, "forked", UUID_A, 1) == 1, "and on the server");
+    CHECK(rs_int(&s, "EXISTS child") == 0, "the child released its own");
+    CHECK_RC(edrv_release(d, NAME("forked"), 1, &o), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS forked") == 0, "released by the parent after the child went");
 done:
     edrv_free(d, 1000);
     rs_stop(&s);
@@ -761,6 +827,7 @@ RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
           CASE(the_background_renews_between_calls_and_reports_a_loss),
           CASE(the_engines_warnings_reach_the_warn_callback),
           CASE(callbacks_quiet_waits_for_a_running_lost_callback),
+          CASE(a_forked_child_frees_the_parents_driver_and_makes_its_own),
           CASE(a_killed_connection_is_made_again_for_the_next_call),
           CASE(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused),
           CASE(redlock_over_three_masters_holds_with_one_stopped),

@@ -35,6 +35,15 @@ void dconn_close(struct dconn *c)
     dconn_init(c);
 }
 
+void dconn_abandon(struct dconn *c)
+{
+    if (c->ssl)
+        tls_abandon(c->ssl);
+    if (c->fd >= 0)
+        close(c->fd);
+    dconn_init(c);
+}
+
 /* A non-blocking connect to one address: 0 connected, -EINPROGRESS, or
  * another -errno (the socket closed again). */
 static int connect_one(struct dconn *c, const struct sockaddr *sa, socklen_t len, int family)

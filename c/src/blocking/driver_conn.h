@@ -57,4 +57,9 @@ ssize_t dconn_write(struct dconn *c, const char *data, size_t len, char *err, si
 
 void dconn_close(struct dconn *c);
 
+/* In a forked child: closes the child's copy of the descriptor (the
+ * parent's connection goes on), leaves the TLS session behind (tls.h) and
+ * takes no lock a vanished thread may hold (a lookup's: resolver_forget). */
+void dconn_abandon(struct dconn *c);
+
 #endif

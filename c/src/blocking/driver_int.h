@@ -99,6 +99,9 @@ struct edrv {
     bool stopping;
     pthread_t bg;
     bool bg_started;
+    unsigned fork_generation; /* owner_fork_generation() when made: another
+                                 is a forked child, where no thread of ours
+                                 runs and the mutex may stay held */
 
     void (*lost_fn)(void *user, const char *name, size_t name_len, uint64_t owner, int status,
                     const char *message); /* edrv_lost_fn */
@@ -140,7 +143,8 @@ int dio_poll_set(struct edrv *d, int64_t now, int64_t *wait_ms);
 /* After poll() said ready: connects, handshakes and reads. Leader. */
 void dio_serve(struct edrv *d, int np, int ready, int64_t now);
 
-/* Closes every socket and forgets the name lookups (at the end). */
-void dio_close_all(struct edrv *d);
+/* Closes every socket and forgets the name lookups (at the end); in a
+ * forked child, with dconn_abandon (child). */
+void dio_close_all(struct edrv *d, bool child);
 
 #endif

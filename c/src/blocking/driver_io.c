@@ -236,10 +236,14 @@ void dio_serve(struct edrv *d, int np, int ready, int64_t now)
     }
 }
 
-void dio_close_all(struct edrv *d)
+void dio_close_all(struct edrv *d, bool child)
 {
-    for (int k = 0; k < d->n; k++)
-        dconn_close(&d->c[k]);
+    for (int k = 0; k < d->n; k++) {
+        if (child)
+            dconn_abandon(&d->c[k]);
+        else
+            dconn_close(&d->c[k]);
+    }
     for (int i = 0; i < d->n_res; i++) {
         resolver_unref(d->res[i].r);
         free(d->res[i].host);

@@ -41,6 +41,7 @@
 #include "driver_int.h"
 #include "engine_driver.h"
 #include "error.h"
+#include "owner.h"
 #include "thread_sem.h"
 #include "tls.h"
 
@@ -385,9 +386,30 @@ static int q_extend(struct edrv *d, const char *name, size_t len, uint64_t owner
     return rlc_engine_extend(d->e, name, len, owner, lease, now, op);
 }
 
+/* In a forked child: its threads are gone and the mutex may stay held by
+ * one of them, so nothing may wait on it; the child makes its own driver. */
+static bool forked(const struct edrv *d)
+{
+    return d->fork_generation != owner_fork_generation();
+}
+
+static int refuse_forked(struct edrv_outcome *out)
+{
+    int rc = rlc_fail(RLC_E_CLOSED, "this client was made before fork(): "
+                                    "a child process makes its own");
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->status = rc;
+        snprintf(out->message, sizeof out->message, "%s", rlc_errmsg());
+    }
+    return rc;
+}
+
 static int do_op(struct edrv *d, queue_fn q, const char *name, size_t len, uint64_t owner,
                  int64_t a, int64_t b, const void *tag, struct edrv_outcome *out)
 {
+    if (forked(d))
+        return refuse_forked(out);
     struct waiter w = {.q = q, .name = name, .name_len = len, .owner = owner, .a = a, .b = b,
                        .tag = tag, .out = out, .ts = thread_sem_self()};
     atomic_init(&w.done, false);
@@ -420,7 +442,7 @@ int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owne
 int edrv_cancel(struct edrv *d, const void *tag)
 {
     int n = 0;
-    if (!tag)
+    if (!tag || forked(d))
         return 0;
     pthread_mutex_lock(&d->mu);
     drain(d); /* an acquire pushed before this call is in the engine now */
@@ -438,7 +460,7 @@ int edrv_cancel(struct edrv *d, const void *tag)
 
 void edrv_callbacks_quiet(struct edrv *d)
 {
-    if (!d->cb_started || pthread_equal(pthread_self(), d->cb))
+    if (!d->cb_started || forked(d) || pthread_equal(pthread_self(), d->cb))
         return; /* no callback thread, or a callback asks: it runs now, here */
     pthread_mutex_lock(&d->lost_mu);
     while (d->cb_running)
@@ -448,6 +470,8 @@ void edrv_callbacks_quiet(struct edrv *d)
 
 void edrv_set_warn(struct edrv *d, edrv_warn_fn fn, void *user)
 {
+    if (forked(d))
+        return;
     pthread_mutex_lock(&d->mu);
     d->warn_fn = fn;
     d->warn_user = user;
@@ -457,6 +481,8 @@ void edrv_set_warn(struct edrv *d, edrv_warn_fn fn, void *user)
 
 int edrv_metrics(struct edrv *d, uint64_t *out, int n)
 {
+    if (forked(d))
+        return refuse_forked(NULL);
     pthread_mutex_lock(&d->mu);
     int rc = rlc_engine_metrics(d->e, out, n);
     unlock(d);
@@ -465,6 +491,8 @@ int edrv_metrics(struct edrv *d, uint64_t *out, int n)
 
 int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
 {
+    if (forked(d))
+        return 0;
     pthread_mutex_lock(&d->mu);
     int64_t n = rlc_engine_hold_count(d->e, name, name_len, owner);
     unlock(d);
@@ -473,6 +501,8 @@ int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len, uint6
 
 int64_t edrv_validity_ms(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
 {
+    if (forked(d))
+        return 0;
     pthread_mutex_lock(&d->mu);
     int64_t v = rlc_engine_validity_ms(d->e, name, name_len, owner, dio_now_ms());
     unlock(d);
@@ -512,6 +542,7 @@ int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char 
     if (!d)
         return rlc_fail(RLC_E_NOMEM, "out of memory");
     d->wake_fd = -1;
+    d->fork_generation = owner_fork_generation();
     int rc = rlc_engine_new(&d->e, nodes, uuid, options);
     if (rc != RLC_OK)
         goto fail;
@@ -565,10 +596,38 @@ fail:
     return rc;
 }
 
+/* The memory and the child's copies of the descriptors, nothing else: no
+ * thread to join, no mutex to take or destroy (a vanished thread may hold
+ * it), the TLS state left behind (tls.h). The parent's connections and
+ * holds go on. */
+static void free_in_child(struct edrv *d)
+{
+    dio_close_all(d, true);
+    while (d->lost_head) {
+        struct lost *l = d->lost_head;
+        d->lost_head = l->next;
+        free(l);
+    }
+    rlc_engine_free(d->e);
+    tls_ctx_free(d->tls);
+    if (d->have_opts)
+        options_free(&d->opts);
+    close(d->wake_fd);
+    free(d->c);
+    free(d->broken);
+    free(d->pfd);
+    free(d->pidx);
+    free(d);
+}
+
 void edrv_free(struct edrv *d, int64_t drain_ms)
 {
     if (!d)
         return;
+    if (forked(d)) {
+        free_in_child(d);
+        return;
+    }
     pthread_mutex_lock(&d->mu);
     int64_t end = dio_now_ms() + (drain_ms > 0 ? drain_ms : 0);
     while (d->bg_started && !rlc_engine_idle(d->e) && dio_now_ms() < end) {
@@ -594,7 +653,7 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
         pthread_join(d->bg, NULL);
     if (d->cb_started)
         pthread_join(d->cb, NULL);
-    dio_close_all(d);
+    dio_close_all(d, false);
     while (d->lost_head) {
         struct lost *l = d->lost_head;
         d->lost_head = l->next;

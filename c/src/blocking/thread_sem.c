@@ -16,6 +16,7 @@
 
 static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct thread_sem *free_list;
+static struct thread_sem *all; /* under free_mu */
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static __thread struct thread_sem *self;
@@ -53,6 +54,10 @@ struct thread_sem *thread_sem_self(void)
             free(t);
             return NULL;
         }
+        pthread_mutex_lock(&free_mu);
+        t->all_next = all;
+        all = t;
+        pthread_mutex_unlock(&free_mu);
     }
     if (pthread_setspecific(key, t) != 0) {
         give_back(t);
