@@ -327,12 +327,13 @@ PyObject *rlcpy_engine_flush(rlc_engine *e)
             goto fail;
         Py_CLEAR(item);
     }
-    /* the engine's warnings, as ("warning", text) among the events */
+    /* the engine's log lines, as ("log", level, text) among the events */
     char wbuf[600];
-    while (rlc_engine_next_warning(e, wbuf, sizeof wbuf) > 0) {
+    int level;
+    while (rlc_engine_next_log(e, &level, wbuf, sizeof wbuf) > 0) {
         if (!events && !(events = PyList_New(0)))
             goto fail;
-        item = Py_BuildValue("(sO&)", "warning", rlcpy_text, wbuf);
+        item = Py_BuildValue("(siO&)", "log", level, rlcpy_text, wbuf);
         if (!item || PyList_Append(events, item) < 0)
             goto fail;
         Py_CLEAR(item);

@@ -564,17 +564,21 @@ typedef struct rlc_engine_event {
  * call on e. */
 RLC_API int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev);
 
-/* What the engine would log, for the driver's logger (the
- * blocking API's rlc_client_set_log says the same things): today, a node
- * that refuses loss push (an ACL without +client or the invalidation
+/* What the engine would log, for the driver's logger, with its level (the
+ * blocking API's rlc_client_set_log gives the same lines): RLC_LOG_WARN a
+ * node that refuses loss push (an ACL without +client or the invalidation
  * channel, Redis before 6; loss is then found at renewal there), once per
- * connection pair. Takes the oldest warning not yet taken, copies it into
- * buf (NUL-terminated, cut to fit size) and returns its full length, or 0
- * when there is none; with buf NULL or size 0 it only returns that length
- * and the warning stays. At most 16 wait; past that the newest are dropped
- * and the last one taken says how many. A driver calls it after its other
- * calls, as it reads the events. */
-RLC_API size_t rlc_engine_next_warning(rlc_engine *e, char *buf, size_t size);
+ * connection pair; RLC_LOG_INFO "reconnecting to <node>" (a command
+ * connection made again, or tried again while its node is down) and
+ * "<node> had lost the scripts (NOSCRIPT): sent as EVAL". Lost holds are
+ * events (RLC_EV_LOST), not lines. Takes the oldest line not yet taken:
+ * its level into *level (if not NULL), its text into buf (NUL-terminated,
+ * cut to fit size), and returns the text's full length, or 0 when there is
+ * none; with buf NULL or size 0 it only says the level and length and the
+ * line stays. At most 32 wait; past that the newest are dropped and the
+ * last one taken says how many. A driver calls it after its other calls,
+ * as it reads the events. */
+RLC_API size_t rlc_engine_next_log(rlc_engine *e, int *level, char *buf, size_t size);
 
 /* The engine's counters, as rlc_client_metrics gives a client's (the same
  * indices RLC_M_*, names and wait buckets, counted by the same rules):

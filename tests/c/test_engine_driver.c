@@ -441,45 +441,56 @@ done:
     rs_stop(&s);
 }
 
-struct warnings {
-    atomic_int n;       /* stored after first: a reader that sees 1 sees it */
-    char first[512];
+struct log_seen {
+    atomic_int warnings, reconnects; /* stored after first: a reader that sees 1 sees it */
+    char first[512];               /* the first warning */
 };
 
-static void on_warn(void *user, const char *line)
+static void on_log(void *user, int level, const char *line)
 {
-    struct warnings *w = user; /* under the driver's lock: only kept */
-    if (atomic_load(&w->n) == 0)
-        snprintf(w->first, sizeof w->first, "%s", line);
-    atomic_fetch_add(&w->n, 1);
+    struct log_seen *ls = user; /* under the driver's lock: only kept */
+    if (level == RLC_LOG_WARN) {
+        if (atomic_load(&ls->warnings) == 0)
+            snprintf(ls->first, sizeof ls->first, "%s", line);
+        atomic_fetch_add(&ls->warnings, 1);
+    } else if (level == RLC_LOG_INFO && strstr(line, "reconnecting to 127.0.0.1")) {
+        atomic_fetch_add(&ls->reconnects, 1);
+    }
 }
 
 /* A node that refuses loss push (an ACL without +client): the engine's
- * warning reaches the driver's warn callback once, as the blocking API's
- * log callback gets it, and the hold is kept by renewals meanwhile. */
-TEST(the_engines_warnings_reach_the_warn_callback)
+ * warning reaches the driver's log callback once, as the blocking API's
+ * log callback gets it, and the hold is kept by renewals meanwhile; a
+ * killed connection, made again, is an INFO line as there. */
+TEST(the_engines_log_lines_reach_the_log_callback)
 {
     START(s);
     struct edrv *d = NULL;
     struct edrv_outcome o;
-    struct warnings w = {.first = ""};
-    atomic_init(&w.n, 0);
+    struct log_seen ls = {.first = ""};
+    atomic_init(&ls.warnings, 0);
+    atomic_init(&ls.reconnects, 0);
     redisReply *r = rs_cmd(&s, "ACL SETUSER u on >pw ~* &* +@all -client");
     CHECK(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER");
     freeReplyObject(r);
     char uri[128];
     snprintf(uri, sizeof uri, "redis://u:pw@127.0.0.1:%d", s.port);
     CHECK_RC(edrv_new(&d, uri, UUID_A, "watchdog_timeout_ms=600", NULL, NULL), RLC_OK);
-    edrv_set_warn(d, on_warn, &w);
+    edrv_set_log(d, on_log, &ls);
     CHECK_RC(edrv_acquire(d, NAME("refused"), 1, NULL, 0, -1, &o), RLC_OK);
-    CHECK(WAIT_UNTIL(atomic_load(&w.n) >= 1, 5000), "a warning came");
-    CHECK(strstr(w.first, "loss_push") && strstr(w.first, "refused"), "warning: %s", w.first);
+    CHECK(WAIT_UNTIL(atomic_load(&ls.warnings) >= 1, 5000), "a warning came");
+    CHECK(strstr(ls.first, "loss_push") && strstr(ls.first, "refused"), "warning: %s", ls.first);
     int64_t end = check_now_ms() + 800; /* renewals go on; the refusal is not said again */
     while (check_now_ms() < end)
         usleep(20000);
-    CHECK(atomic_load(&w.n) == 1, "warnings: %d", atomic_load(&w.n));
+    CHECK(atomic_load(&ls.warnings) == 1, "warnings: %d", atomic_load(&ls.warnings));
     CHECK(edrv_hold_count(d, NAME("refused"), 1) == 1, "still held by renewals");
-    CHECK_RC(edrv_release(d, NAME("refused"), 1, &o), RLC_OK);
+    CHECK(atomic_load(&ls.reconnects) == 0, "no reconnect yet");
+    freeReplyObject(rs_cmd(&s, "CLIENT KILL TYPE normal SKIPME yes"));
+    CHECK(WAIT_UNTIL(atomic_load(&ls.reconnects) >= 1, 5000), "reconnecting is logged");
+    int rc = RLC_E_CONNECT; /* a renewal or this release may meet the dead connection */
+    for (int i = 0; i < 10 && rc != RLC_OK && rc != RLC_E_NOT_OWNER && rc != RLC_E_LOST; i++)
+        rc = edrv_release(d, NAME("refused"), 1, &o);
 done:
     edrv_free(d, 1000);
     rs_stop(&s);
@@ -825,7 +836,7 @@ RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
           CASE(a_waiter_is_woken_by_another_clients_release),
           CASE(cancel_ends_one_handles_waiting_acquire_and_leaves_nothing_held),
           CASE(the_background_renews_between_calls_and_reports_a_loss),
-          CASE(the_engines_warnings_reach_the_warn_callback),
+          CASE(the_engines_log_lines_reach_the_log_callback),
           CASE(callbacks_quiet_waits_for_a_running_lost_callback),
           CASE(a_forked_child_frees_the_parents_driver_and_makes_its_own),
           CASE(a_killed_connection_is_made_again_for_the_next_call),

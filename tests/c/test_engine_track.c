@@ -286,13 +286,16 @@ TEST(refused_tracking_falls_back_to_renewal_time_detection)
     CHECK(tracking_clients(&cl.node[0]) == 0, "a tracking client exists");
     /* the refusal is passed on for the driver to log, once */
     char w[512] = "";
-    size_t len = rlc_engine_next_warning(L.e, NULL, 0); /* a peek */
-    CHECK(len > 0 && len < sizeof w && rlc_engine_next_warning(L.e, w, sizeof w) == len &&
-              strlen(w) == len,
+    int level = 0, taken_level = 0;
+    size_t len = rlc_engine_next_log(L.e, &level, NULL, 0); /* a peek */
+    CHECK(len > 0 && len < sizeof w &&
+              rlc_engine_next_log(L.e, &taken_level, w, sizeof w) == len && strlen(w) == len,
           "peeked %zu bytes, took %zu: %s", len, strlen(w), w);
+    CHECK(level == RLC_LOG_WARN && taken_level == RLC_LOG_WARN, "a warning: %d %d", level,
+          taken_level);
     CHECK(strstr(w, "loss_push") && strstr(w, "refused") && strstr(w, "client"), "warning: %s",
           w);
-    CHECK(rlc_engine_next_warning(L.e, w, sizeof w) == 0, "a second warning: %s", w);
+    CHECK(rlc_engine_next_log(L.e, NULL, w, sizeof w) == 0, "a second line: %s", w);
     CHECK(rs_int(&cl.node[0], "DEL refused") == 1, "DEL");
     CHECK(lost_within(&L, 2000) >= 0, "no lost event at the next renewal");
 done:

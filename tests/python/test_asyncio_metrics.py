@@ -6,6 +6,7 @@ Every wait is bounded (asyncio.wait_for, or `until` polling a condition);
 the one sleep is the holder keeping the lock ~150 ms, the scenario itself.
 """
 import asyncio
+import logging
 import sys
 
 import pytest
@@ -166,3 +167,37 @@ async def test_prometheus_text_with_and_without_prometheus_client(server, monkey
             assert "# TYPE redlockc_wait_seconds histogram" in text, text
             assert 'le="+Inf"' in text and "redlockc_wait_seconds_count" in text, text
         assert redlockc.prometheus_text(c) == texts[1], "the module function, the same text"
+
+
+async def test_a_reconnect_and_lost_scripts_are_logged_at_info(server, raw, caplog):
+    # The engine's INFO lines reach the "redlockc" logger as the blocking
+    # client's do (rlc_client_set_log): a command connection made again,
+    # and a server that lost the scripts it had run.
+    with caplog.at_level(logging.INFO, logger="redlockc"):
+        async with aclient(server.uri) as c:
+            lock = c.lock("relogged")
+            assert await lock.acquire()
+            await lock.release()
+            assert not [r for r in caplog.records if "reconnecting" in r.getMessage()]
+            raw.execute_command("SCRIPT", "FLUSH")
+            raw.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+            got = False
+            for _ in range(10):  # the first try may meet the dead connection
+                try:
+                    got = await lock.acquire(blocking=False)
+                except redlockc.Error:
+                    continue
+                if got:
+                    break
+            assert got, "acquired again after the kill"
+            await lock.release()
+            assert await until(lambda: c.metrics()["reconnects"] >= 1)
+
+            def lines(word):
+                return [r for r in caplog.records
+                        if r.name == "redlockc" and word in r.getMessage()]
+            assert lines("reconnecting to 127.0.0.1"), caplog.records
+            assert all(r.levelno == logging.INFO for r in lines("reconnecting")), caplog.records
+            reloads = lines("had lost the scripts")
+            assert len(reloads) == c.metrics()["script_reloads"] >= 1, caplog.records
+            assert all(r.levelno == logging.INFO for r in reloads)

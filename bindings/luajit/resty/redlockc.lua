@@ -103,7 +103,7 @@ pcall(ffi.cdef, [[
   int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name_len,
                                 uint64_t owner);
   int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev);
-  size_t rlc_engine_next_warning(rlc_engine *e, char *buf, size_t size);
+  size_t rlc_engine_next_log(rlc_engine *e, int *level, char *buf, size_t size);
   int rlc_engine_metrics(const rlc_engine *e, uint64_t *out, int n);
 ]])
 -- rlc_metric_name and rlc_metric_bucket_ms (client:metrics()) are declared
@@ -260,8 +260,10 @@ local function with_detail(c, msg)
   return msg == "" and detail or msg .. " (" .. detail .. ")"
 end
 
-local WARN_LEN = 1024
-local warn_buf = ffi.new("char[?]", WARN_LEN)
+local LOG_LEN = 1024
+local log_buf = ffi.new("char[?]", LOG_LEN)
+local log_level = ffi.new("int[1]")
+local RLC_LOG_WARN = 2 -- redlockc.h; other lines are INFO
 
 -- An event out of the engine: DONE wakes the op's waiter, LOST marks the hold.
 local function dispatch(c)
@@ -297,9 +299,11 @@ local function dispatch(c)
       end
     end
   end
-  -- what the engine would log (a node refused loss push)
-  while tonumber(lib.rlc_engine_next_warning(c.e, warn_buf, WARN_LEN)) > 0 do
-    ngx.log(ngx.WARN, "resty.redlockc: ", ffi_string(warn_buf))
+  -- what the engine would log, as the blocking client does: a node that
+  -- refused loss push (warn), reconnecting, a node that lost the scripts
+  while tonumber(lib.rlc_engine_next_log(c.e, log_level, log_buf, LOG_LEN)) > 0 do
+    ngx.log(log_level[0] == RLC_LOG_WARN and ngx.WARN or ngx.INFO, "resty.redlockc: ",
+            ffi_string(log_buf))
   end
 end
 

@@ -52,7 +52,7 @@ const efn = {
   idle: lib.func('int rlc_engine_idle(void *e)'),
   cancel: lib.func('int rlc_engine_cancel(void *e, uint64_t op, int64_t now)'),
   holdCount: lib.func('int64_t rlc_engine_hold_count(void *e, const uint8_t *name, size_t len, uint64_t owner)'),
-  nextWarning: lib.func('size_t rlc_engine_next_warning(void *e, uint8_t *buf, size_t size)'),
+  nextLog: lib.func('size_t rlc_engine_next_log(void *e, void *level, uint8_t *buf, size_t size)'),
   metrics: lib.func('int rlc_engine_metrics(void *e, void *out, int n)'),
 };
 
@@ -71,7 +71,8 @@ const nowMs = () => Math.floor(performance.now()) + CLOCK_BASE;
 // right after the call that filled it.
 const outBuf = Buffer.alloc(OUT_CAP);
 const evBuf = Buffer.alloc(EV_HEAD + 1024);
-const warnBuf = Buffer.alloc(1024);
+const logBuf = Buffer.alloc(1024);
+const logLevel = Buffer.alloc(4);
 const res = Buffer.alloc(RECORD);
 const resMsg = () => {
   const end = res.indexOf(0, 24);
@@ -189,7 +190,6 @@ class EngineDriver {
     // 2 per node, then a sentinel node's discovery connection (redlockc.h)
     const nConns = efn.conns(this.e);
     this.conns = new Array(nConns).fill(null);
-    this.everUp = new Array(nConns).fill(false);
     this.lastError = new Array(nConns).fill(null);
     this.connLabel = new Array(nConns).fill(null); // where each went last
     this.ops = new Map();      // op id -> {resolve, kind}
@@ -301,9 +301,10 @@ class EngineDriver {
     const done = [];
     while (efn.event(e, evBuf, evBuf.length)) done.push(readEvent());
     for (const ev of done) this.dispatch(ev);
-    // what the engine would log (a node refused loss push): 'warn' lines
-    for (let n; (n = Number(efn.nextWarning(e, warnBuf, warnBuf.length))) > 0;) {
-      this.hooks.log(2, warnBuf.toString('utf8', 0, Math.min(n, warnBuf.length - 1)));
+    // what the engine would log, as the blocking client does: a node that
+    // refused loss push (warn), reconnecting, a node that lost the scripts
+    for (let n; (n = Number(efn.nextLog(e, logLevel, logBuf, logBuf.length))) > 0;) {
+      this.hooks.log(logLevel.readInt32LE(0), logBuf.toString('utf8', 0, Math.min(n, logBuf.length - 1)));
     }
     this.arm();
     if (this.waitIdle && this.ops.size === 0 && efn.idle(e)) this.waitIdle();
@@ -381,10 +382,6 @@ class EngineDriver {
       if (c.gone || !this.e) return;
       c.up = true;
       this.lastError[k] = null;
-      if (this.everUp[k]) {
-        this.hooks.log(3, `reconnecting to ${this.where(k)} (${k & 1 ? 'subscriber' : 'commands'}): connected again`);
-      }
-      this.everUp[k] = true;
       efn.connected(this.e, k, nowMs());
       this.pump();
     });

@@ -23,6 +23,7 @@ import ssl
 import time
 import uuid
 
+from . import _metrics
 from . import redlockc_core as _core
 from ._errors import ClosedError, error_for, invalid
 
@@ -271,9 +272,10 @@ class Driver:
                 fn = self.on_lost() if self.on_lost is not None else None
                 if fn is not None:
                     fn(ev[4], ev[3], ev[1], ev[8])
-            elif ev[0] == "warning":
-                # what the blocking client logs too (a node refused loss push)
-                _log.warning("%s", ev[1])
+            elif ev[0] == "log":
+                # what the blocking client logs too (a node refused loss
+                # push; reconnecting; a node that lost the scripts)
+                _log.log(_metrics.LEVELS.get(ev[1], logging.INFO), "%s", ev[2])
 
     # ---- connections --------------------------------------------------------------
 

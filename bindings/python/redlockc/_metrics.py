@@ -16,9 +16,9 @@ from . import redlockc_core as _core
 log = logging.getLogger("redlockc")
 log.addHandler(logging.NullHandler())
 
-# C levels -> logging levels.
-_LEVELS = {_core.RLC_LOG_ERROR: logging.ERROR, _core.RLC_LOG_WARN: logging.WARNING,
-           _core.RLC_LOG_INFO: logging.INFO, _core.RLC_LOG_DEBUG: logging.DEBUG}
+# C levels -> logging levels (the blocking log callback's and the engine's lines).
+LEVELS = {_core.RLC_LOG_ERROR: logging.ERROR, _core.RLC_LOG_WARN: logging.WARNING,
+          _core.RLC_LOG_INFO: logging.INFO, _core.RLC_LOG_DEBUG: logging.DEBUG}
 
 _COUNTERS = {  # name in C -> (Prometheus name, help)
     "acquires": ("redlockc_acquires", "Acquires that got the lock (nested ones included)."),
@@ -40,7 +40,7 @@ class LogDispatch:
         self.uuid = uuid
 
     def __call__(self, level, text):
-        log.log(_LEVELS.get(level, logging.INFO), "%s", text,
+        log.log(LEVELS.get(level, logging.INFO), "%s", text,
                 extra={"redlockc_client": self.uuid})
 
     def __repr__(self):

@@ -106,8 +106,8 @@ struct edrv {
     void (*lost_fn)(void *user, const char *name, size_t name_len, uint64_t owner, int status,
                     const char *message); /* edrv_lost_fn */
     void *lost_user;
-    void (*warn_fn)(void *user, const char *line); /* edrv_warn_fn; under mu */
-    void *warn_user;
+    void (*log_fn)(void *user, int level, const char *line); /* edrv_log_fn; under mu */
+    void *log_user;
     pthread_mutex_t lost_mu; /* the callback thread's queue: never d->mu there */
     struct lost *lost_head, *lost_tail;
     pthread_cond_t lost_cv;

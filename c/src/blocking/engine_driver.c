@@ -176,8 +176,9 @@ static void pump(struct edrv *d)
             }
     }
     char line[512];
-    while (d->warn_fn && rlc_engine_next_warning(d->e, line, sizeof line) > 0)
-        d->warn_fn(d->warn_user, line);
+    int level;
+    while (d->log_fn && rlc_engine_next_log(d->e, &level, line, sizeof line) > 0)
+        d->log_fn(d->log_user, level, line);
 }
 
 /* ---- leading ---------------------------------------------------------- */
@@ -468,13 +469,13 @@ void edrv_callbacks_quiet(struct edrv *d)
     pthread_mutex_unlock(&d->lost_mu);
 }
 
-void edrv_set_warn(struct edrv *d, edrv_warn_fn fn, void *user)
+void edrv_set_log(struct edrv *d, edrv_log_fn fn, void *user)
 {
     if (forked(d))
         return;
     pthread_mutex_lock(&d->mu);
-    d->warn_fn = fn;
-    d->warn_user = user;
+    d->log_fn = fn;
+    d->log_user = user;
     pump(d); /* what came before */
     unlock(d);
 }

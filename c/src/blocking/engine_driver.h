@@ -41,11 +41,11 @@ struct edrv_outcome {
 typedef void (*edrv_lost_fn)(void *user, const char *name, size_t name_len, uint64_t owner,
                              int status, const char *message);
 
-/* A line the engine would log (rlc_engine_next_warning). Called under the
- * driver's lock, in the order they came: it must only keep the line (the
- * blocking API queues it for the client's log callback, metrics.c), never
- * call the driver or anything that waits. */
-typedef void (*edrv_warn_fn)(void *user, const char *line);
+/* A line the engine would log and its level (rlc_engine_next_log). Called
+ * under the driver's lock, in the order they came: it must only keep the
+ * line (the blocking API queues it for the client's log callback,
+ * metrics.c), never call the driver or anything that waits. */
+typedef void (*edrv_log_fn)(void *user, int level, const char *line);
 
 /* A driver over a new engine (rlc_engine_new's nodes, uuid and options)
  * and its background thread. RLC_OK and *out, or the engine's status with
@@ -81,9 +81,9 @@ int edrv_cancel(struct edrv *d, const void *tag);
  * and then calls this hears of none after it returns. */
 void edrv_callbacks_quiet(struct edrv *d);
 
-/* Hands the engine's warnings to fn from now on (NULL: they wait in the
- * engine, the newest dropped past 16). */
-void edrv_set_warn(struct edrv *d, edrv_warn_fn fn, void *user);
+/* Hands the engine's log lines to fn from now on (NULL: they wait in the
+ * engine, the newest dropped past 32). */
+void edrv_set_log(struct edrv *d, edrv_log_fn fn, void *user);
 
 /* The engine's counters (rlc_engine_metrics): what rlc_client_metrics is
  * to read once the public calls run here. */

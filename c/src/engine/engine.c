@@ -544,7 +544,7 @@ void rlc_engine_free(rlc_engine *e)
     cluster_free_all(e);
     guard_free(e);
     track_free(e);
-    eng_warn_free(e);
+    eng_log_free(e);
     free_ops(e);
     lock_free_all(e);
     timer_free_all(e);

@@ -240,8 +240,10 @@ int conn_want_open(const rlc_engine *e, int k)
  * pooled connections: reconnects, and retries of a node that stays down. */
 static void count_attempt(rlc_engine *e, struct conn *c)
 {
-    if (c->attempts++ > 0 && !c->sub && !c->track && !c->disc)
+    if (c->attempts++ > 0 && !c->sub && !c->track && !c->disc) {
         eng_count(e, RLC_M_RECONNECTS);
+        eng_log(e, RLC_LOG_INFO, "reconnecting to %s", e->addrs[c->node].label);
+    }
 }
 
 void conn_connected(rlc_engine *e, int k, int64_t now)
@@ -495,6 +497,8 @@ static void note_script(rlc_engine *e, struct conn *c, const struct script *s, b
     }
     if (noscript && at >= 0) {
         eng_count(e, RLC_M_SCRIPT_RELOADS);
+        eng_log(e, RLC_LOG_INFO, "%s had lost the scripts (NOSCRIPT): sent as EVAL",
+                e->addrs[c->node].label);
         c->ran[at] = NULL; /* known again once its EVAL has run */
     } else if (!noscript && at < 0 && free_at >= 0) {
         c->ran[free_at] = s;

@@ -293,7 +293,12 @@ struct eng_op {
 
 #define ENG_BUCKETS 1024
 
-#define ENG_WARNINGS 16 /* kept until the driver takes them */
+#define ENG_LOG_LINES 32 /* kept until the driver takes them */
+
+struct log_line {
+    int level;             /* RLC_LOG_WARN, RLC_LOG_INFO */
+    char *text;
+};
 
 struct rlc_engine {
     char uuid[40];
@@ -336,16 +341,17 @@ struct rlc_engine {
     struct rlc_cmd *guard_info; /* INFO server */
     struct eng_op *ops_by_id[ENG_BUCKETS];
     struct tracker *track;    /* loss push (engine_track.c); NULL while it is off */
-    /* warnings for the driver to log (engine_warn.c) */
-    char *warn[ENG_WARNINGS];
-    int warn_head, n_warn;
-    uint64_t warn_dropped;
+    /* lines for the driver to log (engine_log.c) */
+    struct log_line log[ENG_LOG_LINES];
+    int log_head, n_log;
+    uint64_t log_dropped;
     uint64_t metrics[RLC_M_COUNT]; /* rlc_engine_metrics (engine_metrics.c) */
 };
 
-/* engine_warn.c: a warning for the driver (rlc_engine_next_warning). */
-void eng_warn(rlc_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void eng_warn_free(rlc_engine *e);
+/* engine_log.c: a line for the driver's logger (rlc_engine_next_log). */
+void eng_log(rlc_engine *e, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void eng_log_free(rlc_engine *e);
 
 /* engine_metrics.c: the counters rlc_engine_metrics reads. */
 void eng_count(rlc_engine *e, int which);

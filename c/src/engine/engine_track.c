@@ -29,7 +29,7 @@
  * missed) makes every joined hold dirty. A node that refuses any step (an
  * ACL user without +client or the channel, Redis before 6) is left to
  * detection at renewal and asked again a minute later; the first refusal
- * of each pair is a warning for the driver to log (engine_warn.c).
+ * of each pair is a warning for the driver to log (engine_log.c).
  *
  * On a redis-cluster:// node a key lives on its slot's master, so there is
  * a pair per master of the node's map (a "unit"; a standalone or sentinel
@@ -593,7 +593,7 @@ static void refused(rlc_engine *e, int u, const char *what)
              e->addrs[tu->node].label, where, what);
     tu->refused_until = e->now + REFUSED_RETRY_MS;
     if (!tu->warned)
-        eng_warn(e, "%s", msg); /* the blocking API logs it once too */
+        eng_log(e, RLC_LOG_WARN, "%s", msg); /* the blocking API logs it once too */
     tu->warned = true;
     pair_down(e, u, RLC_E_SERVER, msg);
 }
