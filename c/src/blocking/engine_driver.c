@@ -597,13 +597,13 @@ fail:
     return rc;
 }
 
-/* The memory and the child's copies of the descriptors, nothing else: no
- * thread to join, no mutex to take or destroy (a vanished thread may hold
- * it), the TLS state left behind (tls.h). The parent's connections and
- * holds go on. */
-static void free_in_child(struct edrv *d)
+/* Everything, once no thread of the driver runs. In a forked child, the
+ * memory and the child's copies of the descriptors only: no mutex to
+ * destroy (a vanished thread may hold it), the TLS state left behind
+ * (tls.h); the parent's connections and holds go on. */
+static void free_all(struct edrv *d, bool child)
 {
-    dio_close_all(d, true);
+    dio_close_all(d, child);
     while (d->lost_head) {
         struct lost *l = d->lost_head;
         d->lost_head = l->next;
@@ -614,6 +614,13 @@ static void free_in_child(struct edrv *d)
     if (d->have_opts)
         options_free(&d->opts);
     close(d->wake_fd);
+    if (!child) {
+        pthread_cond_destroy(&d->turned);
+        pthread_cond_destroy(&d->lost_cv);
+        pthread_cond_destroy(&d->cb_done);
+        pthread_mutex_destroy(&d->lost_mu);
+        pthread_mutex_destroy(&d->mu);
+    }
     free(d->c);
     free(d->broken);
     free(d->pfd);
@@ -626,7 +633,7 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
     if (!d)
         return;
     if (forked(d)) {
-        free_in_child(d);
+        free_all(d, true); /* no thread of ours is here to join */
         return;
     }
     pthread_mutex_lock(&d->mu);
@@ -654,25 +661,5 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
         pthread_join(d->bg, NULL);
     if (d->cb_started)
         pthread_join(d->cb, NULL);
-    dio_close_all(d, false);
-    while (d->lost_head) {
-        struct lost *l = d->lost_head;
-        d->lost_head = l->next;
-        free(l);
-    }
-    rlc_engine_free(d->e);
-    tls_ctx_free(d->tls);
-    if (d->have_opts)
-        options_free(&d->opts);
-    close(d->wake_fd);
-    pthread_cond_destroy(&d->turned);
-    pthread_cond_destroy(&d->lost_cv);
-    pthread_cond_destroy(&d->cb_done);
-    pthread_mutex_destroy(&d->lost_mu);
-    pthread_mutex_destroy(&d->mu);
-    free(d->c);
-    free(d->broken);
-    free(d->pfd);
-    free(d->pidx);
-    free(d);
+    free_all(d, false);
 }
