@@ -1,7 +1,8 @@
 # Type stubs for redlockc. Times are seconds (int or float).
 import builtins
 from types import TracebackType
-from typing import Any, Callable, ContextManager, Iterable, Iterator, Optional, TypeVar, Union
+from typing import (Any, Callable, ContextManager, Iterable, Iterator, Optional, Protocol,
+                    TypeVar, Union)
 
 __version__: str
 __all__: list[str]
@@ -9,11 +10,19 @@ __all__: list[str]
 _Seconds = Union[int, float]
 _F = TypeVar("_F", bound=Callable[["Lock", "Error"], object])
 
+class _Counted(Protocol):
+    """A client whose counters Prometheus reads: a Client or an asyncio one."""
+    @property
+    def uuid(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    def metrics(self) -> dict[str, Any]: ...
+
 def thread_owner() -> int: ...
-def prometheus_text(*clients: Client) -> str: ...
+def prometheus_text(*clients: _Counted) -> str: ...
 
 class Collector:
-    def __init__(self, *clients: Client) -> None: ...
+    def __init__(self, *clients: _Counted) -> None: ...
     def collect(self) -> Iterator[object]: ...
 
 class Error(Exception):
