@@ -526,6 +526,18 @@ RLC_API int rlc_engine_acquire(rlc_engine *e, const char *name, size_t name_len,
                                int64_t wait_ms, int64_t lease_ms, int64_t now_ms, uint64_t *op);
 RLC_API int rlc_engine_release(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                                int64_t now_ms, uint64_t *op);
+/* A multi-lock (rlc_multilock_acquire): every name or none. The names are
+ * taken in byte order, each once; on each node one script checks them all
+ * and takes them all, or writes nothing. Each name is then one more level
+ * of the owner's hold of it, released, extended, renewed and lost on its
+ * own (rlc_engine_release, ...). Its DONE event names the first name in
+ * that order, with token 0 (a multi-lock takes no fencing token) and the
+ * least validity of its names; rlc_engine_cancel ends it as an acquire.
+ * 1 to 1024 names; on a cluster node they must hash to one slot. */
+RLC_API int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names,
+                                     const size_t *name_lens, int n, uint64_t owner,
+                                     int64_t wait_ms, int64_t lease_ms, int64_t now_ms,
+                                     uint64_t *op);
 /* As rlc_lock_extend: lease_ms <= 0 hands the hold to the watchdog. */
 RLC_API int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                               int64_t lease_ms, int64_t now_ms, uint64_t *op);

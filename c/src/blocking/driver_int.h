@@ -35,14 +35,18 @@ struct edrv;
 #define LINGER_MS 2
 #define DEFER_POSTS 64   /* wake-ups kept until the mutex is let go; more go at once */
 
-typedef int (*queue_fn)(struct edrv *d, const char *name, size_t len, uint64_t owner,
-                        int64_t a, int64_t b, int64_t now, uint64_t *op);
+struct waiter;
+/* Puts w's operation into the engine: RLC_OK and its id, or a status. */
+typedef int (*queue_fn)(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op);
 
 /* An operation and the thread that waits for it (on that thread's stack). */
 struct waiter {
     queue_fn q;         /* how it goes into the engine, with: */
     const char *name;
     size_t name_len;
+    const char *const *names; /* a multi-lock's: n_names of them */
+    const size_t *name_lens;
+    int n_names;
     uint64_t owner;
     int64_t a, b;
     const void *tag;    /* an acquire's, for edrv_cancel (NULL: none) */

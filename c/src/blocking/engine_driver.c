@@ -245,7 +245,7 @@ static void drain(struct edrv *d)
     for (w = fifo; w; w = fifo) {
         fifo = w->in_next;
         int rc = d->stopping ? rlc_fail(RLC_E_CLOSED, "the client is closing")
-                             : w->q(d, w->name, w->name_len, w->owner, w->a, w->b, now, &w->op);
+                             : w->q(d, w, now, &w->op);
         if (rc != RLC_OK) {
             refuse(d, w, rc, rlc_errmsg());
             continue;
@@ -367,24 +367,25 @@ static void *callbacks(void *arg)
 
 /* ---- operations ------------------------------------------------------- */
 
-static int q_acquire(struct edrv *d, const char *name, size_t len, uint64_t owner, int64_t wait,
-                     int64_t lease, int64_t now, uint64_t *op)
+static int q_acquire(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
 {
-    return rlc_engine_acquire(d->e, name, len, owner, wait, lease, now, op);
+    return rlc_engine_acquire(d->e, w->name, w->name_len, w->owner, w->a, w->b, now, op);
 }
 
-static int q_release(struct edrv *d, const char *name, size_t len, uint64_t owner, int64_t a,
-                     int64_t b, int64_t now, uint64_t *op)
+static int q_acquire_multi(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
 {
-    (void)a, (void)b;
-    return rlc_engine_release(d->e, name, len, owner, now, op);
+    return rlc_engine_acquire_multi(d->e, w->names, w->name_lens, w->n_names, w->owner, w->a,
+                                    w->b, now, op);
 }
 
-static int q_extend(struct edrv *d, const char *name, size_t len, uint64_t owner, int64_t lease,
-                    int64_t b, int64_t now, uint64_t *op)
+static int q_release(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
 {
-    (void)b;
-    return rlc_engine_extend(d->e, name, len, owner, lease, now, op);
+    return rlc_engine_release(d->e, w->name, w->name_len, w->owner, now, op);
+}
+
+static int q_extend(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
+{
+    return rlc_engine_extend(d->e, w->name, w->name_len, w->owner, w->a, now, op);
 }
 
 /* In a forked child: its threads are gone and the mutex may stay held by
@@ -406,13 +407,13 @@ static int refuse_forked(struct edrv_outcome *out)
     return rc;
 }
 
-static int do_op(struct edrv *d, queue_fn q, const char *name, size_t len, uint64_t owner,
-                 int64_t a, int64_t b, const void *tag, struct edrv_outcome *out)
+/* Runs w (its queue_fn and arguments set) to its end on this thread. */
+static int run_op(struct edrv *d, struct waiter w, struct edrv_outcome *out)
 {
     if (forked(d))
         return refuse_forked(out);
-    struct waiter w = {.q = q, .name = name, .name_len = len, .owner = owner, .a = a, .b = b,
-                       .tag = tag, .out = out, .ts = thread_sem_self()};
+    w.out = out;
+    w.ts = thread_sem_self();
     atomic_init(&w.done, false);
     if (!w.ts)
         return rlc_fail(RLC_E_NOMEM, "out of memory");
@@ -425,19 +426,35 @@ static int do_op(struct edrv *d, queue_fn q, const char *name, size_t len, uint6
 int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                  const void *tag, int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out)
 {
-    return do_op(d, q_acquire, name, name_len, owner, wait_ms, lease_ms, tag, out);
+    return run_op(d, (struct waiter){.q = q_acquire, .name = name, .name_len = name_len,
+                                     .owner = owner, .a = wait_ms, .b = lease_ms, .tag = tag},
+                  out);
+}
+
+int edrv_acquire_multi(struct edrv *d, const char *const *names, const size_t *name_lens,
+                       int n, uint64_t owner, const void *tag, int64_t wait_ms,
+                       int64_t lease_ms, struct edrv_outcome *out)
+{
+    return run_op(d, (struct waiter){.q = q_acquire_multi, .names = names,
+                                     .name_lens = name_lens, .n_names = n, .owner = owner,
+                                     .a = wait_ms, .b = lease_ms, .tag = tag},
+                  out);
 }
 
 int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                  struct edrv_outcome *out)
 {
-    return do_op(d, q_release, name, name_len, owner, 0, 0, NULL, out);
+    return run_op(d, (struct waiter){.q = q_release, .name = name, .name_len = name_len,
+                                     .owner = owner},
+                  out);
 }
 
 int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                 int64_t lease_ms, struct edrv_outcome *out)
 {
-    return do_op(d, q_extend, name, name_len, owner, lease_ms, 0, NULL, out);
+    return run_op(d, (struct waiter){.q = q_extend, .name = name, .name_len = name_len,
+                                     .owner = owner, .a = lease_ms},
+                  out);
 }
 
 int edrv_cancel(struct edrv *d, const void *tag)

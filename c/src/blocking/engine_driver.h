@@ -64,6 +64,10 @@ void edrv_free(struct edrv *d, int64_t drain_ms);
  * acquire carries tag (the handle it runs for, or NULL) for edrv_cancel. */
 int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                  const void *tag, int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out);
+/* rlc_engine_acquire_multi's, as edrv_acquire (tag: for edrv_cancel). */
+int edrv_acquire_multi(struct edrv *d, const char *const *names, const size_t *name_lens,
+                       int n, uint64_t owner, const void *tag, int64_t wait_ms,
+                       int64_t lease_ms, struct edrv_outcome *out);
 int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                  struct edrv_outcome *out);
 int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,

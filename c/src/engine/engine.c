@@ -121,6 +121,117 @@ int rlc_engine_acquire(rlc_engine *e, const char *name, size_t name_len, uint64_
     return RLC_OK;
 }
 
+#define MAX_MULTI_NAMES 1024
+
+struct named {
+    const char *name;
+    size_t len;
+};
+
+static int by_name(const void *a, const void *b)
+{
+    const struct named *x = a, *y = b;
+    int d = memcmp(x->name, y->name, x->len < y->len ? x->len : y->len);
+    return d ? d : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The names in one global order (key order: one prefix for all), each
+ * once; NULL with the thread's message set when one is not a name. */
+static struct named *sorted_names(const char *const *names, const size_t *lens, int n, int *m,
+                                  int *rc)
+{
+    struct named *v = malloc(sizeof *v * (size_t)n);
+    if (!v) {
+        *rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        v[i] = (struct named){names[i], lens[i]};
+        if (!names[i] || lens[i] == 0 || lens[i] > MAX_NAME_LEN) {
+            free(v);
+            *rc = rlc_fail(RLC_E_INVAL, "name %d of the multi-lock is NULL, empty or longer "
+                           "than %d bytes", i, MAX_NAME_LEN);
+            return NULL;
+        }
+    }
+    qsort(v, (size_t)n, sizeof *v, by_name);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || by_name(&v[k - 1], &v[i]) != 0)
+            v[k++] = v[i];
+    *m = k;
+    return v;
+}
+
+/* A cluster runs one script only over keys of one hash slot. */
+static int check_one_slot(const rlc_engine *e, struct eng_lock *const *locks, int n)
+{
+    bool cluster = false;
+    for (int i = 0; i < e->n; i++)
+        cluster = cluster || is_cluster(e, i);
+    for (int i = 1; cluster && i < n; i++)
+        if (locks[i]->slot != locks[0]->slot)
+            return rlc_fail(RLC_E_INVAL,
+                            "names '%.60s' and '%.60s' of the multi-lock hash to different "
+                            "slots of a cluster: give them one {hash tag}",
+                            locks[0]->name, locks[i]->name);
+    return RLC_OK;
+}
+
+int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names, const size_t *name_lens,
+                             int n, uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+                             int64_t now_ms, uint64_t *op_id)
+{
+    if (!e || !op_id || !names || !name_lens)
+        return rlc_fail(RLC_E_INVAL, "engine, names, name_lens or op pointer is NULL");
+    if (n < 1 || n > MAX_MULTI_NAMES)
+        return rlc_fail(RLC_E_INVAL, "a multi-lock has 1 to %d names, not %d", MAX_MULTI_NAMES,
+                        n);
+    if (owner == 0 || owner >= OWNER_LIMIT)
+        return rlc_fail(RLC_E_INVAL, "owner id %llu is out of range: use 1 to 2^62-1",
+                        (unsigned long long)owner);
+    int rc = check_lease(e, lease_ms);
+    if (rc != RLC_OK)
+        return rc;
+    int m = 0;
+    struct named *v = sorted_names(names, name_lens, n, &m, &rc);
+    if (!v)
+        return rc;
+    struct eng_lock **locks = calloc((size_t)m, sizeof *locks);
+    if (!locks) {
+        free(v);
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    }
+    rc = RLC_OK;
+    for (int i = 0; i < m && rc == RLC_OK; i++)
+        if (!(locks[i] = lock_get(e, v[i].name, v[i].len)))
+            rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+    free(v);
+    if (rc == RLC_OK)
+        rc = check_one_slot(e, locks, m);
+    struct eng_op *op = NULL;
+    if (rc == RLC_OK)
+        rc = multi_new(e, locks, m, owner, op_id, &op);
+    if (rc != RLC_OK) {
+        for (int i = 0; i < m; i++)
+            if (locks[i])
+                lock_forget_if_idle(e, locks[i]);
+        free(locks);
+        return rc;
+    }
+    free(locks);
+    advance(e, now_ms);
+    op->queued_at = e->now;
+    op->wait_ms = wait_ms;
+    op->lease_req = lease_ms;
+    /* every place in one call: the op heads its queues in the order it
+     * took them (M1) */
+    enqueue(e, op);
+    for (int i = 1; i < op->n_members; i++)
+        enqueue(e, op->places[i]);
+    return RLC_OK;
+}
+
 int rlc_engine_release(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                        int64_t now_ms, uint64_t *op_id)
 {
@@ -153,9 +264,13 @@ int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
         return rlc_fail(RLC_E_INVAL, "engine is NULL");
     advance(e, now_ms);
     struct eng_op *op = find_op(e, id);
-    if (!op || op->kind != OP_ACQUIRE)
+    if (!op || (op->kind != OP_ACQUIRE && op->kind != OP_MULTI))
         return rlc_fail(RLC_NOT_ACQUIRED, "operation %llu is not a running acquire",
                         (unsigned long long)id);
+    if (op->kind == OP_MULTI) {
+        multi_cancel(e, op, e->now);
+        return RLC_OK;
+    }
     if (op->phase == P_QUEUED) {
         /* not started: nothing was sent */
         eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",

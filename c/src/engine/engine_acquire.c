@@ -43,9 +43,8 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
         round_send_sync(e, op);
 }
 
-static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
+void acquire_forget_lost(rlc_engine *e, struct hold *h)
 {
-    struct hold *h = op->hold;
     if (h->lost && h->count > 0) {
         /* A new acquire after a loss starts a new hold; what may remain of
          * the lost one on some node is released (naming its levels). */
@@ -62,6 +61,12 @@ static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     if (h->count == 0)
         h->lost = 0;
+}
+
+static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    acquire_forget_lost(e, h);
     op->nested = h->count > 0;
     op->watchdog = op->nested ? h->watchdog : op->lease_req <= 0;
     op->lease = op->nested ? h->lease_ms
@@ -204,16 +209,15 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
     timer_set(e, &op->timer, T_OP, op, until);
 }
 
-static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
+/* The round's answers as quorum votes; returns the grants that do not
+ * count for want of replicas (sync_replicas). A node restarted within the
+ * longest lease votes QV_GUARDED, its phrase added to guard_msg. */
+int acquire_votes(rlc_engine *e, const struct eng_op *op, int64_t now,
+                  struct quorum_vote *votes, char *guard_msg, size_t size)
 {
-    struct hold *h = op->hold;
-    int n = e->n;
-    struct quorum_vote votes[RLC_MAX_NODES];
     int unsynced = 0;
-    char guard_msg[300] = "";
     size_t guard_len = 0;
-    round_timeout(op, n);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < e->n; i++) {
         const struct node_reply *r = &op->rep[i];
         votes[i] = (struct quorum_vote){QV_NONE, 0, false, NULL, 0};
         if (r->status != RLC_OK)
@@ -229,7 +233,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
             /* a node that restarted within the longest lease: its yes may
              * hold the key, so it is undone, but it does not count */
             votes[i] = (struct quorum_vote){QV_GUARDED, left, false, NULL, 0};
-            guard_len = guard_why(e, i, left, now, guard_msg, sizeof guard_msg, guard_len);
+            guard_len = guard_why(e, i, left, now, guard_msg, size, guard_len);
             continue;
         }
         votes[i].kind = r->a >= 1 ? QV_YES : r->a == 0 ? QV_BUSY : QV_UNDONE;
@@ -238,6 +242,17 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         votes[i].holder = r->holder;
         votes[i].holder_len = r->holder_len;
     }
+    return unsynced;
+}
+
+static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    int n = e->n;
+    struct quorum_vote votes[RLC_MAX_NODES];
+    char guard_msg[300] = "";
+    round_timeout(op, n);
+    int unsynced = acquire_votes(e, op, now, votes, guard_msg, sizeof guard_msg);
     struct quorum_verdict vd;
     quorum_decide(votes, n, op->nested, op->lease, (now - op->started) * 1000000,
                   e->opts.drift_factor, &vd);
@@ -290,7 +305,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
  * busy / undone (no answer: the acquire may still run there, late). An undo
  * after the token-floor phase must reach those nodes too, not only the
  * granting ones (the simulation found the level a late node kept). */
-static bool may_hold(const struct eng_op *op, int i)
+bool acquire_may_hold(const struct eng_op *op, int i)
 {
     return op->granted[i] || !(op->rep[i].status == RLC_OK && op->rep[i].a <= 0);
 }
@@ -306,7 +321,7 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     bool undo[RLC_MAX_NODES];
     for (int i = 0; i < e->n; i++)
-        undo[i] = may_hold(op, i);
+        undo[i] = acquire_may_hold(op, i);
     send_undo(e, h, op->attempt, op->lease, undo);
     char msg[300];
     snprintf(msg, sizeof msg,
@@ -373,7 +388,7 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
     if (op->phase == P_ROUND || op->phase == P_FLOOR) {
         bool undo[RLC_MAX_NODES];
         for (int i = 0; i < e->n; i++)
-            undo[i] = may_hold(op, i);
+            undo[i] = acquire_may_hold(op, i);
         round_abandon(op);
         send_undo(e, h, op->attempt, op->lease, undo);
     }

@@ -12,6 +12,7 @@
  *   engine_timer.c  one min-heap of timers with lazy cancellation
  *   engine_lock.c   names -> locks -> holds (one per owner), levels
  *   engine_acquire.c, engine_release.c, engine_renew.c: the operations
+ *   engine_multi.c  a multi-lock's acquire (every name or none)
  *   engine_track.c  loss push: invalidations, verify rounds
  *
  * Nothing here reads a clock, touches a socket or starts a thread.
@@ -62,7 +63,8 @@ struct req {
     int kind;
     int node;
     struct eng_op *op;  /* the operation waiting for this reply; NULL once abandoned */
-    struct ttl_mark *ttl; /* it may set its hold's TTL: tracked until answered */
+    struct ttl_mark *ttl; /* it may set its holds' TTLs: tracked until answered
+                             (a multi-lock's try: a mark per name, by rnext) */
     const struct script *script;
     struct rlc_cmd *cmd;
     bool redo;          /* must be answered: sent again on the next connection */
@@ -141,6 +143,7 @@ struct sentinel {
  * request could leave (hold_valid_until). */
 struct ttl_mark {
     struct ttl_mark *next, *prev;
+    struct ttl_mark *rnext; /* the next mark of the same request */
     struct hold *hold;
     struct req *req;    /* NULL once the request is gone */
     int64_t ttl;
@@ -231,10 +234,14 @@ struct op_class {
     void (*abort)(rlc_engine *e, struct eng_op *op, int status, const char *why, int64_t now);
 };
 extern const struct op_class op_acquire_class, op_release_class, op_extend_class,
-    op_renew_class;
+    op_renew_class, op_multi_class, op_member_class;
 
-enum op_kind { OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_RENEW };
-enum op_phase { P_QUEUED = 0, P_ROUND, P_FLOOR, P_WAIT, P_DONE };
+/* OP_MULTI: a multi-lock's acquire (engine_multi.c); OP_MEMBER: its place
+ * in the queue of each of its names but the first. */
+enum op_kind { OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_RENEW, OP_MULTI, OP_MEMBER };
+/* P_GATHER: a multi-lock's op (or a member op) at the head of its queue,
+ * waiting for the rest of its places */
+enum op_phase { P_QUEUED = 0, P_ROUND, P_FLOOR, P_WAIT, P_DONE, P_GATHER };
 
 struct node_reply {
     int status;            /* RLC_OK replied, else why there is none */
@@ -287,6 +294,15 @@ struct eng_op {
     /* what its DONE event reports */
     int64_t validity_out;
     int fail_status;       /* renewals: the last failure */
+    /* a multi-lock's (engine_multi.c): its names' holds in key order, the
+     * first being op->hold, and its place in each other one's queue */
+    struct hold **members;
+    struct eng_op **places;  /* places[i] in members[i]'s queue (i >= 1) */
+    int n_members;
+    bool busy_later;       /* this round: a name after the first was busy */
+    /* a member op: the multi-lock op it keeps a place for */
+    struct eng_op *multi;
+    bool at_head;          /* OP_MULTI, OP_MEMBER: it heads its hold's queue */
 };
 
 /* ---- the engine ---- */
@@ -525,6 +541,8 @@ bool sub_wanted(const rlc_engine *e, int node);
 struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len);
 struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len);
 struct eng_lock *lock_by_channel(const rlc_engine *e, const char *ch, size_t len);
+/* Frees l if nothing keeps it (no hold, no waiter). */
+void lock_forget_if_idle(rlc_engine *e, struct eng_lock *l);
 struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool create);
 void hold_maybe_free(rlc_engine *e, struct hold *h);
 bool hold_push_level(struct hold *h, uint64_t attempt);
@@ -555,6 +573,17 @@ void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now);
 void renew_schedule(rlc_engine *e, struct hold *h);
 struct rlc_cmd *cmd_renew(const rlc_engine *e, const struct hold *h, int64_t lease);
 void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now);
+/* engine_acquire.c, shared with the multi-lock's (engine_multi.c) */
+struct quorum_vote;
+void acquire_forget_lost(rlc_engine *e, struct hold *h);
+int acquire_votes(rlc_engine *e, const struct eng_op *op, int64_t now,
+                  struct quorum_vote *votes, char *guard_msg, size_t size);
+bool acquire_may_hold(const struct eng_op *op, int i);
+/* engine_multi.c: a multi-lock's op over n names (sorted, distinct) for
+ * owner, queued in each name's hold; RLC_OK and its id, or RLC_E_NOMEM. */
+int multi_new(rlc_engine *e, struct eng_lock *const *locks, int n, uint64_t owner,
+              uint64_t *id, struct eng_op **out);
+void multi_cancel(rlc_engine *e, struct eng_op *op, int64_t now);
 
 /* Shared by the operations (engine_round.c): a round sends one command to
  * every node and ends when all answered or at its deadline. */

@@ -117,6 +117,15 @@ static void unlink_lock(rlc_engine *e, struct eng_lock *l)
         *pp = l->cnext;
 }
 
+void lock_forget_if_idle(rlc_engine *e, struct eng_lock *l)
+{
+    if (l->holds || l->waiters)
+        return;
+    timer_clear(e, &l->timer);
+    unlink_lock(e, l);
+    lock_free(l);
+}
+
 static size_t hold_slot(const rlc_engine *e, const struct eng_lock *l, uint64_t owner)
 {
     uint64_t k = (uint64_t)(uintptr_t)l * 0x9E3779B97F4A7C15ULL ^ owner * 0xC2B2AE3D27D4EB4FULL;
@@ -193,7 +202,19 @@ void hold_mark_ttl(struct hold *h, struct req *r, int64_t ttl)
     if (h->marks)
         h->marks->prev = m;
     h->marks = m;
+    m->rnext = r->ttl;
     r->ttl = m;
+}
+
+/* Takes m off its request's list of marks (its hold goes first). */
+static void mark_unlink_req(struct ttl_mark *m)
+{
+    struct ttl_mark **pp = &m->req->ttl;
+    while (*pp && *pp != m)
+        pp = &(*pp)->rnext;
+    if (*pp)
+        *pp = m->rnext;
+    m->req = NULL;
 }
 
 static void mark_free(struct ttl_mark *m)
@@ -240,9 +261,13 @@ static void mark_done(rlc_engine *e, struct ttl_mark *m, const struct req *r)
 
 void req_answered(rlc_engine *e, struct req *r)
 {
-    if (r->ttl)
-        mark_done(e, r->ttl, r);
+    struct ttl_mark *m = r->ttl;
     r->ttl = NULL;
+    while (m) {
+        struct ttl_mark *next = m->rnext; /* m may be freed by mark_done */
+        mark_done(e, m, r);
+        m = next;
+    }
 }
 
 /* The request is freed unanswered: if its bytes may have reached the
@@ -250,16 +275,18 @@ void req_answered(rlc_engine *e, struct req *r)
 void req_gone(rlc_engine *e, struct req *r, bool reached)
 {
     struct ttl_mark *m = r->ttl;
-    if (!m)
-        return;
     r->ttl = NULL;
-    if (reached) {
-        m->req = NULL;
-    } else {
-        struct hold *h = m->hold;
-        mark_free(m); /* it never reached a server: it never runs */
-        if (!h->marks)
-            hold_maybe_free(e, h);
+    while (m) {
+        struct ttl_mark *next = m->rnext;
+        if (reached) {
+            m->req = NULL;
+        } else {
+            struct hold *h = m->hold;
+            mark_free(m); /* it never reached a server: it never runs */
+            if (!h->marks)
+                hold_maybe_free(e, h);
+        }
+        m = next;
     }
 }
 
@@ -300,7 +327,7 @@ static void hold_free(struct hold *h)
 {
     while (h->marks) {
         if (h->marks->req)
-            h->marks->req->ttl = NULL;
+            mark_unlink_req(h->marks);
         mark_free(h->marks);
     }
     free(h->levels);

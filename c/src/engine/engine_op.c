@@ -61,9 +61,10 @@ void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fm
     ev.count = h->count;
     if (status == RLC_OK && op->kind == OP_ACQUIRE)
         ev.token = h->token;
-    if (status == RLC_OK && (op->kind == OP_ACQUIRE || op->kind == OP_EXTEND))
+    if (status == RLC_OK &&
+        (op->kind == OP_ACQUIRE || op->kind == OP_MULTI || op->kind == OP_EXTEND))
         ev.validity_ms = op->validity_out;
-    if (op->kind == OP_ACQUIRE)
+    if (op->kind == OP_ACQUIRE || op->kind == OP_MULTI)
         eng_count_acquire(e, op, status);
     push_event(e, &ev, msg);
 }
@@ -163,6 +164,8 @@ void op_free(rlc_engine *e, struct eng_op *op)
 {
     round_clear(op);
     timer_clear(e, &op->timer);
+    free(op->members);
+    free(op->places);
     free(op);
 }
 

@@ -166,6 +166,41 @@ struct rlc_cmd *call_token_floor(const struct lock_names *n, uint64_t token)
     return cmd_evalsha(&script_token_floor, 1, 1, argv, lens);
 }
 
+struct rlc_cmd *call_multi_acquire(int m, const struct lock_names *names, const char *uuid,
+                                   int64_t lease_ms, const char *field, size_t field_len,
+                                   uint64_t attempt)
+{
+    /* KEYS: m locks, m token counters, m attempts; ARGV: lease, field, id */
+    const char **argv = malloc(sizeof *argv * (size_t)(3 * m + 3));
+    size_t *lens = malloc(sizeof *lens * (size_t)(3 * m + 3));
+    struct rlc_cmd *cmd = NULL;
+    if (argv && lens) {
+        char lease[24], id[LOCK_ATTEMPT_ID_MAX];
+        for (int j = 0; j < m; j++) {
+            argv[j] = names[j].key, lens[j] = names[j].key_len;
+            argv[m + j] = names[j].token_key, lens[m + j] = names[j].token_key_len;
+            argv[2 * m + j] = names[j].attempts_key;
+            lens[2 * m + j] = names[j].attempts_key_len;
+        }
+        argv[3 * m] = lease, lens[3 * m] = cmd_i64(lease, lease_ms);
+        argv[3 * m + 1] = field, lens[3 * m + 1] = field_len;
+        argv[3 * m + 2] = id;
+        lens[3 * m + 2] = (size_t)lock_attempt_id(uuid, attempt, id, sizeof id);
+        cmd = cmd_evalsha(&script_multi_acquire, 3 * m, 3, argv, lens);
+    }
+    free(argv);
+    free(lens);
+    return cmd;
+}
+
+int answer_multi_busy(const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[2]->type != REDIS_REPLY_INTEGER)
+        return 0;
+    return (int)r->element[2]->integer;
+}
+
 bool answer_acquire(const redisReply *r, struct acquire_answer *a)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4 ||

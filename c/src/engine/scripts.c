@@ -287,6 +287,49 @@ struct script script_token_floor = {
     "return 1\n",
     "", NULL};
 
+/* A multi-lock's try: all of the names or none. First every name is
+ * checked, then, if every one is free or the owner's, each gets exactly what
+ * the acquire script above would give it (one level more, the same attempt
+ * record), with one attempt id for all, so the release, undo, renew and
+ * verify scripts work on each name alone. No token is taken: a multi-lock
+ * has no fencing token (its counter is still raised, as the acquire's is). */
+struct script script_multi_acquire = {
+    "multi_acquire",
+    "local m = #KEYS / 3\n"
+    "for i = 1, m do\n"
+    "  if redis.call('hexists', KEYS[2 * m + i], ARGV[3]) == 1 then return {-1, 0} end\n"
+    "end\n"
+    "for i = 1, m do\n"
+    "  if redis.call('exists', KEYS[i]) == 1 and redis.call('hexists', KEYS[i], ARGV[2]) == 0 then\n"
+    "    return {0, redis.call('pttl', KEYS[i]), i}\n"
+    "  end\n"
+    "end\n"
+    "for i = 1, m do\n"
+    "  local t = redis.pcall('get', KEYS[m + i])\n"
+    "  if type(t) == 'table' or (t and not tonumber(t)) then\n"
+    "    return redis.error_reply('ERR token key ' .. KEYS[m + i] .. ' is unusable; nothing was written')\n"
+    "  end\n"
+    "end\n"
+    "for i = 1, m do\n"
+    "  local key, tok, att = KEYS[i], KEYS[m + i], KEYS[2 * m + i]\n"
+    "  local before\n"
+    "  if redis.call('exists', key) == 0 then\n"
+    "    redis.call('incr', tok)\n"
+    "    redis.call('hset', key, ARGV[2], 1)\n"
+    "    redis.call('hset', att, 'e', ARGV[3])\n"
+    "    before = -2\n"
+    "  else\n"
+    "    before = redis.call('pttl', key)\n"
+    "    redis.call('hincrby', key, ARGV[2], 1)\n"
+    "  end\n"
+    "  redis.call('pexpire', key, ARGV[1])\n"
+    "  local e = redis.call('hget', att, 'e') or ''\n"
+    "  redis.call('hset', att, ARGV[3], before .. '|' .. e .. '|' .. ARGV[2])\n"
+    "  if redis.call('pttl', att) < tonumber(ARGV[1]) then redis.call('pexpire', att, ARGV[1]) end\n"
+    "end\n"
+    "return {1, 0}\n",
+    "", NULL};
+
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 /* Twins made from the scripts' own text at init, so they cannot drift. */
@@ -344,7 +387,8 @@ static void compute_shas(void)
                         sizeof force_src);
 
     struct script *all[] = {&script_acquire, &script_release, &script_undo, &script_renew,
-                            &script_verify, &script_force_release, &script_token_floor};
+                            &script_verify, &script_force_release, &script_token_floor,
+                            &script_multi_acquire};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sha1_hex(all[i]->source, strlen(all[i]->source), all[i]->sha);
 }

@@ -38,6 +38,12 @@ extern struct script script_verify;
 /* KEYS: lock, channel. -> 1 deleted (and published), 0 nothing there. */
 extern struct script script_force_release;
 
+/* A multi-lock's try. KEYS: m locks, m token counters, m attempts. ARGV:
+ * lease ms, owner field, attempt id. -> {1, 0} every name granted, {0, pttl,
+ * i} name i (1-based) busy, {-1, 0} the attempt was undone before it
+ * arrived; nothing written unless every name was granted. */
+extern struct script script_multi_acquire;
+
 /* KEYS: token counter. ARGV: floor. Raises the counter to the floor. */
 extern struct script script_token_floor;
 

@@ -482,49 +482,6 @@ struct script fscript_sem_release = {
     "return tonumber(ARGV[1])\n",
     "", NULL};
 
-/* ---- multi-name lock ------------------------------------------------------------- */
-
-/* All of the names or none: first every name is checked, then, if every
- * one is free or the owner's, each gets exactly what the RLock acquire
- * script (scripts.c) would give it, with one attempt id for all, so the
- * RLock release, undo and renewal scripts work on each name alone. */
-struct script fscript_multi_acquire = {
-    "multi_acquire",
-    "local m = #KEYS / 3\n"
-    "for i = 1, m do\n"
-    "  if redis.call('hexists', KEYS[2 * m + i], ARGV[3]) == 1 then return {-1, 0} end\n"
-    "end\n"
-    "for i = 1, m do\n"
-    "  if redis.call('exists', KEYS[i]) == 1 and redis.call('hexists', KEYS[i], ARGV[2]) == 0 then\n"
-    "    return {0, redis.call('pttl', KEYS[i]), i}\n"
-    "  end\n"
-    "end\n"
-    "for i = 1, m do\n"
-    "  local t = redis.pcall('get', KEYS[m + i])\n"
-    "  if type(t) == 'table' or (t and not tonumber(t)) then\n"
-    "    return redis.error_reply('ERR token key ' .. KEYS[m + i] .. ' is unusable; nothing was written')\n"
-    "  end\n"
-    "end\n"
-    "for i = 1, m do\n"
-    "  local key, tok, att = KEYS[i], KEYS[m + i], KEYS[2 * m + i]\n"
-    "  local before\n"
-    "  if redis.call('exists', key) == 0 then\n"
-    "    redis.call('incr', tok)\n"
-    "    redis.call('hset', key, ARGV[2], 1)\n"
-    "    redis.call('hset', att, 'e', ARGV[3])\n"
-    "    before = -2\n"
-    "  else\n"
-    "    before = redis.call('pttl', key)\n"
-    "    redis.call('hincrby', key, ARGV[2], 1)\n"
-    "  end\n"
-    "  redis.call('pexpire', key, ARGV[1])\n"
-    "  local e = redis.call('hget', att, 'e') or ''\n"
-    "  redis.call('hset', att, ARGV[3], before .. '|' .. e .. '|' .. ARGV[2])\n"
-    "  if redis.call('pttl', att) < tonumber(ARGV[1]) then redis.call('pexpire', att, ARGV[1]) end\n"
-    "end\n"
-    "return {1, 0}\n",
-    "", NULL};
-
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void compute(void)
@@ -535,7 +492,7 @@ static void compute(void)
         &fscript_fair_acquire, &fscript_fair_release, &fscript_fair_withdraw,
         &fscript_fair_undo, &fscript_fair_renew, &fscript_psem_acquire, &fscript_psem_release,
         &fscript_psem_renew, &fscript_psem_available, &fscript_sem_acquire,
-        &fscript_sem_release, &fscript_multi_acquire};
+        &fscript_sem_release};
     /* SPUBLISH twins of those that publish, for sharded clusters: without
      * them a waiter there (SSUBSCRIBEd, pubsub.c) hears no release and
      * only finds the lock free at its next poll, up to a second later.

@@ -74,11 +74,6 @@ extern struct script fscript_sem_acquire;
  * "r" release (once per record), "u" undo of an acquire. -> permits given. */
 extern struct script fscript_sem_release;
 
-/* Multi-name lock. KEYS: m locks, m token keys, m attempts. ARGV: lease,
- * field, attempt id. -> {1, 0} all granted, {0, pttl, index} busy at
- * the 1-based index, {-1, 0} undone before it arrived. */
-extern struct script fscript_multi_acquire;
-
 void fscripts_init(void);
 
 #endif

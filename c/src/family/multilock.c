@@ -2,7 +2,7 @@
  * multilock.c - several RLock names held together: all of them or none.
  *
  * The names are sorted and de-duplicated once. An acquire is ONE script
- * per node over every name (fscript_multi_acquire): it checks them all and
+ * per node over every name (script_multi_acquire, shared with the engine): it checks them all and
  * then takes them all, or takes none, atomically on that node. So on one
  * node no multi-lock ever holds part of its set while it waits for the
  * rest, and two overlapping multi-locks cannot deadlock: hold-and-wait never
@@ -21,11 +21,11 @@
 #include <string.h>
 
 #include "family.h"
-#include "fscripts.h"
 #include "clock.h"
 #include "cmd.h"
 #include "error.h"
 #include "hold.h"
+#include "scripts.h"
 #include "quorum.h"
 
 #define MAX_NAMES 1024
@@ -71,7 +71,7 @@ int rlc_multilock_new(rlc_client *c, const char *const *names, int n, uint64_t o
         rlc_multilock_free(m);
         return rc;
     }
-    fscripts_init();
+    scripts_init();
     /* one global order: the same names always go in the same order */
     qsort(m->locks, (size_t)m->n, sizeof *m->locks, by_key);
     int k = 0;
@@ -156,34 +156,18 @@ static int multi_try_once(void *arg, struct fam_try *t)
     pthread_mutex_unlock(&c->mu);
 
     int k = m->n;
-    const char **argv = malloc(sizeof *argv * (size_t)(3 * k + 3));
-    size_t *lens = malloc(sizeof *lens * (size_t)(3 * k + 3));
-    if (!argv || !lens) {
-        free(argv);
-        free(lens);
+    struct lock_names *names = malloc(sizeof *names * (size_t)k);
+    struct rlc_cmd *cmd = NULL;
+    if (names) {
+        for (int i = 0; i < k; i++)
+            names[i] = lock_names_of(m->locks[i]);
+        cmd = call_multi_acquire(k, names, c->uuid, lease, a->field, strlen(a->field), attempt);
+    }
+    free(names);
+    if (!cmd)
         return t->rc = rlc_fail(RLC_E_NOMEM, "out of memory");
-    }
-    char lease_s[24], id[RLC_ATTEMPT_LEN];
-    for (int i = 0; i < k; i++) {
-        rlc_lock *l = m->locks[i];
-        argv[i] = l->key;
-        lens[i] = l->key_len;
-        argv[k + i] = l->token_key;
-        lens[k + i] = l->token_key_len;
-        argv[2 * k + i] = l->attempts_key;
-        lens[2 * k + i] = l->attempts_key_len;
-    }
-    argv[3 * k] = lease_s;
-    lens[3 * k] = (size_t)snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
-    argv[3 * k + 1] = a->field;
-    lens[3 * k + 1] = strlen(a->field);
-    argv[3 * k + 2] = id;
-    lens[3 * k + 2] = (size_t)client_attempt_name(c, attempt, id, sizeof id);
-    struct rlc_cmd *cmd = cmd_evalsha(&fscript_multi_acquire, 3 * k, 3, argv, lens);
-    free(argv);
-    free(lens);
     struct fanout f;
-    fanout_run(c, a->owner, cmd, &fscript_multi_acquire, &f);
+    fanout_run(c, a->owner, cmd, &script_multi_acquire, &f);
     fam_read_acquire(c, &f, lease, m->locks[0]->key, t);
     if (t->rc == RLC_OK) {
         pthread_mutex_lock(&c->mu);
