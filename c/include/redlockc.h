@@ -541,6 +541,10 @@ RLC_API int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names,
 /* As rlc_lock_extend: lease_ms <= 0 hands the hold to the watchdog. */
 RLC_API int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                               int64_t lease_ms, int64_t now_ms, uint64_t *op);
+/* Forgets every owner's hold of name (rlc_lock_force_release deleted the
+ * key): no renewal, no loss report, no level left for a later acquire to
+ * nest in. Sends nothing; operations still running end as they would. */
+RLC_API int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, int64_t now_ms);
 /* Ends an acquire that is still running with RLC_E_CANCELED; whatever it
  * may have taken is undone. An op that already ended, or a release or
  * extend, is left alone: RLC_NOT_ACQUIRED says so (nothing to cancel). */

@@ -49,7 +49,7 @@ struct waiter {
     int n_names;
     uint64_t owner;
     int64_t a, b;
-    const void *tag;    /* an acquire's, for edrv_cancel (NULL: none) */
+    const struct cancel_point *cp; /* an acquire's handle's cancels (edrv_cancel), or NULL */
     uint64_t op;        /* the engine's id, once drained (0 before) */
     struct edrv_outcome *out;
     atomic_bool done;   /* set under the mutex, read after a wake-up without it */

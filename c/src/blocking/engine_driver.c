@@ -244,8 +244,13 @@ static void drain(struct edrv *d)
     int64_t now = dio_now_ms();
     for (w = fifo; w; w = fifo) {
         fifo = w->in_next;
+        /* a cancel made after the call began and before it got here ends
+         * it too (edrv_cancel only sees what is in the engine) */
         int rc = d->stopping ? rlc_fail(RLC_E_CLOSED, "the client is closing")
-                             : w->q(d, w, now, &w->op);
+                 : cancel_requested(w->cp)
+                     ? rlc_fail(RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",
+                                w->name ? w->name : w->names[0])
+                     : w->q(d, w, now, &w->op);
         if (rc != RLC_OK) {
             refuse(d, w, rc, rlc_errmsg());
             continue;
@@ -424,20 +429,21 @@ static int run_op(struct edrv *d, struct waiter w, struct edrv_outcome *out)
 }
 
 int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
-                 const void *tag, int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out)
+                 const struct cancel_point *cp, int64_t wait_ms, int64_t lease_ms,
+                 struct edrv_outcome *out)
 {
     return run_op(d, (struct waiter){.q = q_acquire, .name = name, .name_len = name_len,
-                                     .owner = owner, .a = wait_ms, .b = lease_ms, .tag = tag},
+                                     .owner = owner, .a = wait_ms, .b = lease_ms, .cp = cp},
                   out);
 }
 
 int edrv_acquire_multi(struct edrv *d, const char *const *names, const size_t *name_lens,
-                       int n, uint64_t owner, const void *tag, int64_t wait_ms,
+                       int n, uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
                        int64_t lease_ms, struct edrv_outcome *out)
 {
     return run_op(d, (struct waiter){.q = q_acquire_multi, .names = names,
                                      .name_lens = name_lens, .n_names = n, .owner = owner,
-                                     .a = wait_ms, .b = lease_ms, .tag = tag},
+                                     .a = wait_ms, .b = lease_ms, .cp = cp},
                   out);
 }
 
@@ -466,7 +472,7 @@ int edrv_cancel(struct edrv *d, const void *tag)
     drain(d); /* an acquire pushed before this call is in the engine now */
     int64_t now = dio_now_ms();
     for (struct waiter *w = d->waiters; w; w = w->next)
-        if (w->tag == tag && rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
+        if (w->cp && (const void *)w->cp->count == tag && rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
             n++;
     if (!d->leading)
         dio_flush_all(d, false, now);
@@ -494,6 +500,16 @@ void edrv_set_log(struct edrv *d, edrv_log_fn fn, void *user)
     d->log_fn = fn;
     d->log_user = user;
     pump(d); /* what came before */
+    unlock(d);
+}
+
+void edrv_forget(struct edrv *d, const char *name, size_t name_len)
+{
+    if (forked(d))
+        return;
+    pthread_mutex_lock(&d->mu);
+    drain(d); /* what was asked before this call first */
+    rlc_engine_forget(d->e, name, name_len, dio_now_ms());
     unlock(d);
 }
 

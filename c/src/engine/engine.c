@@ -282,6 +282,23 @@ int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
     return RLC_OK;
 }
 
+int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, int64_t now_ms)
+{
+    if (!e || !name)
+        return rlc_fail(RLC_E_INVAL, "engine or name is NULL");
+    advance(e, now_ms);
+    struct eng_lock *l = lock_find(e, name, name_len);
+    for (struct hold *h = l ? l->holds : NULL, *next; h; h = next) {
+        next = h->next; /* h, and l with its last hold, may go here */
+        h->count = 0;
+        h->n_levels = 0;
+        h->lost = 0;
+        renew_schedule(e, h); /* no renewal, no loss push, no LOST event */
+        hold_maybe_free(e, h);
+    }
+    return RLC_OK;
+}
+
 int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev)
 {
     return e && ev ? eng_event_pop(e, ev) : 0;
