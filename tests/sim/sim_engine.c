@@ -16,11 +16,24 @@
  * Everything happens in one event loop on one simulated clock, driven by one
  * seed: a failing seed replays exactly (`seed=N schedules=1 verbose=1`).
  *
+ * An owner holds a stack of units, newest on top: a plain acquire's one name,
+ * or a multi-lock's names (rlc_engine_acquire_multi: all of 1-3 names, given
+ * unsorted and at times with a duplicate, or none). A unit is one more level
+ * of each of its names; a release gives back the top unit, a multi-lock's
+ * names one by one in reverse order. About one owner in four also takes
+ * multi-locks: from no hold (waiting like a plain acquire), or nested in the
+ * hold on top of its stack (no wait, as a nested acquire: waiting while
+ * holding could deadlock two such owners). Every check below is per name:
+ * a multi-lock's grant makes each of its names a hold valid for the DONE's
+ * validity_ms, its token is 0 (no fencing token: outside the tokens check),
+ * and its holds are lost, extended and released one name at a time.
+ *
  * Checked in every schedule:
  *   overlaps   two owners hold one lock at once, both within the validity
  *              the engine reported (acquire/extend validity_ms on the owner's
  *              own clock; a watchdog hold until its LOST event or release)
  *   tokens     a new hold's fencing token not above the previous new hold's
+ *              (plain acquires; a multi-lock's DONE must say token 0)
  *   residue    a lock hash still on a node once every owner released every
  *              level and every engine is idle: a level left by a failed or
  *              cancelled acquire, or an orphan level
@@ -32,7 +45,9 @@
  *              and every owner finishes, every engine is idle, within a bound
  *   protocol   the engine refused the node's bytes, or sent a command the
  *              node does not know, or its hold count disagrees with its events
- *   contract   an acquire or extend ended RLC_OK with validity_ms <= 0
+ *   contract   an acquire or extend ended RLC_OK with validity_ms <= 0; a
+ *              multi-lock's DONE names other than its first name in byte
+ *              order, or an RLC_OK of it gives a token
  *
  *   sim_engine [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME]
  *              [replay=1] [expect=violations] [lua=PATH/node.lua]
@@ -66,7 +81,9 @@
 #define MAX_NODES 5
 #define MAX_CLIENTS 4
 #define MAX_TASKS 3
-#define MAX_LOCKS 2
+#define MAX_LOCKS 3
+#define MAX_UNITS 4   /* an owner's stack: a hold, 2 nested in it, a multi-lock */
+#define MAX_MULTI 4   /* names passed to one multi-lock: 3 and a duplicate */
 #define MAX_SCRIPTS 16
 #define NEVER INT64_MAX
 
@@ -208,23 +225,36 @@ struct pipe {
     int ntkeys, captkeys;
 };
 
-enum task_state { T_IDLE, T_ACQ, T_HELD, T_NESTED, T_EXT, T_REL, T_DONE };
+enum task_state { T_IDLE, T_ACQ, T_HELD, T_NESTED, T_MULTI, T_EXT, T_REL, T_DONE };
+
+/* An owner's hold of one name (all its levels, from any units). */
+struct hold {
+    int64_t levels;       /* the owner's hold count, as the events say */
+    bool active;          /* a hold in use: from acquire RLC_OK to release or LOST */
+    bool quiet_hold;      /* the hold was taken after faults stopped: never lost */
+    bool lost_seen;       /* a LOST event or an op's RLC_E_LOST said it is gone */
+    int64_t valid_end;    /* sim time its validity ends (NEVER: a watchdog hold) */
+    int64_t lease;        /* the hold's lease_ms (<= 0: watchdog) */
+    uint64_t token;       /* 0 when a multi-lock made it */
+};
 
 struct task {
     uint64_t owner;
     int rounds;           /* rounds left */
-    int lock;
+    bool multi;           /* this owner takes multi-locks too */
+    int lock;             /* the running plain op's name */
     enum task_state st;
     uint64_t op;
     int64_t op_start;     /* sim time the running op began */
     bool quiet_op;        /* the op began after faults stopped */
-    bool quiet_hold;      /* the hold was taken after faults stopped: never lost */
-    int64_t levels;       /* the owner's hold count, as the events say */
-    bool active;          /* a hold in use: from acquire RLC_OK to release or LOST */
-    int64_t valid_end;    /* sim time its validity ends (NEVER: a watchdog hold) */
-    int64_t lease;        /* the hold's lease_ms (<= 0: watchdog) */
+    bool nested_multi;    /* the running multi-lock nests in a hold (no wait) */
+    unsigned mset;        /* the running multi-lock's names, a bit per lock */
+    int64_t mlease;       /* the running multi-lock's lease_ms */
     int64_t ext_lease;    /* the running extend's */
-    uint64_t token;
+    unsigned unit[MAX_UNITS]; /* what it holds, oldest first: a bit per name */
+    int nunits;
+    unsigned releasing;   /* names of the unit being given back, not yet released */
+    struct hold h[MAX_LOCKS];
 };
 
 struct client {
@@ -249,6 +279,7 @@ struct script_slot {
 struct stats {
     long overlaps, tokens, residue, liveness, protocol, contract;
     long grants, busy, failed, canceled, lost, extends, releases;
+    long multi_grants, multi_busy, multi_failed, multi_canceled;
     long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes, restarts;
     long commands, messages, events, claims;
     long invalidations;   /* loss push: CLIENT TRACKING messages sent */
@@ -298,7 +329,8 @@ static struct {
     struct stats st;
 } S;
 
-static const char *lock_names[MAX_LOCKS] = {"lk0", "lk1"};
+/* In byte order: a set's first name in byte order is its lowest index. */
+static const char *lock_names[MAX_LOCKS] = {"lk0", "lk1", "lk2"};
 
 static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void trace(const char *fmt, ...)
@@ -1088,23 +1120,32 @@ static void on_back(int p)
         service(pp->client);
 }
 
-static void check_overlap(int ci, int ti)
+static int lock_index(const char *name, size_t len)
+{
+    for (int l = 0; l < MAX_LOCKS; l++)
+        if (strlen(lock_names[l]) == len && memcmp(lock_names[l], name, len) == 0)
+            return l;
+    return -1;
+}
+
+static void check_overlap(int ci, int ti, int l)
 {
     struct task *me = &S.cl[ci].task[ti];
-    if (!me->active || me->valid_end <= S.now)
+    const struct hold *mh = &me->h[l];
+    if (!mh->active || mh->valid_end <= S.now)
         return;
     for (int cj = 0; cj < S.cfg.clients; cj++) {
         if (client_paused(cj))
             continue;
         for (int tj = 0; tj < S.cl[cj].ntasks; tj++) {
-            struct task *o = &S.cl[cj].task[tj];
-            if ((cj == ci && tj == ti) || !o->active || o->lock != me->lock ||
-                o->valid_end <= S.now)
+            const struct task *ot = &S.cl[cj].task[tj];
+            const struct hold *o = &ot->h[l];
+            if ((cj == ci && tj == ti) || !o->active || o->valid_end <= S.now)
                 continue;
             S.st.overlaps++;
             trace("OVERLAP %s: c%d/o%" PRIu64 " (valid to %" PRId64 ") and c%d/o%" PRIu64
                   " (valid to %s%" PRId64 ")",
-                  lock_names[me->lock], ci, me->owner, me->valid_end, cj, o->owner,
+                  lock_names[l], ci, me->owner, mh->valid_end, cj, ot->owner,
                   o->valid_end == NEVER ? "watchdog " : "", o->valid_end == NEVER ? 0 : o->valid_end);
         }
     }
@@ -1112,11 +1153,11 @@ static void check_overlap(int ci, int ti)
 
 /* The engine's own word, rlc_engine_validity_ms(): while it says the hold is
  * still certainly held, no other owner may hold a valid grant of the lock. */
-static void check_claim(int ci, int ti)
+static void check_claim(int ci, int ti, int l)
 {
     struct client *c = &S.cl[ci];
     struct task *me = &c->task[ti];
-    const char *name = lock_names[me->lock];
+    const char *name = lock_names[l];
     int64_t v = rlc_engine_validity_ms(c->e, name, strlen(name), me->owner, local_now(c));
     if (v <= 0)
         return;
@@ -1125,13 +1166,14 @@ static void check_claim(int ci, int ti)
         if (client_paused(cj))
             continue;
         for (int tj = 0; tj < S.cl[cj].ntasks; tj++) {
-            struct task *o = &S.cl[cj].task[tj];
-            if ((cj == ci && tj == ti) || !o->active || o->lock != me->lock || o->valid_end <= S.now)
+            const struct task *ot = &S.cl[cj].task[tj];
+            const struct hold *o = &ot->h[l];
+            if ((cj == ci && tj == ti) || !o->active || o->valid_end <= S.now)
                 continue;
             S.st.overlaps++;
             trace("OVERLAP %s: rlc_engine_validity_ms says c%d/o%" PRIu64 " holds it %" PRId64
                   " ms more, and c%d/o%" PRIu64 " holds a valid grant", name, ci, me->owner, v,
-                  cj, o->owner);
+                  cj, ot->owner);
         }
     }
 }
@@ -1157,104 +1199,324 @@ static int task_of_owner(int ci, uint64_t owner)
     return -1;
 }
 
-static void check_count(int ci, struct task *t)
+static int64_t engine_count(int ci, const struct task *t, int l)
 {
-    const char *name = lock_names[t->lock];
-    int64_t n = rlc_engine_hold_count(S.cl[ci].e, name, strlen(name), t->owner);
-    if (n != t->levels) {
+    const char *name = lock_names[l];
+    return rlc_engine_hold_count(S.cl[ci].e, name, strlen(name), t->owner);
+}
+
+static void check_count(int ci, const struct task *t, int l)
+{
+    const char *name = lock_names[l];
+    int64_t n = engine_count(ci, t, l);
+    if (n != t->h[l].levels) {
         S.st.protocol++;
         trace("COUNT c%d/o%" PRIu64 " %s: rlc_engine_hold_count %" PRId64 ", events said %" PRId64,
-              ci, t->owner, name, n, t->levels);
+              ci, t->owner, name, n, t->h[l].levels);
     }
 }
 
+/* An OK with no validity left breaks the contract (validity_ms: "how long
+ * the hold is certainly held"); the hold then counts as not valid. */
+static bool validity_kept(int ci, const struct task *t, const rlc_engine_event *ev,
+                          const char *what)
+{
+    if (ev->validity_ms > 0)
+        return true;
+    S.st.contract++;
+    trace("CONTRACT c%d/o%" PRIu64 ": %s RLC_OK with validity_ms %" PRId64, ci, t->owner, what,
+          ev->validity_ms);
+    return false;
+}
+
 /* Until when an acquire or extend that ended RLC_OK is certainly held: its
- * validity on the owner's own clock; a watchdog hold until it is LOST. An OK
- * with no validity left breaks the contract (validity_ms: "how long the hold
- * is certainly held"); the hold then counts as not valid. */
-static int64_t valid_end(int ci, const struct task *t, const rlc_engine_event *ev)
+ * validity on the owner's own clock; a watchdog hold until it is LOST. */
+static int64_t valid_until(int ci, int64_t lease, int64_t validity_ms)
 {
     struct client *c = &S.cl[ci];
-    if (ev->validity_ms <= 0) {
-        S.st.contract++;
-        trace("CONTRACT c%d/o%" PRIu64 ": %s RLC_OK with validity_ms %" PRId64, ci, t->owner,
-              t->st == T_EXT ? "extend" : "acquire", ev->validity_ms);
+    if (validity_ms <= 0)
         return S.now;
+    return lease > 0 ? sim_at(c, local_now(c) + validity_ms) : NEVER;
+}
+
+/* One more acquire held: the unit a release gives back as a whole. */
+static void push_unit(int ci, struct task *t, unsigned set)
+{
+    if (t->nunits == MAX_UNITS) {
+        S.st.protocol++; /* the owner's steps never nest this deep: a bug here */
+        trace("PROTOCOL c%d/o%" PRIu64 ": more than %d units held", ci, t->owner, MAX_UNITS);
+        return;
     }
-    return t->lease > 0 ? sim_at(c, local_now(c) + ev->validity_ms) : NEVER;
+    t->unit[t->nunits++] = set;
+}
+
+/* Drops name l from every unit held: the engine forgot its hold. */
+static void strip_name(struct task *t, int l)
+{
+    int k = 0;
+    for (int i = 0; i < t->nunits; i++) {
+        unsigned u = t->unit[i] & ~(1u << l);
+        if (u)
+            t->unit[k++] = u;
+    }
+    t->nunits = k;
+}
+
+/* The hold's count `got` after an acquire or multi-lock that took g levels
+ * of it (0 or 1): its levels before and g; or just g if it was lost: a new
+ * acquire forgets a lost hold's levels and starts it again (engine_acquire.c,
+ * acquire_forget_lost), and so do its units here. */
+static void settle_levels(int ci, struct task *t, int l, int64_t got, int g)
+{
+    struct hold *h = &t->h[l];
+    bool restarted = h->levels == 0;
+    if (got != h->levels + g) {
+        if (h->lost_seen && got == g) {
+            strip_name(t, l);
+            restarted = true;
+        } else {
+            S.st.protocol++;
+            trace("COUNT c%d/o%" PRIu64 " %s: %" PRId64 " levels after an acquire that took %d "
+                  "of it, %" PRId64 " before", ci, t->owner, lock_names[l], got, g, h->levels);
+        }
+    }
+    h->levels = got;
+    if (restarted)
+        h->lost_seen = false;
+}
+
+/* After an op that took nothing: what is still held, or a new round. */
+static void after_no_grant(int ci, int ti)
+{
+    struct task *t = &S.cl[ci].task[ti];
+    t->st = t->nunits > 0 ? T_HELD : T_IDLE;
+    app_next(ci, ti, rnd(0, 20));
+}
+
+/* A plain acquire's new hold: its token must be above every earlier new
+ * hold's (multi-locks give none: they are left out). */
+static void check_token(int ci, struct task *t, int l, const rlc_engine_event *ev)
+{
+    /* equal only when the same owner's new acquire landed in its own hold
+     * whose release had not run yet (same life, same token) */
+    bool same = ev->token == S.last_token[l] && S.last_holder[l] == ci * 1000 + (int)t->owner;
+    if (ev->token <= S.last_token[l] && !same) {
+        S.st.tokens++;
+        trace("TOKEN %s: c%d/o%" PRIu64 " got %" PRIu64 ", an earlier hold had %" PRIu64,
+              lock_names[l], ci, t->owner, ev->token, S.last_token[l]);
+    }
+    if (ev->token > S.last_token[l]) {
+        S.last_token[l] = ev->token;
+        S.last_holder[l] = ci * 1000 + (int)t->owner;
+    }
+}
+
+static void on_acquire_done(int ci, int ti, enum task_state was, const rlc_engine_event *ev)
+{
+    struct task *t = &S.cl[ci].task[ti];
+    int l = t->lock;
+    struct hold *h = &t->h[l];
+    settle_levels(ci, t, l, ev->count, ev->status == RLC_OK);
+    check_count(ci, t, l);
+    if (ev->status == RLC_E_LOST) {
+        h->active = false; /* the engine says the hold is gone */
+        h->lost_seen = true;
+    }
+    if (ev->status != RLC_OK) {
+        if (ev->status == RLC_NOT_ACQUIRED)
+            S.st.busy++;
+        else if (ev->status == RLC_E_CANCELED)
+            S.st.canceled++;
+        else
+            S.st.failed++;
+        if (t->quiet_op && was == T_ACQ) {
+            S.st.liveness++;
+            trace("LIVENESS c%d/o%" PRIu64 ": an acquire begun after faults stopped ended %d (%s)",
+                  ci, t->owner, ev->status, ev->message);
+        }
+        after_no_grant(ci, ti);
+        return;
+    }
+    S.st.grants++;
+    if (ev->count == 1) {
+        check_token(ci, t, l, ev);
+        h->token = ev->token;
+        h->quiet_hold = t->quiet_op && was == T_ACQ;
+    }
+    h->active = true;
+    h->valid_end = validity_kept(ci, t, ev, "acquire") ? valid_until(ci, h->lease, ev->validity_ms)
+                                                        : S.now;
+    check_overlap(ci, ti, l);
+    push_unit(ci, t, 1u << l);
+    t->st = T_HELD;
+    app_next(ci, ti, rnd(0, S.cfg.hold_max));
+}
+
+/* The multi-lock's DONE: for every name of the set, as a plain acquire's
+ * DONE would be for that name (one more level each, or none at all). */
+static void on_multi_done(int ci, int ti, const rlc_engine_event *ev)
+{
+    struct task *t = &S.cl[ci].task[ti];
+    unsigned set = t->mset;
+    t->mset = 0;
+    int first = __builtin_ctz(set);
+    if (lock_index(ev->name, ev->name_len) != first) {
+        S.st.contract++;
+        trace("CONTRACT c%d/o%" PRIu64 ": a multi-lock's DONE names %.*s, its first name is %s",
+              ci, t->owner, (int)ev->name_len, ev->name, lock_names[first]);
+    }
+    if (ev->status != RLC_OK) {
+        if (ev->status == RLC_NOT_ACQUIRED)
+            S.st.multi_busy++;
+        else if (ev->status == RLC_E_CANCELED)
+            S.st.multi_canceled++;
+        else
+            S.st.multi_failed++;
+        for (int l = 0; l < MAX_LOCKS; l++) {
+            if (!(set & (1u << l)))
+                continue;
+            settle_levels(ci, t, l, engine_count(ci, t, l), 0); /* no level left of it */
+            if (ev->status == RLC_E_LOST && t->h[l].levels > 0) {
+                /* a hold it nests in is gone (the message names which): that
+                 * one's levels are forgotten by the owner's next acquire */
+                t->h[l].active = false;
+                t->h[l].lost_seen = true;
+            }
+        }
+        if (t->quiet_op && !t->nested_multi) {
+            S.st.liveness++;
+            trace("LIVENESS c%d/o%" PRIu64 ": a multi-lock begun after faults stopped ended %d (%s)",
+                  ci, t->owner, ev->status, ev->message);
+        }
+        after_no_grant(ci, ti);
+        return;
+    }
+    S.st.multi_grants++;
+    if (ev->token != 0) {
+        S.st.contract++;
+        trace("CONTRACT c%d/o%" PRIu64 ": a multi-lock's RLC_OK gave token %" PRIu64
+              " (it has none)", ci, t->owner, ev->token);
+    }
+    bool kept = validity_kept(ci, t, ev, "multi-lock");
+    for (int l = 0; l < MAX_LOCKS; l++) {
+        if (!(set & (1u << l)))
+            continue;
+        struct hold *h = &t->h[l];
+        settle_levels(ci, t, l, engine_count(ci, t, l), 1);
+        if (h->levels == 1) {
+            h->token = 0;
+            h->lease = t->mlease;
+            h->quiet_hold = t->quiet_op;
+        }
+        h->active = true;
+        h->valid_end = kept ? valid_until(ci, h->lease, ev->validity_ms) : S.now;
+        check_overlap(ci, ti, l);
+    }
+    push_unit(ci, t, set);
+    t->st = T_HELD;
+    app_next(ci, ti, rnd(0, S.cfg.hold_max));
+}
+
+static void on_extend_done(int ci, int ti, const rlc_engine_event *ev)
+{
+    struct task *t = &S.cl[ci].task[ti];
+    int l = t->lock;
+    struct hold *h = &t->h[l];
+    h->levels = ev->count;
+    check_count(ci, t, l);
+    if (ev->status == RLC_E_LOST) {
+        h->active = false;
+        h->lost_seen = true;
+    }
+    if (ev->status == RLC_OK) {
+        S.st.extends++;
+        h->lease = t->ext_lease;
+        h->valid_end = validity_kept(ci, t, ev, "extend") ? valid_until(ci, h->lease, ev->validity_ms)
+                                                          : S.now;
+        if (h->active)
+            check_overlap(ci, ti, l);
+    }
+    t->st = T_HELD;
+    app_next(ci, ti, rnd(0, S.cfg.hold_max / 2));
+}
+
+static void on_release_done(int ci, int ti, const rlc_engine_event *ev)
+{
+    struct task *t = &S.cl[ci].task[ti];
+    int l = t->lock;
+    struct hold *h = &t->h[l];
+    h->levels = ev->count;
+    check_count(ci, t, l);
+    if (ev->status == RLC_E_LOST) {
+        h->active = false;
+        h->lost_seen = true;
+    }
+    if (h->levels == 0)
+        h->lost_seen = false; /* the next acquire starts a new hold */
+    S.st.releases++;
+    t->st = t->nunits > 0 || t->releasing ? T_HELD : T_IDLE;
+    /* a multi-lock's next name goes at once, as a caller's loop would */
+    app_next(ci, ti, t->releasing ? rnd(0, 2) : rnd(0, 10));
 }
 
 static void on_done(int ci, const rlc_engine_event *ev)
 {
-    struct client *c = &S.cl[ci];
     int ti = task_of_op(ci, ev->op);
     if (ti < 0) {
         S.st.protocol++;
         trace("PROTOCOL c%d: DONE for unknown op %" PRIu64, ci, ev->op);
         return;
     }
-    struct task *t = &c->task[ti];
+    struct task *t = &S.cl[ci].task[ti];
     t->op = 0;
     enum task_state was = t->st;
-    t->levels = ev->count;
-    check_count(ci, t);
-    if (ev->status == RLC_E_LOST)
-        t->active = false; /* the engine says the hold is gone */
-    if (was == T_ACQ || was == T_NESTED) {
-        if (ev->status == RLC_OK) {
-            S.st.grants++;
-            if (ev->count == 1) {
-                /* equal only when the same owner's new acquire landed in its own
-                 * hold whose release had not run yet (same life, same token) */
-                bool same = ev->token == S.last_token[t->lock] &&
-                            S.last_holder[t->lock] == ci * 1000 + (int)t->owner;
-                if (ev->token <= S.last_token[t->lock] && !same) {
-                    S.st.tokens++;
-                    trace("TOKEN %s: c%d/o%" PRIu64 " got %" PRIu64 ", an earlier hold had %" PRIu64,
-                          lock_names[t->lock], ci, t->owner, ev->token, S.last_token[t->lock]);
-                }
-                if (ev->token > S.last_token[t->lock]) {
-                    S.last_token[t->lock] = ev->token;
-                    S.last_holder[t->lock] = ci * 1000 + (int)t->owner;
-                }
-                t->token = ev->token;
-                t->quiet_hold = t->quiet_op && was == T_ACQ;
-            }
-            t->active = true;
-            t->valid_end = valid_end(ci, t, ev);
-            check_overlap(ci, ti);
-            t->st = T_HELD;
-            app_next(ci, ti, rnd(0, S.cfg.hold_max));
-        } else {
-            if (ev->status == RLC_NOT_ACQUIRED)
-                S.st.busy++;
-            else if (ev->status == RLC_E_CANCELED)
-                S.st.canceled++;
-            else
-                S.st.failed++;
-            if (t->quiet_op && was == T_ACQ) {
-                S.st.liveness++;
-                trace("LIVENESS c%d/o%" PRIu64 ": an acquire begun after faults stopped ended %d (%s)",
-                      ci, t->owner, ev->status, ev->message);
-            }
-            t->st = t->levels > 0 ? T_HELD : T_IDLE;
-            app_next(ci, ti, rnd(0, 20));
-        }
-    } else if (was == T_EXT) {
-        if (ev->status == RLC_OK) {
-            S.st.extends++;
-            t->lease = t->ext_lease;
-            t->valid_end = valid_end(ci, t, ev);
-            if (t->active)
-                check_overlap(ci, ti);
-        }
-        t->st = T_HELD;
-        app_next(ci, ti, rnd(0, S.cfg.hold_max / 2));
-    } else if (was == T_REL) {
-        S.st.releases++;
-        t->st = t->levels > 0 ? T_HELD : T_IDLE;
-        app_next(ci, ti, rnd(0, 10));
+    if (was != T_MULTI && lock_index(ev->name, ev->name_len) != t->lock) {
+        S.st.protocol++;
+        trace("PROTOCOL c%d/o%" PRIu64 ": DONE of an op on %s names %.*s", ci, t->owner,
+              lock_names[t->lock], (int)ev->name_len, ev->name);
     }
+    switch (was) {
+    case T_ACQ:
+    case T_NESTED:
+        on_acquire_done(ci, ti, was, ev);
+        break;
+    case T_MULTI:
+        on_multi_done(ci, ti, ev);
+        break;
+    case T_EXT:
+        on_extend_done(ci, ti, ev);
+        break;
+    case T_REL:
+        on_release_done(ci, ti, ev);
+        break;
+    default:
+        break;
+    }
+}
+
+static void on_lost(int ci, const rlc_engine_event *ev)
+{
+    S.st.lost++;
+    int ti = task_of_owner(ci, ev->owner);
+    int l = lock_index(ev->name, ev->name_len);
+    if (ti < 0 || l < 0) {
+        S.st.protocol++;
+        trace("PROTOCOL c%d: LOST for unknown owner or name", ci);
+        return;
+    }
+    struct hold *h = &S.cl[ci].task[ti].h[l];
+    if (h->quiet_hold && ev->status == RLC_E_LOST) {
+        /* no fault touched it: a renewal or a verify (loss push)
+         * that says it is gone is wrong. (It may still run out of
+         * time: a request of the owner's from the faults may still
+         * run, and its short lease bounds every claim, E8.) */
+        S.st.liveness++;
+        trace("LIVENESS c%d/o%" PRIu64 ": a hold of %s taken after faults stopped was "
+              "reported lost (%s)", ci, ev->owner, lock_names[l], ev->message ? ev->message : "");
+    }
+    h->quiet_hold = false;
+    h->active = false;
+    h->lost_seen = true;
 }
 
 static void on_event(int ci, const rlc_engine_event *ev)
@@ -1270,25 +1532,7 @@ static void on_event(int ci, const rlc_engine_event *ev)
     if (ev->type == RLC_EV_DONE) {
         on_done(ci, ev);
     } else if (ev->type == RLC_EV_LOST) {
-        S.st.lost++;
-        int ti = task_of_owner(ci, ev->owner);
-        if (ti >= 0) {
-            struct task *t = &S.cl[ci].task[ti];
-            if (t->quiet_hold && ev->status == RLC_E_LOST) {
-                /* no fault touched it: a renewal or a verify (loss push)
-                 * that says it is gone is wrong. (It may still run out of
-                 * time: a request of the owner's from the faults may still
-                 * run, and its short lease bounds every claim, E8.) */
-                S.st.liveness++;
-                trace("LIVENESS c%d/o%" PRIu64 ": a hold taken after faults stopped was "
-                      "reported lost (%s)", ci, ev->owner, ev->message ? ev->message : "");
-            }
-            t->quiet_hold = false;
-            t->active = false;
-        } else {
-            S.st.protocol++;
-            trace("PROTOCOL c%d: LOST for unknown owner", ci);
-        }
+        on_lost(ci, ev);
     } else {
         S.st.protocol++;
         trace("PROTOCOL c%d: event of unknown type %d", ci, ev->type);
@@ -1385,15 +1629,254 @@ static void service(int ci)
 
 /* ------------------------------------------------------------ owners */
 
-static void app_step(int ci, int ti)
+/* The engine refused to start an op: a protocol failure, the owner stops. */
+static void refused(int ci, struct task *t, int rc)
+{
+    S.st.protocol++;
+    trace("PROTOCOL c%d/o%" PRIu64 ": the call -> %d (%s)", ci, t->owner, rc, rlc_errmsg());
+    t->st = T_DONE;
+    S.tasks_left--;
+}
+
+static void begin_op(struct task *t, uint64_t op, enum task_state st)
+{
+    t->op = op;
+    t->st = st;
+    t->op_start = S.now;
+    t->quiet_op = S.quiet && S.now >= S.cfg.settled_at;
+}
+
+/* A new round's lease: the watchdog or a lease of its own. */
+static int64_t pick_lease(void)
+{
+    return chance(0.3) ? 0 : rnd(S.cfg.lease_max / 4, S.cfg.lease_max);
+}
+
+/* A new round's wait: none, some, or without limit; after faults stop,
+ * without limit (the liveness rule: every one is served). */
+static int64_t pick_wait(void)
+{
+    if (S.quiet)
+        return -1;
+    int64_t k = rnd(0, 3);
+    return k == 0 ? 0 : k == 1 ? rnd(1, S.cfg.lease_max) : -1;
+}
+
+static void maybe_cancel(int ci, int ti, uint64_t op)
+{
+    if (!S.quiet && S.cfg.faults && chance(0.1))
+        at(S.now + rnd(0, S.cfg.io * 3), EV_CANCEL, ci, ti, op);
+}
+
+static bool start_acquire(int ci, int ti)
 {
     struct client *c = &S.cl[ci];
     struct task *t = &c->task[ti];
+    t->lock = (int)rnd(0, S.cfg.locks - 1);
+    const char *name = lock_names[t->lock];
+    t->h[t->lock].lease = pick_lease();
+    int64_t wait = pick_wait();
+    uint64_t op = 0;
+    int rc = rlc_engine_acquire(c->e, name, strlen(name), t->owner, wait, t->h[t->lock].lease,
+                                local_now(c), &op);
+    trace("c%d/o%" PRIu64 " acquire %s wait %" PRId64 " lease %" PRId64 " -> op%" PRIu64, ci,
+          t->owner, name, wait, t->h[t->lock].lease, op);
+    if (rc != RLC_OK) {
+        refused(ci, t, rc);
+        return false;
+    }
+    begin_op(t, op, T_ACQ);
+    maybe_cancel(ci, ti, op);
+    return true;
+}
+
+/* The names of a multi-lock: `in` (a name held, -1 for none) first, then
+ * others up to 2-3 distinct ones (as many as the schedule has), at times a
+ * duplicate, in a random order (the engine sorts them). */
+static int pick_names(int in, int pick[MAX_MULTI], unsigned *set)
+{
+    int n = 0, distinct = 0, want = (int)rnd(2, 3);
+    *set = 0;
+    if (in >= 0) {
+        pick[n++] = in;
+        *set |= 1u << in;
+        distinct++;
+    }
+    while (n < want && distinct < S.cfg.locks) {
+        int l = (int)rnd(0, S.cfg.locks - 1);
+        if (*set & (1u << l))
+            continue;
+        pick[n++] = l;
+        *set |= 1u << l;
+        distinct++;
+    }
+    if (chance(n == 1 ? 0.5 : 0.2)) {
+        pick[n] = pick[rnd(0, n - 1)];
+        n++;
+    }
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)rnd(0, i), x = pick[i];
+        pick[i] = pick[j];
+        pick[j] = x;
+    }
+    return n;
+}
+
+/* A multi-lock: from no hold (in -1) as a new round, or nested in the hold
+ * of name `in` (no wait, that hold's lease, as a nested acquire). */
+static bool start_multi(int ci, int ti, int in)
+{
+    struct client *c = &S.cl[ci];
+    struct task *t = &c->task[ti];
+    int pick[MAX_MULTI];
+    unsigned set;
+    int n = pick_names(in, pick, &set);
+    int64_t lease = in >= 0 ? t->h[in].lease : pick_lease();
+    int64_t wait = in >= 0 ? 0 : pick_wait();
+    const char *names[MAX_MULTI];
+    size_t lens[MAX_MULTI];
+    char shown[64] = "";
+    for (int i = 0; i < n; i++) {
+        names[i] = lock_names[pick[i]];
+        lens[i] = strlen(names[i]);
+        snprintf(shown + strlen(shown), sizeof shown - strlen(shown), "%s%s", i ? "," : "",
+                 names[i]);
+    }
+    uint64_t op = 0;
+    int rc = rlc_engine_acquire_multi(c->e, names, lens, n, t->owner, wait, lease, local_now(c),
+                                      &op);
+    trace("c%d/o%" PRIu64 " %smulti-lock %s wait %" PRId64 " lease %" PRId64 " -> op%" PRIu64, ci,
+          t->owner, in >= 0 ? "nested " : "", shown, wait, lease, op);
+    if (rc != RLC_OK) {
+        refused(ci, t, rc);
+        return false;
+    }
+    t->mset = set;
+    t->mlease = lease;
+    t->nested_multi = in >= 0;
+    begin_op(t, op, T_MULTI);
+    maybe_cancel(ci, ti, op);
+    return true;
+}
+
+static bool start_nested(int ci, int ti, int l)
+{
+    struct client *c = &S.cl[ci];
+    struct task *t = &c->task[ti];
+    const char *name = lock_names[l];
+    uint64_t op = 0;
+    t->lock = l;
+    int rc = rlc_engine_acquire(c->e, name, strlen(name), t->owner, 0, t->h[l].lease, local_now(c),
+                                &op);
+    trace("c%d/o%" PRIu64 " nested acquire %s -> op%" PRIu64, ci, t->owner, name, op);
+    if (rc != RLC_OK) {
+        refused(ci, t, rc);
+        return false;
+    }
+    begin_op(t, op, T_NESTED);
+    return true;
+}
+
+static bool start_extend(int ci, int ti, int l)
+{
+    struct client *c = &S.cl[ci];
+    struct task *t = &c->task[ti];
+    struct hold *h = &t->h[l];
+    const char *name = lock_names[l];
+    t->lock = l;
+    /* the same lease, a shorter or longer one, or the watchdog */
+    t->ext_lease = chance(0.5)   ? h->lease
+                   : chance(0.3) ? 0
+                                 : rnd(S.cfg.lease_max / 4, S.cfg.lease_max);
+    /* A shorter lease may cut the hold's TTL as soon as it lands: from
+     * now on the owner counts on no more than the new lease (less the
+     * drift allowance), whatever the extend ends with. */
+    int64_t lease = t->ext_lease > 0 ? t->ext_lease : S.cfg.watchdog;
+    int64_t cap = sim_at(c, local_now(c) + lease - (lease + 99) / 100 - 2);
+    if (cap < h->valid_end)
+        h->valid_end = cap;
+    uint64_t op = 0;
+    int rc = rlc_engine_extend(c->e, name, strlen(name), t->owner, t->ext_lease, local_now(c), &op);
+    trace("c%d/o%" PRIu64 " extend %s lease %" PRId64 " -> op%" PRIu64, ci, t->owner, name,
+          t->ext_lease, op);
+    if (rc != RLC_OK) {
+        refused(ci, t, rc);
+        return false;
+    }
+    begin_op(t, op, T_EXT);
+    return true;
+}
+
+/* The next name of the unit being given back: the last in byte order first
+ * (a multi-lock's reverse order). */
+static bool release_next(int ci, int ti)
+{
+    struct client *c = &S.cl[ci];
+    struct task *t = &c->task[ti];
+    int l = 31 - __builtin_clz(t->releasing);
+    t->releasing &= ~(1u << l);
+    struct hold *h = &t->h[l];
+    const char *name = lock_names[l];
+    t->lock = l;
+    if (h->levels == 1)
+        h->active = false; /* the critical section ends before the release leaves */
+    uint64_t op = 0;
+    int rc = rlc_engine_release(c->e, name, strlen(name), t->owner, local_now(c), &op);
+    trace("c%d/o%" PRIu64 " release %s -> op%" PRIu64, ci, t->owner, name, op);
+    if (rc != RLC_OK) {
+        refused(ci, t, rc);
+        return false;
+    }
+    begin_op(t, op, T_REL);
+    return true;
+}
+
+/* A name of what the owner holds, at random (the top unit's first if the
+ * counts say none: check_count has told that already). */
+static int pick_held(const struct task *t)
+{
+    int held[MAX_LOCKS], n = 0;
+    for (int l = 0; l < MAX_LOCKS; l++)
+        if (t->h[l].levels > 0)
+            held[n++] = l;
+    return n ? held[rnd(0, n - 1)] : __builtin_ctz(t->unit[t->nunits - 1]);
+}
+
+/* While holding: nest in the top unit's hold (a plain one's name), extend a
+ * name, or give back the top unit. */
+static bool held_step(int ci, int ti)
+{
+    struct task *t = &S.cl[ci].task[ti];
+    if (t->releasing)
+        return release_next(ci, ti);
+    if (t->nunits == 0) {
+        t->st = T_IDLE;
+        app_next(ci, ti, 0);
+        return false;
+    }
+    for (int l = 0; l < MAX_LOCKS; l++)
+        if (t->h[l].levels > 0) {
+            check_count(ci, t, l);
+            check_claim(ci, ti, l);
+        }
+    unsigned top = t->unit[t->nunits - 1];
+    int in = __builtin_ctz(top);
+    int64_t k = rnd(0, 9);
+    if (__builtin_popcount(top) == 1 && t->h[in].levels < 3 && k < 2)
+        return t->multi && chance(0.5) ? start_multi(ci, ti, in) : start_nested(ci, ti, in);
+    if (k < 4)
+        return start_extend(ci, ti, pick_held(t));
+    t->releasing = top;
+    t->nunits--;
+    return release_next(ci, ti);
+}
+
+static void app_step(int ci, int ti)
+{
+    struct task *t = &S.cl[ci].task[ti];
     if (t->op)
         return; /* an op runs: its DONE moves on */
-    const char *name;
-    uint64_t op = 0;
-    int rc;
+    bool started = false;
     switch (t->st) {
     case T_IDLE:
         if (t->rounds == 0) {
@@ -1402,85 +1885,16 @@ static void app_step(int ci, int ti)
             return;
         }
         t->rounds--;
-        t->lock = (int)rnd(0, S.cfg.locks - 1);
-        name = lock_names[t->lock];
-        t->lease = chance(0.3) ? 0 : rnd(S.cfg.lease_max / 4, S.cfg.lease_max);
-        int64_t wait = -1;
-        if (!S.quiet) {
-            int64_t k = rnd(0, 3);
-            wait = k == 0 ? 0 : k == 1 ? rnd(1, S.cfg.lease_max) : -1;
-        }
-        rc = rlc_engine_acquire(c->e, name, strlen(name), t->owner, wait, t->lease, local_now(c), &op);
-        trace("c%d/o%" PRIu64 " acquire %s wait %" PRId64 " lease %" PRId64 " -> op%" PRIu64, ci,
-              t->owner, name, wait, t->lease, op);
-        if (rc != RLC_OK) {
-            S.st.protocol++;
-            trace("PROTOCOL rlc_engine_acquire -> %d (%s)", rc, rlc_errmsg());
-            t->st = T_DONE;
-            S.tasks_left--;
-            return;
-        }
-        t->op = op;
-        t->st = T_ACQ;
-        t->op_start = S.now;
-        t->quiet_op = S.quiet && S.now >= S.cfg.settled_at;
-        if (!S.quiet && S.cfg.faults && chance(0.1))
-            at(S.now + rnd(0, S.cfg.io * 3), EV_CANCEL, ci, ti, op);
+        started = t->multi && chance(0.5) ? start_multi(ci, ti, -1) : start_acquire(ci, ti);
         break;
-    case T_HELD: {
-        name = lock_names[t->lock];
-        check_count(ci, t);
-        check_claim(ci, ti);
-        int64_t k = rnd(0, 9);
-        if (t->levels > 0 && t->levels < 3 && k < 2) {
-            rc = rlc_engine_acquire(c->e, name, strlen(name), t->owner, 0, t->lease, local_now(c), &op);
-            t->st = T_NESTED;
-            trace("c%d/o%" PRIu64 " nested acquire %s -> op%" PRIu64, ci, t->owner, name, op);
-        } else if (t->levels > 0 && k < 4) {
-            /* the same lease, a shorter or longer one, or the watchdog */
-            t->ext_lease = chance(0.5)   ? t->lease
-                           : chance(0.3) ? 0
-                                         : rnd(S.cfg.lease_max / 4, S.cfg.lease_max);
-            /* A shorter lease may cut the hold's TTL as soon as it lands: from
-             * now on the owner counts on no more than the new lease (less the
-             * drift allowance), whatever the extend ends with. */
-            int64_t l = t->ext_lease > 0 ? t->ext_lease : S.cfg.watchdog;
-            int64_t cap = sim_at(c, local_now(c) + l - (l + 99) / 100 - 2);
-            if (cap < t->valid_end)
-                t->valid_end = cap;
-            rc = rlc_engine_extend(c->e, name, strlen(name), t->owner, t->ext_lease, local_now(c),
-                                   &op);
-            t->st = T_EXT;
-            trace("c%d/o%" PRIu64 " extend %s lease %" PRId64 " -> op%" PRIu64, ci, t->owner, name,
-                  t->ext_lease, op);
-        } else if (t->levels > 0) {
-            if (t->levels == 1)
-                t->active = false; /* the critical section ends before the release leaves */
-            rc = rlc_engine_release(c->e, name, strlen(name), t->owner, local_now(c), &op);
-            t->st = T_REL;
-            trace("c%d/o%" PRIu64 " release %s -> op%" PRIu64, ci, t->owner, name, op);
-        } else {
-            t->active = false;
-            t->st = T_IDLE;
-            app_next(ci, ti, 0);
-            return;
-        }
-        if (rc != RLC_OK) {
-            S.st.protocol++;
-            trace("PROTOCOL c%d/o%" PRIu64 ": the call -> %d (%s)", ci, t->owner, rc, rlc_errmsg());
-            t->st = T_DONE;
-            S.tasks_left--;
-            return;
-        }
-        t->op = op;
-        t->op_start = S.now;
-        t->quiet_op = S.quiet && S.now >= S.cfg.settled_at;
+    case T_HELD:
+        started = held_step(ci, ti);
         break;
-    }
     default:
         return;
     }
-    service(ci);
+    if (started)
+        service(ci);
 }
 
 /* ------------------------------------------------------------ faults */
@@ -1558,7 +1972,8 @@ static void on_resume(int ci)
     rlc_engine_tick(c->e, local_now(c));
     service(ci);
     for (int ti = 0; ti < c->ntasks; ti++)
-        check_overlap(ci, ti);
+        for (int l = 0; l < S.cfg.locks; l++)
+            check_overlap(ci, ti, l);
 }
 
 static void go_quiet(void)
@@ -1793,6 +2208,7 @@ static int schedule(uint64_t seed)
             struct task *t = &c->task[ti];
             t->owner = (uint64_t)(ti + 1) * 7;
             t->rounds = g->rounds;
+            t->multi = chance(0.25);
             t->st = T_IDLE;
             S.tasks_left++;
             app_next(ci, ti, rnd(0, 20));
@@ -1848,8 +2264,10 @@ static int schedule(uint64_t seed)
             for (int ti = 0; ti < S.cl[ci].ntasks; ti++) {
                 struct task *t = &S.cl[ci].task[ti];
                 if (t->st != T_DONE)
-                    trace("  c%d/o%" PRIu64 " state %d op%" PRIu64 " since %" PRId64 " levels %" PRId64,
-                          ci, t->owner, t->st, t->op, t->op_start, t->levels);
+                    trace("  c%d/o%" PRIu64 " state %d op%" PRIu64 " since %" PRId64
+                          " levels %" PRId64 "/%" PRId64 "/%" PRId64 " in %d units",
+                          ci, t->owner, t->st, t->op, t->op_start, t->h[0].levels,
+                          t->h[1].levels, t->h[2].levels, t->nunits);
             }
     }
     trace("end of schedule at %" PRId64 " digest %016" PRIx64, S.now, S.digest);
@@ -1898,6 +2316,16 @@ static void mutate(const char *m)
         script_acquire.source = replace(script_acquire.source,
                                         "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then",
                                         "elseif true then");
+    else if (strcmp(m, "multinotombstone") == 0) /* a late multi-lock runs after its undo */
+        script_multi_acquire.source =
+            replace(script_multi_acquire.source,
+                    "if redis.call('hexists', KEYS[2 * m + i], ARGV[3]) == 1 then", "if false then");
+    else if (strcmp(m, "multinoexclusion") == 0) /* a multi-lock takes names others hold */
+        script_multi_acquire.source =
+            replace(script_multi_acquire.source,
+                    "redis.call('exists', KEYS[i]) == 1 and redis.call('hexists', KEYS[i], "
+                    "ARGV[2]) == 0",
+                    "false");
     else {
         fprintf(stderr, "sim: unknown mutation %s\n", m);
         exit(2);
@@ -2007,6 +2435,26 @@ static int selftest(void)
     const char *ping[] = {"PING"};
     st_send(sub, ping, 1);
     st_expect(sub, "+PONG\r\n", "PING");
+    /* the multi-lock's script: all names or none, one attempt id for all */
+    const char *m_acq[] = {"EVAL", script_multi_acquire.source, "6", "lk1", "lk2",
+                           "redisson_lock_token:{lk1}", "redisson_lock_token:{lk2}",
+                           "redlockc_attempts:{lk1}", "redlockc_attempts:{lk2}", "500", "u4:7",
+                           "u4:1"};
+    st_send(a, m_acq, 12);
+    st_expect(a, "*3\r\n:1\r\n:0\r\n:0\r\n", "multi-lock of two free names: granted");
+    const char *m_busy[] = {"EVAL", script_multi_acquire.source, "6", "lk1", "lk0",
+                            "redisson_lock_token:{lk1}", "redisson_lock_token:{lk0}",
+                            "redlockc_attempts:{lk1}", "redlockc_attempts:{lk0}", "500", "u4:7",
+                            "u4:2"};
+    st_send(a, m_busy, 12);
+    st_expect(a, "*3\r\n:0\r\n:500\r\n:2\r\n",
+              "multi-lock with another owner's name: busy, its pttl and index");
+    st_send(a, m_acq, 12);
+    st_expect(a, "*2\r\n:-1\r\n:0\r\n", "multi-lock of an attempt already there: nothing");
+    const char *m_rel[] = {"EVAL", script_release.source, "3", "lk2", "redisson_lock__channel:{lk2}",
+                           "redlockc_attempts:{lk2}", "500", "u4:7", "u4:1", "1"};
+    st_send(a, m_rel, 10);
+    st_expect(a, ":0\r\n", "the release script frees one name of a multi-lock");
     S.st.protocol = 0;
     pipes_free();
     printf("selftest: %s\n", st_fail ? "FAILED" : "passed");
@@ -2058,7 +2506,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const struct script *all[] = {&script_acquire, &script_release, &script_undo,
-                                  &script_renew, &script_force_release, &script_token_floor};
+                                  &script_renew, &script_force_release, &script_token_floor,
+                                  &script_multi_acquire};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         script_add(all[i]->source, strlen(all[i]->source), all[i]->name);
     if (self) {
@@ -2114,6 +2563,8 @@ int main(int argc, char **argv)
     printf("sim_engine: grants %ld, busy %ld, failed %ld, canceled %ld, lost %ld, extends %ld, "
            "releases %ld, events %ld, validity claims checked %ld\n", tot.grants, tot.busy,
            tot.failed, tot.canceled, tot.lost, tot.extends, tot.releases, tot.events, tot.claims);
+    printf("sim_engine: multi-locks: grants %ld, busy %ld, failed %ld, canceled %ld\n",
+           tot.multi_grants, tot.multi_busy, tot.multi_failed, tot.multi_canceled);
     printf("sim_engine: commands %ld, unlock messages %ld, invalidations %ld, NOSCRIPT %ld, cuts "
            "%ld, stalls %ld, node pauses %ld, node restarts %ld, client pauses %ld, script "
            "flushes %ld, short writes %ld\n", tot.commands, tot.messages, tot.invalidations,

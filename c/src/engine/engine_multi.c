@@ -56,14 +56,24 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     op->attempt = ++e->next_attempt;
     guard_lease(e, op->lease);
     round_begin(e, op, now);
+    op->outer_gone = 0;
     struct lock_names *names = malloc(sizeof *names * (size_t)op->n_members);
-    if (!names)
+    uint64_t *outer = malloc(sizeof *outer * (size_t)op->n_members);
+    if (!names || !outer)
         abort();
-    for (int i = 0; i < op->n_members; i++)
-        names[i] = eng_names(op->members[i]->lock);
+    op->nested = false;
+    for (int i = 0; i < op->n_members; i++) {
+        const struct hold *m = op->members[i];
+        names[i] = eng_names(m->lock);
+        /* a name the owner holds: the script says if that level is still
+         * in this life of its lock (the acquire's "inner", per name) */
+        outer[i] = m->count > 0 && m->n_levels > 0 ? m->levels[0] : 0;
+        op->nested = op->nested || outer[i];
+    }
     struct rlc_cmd *cmd = call_multi_acquire(op->n_members, names, e->uuid, op->lease, h->field,
-                                             h->field_len, op->attempt);
+                                             h->field_len, op->attempt, outer);
     free(names);
+    free(outer);
     if (!cmd)
         abort();
     round_send(e, op, R_ACQUIRE, &script_multi_acquire, cmd); /* marks the first name */
@@ -80,7 +90,6 @@ static void begin(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     for (int i = 0; i < op->n_members; i++)
         acquire_forget_lost(e, op->members[i]);
-    op->nested = false; /* the script takes each name as the acquire would */
     op->watchdog = op->lease_req <= 0;
     op->lease = op->lease_req > 0 ? op->lease_req : e->opts.watchdog_timeout_ms;
     op->wait_deadline = op->wait_ms < 0 ? -1 : now + op->wait_ms;
@@ -227,6 +236,28 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
     end(e, op, RLC_OK, "", now);
 }
 
+/* A name it nests in is no longer the owner's (its lease ran out, the key
+ * went): that hold is lost, and this try, which started a new life of the
+ * lock there, is undone everywhere it may have run. */
+static void outer_lost(rlc_engine *e, struct eng_op *op, const bool *undo, int64_t now)
+{
+    undo_names(e, op, undo);
+    int at = op->outer_gone > 0 && op->outer_gone <= op->n_members ? op->outer_gone - 1 : -1;
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "lock '%.60s' was lost before this multi-lock acquire: its lease ran out; nothing "
+             "was kept", op->members[at < 0 ? 0 : at]->lock->name);
+    for (int i = 0; i < op->n_members; i++) {
+        struct hold *h = op->members[i];
+        if (h->count > 0 && !h->lost && (at < 0 || i == at)) {
+            eng_hold_lost(e, h, RLC_E_LOST);
+            h->watchdog = false;
+            renew_schedule(e, h); /* told by the DONE, as a nested acquire's loss is */
+        }
+    }
+    end(e, op, RLC_E_LOST, msg, now);
+}
+
 static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     int n = e->n;
@@ -235,10 +266,14 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     round_timeout(op, n);
     int unsynced = acquire_votes(e, op, now, votes, guard_msg, sizeof guard_msg);
     struct quorum_verdict vd;
-    quorum_decide(votes, n, false, op->lease, (now - op->started) * 1000000,
+    quorum_decide(votes, n, op->nested, op->lease, (now - op->started) * 1000000,
                   e->opts.drift_factor, &vd);
     for (int i = 0; i < n; i++)
         op->granted[i] = votes[i].kind == QV_YES;
+    if (vd.outcome == Q_OUTER_LOST) {
+        outer_lost(e, op, vd.undo, now);
+        return;
+    }
     if (vd.outcome == Q_HELD) {
         grant(e, op, now);
         return;
@@ -264,9 +299,13 @@ static void multi_reply(rlc_engine *e, struct eng_op *op, int node, const redisR
     const redisReply *ok = round_note(op, node, r, status, msg);
     struct acquire_answer a;
     if (ok && answer_acquire(ok, &a)) {
+        int named = answer_multi_name(ok);
         op->rep[node].a = a.count;
         op->rep[node].b = a.count >= 1 ? 0 : a.x;
-        op->busy_later = op->busy_later || (a.count == 0 && answer_multi_busy(ok) > 1);
+        op->rep[node].inner = a.count >= 1 && named == 0;
+        op->busy_later = op->busy_later || (a.count == 0 && named > 1);
+        if (a.count >= 1 && named > 0 && !op->outer_gone)
+            op->outer_gone = named;
     } else if (ok) {
         op->rep[node].status = RLC_E_PROTOCOL;
         op->rep[node].err = strdup("unexpected reply to the multi-lock script");

@@ -168,32 +168,43 @@ struct rlc_cmd *call_token_floor(const struct lock_names *n, uint64_t token)
 
 struct rlc_cmd *call_multi_acquire(int m, const struct lock_names *names, const char *uuid,
                                    int64_t lease_ms, const char *field, size_t field_len,
-                                   uint64_t attempt)
+                                   uint64_t attempt, const uint64_t *outer)
 {
-    /* KEYS: m locks, m token counters, m attempts; ARGV: lease, field, id */
-    const char **argv = malloc(sizeof *argv * (size_t)(3 * m + 3));
-    size_t *lens = malloc(sizeof *lens * (size_t)(3 * m + 3));
+    /* KEYS: m locks, m token counters, m attempts; ARGV: lease, field, id,
+     * and with outer, m nested-in levels */
+    int nargv = 3 + (outer ? m : 0);
+    const char **argv = malloc(sizeof *argv * (size_t)(3 * m + nargv));
+    size_t *lens = malloc(sizeof *lens * (size_t)(3 * m + nargv));
+    char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)(m + 1));
     struct rlc_cmd *cmd = NULL;
-    if (argv && lens) {
-        char lease[24], id[LOCK_ATTEMPT_ID_MAX];
+    if (argv && lens && ids) {
+        char lease[24];
         for (int j = 0; j < m; j++) {
             argv[j] = names[j].key, lens[j] = names[j].key_len;
             argv[m + j] = names[j].token_key, lens[m + j] = names[j].token_key_len;
             argv[2 * m + j] = names[j].attempts_key;
             lens[2 * m + j] = names[j].attempts_key_len;
         }
-        argv[3 * m] = lease, lens[3 * m] = cmd_i64(lease, lease_ms);
-        argv[3 * m + 1] = field, lens[3 * m + 1] = field_len;
-        argv[3 * m + 2] = id;
-        lens[3 * m + 2] = (size_t)lock_attempt_id(uuid, attempt, id, sizeof id);
-        cmd = cmd_evalsha(&script_multi_acquire, 3 * m, 3, argv, lens);
+        const char **av = argv + 3 * m;
+        size_t *al = lens + 3 * m;
+        av[0] = lease, al[0] = cmd_i64(lease, lease_ms);
+        av[1] = field, al[1] = field_len;
+        av[2] = ids[m], al[2] = (size_t)lock_attempt_id(uuid, attempt, ids[m], LOCK_ATTEMPT_ID_MAX);
+        for (int j = 0; outer && j < m; j++) {
+            av[3 + j] = ids[j];
+            al[3 + j] = outer[j] ? (size_t)lock_attempt_id(uuid, outer[j], ids[j],
+                                                           LOCK_ATTEMPT_ID_MAX)
+                                 : 0;
+        }
+        cmd = cmd_evalsha(&script_multi_acquire, 3 * m, nargv, argv, lens);
     }
     free(argv);
     free(lens);
+    free(ids);
     return cmd;
 }
 
-int answer_multi_busy(const redisReply *r)
+int answer_multi_name(const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[2]->type != REDIS_REPLY_INTEGER)

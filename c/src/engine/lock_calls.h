@@ -77,12 +77,14 @@ struct rlc_cmd *call_release(const struct lock_names *n, const char *uuid, int64
                              const uint64_t *extra, int64_t n_extra);
 
 /* A multi-lock's try (script_multi_acquire): every one of m names, with
- * one attempt id, or none. Its answer reads as the acquire script's
- * (answer_acquire: count 1 granted, 0 busy with x the pttl, -1 undone),
- * with the busy name's 1-based index in answer_multi_busy. */
+ * one attempt id, or none; outer[j]: a level of the hold name j nests in
+ * (0: a new hold), or outer NULL (no name nests). Its answer reads as the
+ * acquire script's (answer_acquire: count 1 granted, 0 busy with x the
+ * pttl, -1 undone), with answer_multi_name's 1-based index: the busy name,
+ * or on a grant the first whose nested-in level is gone (0: none). */
 struct rlc_cmd *call_multi_acquire(int m, const struct lock_names *names, const char *uuid,
                                    int64_t lease_ms, const char *field, size_t field_len,
-                                   uint64_t attempt);
+                                   uint64_t attempt, const uint64_t *outer);
 
 /* Raises the token counter to at least token (fencing, over N nodes). */
 struct rlc_cmd *call_token_floor(const struct lock_names *n, uint64_t token);
@@ -103,8 +105,8 @@ struct acquire_answer {
 /* Reads r into a; false when it is not the acquire script's answer. */
 bool answer_acquire(const redisReply *r, struct acquire_answer *a);
 
-/* Which name (1-based) a busy multi-lock try found held, or 0. */
-int answer_multi_busy(const redisReply *r);
+/* The name (1-based) a multi-lock try's answer names, or 0. */
+int answer_multi_name(const redisReply *r);
 
 /* The renew script's answer for the j-th hold it renewed (0 for a single
  * one): 1 renewed, 0 not ours, -1 not a renew answer. */

@@ -292,9 +292,14 @@ struct script script_token_floor = {
  * the acquire script above would give it (one level more, the same attempt
  * record), with one attempt id for all, so the release, undo, renew and
  * verify scripts work on each name alone. No token is taken: a multi-lock
- * has no fencing token (its counter is still raised, as the acquire's is). */
+ * has no fencing token (its counter is still raised, as the acquire's is).
+ * ARGV[3 + i]: a level of the hold name i nests in ("" or none: a new
+ * hold); the answer names the first whose level is not in this life of
+ * its lock (it expired meanwhile: the caller undoes the try, as the
+ * acquire's "inner" says for one name). */
 struct script script_multi_acquire = {
     "multi_acquire",
+    LEVEL_OF
     "local m = #KEYS / 3\n"
     "for i = 1, m do\n"
     "  if redis.call('hexists', KEYS[2 * m + i], ARGV[3]) == 1 then return {-1, 0} end\n"
@@ -308,6 +313,14 @@ struct script script_multi_acquire = {
     "  local t = redis.pcall('get', KEYS[m + i])\n"
     "  if type(t) == 'table' or (t and not tonumber(t)) then\n"
     "    return redis.error_reply('ERR token key ' .. KEYS[m + i] .. ' is unusable; nothing was written')\n"
+    "  end\n"
+    "end\n"
+    "local gone = 0\n"
+    "for i = 1, m do\n"
+    "  local outer = ARGV[3 + i]\n"
+    "  if gone == 0 and outer and outer ~= '' and (redis.call('exists', KEYS[i]) == 0 or\n"
+    "      not level_of(KEYS[2 * m + i], outer)) then\n"
+    "    gone = i\n"
     "  end\n"
     "end\n"
     "for i = 1, m do\n"
@@ -327,7 +340,7 @@ struct script script_multi_acquire = {
     "  redis.call('hset', att, ARGV[3], before .. '|' .. e .. '|' .. ARGV[2])\n"
     "  if redis.call('pttl', att) < tonumber(ARGV[1]) then redis.call('pexpire', att, ARGV[1]) end\n"
     "end\n"
-    "return {1, 0}\n",
+    "return {1, 0, gone}\n",
     "", NULL};
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;

@@ -39,9 +39,11 @@ extern struct script script_verify;
 extern struct script script_force_release;
 
 /* A multi-lock's try. KEYS: m locks, m token counters, m attempts. ARGV:
- * lease ms, owner field, attempt id. -> {1, 0} every name granted, {0, pttl,
- * i} name i (1-based) busy, {-1, 0} the attempt was undone before it
- * arrived; nothing written unless every name was granted. */
+ * lease ms, owner field, attempt id, then per name the id of a level of the
+ * hold it nests in ("" or absent: a new hold). -> {1, 0, gone} every name
+ * granted (gone: 0, or the first name whose nested-in level is not in this
+ * life), {0, pttl, i} name i (1-based) busy, {-1, 0} the attempt was undone
+ * before it arrived; nothing written unless every name was granted. */
 extern struct script script_multi_acquire;
 
 /* KEYS: token counter. ARGV: floor. Raises the counter to the floor. */

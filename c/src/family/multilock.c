@@ -161,7 +161,8 @@ static int multi_try_once(void *arg, struct fam_try *t)
     if (names) {
         for (int i = 0; i < k; i++)
             names[i] = lock_names_of(m->locks[i]);
-        cmd = call_multi_acquire(k, names, c->uuid, lease, a->field, strlen(a->field), attempt);
+        cmd = call_multi_acquire(k, names, c->uuid, lease, a->field, strlen(a->field), attempt,
+                                 NULL);
     }
     free(names);
     if (!cmd)
