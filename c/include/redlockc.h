@@ -457,8 +457,9 @@ RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void
  * Operations (acquire, release, extend) return an id at once and end with
  * one RLC_EV_DONE event carrying it. Operations of one owner on one lock run
  * one after another in the order they were started; others run at once.
- * An owner is any id the driver picks (1 .. 2^62-1): one per task, per
- * request, per lock object; holds are reentrant per (name, owner).
+ * An owner is any id the driver picks (1 .. 2^64-1; the blocking API's
+ * threads are 2^62 and up, rlc_thread_owner()): one per task, per request,
+ * per lock object; holds are reentrant per (name, owner).
  *
  * Not thread-safe: one engine is used by one thread at a time. */
 typedef struct rlc_engine rlc_engine;

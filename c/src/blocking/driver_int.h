@@ -25,7 +25,7 @@ struct edrv;
 /* Messages kept here (a connection's failure, a lost hold's reason): the
  * size of engine_driver.h's EDRV_MSGLEN, which this header does not
  * include (it sits below engine_driver.c's face). */
-#define DRV_MSGLEN 256
+#define DRV_MSGLEN 512
 
 #define MAX_POLL_MS 1000 /* the leader looks again at least this often */
 /* The background thread leads only after callers left it this long: a
@@ -50,6 +50,8 @@ struct waiter {
     uint64_t owner;
     int64_t a, b;
     const struct cancel_point *cp; /* an acquire's handle's cancels (edrv_cancel), or NULL */
+    bool acquire;       /* an acquire (edrv_close ends it) */
+    bool closed;        /* ended by edrv_close: its cancel reads RLC_E_CLOSED */
     uint64_t op;        /* the engine's id, once drained (0 before) */
     struct edrv_outcome *out;
     atomic_bool done;   /* set under the mutex, read after a wake-up without it */
@@ -73,6 +75,7 @@ struct edrv {
     int n;                   /* the engine's connections */
     struct dconn *c;         /* n of them */
     bool *broken;            /* a write failed outside the leader: it closes it */
+    int first_sentinel, n_sentinels; /* the sentinels' discovery connections */
     struct pollfd *pfd;      /* the leader's poll set: the eventfd, then up to n */
     int *pidx;
     struct host_res {        /* a resolver per host and port (resolve.h): a name is */
@@ -101,6 +104,7 @@ struct edrv {
     int64_t caller_left;     /* when a caller last stopped leading (ms) */
     pthread_cond_t turned;   /* broadcast after each turn (edrv_free waits on it) */
     bool stopping;
+    bool closing;            /* edrv_close: no new operation, waits ended */
     pthread_t bg;
     bool bg_started;
     unsigned fork_generation; /* owner_fork_generation() when made: another

@@ -40,6 +40,7 @@
 
 #include "driver_int.h"
 #include "engine_driver.h"
+#include "uri.h"
 #include "error.h"
 #include "owner.h"
 #include "thread_sem.h"
@@ -128,11 +129,13 @@ static void queue_lost(struct edrv *d, const rlc_engine_event *ev)
 static void finish(struct edrv *d, struct waiter *w, const rlc_engine_event *ev)
 {
     struct edrv_outcome *o = w->out;
-    o->status = ev->status;
+    o->status = w->closed && ev->status == RLC_E_CANCELED ? RLC_E_CLOSED : ev->status;
     o->token = ev->token;
     o->validity_ms = ev->validity_ms;
     o->count = ev->count;
-    if (ev->status == RLC_E_CONNECT && d->why[0])
+    if (o->status == RLC_E_CLOSED)
+        snprintf(o->message, sizeof o->message, "client closed while waiting");
+    else if (ev->status == RLC_E_CONNECT && d->why[0])
         snprintf(o->message, sizeof o->message, "%s (%s)", ev->message ? ev->message : "",
                  d->why);
     else
@@ -246,7 +249,7 @@ static void drain(struct edrv *d)
         fifo = w->in_next;
         /* a cancel made after the call began and before it got here ends
          * it too (edrv_cancel only sees what is in the engine) */
-        int rc = d->stopping ? rlc_fail(RLC_E_CLOSED, "the client is closing")
+        int rc = d->stopping || d->closing ? rlc_fail(RLC_E_CLOSED, "the client is closing")
                  : cancel_requested(w->cp)
                      ? rlc_fail(RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",
                                 w->name ? w->name : w->names[0])
@@ -433,7 +436,8 @@ int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t own
                  struct edrv_outcome *out)
 {
     return run_op(d, (struct waiter){.q = q_acquire, .name = name, .name_len = name_len,
-                                     .owner = owner, .a = wait_ms, .b = lease_ms, .cp = cp},
+                                     .owner = owner, .a = wait_ms, .b = lease_ms, .cp = cp,
+                                     .acquire = true},
                   out);
 }
 
@@ -443,7 +447,7 @@ int edrv_acquire_multi(struct edrv *d, const char *const *names, const size_t *n
 {
     return run_op(d, (struct waiter){.q = q_acquire_multi, .names = names,
                                      .name_lens = name_lens, .n_names = n, .owner = owner,
-                                     .a = wait_ms, .b = lease_ms, .cp = cp},
+                                     .a = wait_ms, .b = lease_ms, .cp = cp, .acquire = true},
                   out);
 }
 
@@ -500,6 +504,24 @@ void edrv_set_log(struct edrv *d, edrv_log_fn fn, void *user)
     d->log_fn = fn;
     d->log_user = user;
     pump(d); /* what came before */
+    unlock(d);
+}
+
+void edrv_close(struct edrv *d)
+{
+    if (!d || forked(d))
+        return;
+    pthread_mutex_lock(&d->mu);
+    d->closing = true;
+    drain(d); /* what was asked before this call is in the engine now */
+    int64_t now = dio_now_ms();
+    for (struct waiter *w = d->waiters; w; w = w->next)
+        if (w->acquire && rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
+            w->closed = true;
+    if (!d->leading)
+        dio_flush_all(d, false, now);
+    pump(d);
+    dio_poke_if_needed(d);
     unlock(d);
 }
 
@@ -568,6 +590,20 @@ static void cond_init_monotonic(pthread_cond_t *cv)
     pthread_condattr_destroy(&a);
 }
 
+/* The redis-sentinel:// nodes: their discovery connections come right
+ * after every node's two (rlc_engine_conns), and messages name them so. */
+static int count_sentinels(const char *nodes)
+{
+    struct node_addr *addrs = NULL;
+    int n = 0, k = 0;
+    if (uri_parse_list(nodes, &addrs, &n) != RLC_OK)
+        return 0;
+    for (int i = 0; i < n; i++)
+        k += addrs[i].topology == RLC_TOPO_SENTINEL;
+    uri_free_list(addrs, n);
+    return k;
+}
+
 int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char *options,
              edrv_lost_fn lost, void *user)
 {
@@ -581,6 +617,8 @@ int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char 
     if (rc != RLC_OK)
         goto fail;
     d->n = rlc_engine_conns(d->e);
+    d->first_sentinel = 2 * rlc_engine_nodes(d->e);
+    d->n_sentinels = count_sentinels(nodes);
     d->c = calloc((size_t)d->n, sizeof *d->c);
     d->broken = calloc((size_t)d->n, sizeof *d->broken);
     d->pfd = calloc((size_t)d->n + 1, sizeof *d->pfd);

@@ -27,7 +27,7 @@
 
 struct edrv;
 
-#define EDRV_MSGLEN 256
+#define EDRV_MSGLEN 512
 
 /* How an operation ended (rlc_engine_event's DONE fields). */
 struct edrv_outcome {
@@ -76,6 +76,11 @@ int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t own
                  struct edrv_outcome *out);
 int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                 int64_t lease_ms, struct edrv_outcome *out);
+
+/* The client closes: every acquire running ends RLC_E_CLOSED (what it
+ * may have taken is undone) and every later call is refused so; releases
+ * and undos on the wire go on until edrv_free. */
+void edrv_close(struct edrv *d);
 
 /* rlc_engine_forget's: every hold of name is forgotten (force release). */
 void edrv_forget(struct edrv *d, const char *name, size_t name_len);

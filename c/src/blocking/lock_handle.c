@@ -8,7 +8,7 @@
 
 #include "callbacks.h"
 #include "error.h"
-#include "hold.h"
+#include "handle_levels.h"
 #include "lock_common.h"
 #include "keys.h"
 
@@ -67,9 +67,17 @@ int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out
         rc = rlc_fail(RLC_E_NOMEM, "out of memory");
         goto out;
     }
+    l->name = l->key + plen;
+    l->name_len = name_len;
     l->client = c;
     l->owner = owner;
     client_ref(c);
+    pthread_mutex_lock(&c->mu);
+    l->hnext = c->handles;
+    if (c->handles)
+        c->handles->hprev = l;
+    c->handles = l;
+    pthread_mutex_unlock(&c->mu);
     *out = l;
 out:
     client_leave(c);
@@ -84,15 +92,17 @@ void rlc_lock_free(rlc_lock *l)
     if (c->fork_generation != owner_fork_generation()) {
         /* A forked child: the mutex may be held by a thread that did not come
          * along, and no other thread of ours uses this client here. */
-        while (l->holds) {
-            struct hold *h = l->holds;
-            l->holds = h->next;
-            free(h->attempts);
-            free(h);
-        }
+        hh_free_all(l);
     } else {
         pthread_mutex_lock(&c->mu);
-        hold_drop_all(c, l);
+        /* Off the list first: a loss reported from now on finds it no more. */
+        if (l->hprev)
+            l->hprev->hnext = l->hnext;
+        else
+            c->handles = l->hnext;
+        if (l->hnext)
+            l->hnext->hprev = l->hprev;
+        hh_free_all(l);
         /* No callback of this lock runs after this returns: queued ones are
          * dropped, a running one is waited for (unless this is that
          * callback, freeing its own lock). */

@@ -10,7 +10,8 @@
 #include "cmd.h"
 #include "error.h"
 #include "fanout.h"
-#include "hold.h"
+#include "engine_driver.h"
+#include "handle_levels.h"
 #include "lock_common.h"
 #include "quorum.h"
 
@@ -69,7 +70,7 @@ int rlc_lock_is_held(rlc_lock *l, int *out)
     rlc_client *c = l->client;
     uint64_t owner = lock_owner(l);
     pthread_mutex_lock(&c->mu);
-    struct hold *h = hold_find(l, owner);
+    struct handle_hold *h = hh_find(l, owner);
     bool lost = h && h->lost;
     pthread_mutex_unlock(&c->mu);
     if (lost) {
@@ -138,12 +139,13 @@ int rlc_lock_validity_ms(rlc_lock *l, int64_t *out)
     if (rc != RLC_OK)
         return rc;
     rlc_client *c = l->client;
-    int64_t now = rlc_now_ns();
+    uint64_t owner = lock_owner(l);
     pthread_mutex_lock(&c->mu);
-    struct hold *h = hold_find(l, lock_owner(l));
-    int64_t left = h && !h->lost && h->count > 0 ? h->valid_until_ns - now : 0;
+    struct handle_hold *h = hh_find(l, owner);
+    bool held = h && !h->lost && h->count > 0;
     pthread_mutex_unlock(&c->mu);
-    *out = left > 0 ? left / RLC_NS_PER_MS : 0;
+    int64_t left = held ? edrv_validity_ms(c->drv, l->name, l->name_len, owner) : 0;
+    *out = left > 0 ? left : 0;
     client_leave(c);
     return RLC_OK;
 }
@@ -157,7 +159,7 @@ int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out)
         return rc;
     rlc_client *c = l->client;
     pthread_mutex_lock(&c->mu);
-    struct hold *h = hold_find(l, lock_owner(l));
+    struct handle_hold *h = hh_find(l, lock_owner(l));
     int lost = h ? h->lost : 0;
     uint64_t token = h ? h->token : 0;
     pthread_mutex_unlock(&c->mu);

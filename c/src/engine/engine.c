@@ -20,7 +20,6 @@
 
 #define MAX_NAME_LEN 65536
 #define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
-#define OWNER_LIMIT (UINT64_C(1) << 62)
 #define TICK_LIMIT 1000000 /* timers handled in one tick: a bound, never reached */
 
 
@@ -41,9 +40,8 @@ static int new_op(rlc_engine *e, int kind, const char *name, size_t len, uint64_
         return rlc_fail(RLC_E_INVAL, "lock name is NULL or empty");
     if (len > MAX_NAME_LEN)
         return rlc_fail(RLC_E_INVAL, "lock name is longer than %d bytes", MAX_NAME_LEN);
-    if (owner == 0 || owner >= OWNER_LIMIT)
-        return rlc_fail(RLC_E_INVAL, "owner id %llu is out of range: use 1 to 2^62-1",
-                        (unsigned long long)owner);
+    if (owner == 0)
+        return rlc_fail(RLC_E_INVAL, "owner id 0 is not an owner: use 1 to 2^64-1");
     struct eng_lock *l = lock_get(e, name, len);
     struct hold *h = l ? hold_get(e, l, owner, true) : NULL;
     struct eng_op *op = h ? op_alloc(e) : NULL;
@@ -187,9 +185,8 @@ int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names, const size
     if (n < 1 || n > MAX_MULTI_NAMES)
         return rlc_fail(RLC_E_INVAL, "a multi-lock has 1 to %d names, not %d", MAX_MULTI_NAMES,
                         n);
-    if (owner == 0 || owner >= OWNER_LIMIT)
-        return rlc_fail(RLC_E_INVAL, "owner id %llu is out of range: use 1 to 2^62-1",
-                        (unsigned long long)owner);
+    if (owner == 0)
+        return rlc_fail(RLC_E_INVAL, "owner id 0 is not an owner: use 1 to 2^64-1");
     int rc = check_lease(e, lease_ms);
     if (rc != RLC_OK)
         return rc;
@@ -624,6 +621,7 @@ int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
     }
     scripts_init();
     e->deliver = op_deliver;
+    e->went_out = round_went_out;
     memcpy(e->uuid, client_uuid, 37);
     e->q = quorum_of(e->n);
     e->call_timeout_ms = e->n == 1 ? e->opts.io_timeout_ms : e->opts.node_timeout_ms;

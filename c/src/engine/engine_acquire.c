@@ -102,6 +102,8 @@ static void start_floor(rlc_engine *e, struct eng_op *op, int stored, int k, int
     struct hold *h = op->hold;
     op->phase = P_FLOOR;
     op->stored = stored;
+    free(op->floor_err);
+    op->floor_err = NULL;
     op->floor_pending = k;
     struct lock_names names = eng_names(h->lock);
     struct rlc_cmd *cmd = call_token_floor(&names, op->token);
@@ -123,7 +125,7 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
     struct hold *h = op->hold;
     /* What a late request of this hold could still leave (a shorter lease,
      * an undo's earlier PTTL) bounds the validity; none left: not held. */
-    int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->lease,
+    int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->granted, op->lease,
                                            e->opts.drift_factor);
     if (valid_until <= now) {
         bool all[RLC_MAX_NODES];
@@ -263,7 +265,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
      * simulation found an RLC_OK here that another owner overlapped). */
     if (vd.outcome == Q_HELD && op->nested && h->lost)
         vd.outcome = Q_OUTER_LOST;
-    char shown[64] = "", msg[400];
+    char shown[64] = "", msg[512];
     if (vd.outcome != Q_HELD) /* a held lock needs no message */
         snprintf(shown, sizeof shown, "%.60s", h->lock->name);
     struct acquire_round ar = {shown, n, op->lease, now - op->started, unsynced,
@@ -323,7 +325,18 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     for (int i = 0; i < e->n; i++)
         undo[i] = acquire_may_hold(op, i);
     send_undo(e, h, op->attempt, op->lease, undo);
-    char msg[300];
+    char msg[400];
+    if (op->floor_err) {
+        /* a node refused to store it (an ACL): no later try does better */
+        snprintf(msg, sizeof msg,
+                 "lock '%.60s' was granted, but its fencing token %llu is stored on %d node(s) "
+                 "only, %d needed; the acquire was undone: %s", h->lock->name,
+                 (unsigned long long)op->token, op->stored, e->q, op->floor_err);
+        free(op->floor_err);
+        op->floor_err = NULL;
+        not_now(e, op, RLC_E_SERVER, false, 0, msg, now);
+        return;
+    }
     snprintf(msg, sizeof msg,
              "lock '%.60s' was granted, but its fencing token could not be stored on a quorum "
              "in time (%d of %d)", h->lock->name, op->stored, e->q);
@@ -337,6 +350,8 @@ static void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redi
         op->reqs[node] = NULL;
         if (r && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
             op->stored++;
+        else if (r && r->type == REDIS_REPLY_ERROR && !op->floor_err)
+            op->floor_err = strndup(r->str, 200);
         (void)status;
         (void)msg;
         if (--op->floor_pending == 0)

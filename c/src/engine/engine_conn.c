@@ -110,6 +110,57 @@ void conn_append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const 
     cmd_unref(cmd);
 }
 
+/* A request someone waits for, queued on a connection whose last connect
+ * failed and whose backoff outlasts a call's timeout: it would wait for
+ * nothing (a node that is down is known down; the blocking API's calls
+ * failed at once there too). A shorter backoff is waited out: the next
+ * connect may find the server back. */
+static bool waits_in_vain(const rlc_engine *e, const struct conn *c)
+{
+    if (c->fails == 0 || c->retry_at <= e->now + e->call_timeout_ms)
+        return false;
+    for (const struct req *r = c->qhead; r; r = r->next)
+        if (r->op && !r->redo)
+            return true;
+    return false;
+}
+
+/* Those requests hear the connect's failure now, as they would have at
+ * the failed connect itself; redo requests wait for the next connection.
+ * None was written: none can run. */
+static void no_reply(rlc_engine *e, struct req *r, int why, const char *msg);
+
+static void fail_waiting(rlc_engine *e, struct conn *c)
+{
+    /* Taken out first: a reply heard here may queue more on c (an undo). */
+    struct req *list = c->qhead, *keep = NULL, *keep_tail = NULL;
+    c->qhead = c->qtail = NULL;
+    while (list) {
+        struct req *r = list;
+        list = r->next;
+        r->next = NULL;
+        if (r->op && !r->redo) {
+            char why[200];
+            snprintf(why, sizeof why, "%s", c->why);
+            no_reply(e, r, RLC_E_CONNECT, why);
+            req_gone(e, r, false);
+            req_free(e, r);
+            continue;
+        }
+        if (keep_tail)
+            keep_tail->next = r;
+        else
+            keep = r;
+        keep_tail = r;
+    }
+    if (keep) { /* ahead of what was queued meanwhile, in their order */
+        keep_tail->next = c->qhead;
+        if (!c->qhead)
+            c->qtail = keep_tail;
+        c->qhead = keep;
+    }
+}
+
 static void schedule(rlc_engine *e, struct conn *c)
 {
     if (c->disc) {
@@ -120,7 +171,7 @@ static void schedule(rlc_engine *e, struct conn *c)
     if (c->state == C_UP && c->head)
         at = c->head->sent_at + stall_ms(e);
     else if (c->state == C_DOWN && c->qhead && c->retry_at > e->now)
-        at = c->retry_at;
+        at = waits_in_vain(e, c) ? e->now : c->retry_at;
     for (const struct req *r = c->parked; r; r = r->next)
         if (at < 0 || r->due < at)
             at = r->due;
@@ -259,7 +310,6 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
         abort();
     c->out_len = c->out_sent = 0;
     c->taken = c->appended;
-    (void)now;
     /* the handshake goes first, then what waited, in order; its last step
      * is the restart guard's look at the server (engine_guard.c) */
     for (int i = 0; i < 3; i++) {
@@ -290,6 +340,8 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
         if (!c->qhead)
             c->qtail = NULL;
         write_req(e, c, r);
+        if (r->op)
+            e->went_out(e, r, now);
     }
     schedule(e, c);
 }
@@ -386,6 +438,7 @@ static void end_conn(rlc_engine *e, struct conn *c, int why, const char *msg, in
         c->retry_at = e->now;
     } else {
         c->fails++;
+        snprintf(c->why, sizeof c->why, "%s", msg ? msg : "cannot connect");
         c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (c->backoff_ms > BACKOFF_MAX_MS)
             c->backoff_ms = BACKOFF_MAX_MS;
@@ -467,6 +520,8 @@ void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
     }
     if (c->parked)
         unpark(e, c, now);
+    if (c->state == C_DOWN && now < c->retry_at && waits_in_vain(e, c))
+        fail_waiting(e, c);
     if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
@@ -528,7 +583,8 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
     if (r->kind == R_HELLO) {
         if (reply->type == REDIS_REPLY_ERROR) {
             char msg[300];
-            snprintf(msg, sizeof msg, "%s refused the handshake: %.200s",
+            snprintf(msg, sizeof msg, "%s refused by %s: %.200s",
+                     r->cmd == e->hello[c->node][0] ? "AUTH" : "SELECT",
                      e->addrs[c->node].label, reply->str);
             bool auth = strstr(reply->str, "NOAUTH") || strstr(reply->str, "WRONGPASS") ||
                         strstr(reply->str, "invalid password") || strstr(reply->str, "AUTH");
@@ -544,11 +600,16 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
         req_free(e, r);
         return;
     }
-    /* After SCRIPT FLUSH or a restart: the same call as EVAL, if anyone
-     * still needs its answer. An abandoned acquire is never sent again. */
+    /* After SCRIPT FLUSH or a restart, or a script's first call on a
+     * server: the same call as EVAL, if anyone still needs its answer. An
+     * abandoned acquire is never sent again (E3). An abandoned extend or
+     * renewal is: it runs as late as a server that read it late would run
+     * it, which its TTL mark already bounds (E8), whether or not that
+     * server had the script (the blocking API's calls always had it). */
     if (r->script)
         note_script(e, c, r->script, is_noscript(reply));
-    if (is_noscript(reply) && r->script && !r->eval && (r->op || r->redo)) {
+    bool late_ttl = r->kind == R_EXTEND || r->kind == R_RENEW;
+    if (is_noscript(reply) && r->script && !r->eval && (r->op || r->redo || late_ttl)) {
         struct rlc_cmd *ev = cmd_evalsha_to_eval(r->cmd, r->script);
         if (ev) {
             cmd_unref(r->cmd);

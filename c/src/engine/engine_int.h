@@ -100,6 +100,7 @@ struct conn {
     int64_t backoff_ms;
     struct timer timer;    /* reconnect backoff, stall check */
     int fails;             /* connects in a row that failed */
+    char why[160];         /* why the last connect failed (what waiting requests hear) */
     bool ever_up;          /* since the last failure */
     bool disc;             /* a sentinel node's discovery connection (engine_sentinel.c) */
     int master;            /* a cluster node's: the master's index in its map; else -1 */
@@ -288,6 +289,7 @@ struct eng_op {
     uint64_t token;
     bool *granted;
     int floor_pending, stored;
+    char *floor_err;       /* a node's error reply to token_floor (an ACL), or NULL */
     /* release */
     uint64_t level;
     bool had_hold;
@@ -351,6 +353,8 @@ struct rlc_engine {
     /* how a connection hands a reply (or its absence) up: op_deliver */
     void (*deliver)(rlc_engine *e, struct req *r, const struct redisReply *reply, int status,
                     const char *msg, int64_t now);
+    /* and that a request waiting for its connection went out on it */
+    void (*went_out)(rlc_engine *e, struct req *r, int64_t now);
     int64_t n_ops;            /* operations not yet ended */
     /* the restart guard (engine_guard.c): per node, NULL while it is off */
     struct node_life *life;
@@ -551,8 +555,10 @@ void hold_mark_ttl(struct hold *h, struct req *r, int64_t ttl);
 void req_answered(rlc_engine *e, struct req *r);
 void hold_prune_marks(rlc_engine *e, struct hold *h);
 void req_gone(rlc_engine *e, struct req *r, bool reached);
+/* counted: the nodes whose answers the claim counts (a request on any
+ * other node cannot shorten what it claims), or NULL: every node. */
 int64_t hold_valid_until(const struct hold *h, int64_t started, const struct wire_pos *pos,
-                         int64_t lease, double drift);
+                         const bool *counted, int64_t lease, double drift);
 uint64_t hold_pop_level(struct hold *h);
 void lock_free_all(rlc_engine *e);
 
@@ -589,6 +595,8 @@ void multi_cancel(rlc_engine *e, struct eng_op *op, int64_t now);
 /* Shared by the operations (engine_round.c): a round sends one command to
  * every node and ends when all answered or at its deadline. */
 void round_begin(rlc_engine *e, struct eng_op *op, int64_t now);
+/* A request of a round went out on a connection just made (e->went_out). */
+void round_went_out(rlc_engine *e, struct req *r, int64_t now);
 void round_send(rlc_engine *e, struct eng_op *op, int kind, const struct script *s,
                 struct rlc_cmd *cmd);
 void round_abandon(struct eng_op *op);

@@ -166,6 +166,7 @@ void op_free(rlc_engine *e, struct eng_op *op)
     timer_clear(e, &op->timer);
     free(op->members);
     free(op->places);
+    free(op->floor_err);
     free(op);
 }
 

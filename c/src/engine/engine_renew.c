@@ -146,7 +146,7 @@ static void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     int fail = quorum_has(e->n, yes) ? 0 : round_fail(e, op, msg, sizeof msg);
     int64_t started = op->started, lease = op->lease;
     /* read before the round (and where its nodes answered) is freed */
-    int64_t valid_until = hold_valid_until(h, op->started, op->pos, lease, e->opts.drift_factor);
+    int64_t valid_until = hold_valid_until(h, op->started, op->pos, NULL, lease, e->opts.drift_factor);
     end_renewal(e, h);
     /* n_levels 0: the release of the last level was started while this
      * round ran, and the hold ends with it; a renewal that ran after it (a
