@@ -123,7 +123,7 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
     struct hold *h = op->hold;
     /* What a late request of this hold could still leave (a shorter lease,
      * an undo's earlier PTTL) bounds the validity; none left: not held. */
-    int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->lease,
+    int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->granted, op->lease,
                                            e->opts.drift_factor);
     if (valid_until <= now) {
         bool all[RLC_MAX_NODES];

@@ -110,6 +110,60 @@ void conn_append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const 
     cmd_unref(cmd);
 }
 
+/* A request someone waits for, queued on a connection whose last connect
+ * failed and whose backoff outlasts a call's timeout: it would wait for
+ * nothing (a node that is down is known down; the blocking API's calls
+ * failed at once there too). A shorter backoff is waited out: the next
+ * connect may find the server back. */
+static bool waits_in_vain(const rlc_engine *e, const struct conn *c)
+{
+    if (c->fails == 0 || c->retry_at <= e->now + e->call_timeout_ms)
+        return false;
+    for (const struct req *r = c->qhead; r; r = r->next)
+        if (r->op)
+            return true;
+    return false;
+}
+
+static void no_reply(rlc_engine *e, struct req *r, int why, const char *msg);
+
+/* Those requests hear the connect's failure now, as they would have at
+ * the failed connect itself, and go; none was written, none can run. A
+ * redo request (a release) is told too, and stays queued for the next
+ * connection: it is delivered at least once (E4). */
+static void fail_waiting(rlc_engine *e, struct conn *c)
+{
+    /* Taken out first: a reply heard here may queue more on c (an undo). */
+    struct req *list = c->qhead, *keep = NULL, *keep_tail = NULL;
+    c->qhead = c->qtail = NULL;
+    while (list) {
+        struct req *r = list;
+        list = r->next;
+        r->next = NULL;
+        if (r->op) {
+            char why[200];
+            snprintf(why, sizeof why, "%s", c->why);
+            no_reply(e, r, RLC_E_CONNECT, why); /* r->op is NULL from here on */
+            if (!r->redo) {
+                req_gone(e, r, false);
+                req_free(e, r);
+                continue;
+            }
+        }
+        if (keep_tail)
+            keep_tail->next = r;
+        else
+            keep = r;
+        keep_tail = r;
+    }
+    if (keep) { /* ahead of what was queued meanwhile, in their order */
+        keep_tail->next = c->qhead;
+        if (!c->qhead)
+            c->qtail = keep_tail;
+        c->qhead = keep;
+    }
+}
+
 static void schedule(rlc_engine *e, struct conn *c)
 {
     if (c->disc) {
@@ -120,7 +174,7 @@ static void schedule(rlc_engine *e, struct conn *c)
     if (c->state == C_UP && c->head)
         at = c->head->sent_at + stall_ms(e);
     else if (c->state == C_DOWN && c->qhead && c->retry_at > e->now)
-        at = c->retry_at;
+        at = waits_in_vain(e, c) ? e->now : c->retry_at;
     for (const struct req *r = c->parked; r; r = r->next)
         if (at < 0 || r->due < at)
             at = r->due;
@@ -386,6 +440,7 @@ static void end_conn(rlc_engine *e, struct conn *c, int why, const char *msg, in
         c->retry_at = e->now;
     } else {
         c->fails++;
+        snprintf(c->why, sizeof c->why, "%s", msg ? msg : "cannot connect");
         c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (c->backoff_ms > BACKOFF_MAX_MS)
             c->backoff_ms = BACKOFF_MAX_MS;
@@ -467,6 +522,8 @@ void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
     }
     if (c->parked)
         unpark(e, c, now);
+    if (c->state == C_DOWN && now < c->retry_at && waits_in_vain(e, c))
+        fail_waiting(e, c);
     if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",

@@ -100,6 +100,7 @@ struct conn {
     int64_t backoff_ms;
     struct timer timer;    /* reconnect backoff, stall check */
     int fails;             /* connects in a row that failed */
+    char why[160];         /* why the last connect failed (what waiting requests hear) */
     bool ever_up;          /* since the last failure */
     bool disc;             /* a sentinel node's discovery connection (engine_sentinel.c) */
     int master;            /* a cluster node's: the master's index in its map; else -1 */
@@ -149,8 +150,9 @@ struct ttl_mark {
     int64_t ttl;
     int64_t answered_at; /* -1 pending; else it ran before this time, and still
                             counts for a round that started before it */
-    /* where it was answered: it ran before whatever was written after it
-       on that connection instance (instance 0: a copy may run elsewhere) */
+    /* its node (where it may run); where it was answered: it ran before
+       whatever was written after it on that connection instance (instance
+       0: a copy may run elsewhere) */
     int node;
     uint64_t instance, end_at;
 };
@@ -551,8 +553,10 @@ void hold_mark_ttl(struct hold *h, struct req *r, int64_t ttl);
 void req_answered(rlc_engine *e, struct req *r);
 void hold_prune_marks(rlc_engine *e, struct hold *h);
 void req_gone(rlc_engine *e, struct req *r, bool reached);
+/* counted: the nodes whose answers the claim counts (a request on any
+ * other node cannot shorten what it claims), or NULL: every node. */
 int64_t hold_valid_until(const struct hold *h, int64_t started, const struct wire_pos *pos,
-                         int64_t lease, double drift);
+                         const bool *counted, int64_t lease, double drift);
 uint64_t hold_pop_level(struct hold *h);
 void lock_free_all(rlc_engine *e);
 

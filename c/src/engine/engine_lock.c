@@ -198,6 +198,7 @@ void hold_mark_ttl(struct hold *h, struct req *r, int64_t ttl)
     m->req = r;
     m->ttl = ttl;
     m->answered_at = -1;
+    m->node = r->node;
     m->next = h->marks;
     if (h->marks)
         h->marks->prev = m;
@@ -300,13 +301,15 @@ static bool ran_before(const struct ttl_mark *m, const struct wire_pos *pos)
 }
 
 int64_t hold_valid_until(const struct hold *h, int64_t started, const struct wire_pos *pos,
-                         int64_t lease, double drift)
+                         const bool *counted, int64_t lease, double drift)
 {
     int64_t cap = lease;
     bool frozen = false;
     for (const struct ttl_mark *m = h->marks; m; m = m->next) {
         if (m->answered_at >= 0 && (m->answered_at < started || ran_before(m, pos)))
             continue; /* it ran before this round's own request */
+        if (counted && !counted[m->node])
+            continue; /* it acts on a node whose answer the claim does not count */
         if (m->ttl < 0)
             frozen = true;
         else if (m->ttl < cap)

@@ -187,7 +187,8 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
     int lost = -1;
     for (int i = 0; i < op->n_members; i++) {
         const struct hold *h = op->members[i];
-        int64_t v = hold_valid_until(h, op->started, op->pos, op->lease, e->opts.drift_factor);
+        int64_t v = hold_valid_until(h, op->started, op->pos, op->granted, op->lease,
+                                     e->opts.drift_factor);
         if (v < least)
             least = v;
         if (h->lost && lost < 0)
@@ -225,7 +226,7 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
         h->renew_fail = 0;
         /* the script set this key's TTL to the round's lease, whatever the
          * hold's own: its validity and next renewal follow that */
-        h->valid_until = hold_valid_until(h, op->started, op->pos, op->lease,
+        h->valid_until = hold_valid_until(h, op->started, op->pos, op->granted, op->lease,
                                           e->opts.drift_factor);
         if (h->watchdog)
             h->next_renew = op->started + (op->lease < h->lease_ms ? op->lease : h->lease_ms) / 3;
