@@ -23,16 +23,6 @@
 
 #define NAME(s) s, strlen(s)
 
-/* How many subscribers channel has on s. */
-static long long numsub(const struct redis_server *s, const char *channel)
-{
-    redisReply *r = rs_cmd(s, "PUBSUB NUMSUB %s", channel);
-    long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
 TEST(one_thread_acquires_extends_and_releases_in_redisson_format)
 {
     START(s);
@@ -207,7 +197,7 @@ TEST(a_waiter_is_woken_by_another_clients_release)
     CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
     joined = false;
     /* The waiter has tried once and subscribed. */
-    CHECK(WAIT_UNTIL(numsub(&s, "redisson_lock__channel:{handoff}") == 1, 5000),
+    CHECK(WAIT_UNTIL(channel_subscribers(&s, "redisson_lock__channel:{handoff}") == 1, 5000),
           "the waiter subscribed");
     int64_t released = check_now_ms();
     CHECK_RC(edrv_release(a, NAME("handoff"), 1, &o), RLC_OK);
@@ -533,7 +523,7 @@ TEST(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused)
     w.d = b;
     CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
     joined = false;
-    CHECK(WAIT_UNTIL(numsub(&e.s, "redisson_lock__channel:{tls-lock}") == 1, 5000),
+    CHECK(WAIT_UNTIL(channel_subscribers(&e.s, "redisson_lock__channel:{tls-lock}") == 1, 5000),
           "the waiter subscribed over TLS");
     int64_t released = check_now_ms();
     CHECK_RC(edrv_release(a, NAME("tls-lock"), 1, &o), RLC_OK);
