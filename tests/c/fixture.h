@@ -25,6 +25,16 @@
         return;                                                               \
     }
 
+/* How many subscribers channel has on s (-1: no answer). */
+static inline long long channel_subscribers(const struct redis_server *s, const char *channel)
+{
+    redisReply *r = rs_cmd(s, "PUBSUB NUMSUB %s", channel);
+    long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
 /* The hold count of "<uuid>:<owner>" in the Redisson hash key on s (0: none). */
 static inline long long field_count(const struct redis_server *s, const char *key,
                                     const char *uuid, uint64_t owner)

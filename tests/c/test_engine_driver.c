@@ -23,16 +23,6 @@
 
 #define NAME(s) s, strlen(s)
 
-/* How many subscribers channel has on s. */
-static long long numsub(const struct redis_server *s, const char *channel)
-{
-    redisReply *r = rs_cmd(s, "PUBSUB NUMSUB %s", channel);
-    long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
 TEST(one_thread_acquires_extends_and_releases_in_redisson_format)
 {
     START(s);
@@ -207,7 +197,7 @@ TEST(a_waiter_is_woken_by_another_clients_release)
     CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
     joined = false;
     /* The waiter has tried once and subscribed. */
-    CHECK(WAIT_UNTIL(numsub(&s, "redisson_lock__channel:{handoff}") == 1, 5000),
+    CHECK(WAIT_UNTIL(channel_subscribers(&s, "redisson_lock__channel:{handoff}") == 1, 5000),
           "the waiter subscribed");
     int64_t released = check_now_ms();
     CHECK_RC(edrv_release(a, NAME("handoff"), 1, &o), RLC_OK);
@@ -535,7 +525,7 @@ TEST(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused)
     w.d = b;
     CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
     joined = false;
-    CHECK(WAIT_UNTIL(numsub(&e.s, "redisson_lock__channel:{tls-lock}") == 1, 5000),
+    CHECK(WAIT_UNTIL(channel_subscribers(&e.s, "redisson_lock__channel:{tls-lock}") == 1, 5000),
           "the waiter subscribed over TLS");
     int64_t released = check_now_ms();
     CHECK_RC(edrv_release(a, NAME("tls-lock"), 1, &o), RLC_OK);
@@ -595,6 +585,65 @@ done:
     if (paused)
         rs_resume(&cl.node[2]);
     edrv_free(d, 1000);
+    cluster_stop(&cl);
+}
+
+/* A try that lost while one of three masters is down leaves an undo
+ * queued for that master, unanswered while it is down. That undo cannot
+ * shorten anything on the two masters that answer, so it must not stop the
+ * same owner's next try there: before, every later grant of that owner
+ * was refused ("no validity was left of its lease") until the dead master
+ * came back. */
+TEST(an_undo_waiting_for_a_dead_master_does_not_block_the_owners_next_try)
+{
+    START_CLUSTER(cl, 3);
+    struct edrv *d = NULL, *other = NULL;
+    struct edrv_outcome o;
+    CHECK_RC(edrv_new(&d, cl.uris, UUID_A, "node_timeout_ms=200;connect_timeout_ms=100;watchdog_timeout_ms=900",
+                      NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_new(&other, cl.uris, UUID_B, "node_timeout_ms=200", NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_acquire(other, NAME("dm"), 1, NULL, 0, 20000, &o), RLC_OK);
+    rs_kill(&cl.node[2]);
+    /* busy on two masters, no answer from the third: undone there later */
+    CHECK_RC(edrv_acquire(d, NAME("dm"), 1, NULL, 0, 20000, &o), RLC_NOT_ACQUIRED);
+    CHECK_RC(edrv_release(other, NAME("dm"), 1, &o), RLC_OK);
+    CHECK_RC(edrv_acquire(d, NAME("dm"), 1, NULL, 0, 20000, &o), RLC_OK);
+    CHECK(o.validity_ms > 15000, "validity %lld", (long long)o.validity_ms);
+    CHECK_RC(edrv_release(d, NAME("dm"), 1, &o), RLC_OK);
+    /* and its renewals go on (a watchdog hold, 900 ms leases, for 3 s):
+     * the undo still waits for the dead master */
+    CHECK_RC(edrv_acquire(d, NAME("dm"), 1, NULL, 0, -1, &o), RLC_OK);
+    int64_t until = check_now_ms() + 3000;
+    bool valid = true;
+    while (valid && check_now_ms() < until)
+        valid = WAIT_UNTIL(check_now_ms() >= until, 100) || edrv_validity_ms(d, NAME("dm"), 1) > 0;
+    CHECK(edrv_validity_ms(d, NAME("dm"), 1) > 0, "the hold was renewed for three leases");
+    CHECK_RC(edrv_release(d, NAME("dm"), 1, &o), RLC_OK);
+done:
+    edrv_free(d, 200);
+    edrv_free(other, 200);
+    cluster_stop(&cl);
+}
+
+/* One of three masters is down for good: its connection waits out a
+ * backoff between connects. A request queued there meanwhile must not wait
+ * out the round's connect allowance (a second) for nothing: with a 400 ms
+ * lease every round would end with its lease used up, and no try would
+ * ever be granted. Each cycle is granted on the two live masters. */
+TEST(a_master_that_is_down_costs_a_round_no_more_than_the_node_timeout)
+{
+    START_CLUSTER(cl, 3);
+    struct edrv *d = NULL;
+    struct edrv_outcome o;
+    CHECK_RC(edrv_new(&d, cl.uris, UUID_A, "node_timeout_ms=50", NULL, NULL), RLC_OK);
+    rs_kill(&cl.node[2]);
+    for (int i = 0; i < 10; i++) {
+        CHECK_RC(edrv_acquire(d, NAME("down3"), 1, NULL, 0, 400, &o), RLC_OK);
+        CHECK(o.validity_ms > 0, "cycle %d: validity %lld", i, (long long)o.validity_ms);
+        CHECK_RC(edrv_release(d, NAME("down3"), 1, &o), RLC_OK);
+    }
+done:
+    edrv_free(d, 200);
     cluster_stop(&cl);
 }
 
@@ -844,6 +893,8 @@ RUN_TESTS(CASE(one_thread_acquires_extends_and_releases_in_redisson_format),
           CASE(a_killed_connection_is_made_again_for_the_next_call),
           CASE(tls_connections_carry_the_lock_and_a_wrong_ca_is_refused),
           CASE(redlock_over_three_masters_holds_with_one_stopped),
+          CASE(an_undo_waiting_for_a_dead_master_does_not_block_the_owners_next_try),
+          CASE(a_master_that_is_down_costs_a_round_no_more_than_the_node_timeout),
           CASE(a_redis_cluster_routes_each_name_to_its_master),
           CASE(threads_under_server_pauses_stay_exclusive_and_leave_nothing),
           CASE(a_silent_dns_server_bounds_calls_and_never_stalls_renewals))

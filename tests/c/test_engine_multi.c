@@ -33,15 +33,6 @@ static int multi(struct edrv *d, uint64_t owner, const struct cancel_point *cp, 
           (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)),       \
           (const char *const[]){__VA_ARGS__})
 
-static long long numsub(const struct redis_server *s, const char *channel)
-{
-    redisReply *r = rs_cmd(s, "PUBSUB NUMSUB %s", channel);
-    long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
 TEST(every_name_or_none_and_each_released_on_its_own)
 {
     START(s);
@@ -184,7 +175,7 @@ TEST(a_busy_later_name_is_looked_at_again_and_taken_when_let_go)
     w.d = d;
     CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
     started = true;
-    CHECK(WAIT_UNTIL(numsub(&s, "redisson_lock__channel:{wa}") == 1, 5000),
+    CHECK(WAIT_UNTIL(channel_subscribers(&s, "redisson_lock__channel:{wa}") == 1, 5000),
           "it waits on its first name's channel");
     CHECK(atomic_load(&w.status) == 1000 && rs_int(&s, "EXISTS wa") == 0,
           "it holds nothing while it waits");
@@ -218,13 +209,13 @@ TEST(cancel_ends_a_waiting_multi_lock_and_leaves_nothing_held)
     w.d = d;
     CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
     started = true;
-    CHECK(WAIT_UNTIL(numsub(&s, "redisson_lock__channel:{ca}") == 1, 5000), "it waits");
+    CHECK(WAIT_UNTIL(channel_subscribers(&s, "redisson_lock__channel:{ca}") == 1, 5000), "it waits");
     CHECK(edrv_cancel(d, &cancels) == 1, "one acquire cancelled");
     CHECK(WAIT_UNTIL(atomic_load(&w.status) != 1000, 5000), "it ended");
     CHECK_RC(atomic_load(&w.status), RLC_E_CANCELED);
     CHECK(field_count(&s, "ca", UUID_A, 2) == 0 && rs_int(&s, "EXISTS cb") == 0,
           "the cancelled owner holds nothing");
-    CHECK(WAIT_UNTIL(numsub(&s, "redisson_lock__channel:{ca}") == 0, 5000), "unsubscribed");
+    CHECK(WAIT_UNTIL(channel_subscribers(&s, "redisson_lock__channel:{ca}") == 0, 5000), "unsubscribed");
     /* its places are free: the same owner takes the set at once */
     CHECK_RC(edrv_release(d, NAME("ca"), 1, &o), RLC_OK);
     CHECK_RC(MULTI(d, 2, NULL, 0, 10000, &o, "ca", "cb"), RLC_OK);
@@ -431,7 +422,7 @@ TEST(the_same_owners_calls_on_a_shared_name_run_in_turn)
     p.d = w.d = d;
     CHECK(pthread_create(&th[0], NULL, plain_thread, &p) == 0, "thread");
     started++;
-    CHECK(WAIT_UNTIL(numsub(&s, "redisson_lock__channel:{tb}") == 1, 5000), "tb waits");
+    CHECK(WAIT_UNTIL(channel_subscribers(&s, "redisson_lock__channel:{tb}") == 1, 5000), "tb waits");
     CHECK(pthread_create(&th[1], NULL, waiting_thread, &w) == 0, "thread");
     started++;
     CHECK(atomic_load(&w.status) == 1000, "the multi-lock did not get past the wait");

@@ -170,6 +170,36 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
     op_finish(e, op, now);
 }
 
+bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t sleep_ms,
+                   int64_t now)
+{
+    struct eng_lock *l = op->hold->lock;
+    op->phase = P_WAIT;
+    op->waited = true;
+    sub_join(e, op);
+    op->woken = false;
+    int64_t until = op->wait_deadline;
+    op->retry_at = -1;
+    if (retry_ms >= 0) {
+        /* contenders split the vote (a random part of retry_jitter_ms, so
+         * that they do not collide again in lockstep), or a multi-lock's
+         * later name is busy: look again then, whatever wakes */
+        int64_t at = now + retry_ms;
+        op->retry_at = at;
+        if (until < 0 || at < until)
+            until = at;
+    } else if (l->missed_wake) {
+        /* a wake came while every waiter was trying: it is this one's */
+        l->missed_wake = false;
+        op->woken = true;
+        return true;
+    } else {
+        sub_holder_expires(e, l, sleep_ms < 0 ? -1 : now + sleep_ms, now);
+    }
+    timer_set(e, &op->timer, T_OP, op, until);
+    return false;
+}
+
 /* Ends the op, or puts it to sleep when it may wait on. */
 static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_t sleep_ms,
                     const char *msg, int64_t now)
@@ -186,29 +216,9 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
         op_finish(e, op, now);
         return;
     }
-    op->phase = P_WAIT;
-    op->waited = true;
-    sub_join(e, op);
-    op->woken = false;
-    int64_t until = op->wait_deadline;
-    if (split) {
-        /* contenders split the vote: try again after a random part of
-         * retry_jitter_ms, so that they do not collide again in lockstep */
-        int64_t at = now + quorum_jitter_ms(eng_random(e), e->opts.retry_jitter_ms);
-        op->retry_at = at;
-        if (until < 0 || at < until)
-            until = at;
-    } else if (l->missed_wake) {
-        /* a wake came while every waiter was trying: it is this one's */
-        l->missed_wake = false;
-        op->woken = true;
+    int64_t retry_ms = split ? quorum_jitter_ms(eng_random(e), e->opts.retry_jitter_ms) : -1;
+    if (acquire_sleep(e, op, retry_ms, sleep_ms, now))
         try_round(e, op, now);
-        return;
-    } else {
-        op->retry_at = -1;
-        sub_holder_expires(e, l, sleep_ms < 0 ? -1 : now + sleep_ms, now);
-    }
-    timer_set(e, &op->timer, T_OP, op, until);
 }
 
 /* The round's answers as quorum votes; returns the grants that do not

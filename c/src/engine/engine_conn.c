@@ -120,16 +120,17 @@ static bool waits_in_vain(const rlc_engine *e, const struct conn *c)
     if (c->fails == 0 || c->retry_at <= e->now + e->call_timeout_ms)
         return false;
     for (const struct req *r = c->qhead; r; r = r->next)
-        if (r->op && !r->redo)
+        if (r->op)
             return true;
     return false;
 }
 
-/* Those requests hear the connect's failure now, as they would have at
- * the failed connect itself; redo requests wait for the next connection.
- * None was written: none can run. */
 static void no_reply(rlc_engine *e, struct req *r, int why, const char *msg);
 
+/* Those requests hear the connect's failure now, as they would have at
+ * the failed connect itself, and go; none was written, none can run. A
+ * redo request (a release) is told too, and stays queued for the next
+ * connection: it is delivered at least once (E4). */
 static void fail_waiting(rlc_engine *e, struct conn *c)
 {
     /* Taken out first: a reply heard here may queue more on c (an undo). */
@@ -139,13 +140,15 @@ static void fail_waiting(rlc_engine *e, struct conn *c)
         struct req *r = list;
         list = r->next;
         r->next = NULL;
-        if (r->op && !r->redo) {
+        if (r->op) {
             char why[200];
             snprintf(why, sizeof why, "%s", c->why);
-            no_reply(e, r, RLC_E_CONNECT, why);
-            req_gone(e, r, false);
-            req_free(e, r);
-            continue;
+            no_reply(e, r, RLC_E_CONNECT, why); /* r->op is NULL from here on */
+            if (!r->redo) {
+                req_gone(e, r, false);
+                req_free(e, r);
+                continue;
+            }
         }
         if (keep_tail)
             keep_tail->next = r;

@@ -150,8 +150,9 @@ struct ttl_mark {
     int64_t ttl;
     int64_t answered_at; /* -1 pending; else it ran before this time, and still
                             counts for a round that started before it */
-    /* where it was answered: it ran before whatever was written after it
-       on that connection instance (instance 0: a copy may run elsewhere) */
+    /* its node (where it may run); where it was answered: it ran before
+       whatever was written after it on that connection instance (instance
+       0: a copy may run elsewhere) */
     int node;
     uint64_t instance, end_at;
 };
@@ -586,6 +587,13 @@ void acquire_forget_lost(rlc_engine *e, struct hold *h);
 int acquire_votes(rlc_engine *e, const struct eng_op *op, int64_t now,
                   struct quorum_vote *votes, char *guard_msg, size_t size);
 bool acquire_may_hold(const struct eng_op *op, int i);
+/* Puts op to sleep among its lock's waiters until a wake, its retry time or
+ * the wait's end. retry_ms >= 0: look again after that long whatever wakes
+ * it; -1: when the holder's lease ends (sleep_ms, -1 unknown) or a message
+ * comes. true: a wake came while every waiter was trying (missed_wake), and
+ * the caller tries again now instead. */
+bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t sleep_ms,
+                   int64_t now);
 /* engine_multi.c: a multi-lock's op over n names (sorted, distinct) for
  * owner, queued in each name's hold; RLC_OK and its id, or RLC_E_NOMEM. */
 int multi_new(rlc_engine *e, struct eng_lock *const *locks, int n, uint64_t owner,

@@ -155,29 +155,13 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
         end(e, op, rc, why, now);
         return;
     }
-    op->phase = P_WAIT;
-    op->waited = true;
-    sub_join(e, op);
-    op->woken = false;
-    int64_t until = op->wait_deadline;
-    op->retry_at = -1;
-    if (split || op->busy_later) {
-        /* a split vote: after a jitter; a later name's holder: its message
-         * does not come here, so look again when its lease would end */
-        int64_t at = now + (split ? quorum_jitter_ms(eng_random(e), e->opts.retry_jitter_ms)
-                                  : quorum_retry_ms(sleep_ms));
-        op->retry_at = at;
-        if (until < 0 || at < until)
-            until = at;
-    } else if (l->missed_wake) {
-        l->missed_wake = false;
-        op->woken = true;
+    /* a later name's holder sends no message here: look again when its
+     * lease would end */
+    int64_t retry_ms = split ? quorum_jitter_ms(eng_random(e), e->opts.retry_jitter_ms)
+                       : op->busy_later ? quorum_retry_ms(sleep_ms)
+                                        : -1;
+    if (acquire_sleep(e, op, retry_ms, sleep_ms, now))
         try_round(e, op, now);
-        return;
-    } else {
-        sub_holder_expires(e, l, sleep_ms < 0 ? -1 : now + sleep_ms, now);
-    }
-    timer_set(e, &op->timer, T_OP, op, until);
 }
 
 /* Every name's hold gets the round's level, or none does. */

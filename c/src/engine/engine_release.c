@@ -176,12 +176,14 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     round_timeout(op, e->n);
     round_abandon(op);
     op->phase = P_DONE; /* renew_schedule: no longer extending */
-    for (int i = 0; i < e->n; i++)
+    for (int i = 0; i < e->n; i++) {
         if (op->rep[i].status == RLC_OK)
             op->rep[i].a == 1 ? yes++ : gone++;
+        op->granted[i] = op->rep[i].status == RLC_OK && op->rep[i].a == 1; /* counted */
+    }
     char msg[512] = "";
     int rc;
-    int64_t valid_until = hold_valid_until(h, op->started, op->pos, NULL, op->lease,
+    int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->granted, op->lease,
                                            e->opts.drift_factor);
     int end = quorum_renew_end(e->n, yes, gone, valid_until - now);
     if (end == QE_LATE) {

@@ -139,14 +139,17 @@ static void renew_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     struct hold *h = op->hold;
     int yes = 0, gone = 0;
     round_timeout(op, e->n);
-    for (int i = 0; i < e->n; i++)
+    for (int i = 0; i < e->n; i++) {
         if (op->rep[i].status == RLC_OK)
             op->rep[i].a == 1 ? yes++ : gone++;
+        op->granted[i] = op->rep[i].status == RLC_OK && op->rep[i].a == 1; /* counted */
+    }
     char msg[300];
     int fail = quorum_has(e->n, yes) ? 0 : round_fail(e, op, msg, sizeof msg);
     int64_t started = op->started, lease = op->lease;
     /* read before the round (and where its nodes answered) is freed */
-    int64_t valid_until = hold_valid_until(h, op->started, op->pos, NULL, lease, e->opts.drift_factor);
+    int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->granted, lease,
+                                           e->opts.drift_factor);
     end_renewal(e, h);
     /* n_levels 0: the release of the last level was started while this
      * round ran, and the hold ends with it; a renewal that ran after it (a
