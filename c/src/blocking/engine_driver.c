@@ -481,7 +481,12 @@ int edrv_cancel(struct edrv *d, const void *tag)
     if (!d->leading)
         dio_flush_all(d, false, now);
     pump(d);
-    dio_poke_if_needed(d);
+    /* a cancelled waiter may be the one polling: it hears of its end only
+     * when its poll returns */
+    if (n > 0 && d->leading)
+        dio_poke(d);
+    else
+        dio_poke_if_needed(d);
     unlock(d);
     return n;
 }
@@ -521,7 +526,8 @@ void edrv_close(struct edrv *d)
     if (!d->leading)
         dio_flush_all(d, false, now);
     pump(d);
-    dio_poke_if_needed(d);
+    if (d->leading)
+        dio_poke(d); /* an ended waiter may be the one polling */
     unlock(d);
 }
 

@@ -175,6 +175,8 @@ bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t s
 {
     struct eng_lock *l = op->hold->lock;
     op->phase = P_WAIT;
+    if (!op->waited)
+        eng_count(e, RLC_M_WAITS); /* as it begins, as the blocking API counted it */
     op->waited = true;
     sub_join(e, op);
     op->woken = false;

@@ -375,6 +375,10 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
             req_free(e, r);
         } else if (unsent || (r->redo && !hello)) {
             r->resent = r->resent || !unsent; /* its bytes reached the server */
+            /* a release cut off: its caller hears of the cut now, and it
+             * goes out again on the next connection (E4) */
+            if (!unsent && r->op)
+                no_reply(e, r, why, msg);
             r->next = NULL;
             if (redo_tail)
                 redo_tail->next = r;
