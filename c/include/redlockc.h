@@ -546,6 +546,19 @@ RLC_API int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, 
  * key): no renewal, no loss report, no level left for a later acquire to
  * nest in. Sends nothing; operations still running end as they would. */
 RLC_API int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, int64_t now_ms);
+/* What rlc_engine_query asks (rlc_lock_is_locked, is_held, hold_count,
+ * ttl_ms): whether a majority of nodes has the lock's key (LOCKED: 1 or 0),
+ * has owner's level there (HELD: 1 or 0); the hold count of owner (COUNT)
+ * or the time to live in ms (TTL: -1 no expiry, -2 no key) that at least a
+ * quorum of nodes still has. */
+enum { RLC_Q_LOCKED = 1, RLC_Q_HELD = 2, RLC_Q_COUNT = 3, RLC_Q_TTL = 4 };
+/* Asks the servers, changing nothing, on the connections the locks use (it
+ * sees every command this engine wrote before it). It does not wait behind
+ * the owner's other operations. Its DONE event carries the answer in
+ * count; without a quorum of answers it fails as a release would. owner:
+ * any non-zero id for LOCKED and TTL. */
+RLC_API int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                             int what, int64_t now_ms, uint64_t *op);
 /* Ends an acquire that is still running with RLC_E_CANCELED; whatever it
  * may have taken is undone. An op that already ended, or a release or
  * extend, is left alone: RLC_NOT_ACQUIRED says so (nothing to cancel). */

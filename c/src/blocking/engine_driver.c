@@ -396,6 +396,11 @@ static int q_extend(struct edrv *d, const struct waiter *w, int64_t now, uint64_
     return rlc_engine_extend(d->e, w->name, w->name_len, w->owner, w->a, now, op);
 }
 
+static int q_query(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
+{
+    return rlc_engine_query(d->e, w->name, w->name_len, w->owner, (int)w->a, now, op);
+}
+
 /* In a forked child: its threads are gone and the mutex may stay held by
  * one of them, so nothing may wait on it; the child makes its own driver. */
 static bool forked(const struct edrv *d)
@@ -465,6 +470,17 @@ int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owne
     return run_op(d, (struct waiter){.q = q_extend, .name = name, .name_len = name_len,
                                      .owner = owner, .a = lease_ms},
                   out);
+}
+
+int edrv_query(struct edrv *d, const char *name, size_t name_len, uint64_t owner, int what,
+               int64_t *answer, struct edrv_outcome *out)
+{
+    int rc = run_op(d, (struct waiter){.q = q_query, .name = name, .name_len = name_len,
+                                       .owner = owner, .a = what},
+                    out);
+    if (rc == RLC_OK)
+        *answer = out->count;
+    return rc;
 }
 
 int edrv_cancel(struct edrv *d, const void *tag)

@@ -76,6 +76,10 @@ int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t own
                  struct edrv_outcome *out);
 int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                 int64_t lease_ms, struct edrv_outcome *out);
+/* rlc_engine_query's: what (RLC_Q_*) a quorum of the servers says of
+ * name, in *answer. */
+int edrv_query(struct edrv *d, const char *name, size_t name_len, uint64_t owner, int what,
+               int64_t *answer, struct edrv_outcome *out);
 
 /* The client closes: every acquire running ends RLC_E_CLOSED (what it
  * may have taken is undone) and every later call is refused so; releases

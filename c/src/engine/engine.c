@@ -52,8 +52,9 @@ static int new_op(rlc_engine *e, int kind, const char *name, size_t len, uint64_
     }
     op->id = ++e->next_op;
     op->kind = kind;
-    op->cls = kind == OP_ACQUIRE ? &op_acquire_class
+    op->cls = kind == OP_ACQUIRE   ? &op_acquire_class
               : kind == OP_RELEASE ? &op_release_class
+              : kind == OP_QUERY   ? &op_query_class
                                    : &op_extend_class;
     op->hold = h;
     op->timer.at = -1;
@@ -252,6 +253,21 @@ int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t
     struct eng_op *op = find_op(e, *op_id);
     op->lease_req = lease_ms;
     enqueue(e, op);
+    return RLC_OK;
+}
+
+int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                     int what, int64_t now_ms, uint64_t *op_id)
+{
+    if (what < RLC_Q_LOCKED || what > RLC_Q_TTL)
+        return rlc_fail(RLC_E_INVAL, "query %d is not one of RLC_Q_LOCKED..RLC_Q_TTL", what);
+    int rc = new_op(e, OP_QUERY, name, name_len, owner, op_id);
+    if (rc != RLC_OK)
+        return rc;
+    advance(e, now_ms);
+    struct eng_op *op = find_op(e, *op_id);
+    op->what = what;
+    query_begin(e, op);
     return RLC_OK;
 }
 
@@ -659,6 +675,7 @@ static void free_ops(rlc_engine *e)
                     op = next;
                 }
                 h->ops_head = h->ops_tail = NULL;
+                query_free_all(e, h);
                 if (h->renewing)
                     op_free(e, h->renewing);
                 h->renewing = NULL;

@@ -110,58 +110,28 @@ void conn_append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const 
     cmd_unref(cmd);
 }
 
-/* A request someone waits for, queued on a connection whose last connect
- * failed and whose backoff outlasts a call's timeout: it would wait for
- * nothing (a node that is down is known down; the blocking API's calls
- * failed at once there too). A shorter backoff is waited out: the next
- * connect may find the server back. */
-static bool waits_in_vain(const rlc_engine *e, const struct conn *c)
+/* A connect someone waits for is tried at once, not at the end of the
+ * backoff: a node that stays down costs a waiting round one refused connect
+ * (RLC_E_CONNECT at once), as the blocking API's calls each tried to
+ * connect, never its whole backoff. At most one such connect every
+ * ON_DEMAND_MS per connection: a busy client does not spin on a dead node.
+ * What nobody waits for (a release to send again) keeps the backoff. */
+#define ON_DEMAND_MS 20
+
+static bool awaited(const struct conn *c)
 {
-    if (c->fails == 0 || c->retry_at <= e->now + e->call_timeout_ms)
-        return false;
     for (const struct req *r = c->qhead; r; r = r->next)
         if (r->op)
             return true;
     return false;
 }
 
-static void no_reply(rlc_engine *e, struct req *r, int why, const char *msg);
-
-/* Those requests hear the connect's failure now, as they would have at
- * the failed connect itself, and go; none was written, none can run. A
- * redo request (a release) is told too, and stays queued for the next
- * connection: it is delivered at least once (E4). */
-static void fail_waiting(rlc_engine *e, struct conn *c)
+static int64_t open_at(const struct conn *c)
 {
-    /* Taken out first: a reply heard here may queue more on c (an undo). */
-    struct req *list = c->qhead, *keep = NULL, *keep_tail = NULL;
-    c->qhead = c->qtail = NULL;
-    while (list) {
-        struct req *r = list;
-        list = r->next;
-        r->next = NULL;
-        if (r->op) {
-            char why[200];
-            snprintf(why, sizeof why, "%s", c->why);
-            no_reply(e, r, RLC_E_CONNECT, why); /* r->op is NULL from here on */
-            if (!r->redo) {
-                req_gone(e, r, false);
-                req_free(e, r);
-                continue;
-            }
-        }
-        if (keep_tail)
-            keep_tail->next = r;
-        else
-            keep = r;
-        keep_tail = r;
-    }
-    if (keep) { /* ahead of what was queued meanwhile, in their order */
-        keep_tail->next = c->qhead;
-        if (!c->qhead)
-            c->qtail = keep_tail;
-        c->qhead = keep;
-    }
+    if (c->fails == 0 || !awaited(c))
+        return c->retry_at;
+    int64_t soon = c->retry_at - c->backoff_ms + ON_DEMAND_MS; /* its last failure + */
+    return soon < c->retry_at ? soon : c->retry_at;
 }
 
 static void schedule(rlc_engine *e, struct conn *c)
@@ -173,8 +143,8 @@ static void schedule(rlc_engine *e, struct conn *c)
     int64_t at = -1;
     if (c->state == C_UP && c->head)
         at = c->head->sent_at + stall_ms(e);
-    else if (c->state == C_DOWN && c->qhead && c->retry_at > e->now)
-        at = waits_in_vain(e, c) ? e->now : c->retry_at;
+    else if (c->state == C_DOWN && c->qhead && open_at(c) > e->now)
+        at = open_at(c);
     for (const struct req *r = c->parked; r; r = r->next)
         if (at < 0 || r->due < at)
             at = r->due;
@@ -213,8 +183,26 @@ static void queue_req(struct conn *c, struct req *r, bool front)
     c->qtail = r;
 }
 
+/* A connection whose oldest request nobody waits for any more, unanswered
+ * for a call's timeout (its round gave up on it: a stalled server, a
+ * dropped packet), carries nothing new: what is written behind it would
+ * wait as long. It is dropped and made again, as the blocking API closed a
+ * connection whose call timed out; its requests go as E4 says (redo ones
+ * first on the next connection, abandoned ones never again). */
+static bool given_up(const rlc_engine *e, const struct conn *c)
+{
+    return c->state == C_UP && c->head && !c->head->op &&
+           e->now - c->head->sent_at >= e->call_timeout_ms;
+}
+
 void conn_put(rlc_engine *e, struct conn *c, struct req *r, bool front)
 {
+    if (given_up(e, c)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
+                 e->addrs[c->node].label, (long long)(e->now - c->head->sent_at));
+        conn_drop(e, c, RLC_E_TIMEOUT, msg);
+    }
     if (c->state == C_UP)
         write_req(e, c, r);
     else
@@ -286,7 +274,7 @@ int conn_want_open(const rlc_engine *e, int k)
         return -1;
     if (c->state == C_UP)
         return 1;
-    return c->qhead && e->now >= c->retry_at ? 1 : 0;
+    return c->qhead && e->now >= open_at(c) ? 1 : 0;
 }
 
 /* A connect ended (up, or failed). The metrics' reconnects are a command
@@ -414,6 +402,9 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
                 req_gone(e, r, false); /* never written: it cannot run */
                 req_free(e, r);
             } else {
+                /* a release: its caller hears of the failure now, and
+                 * it goes out on the next connection (E4) */
+                no_reply(e, r, why, msg);
                 if (keep_tail)
                     keep_tail->next = r;
                 else
@@ -527,8 +518,6 @@ void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
     }
     if (c->parked)
         unpark(e, c, now);
-    if (c->state == C_DOWN && now < c->retry_at && waits_in_vain(e, c))
-        fail_waiting(e, c);
     if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",

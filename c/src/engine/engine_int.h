@@ -52,6 +52,7 @@ struct timer {
 /* ---- connections (engine_conn.c) ---- */
 
 enum req_kind { R_HELLO = 1, R_ACQUIRE, R_UNDO, R_RELEASE, R_RENEW, R_EXTEND, R_FLOOR, R_SYNC,
+                R_QUERY, /* a query's read (engine_query.c) */
                 R_INFO, /* the restart guard's INFO server, in the handshake (engine_guard.c) */
                 /* loss push's, on a node's tracking reader (engine_track.c) */
                 R_TRACK_ON, R_EXISTS, R_VERIFY,
@@ -183,6 +184,7 @@ struct hold {
     struct eng_op *renewing; /* a renewal round in flight */
     int renew_fail;        /* why the last renewal failed (0: it did not) */
     struct eng_op *ops_head, *ops_tail; /* its operations, the head runs */
+    struct eng_op *queries; /* its queries running (by next): outside the queue */
     struct ttl_mark *marks; /* requests that may still set its TTL */
     /* loss push (engine_track.c) */
     int64_t track_at;      /* when it joins loss push (TRACK_GRACE_MS after it
@@ -236,11 +238,12 @@ struct op_class {
     void (*abort)(rlc_engine *e, struct eng_op *op, int status, const char *why, int64_t now);
 };
 extern const struct op_class op_acquire_class, op_release_class, op_extend_class,
-    op_renew_class, op_multi_class, op_member_class;
+    op_renew_class, op_multi_class, op_member_class, op_query_class;
 
 /* OP_MULTI: a multi-lock's acquire (engine_multi.c); OP_MEMBER: its place
  * in the queue of each of its names but the first. */
-enum op_kind { OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_RENEW, OP_MULTI, OP_MEMBER };
+enum op_kind { OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_RENEW, OP_MULTI, OP_MEMBER,
+               OP_QUERY /* engine_query.c */ };
 /* P_GATHER: a multi-lock's op (or a member op) at the head of its queue,
  * waiting for the rest of its places */
 enum op_phase { P_QUEUED = 0, P_ROUND, P_FLOOR, P_WAIT, P_DONE, P_GATHER };
@@ -307,6 +310,9 @@ struct eng_op {
     /* a member op: the multi-lock op it keeps a place for */
     struct eng_op *multi;
     bool at_head;          /* OP_MULTI, OP_MEMBER: it heads its hold's queue */
+    /* a query's (engine_query.c): what it asks (RLC_Q_*), its answer */
+    int what;
+    int64_t query_out;
 };
 
 /* ---- the engine ---- */
@@ -599,6 +605,11 @@ bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t s
 int multi_new(rlc_engine *e, struct eng_lock *const *locks, int n, uint64_t owner,
               uint64_t *id, struct eng_op **out);
 void multi_cancel(rlc_engine *e, struct eng_op *op, int64_t now);
+/* engine_query.c: a query op (kind, hold, what set) starts at once, outside
+ * its hold's queue; query_free_all drops a hold's running queries unreported
+ * (the engine is freed). */
+void query_begin(rlc_engine *e, struct eng_op *op);
+void query_free_all(rlc_engine *e, struct hold *h);
 
 /* Shared by the operations (engine_round.c): a round sends one command to
  * every node and ends when all answered or at its deadline. */
