@@ -33,6 +33,12 @@ struct edrv;
  * take it back (two thread switches a call). What the background thread
  * reads late by this much: a loss push, between calls. */
 #define LINGER_MS 2
+/* While callers lead, the background thread looks this often (or sooner,
+ * when a caller that stops leading leaves a timer due before then): woken
+ * each LINGER_MS instead, it cost a thread switch every 2 ms of a busy
+ * thread's calls. What it reads late by this much while callers come and
+ * go: a loss push. */
+#define BG_LOOK_MS 50
 #define DEFER_POSTS 64   /* wake-ups kept until the mutex is let go; more go at once */
 
 struct waiter;
@@ -102,6 +108,7 @@ struct edrv {
     int n_to_post;
     struct thread_sem *bg_ts; /* the background thread sleeps on it */
     int64_t caller_left;     /* when a caller last stopped leading (ms) */
+    int64_t bg_wake_at;      /* when the sleeping background thread looks next (ms) */
     pthread_cond_t turned;   /* broadcast after each turn (edrv_free waits on it) */
     bool stopping;
     bool closing;            /* edrv_close: no new operation, waits ended */

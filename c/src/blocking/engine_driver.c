@@ -301,6 +301,9 @@ static void run(struct edrv *d, struct waiter *w)
                     turn(d);
                 d->leading = false;
                 d->caller_left = dio_now_ms();
+                int64_t dl = rlc_engine_deadline(d->e);
+                if (!d->waiters && d->bg_ts && dl >= 0 && dl < d->bg_wake_at)
+                    post_later(d, d->bg_ts); /* a timer due before it looks */
                 break;
             }
             dio_poke_if_needed(d);
@@ -323,9 +326,9 @@ static void *background(void *arg)
     d->bg_ts = me;
     while (!d->stopping) {
         drain(d);
-        /* While callers wait or lead, look every LINGER_MS: they lead, and
+        /* While callers wait or lead, look every BG_LOOK_MS: they lead, and
          * waking this thread at each call's end would cost a switch each. */
-        int64_t now = dio_now_ms(), dl = rlc_engine_deadline(d->e), sleep_ms = LINGER_MS;
+        int64_t now = dio_now_ms(), dl = rlc_engine_deadline(d->e), sleep_ms = BG_LOOK_MS;
         bool callers = d->leading || d->waiters;
         if (!callers && now < d->caller_left + LINGER_MS && (dl < 0 || dl > now))
             sleep_ms = (dl >= 0 && dl < d->caller_left + LINGER_MS ? dl : d->caller_left + LINGER_MS) - now;
@@ -335,6 +338,7 @@ static void *background(void *arg)
             d->leading = d->bg_leading = false;
             continue;
         }
+        d->bg_wake_at = now + sleep_ms;
         unlock(d);
         if (me)
             thread_sem_wait_ms(me, sleep_ms);

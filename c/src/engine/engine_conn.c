@@ -116,7 +116,7 @@ void conn_append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const 
  * connect, never its whole backoff. At most one such connect every
  * ON_DEMAND_MS per connection: a busy client does not spin on a dead node.
  * What nobody waits for (a release to send again) keeps the backoff. */
-#define ON_DEMAND_MS 20
+#define ON_DEMAND_MS 50
 
 static bool awaited(const struct conn *c)
 {

@@ -101,7 +101,11 @@ void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
         return;
     }
     if (now >= h->valid_until) {
-        lose(e, h, h->renew_fail ? h->renew_fail : RLC_E_TIMEOUT);
+        /* No renewal failed: its validity ran out unrenewed (the process
+         * was paused, the renewal never went out): it expired, or was
+         * taken meanwhile (RLC_E_LOST), as the blocking API's watchdog
+         * found it on waking. */
+        lose(e, h, h->renew_fail ? h->renew_fail : RLC_E_LOST);
         return;
     }
     if (h->verify_gone) {
