@@ -542,10 +542,12 @@ RLC_API int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names,
 /* As rlc_lock_extend: lease_ms <= 0 hands the hold to the watchdog. */
 RLC_API int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                               int64_t lease_ms, int64_t now_ms, uint64_t *op);
-/* Forgets every owner's hold of name (rlc_lock_force_release deleted the
- * key): no renewal, no loss report, no level left for a later acquire to
- * nest in. Sends nothing; operations still running end as they would. */
-RLC_API int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, int64_t now_ms);
+/* Forgets owner's hold of name, or every owner's with owner 0: no
+ * renewal, no loss report, no level left for a later acquire to nest in;
+ * what the servers still keep of it expires with its lease. Sends nothing;
+ * operations still running end as they would. */
+RLC_API int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                              int64_t now_ms);
 /* What rlc_engine_query asks (rlc_lock_is_locked, is_held, hold_count,
  * ttl_ms): whether a majority of nodes has the lock's key (LOCKED: 1 or 0),
  * has owner's level there (HELD: 1 or 0); the hold count of owner (COUNT)

@@ -251,8 +251,8 @@ static void drain(struct edrv *d)
          * it too (edrv_cancel only sees what is in the engine) */
         int rc = d->stopping || d->closing ? rlc_fail(RLC_E_CLOSED, "the client is closing")
                  : cancel_requested(w->cp)
-                     ? rlc_fail(RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",
-                                w->name ? w->name : w->names[0])
+                     ? rlc_fail(RLC_E_CANCELED, "the acquire of lock '%s' was cancelled",
+                                RLC_SHOWN(w->name ? w->name : w->names[0]))
                      : w->q(d, w, now, &w->op);
         if (rc != RLC_OK) {
             refuse(d, w, rc, rlc_errmsg());
@@ -551,13 +551,13 @@ void edrv_close(struct edrv *d)
     unlock(d);
 }
 
-void edrv_forget(struct edrv *d, const char *name, size_t name_len)
+void edrv_forget(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
 {
     if (forked(d))
         return;
     pthread_mutex_lock(&d->mu);
     drain(d); /* what was asked before this call first */
-    rlc_engine_forget(d->e, name, name_len, dio_now_ms());
+    rlc_engine_forget(d->e, name, name_len, owner, dio_now_ms());
     unlock(d);
 }
 

@@ -86,8 +86,9 @@ int edrv_query(struct edrv *d, const char *name, size_t name_len, uint64_t owner
  * and undos on the wire go on until edrv_free. */
 void edrv_close(struct edrv *d);
 
-/* rlc_engine_forget's: every hold of name is forgotten (force release). */
-void edrv_forget(struct edrv *d, const char *name, size_t name_len);
+/* rlc_engine_forget's: owner's hold of name is forgotten (every owner's
+ * with 0): not renewed, never reported lost. */
+void edrv_forget(struct edrv *d, const char *name, size_t name_len, uint64_t owner);
 
 /* Ends every acquire running now whose cancel point counts at tag (its
  * handle's cancels: cp->count; not NULL), in any thread,

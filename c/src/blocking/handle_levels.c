@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_driver.h"
 #include "handle_levels.h"
 
 struct handle_hold *hh_find(const rlc_lock *l, uint64_t owner)
@@ -70,6 +71,34 @@ void hh_free_all(rlc_lock *l)
     while (l->holds) {
         struct handle_hold *h = l->holds;
         l->holds = h->next;
+        free(h);
+    }
+}
+
+struct handle_hold *hh_detach_all(rlc_client *c, rlc_lock *l)
+{
+    struct handle_hold *list = l->holds;
+    l->holds = NULL;
+    for (struct handle_hold *h = list; h; h = h->next) {
+        h->forget = h->count > 0;
+        for (rlc_lock *o = c->handles; o && h->forget; o = o->hnext) {
+            if (o == l || o->key_len != l->key_len || memcmp(o->key, l->key, l->key_len) != 0)
+                continue;
+            struct handle_hold *k = hh_find(o, h->owner);
+            if (k && k->count > 0)
+                h->forget = false; /* the other handle's levels go on */
+        }
+    }
+    return list;
+}
+
+void hh_forget_detached(rlc_client *c, rlc_lock *l, struct handle_hold *list)
+{
+    while (list) {
+        struct handle_hold *h = list;
+        list = h->next;
+        if (h->forget && c && c->drv)
+            edrv_forget(c->drv, l->name, l->name_len, h->owner);
         free(h);
     }
 }

@@ -11,6 +11,7 @@
 #ifndef RLC_HANDLE_LEVELS_H
 #define RLC_HANDLE_LEVELS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "state.h"
@@ -22,6 +23,7 @@ struct handle_hold {
     int64_t count;   /* levels taken through this handle and not given back */
     uint64_t token;  /* the fencing token of its first level */
     int lost;        /* 0, or why it was lost (its on_lost was told, or the caller) */
+    bool forget;     /* hh_detach_all: the engine's hold is this record's alone */
 };
 
 struct handle_hold *hh_find(const rlc_lock *l, uint64_t owner);
@@ -41,5 +43,18 @@ void hh_grant(struct handle_hold *h, uint64_t token);
 void hh_drop_if_idle(struct handle_hold *h);
 
 void hh_free_all(rlc_lock *l);
+
+/* Takes every record of l away from it (rlc_lock_free, and
+ * rlc_lock_force_release of its own holds: as the blocking API dropped a
+ * handle's holds) and returns them, each marked `forget` when no other
+ * handle of the name has levels of its owner: that hold in the engine is
+ * this handle's alone, for hh_forget_detached to stop renewing. */
+struct handle_hold *hh_detach_all(rlc_client *c, rlc_lock *l);
+
+/* Outside the client's mutex, with the driver alive (a call entered, or the
+ * client's reference with the driver not freed): forgets in the engine the
+ * holds hh_detach_all marked, so that they are no longer renewed nor
+ * reported lost and expire with their lease; frees the records. */
+void hh_forget_detached(rlc_client *c, rlc_lock *l, struct handle_hold *list);
 
 #endif

@@ -102,12 +102,23 @@ void rlc_lock_free(rlc_lock *l)
             c->handles = l->hnext;
         if (l->hnext)
             l->hnext->hprev = l->hprev;
-        hh_free_all(l);
+        struct handle_hold *gone = hh_detach_all(c, l);
         /* No callback of this lock runs after this returns: queued ones are
          * dropped, a running one is waited for (unless this is that
          * callback, freeing its own lock). */
         client_forget_lost(c, l);
         pthread_mutex_unlock(&c->mu);
+        /* Its holds stop being renewed and expire with their lease (the
+         * header's promise): the engine forgets them, unless the client is
+         * closing (its engine ends them all, and may be freed meanwhile). */
+        client_ref(c);
+        atomic_fetch_add(&c->calls, 1); /* rlc_client_free waits for it */
+        if (gone && !atomic_load(&c->closed))
+            hh_forget_detached(c, l, gone);
+        else
+            hh_forget_detached(NULL, l, gone);
+        atomic_fetch_sub(&c->calls, 1);
+        client_unref(c);
     }
     lock_free_names(l);
     free(l);

@@ -82,11 +82,15 @@ int rlc_lock_force_release(rlc_lock *l)
     for (int i = 0; i < f.n; i++)
         answered += fanout_reply(&f, i) != NULL;
     if (quorum_has(f.n, answered)) {
-        /* the key is gone: nothing of it is renewed, reported or nested in */
+        /* The key is gone. This handle's holds are dropped quietly: not
+         * renewed, reported or nested in. Another handle's holds of the name
+         * (another owner's, of this client too) are not: their renewal finds
+         * them gone, their on_lost hears of it and their release says
+         * RLC_E_LOST, as a force release from another client would make. */
         pthread_mutex_lock(&c->mu);
-        hh_free_all(l);
+        struct handle_hold *gone = hh_detach_all(c, l);
         pthread_mutex_unlock(&c->mu);
-        edrv_forget(c->drv, l->name, l->name_len);
+        hh_forget_detached(c, l, gone);
         rc = RLC_OK;
     } else {
         rc = fanout_fail(c, &f, l->key);

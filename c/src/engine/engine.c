@@ -171,9 +171,9 @@ static int check_one_slot(const rlc_engine *e, struct eng_lock *const *locks, in
     for (int i = 1; cluster && i < n; i++)
         if (locks[i]->slot != locks[0]->slot)
             return rlc_fail(RLC_E_INVAL,
-                            "names '%.60s' and '%.60s' of the multi-lock hash to different "
+                            "names '%s' and '%s' of the multi-lock hash to different "
                             "slots of a cluster: give them one {hash tag}",
-                            locks[0]->name, locks[i]->name);
+                            RLC_SHOWN(locks[0]->name), RLC_SHOWN(locks[i]->name));
     return RLC_OK;
 }
 
@@ -286,8 +286,8 @@ int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
     }
     if (op->phase == P_QUEUED) {
         /* not started: nothing was sent */
-        eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",
-                       op->hold->lock->name);
+        eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%s' was cancelled",
+                       RLC_SHOWN(op->hold->lock->name));
         op_finish(e, op, e->now);
         return RLC_OK;
     }
@@ -295,7 +295,8 @@ int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
     return RLC_OK;
 }
 
-int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, int64_t now_ms)
+int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                      int64_t now_ms)
 {
     if (!e || !name)
         return rlc_fail(RLC_E_INVAL, "engine or name is NULL");
@@ -303,6 +304,8 @@ int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, int64_t 
     struct eng_lock *l = lock_find(e, name, name_len);
     for (struct hold *h = l ? l->holds : NULL, *next; h; h = next) {
         next = h->next; /* h, and l with its last hold, may go here */
+        if (owner != 0 && h->owner != owner)
+            continue;
         h->count = 0;
         h->n_levels = 0;
         h->lost = 0;

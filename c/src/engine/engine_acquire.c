@@ -20,6 +20,7 @@
 
 #include "acquire_outcome.h"
 #include "engine_int.h"
+#include "error.h"
 #include "quorum.h"
 #include "scripts.h"
 
@@ -139,14 +140,14 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
             renew_schedule(e, h);
             sub_leave(e, op);
             eng_event_done(e, op, RLC_E_LOST,
-                           "lock '%.60s' was lost before this nested acquire: its lease ran "
-                           "out; nothing was kept", h->lock->name);
+                           "lock '%s' was lost before this nested acquire: its lease ran "
+                           "out; nothing was kept", RLC_SHOWN(h->lock->name));
             op_finish(e, op, now);
             return;
         }
         snprintf(msg, sizeof msg,
-                 "lock '%.60s' was granted, but no validity was left of its %lld ms lease; "
-                 "use a longer lease", h->lock->name, (long long)op->lease);
+                 "lock '%s' was granted, but no validity was left of its %lld ms lease; "
+                 "use a longer lease", RLC_SHOWN(h->lock->name), (long long)op->lease);
         not_now(e, op, RLC_NOT_ACQUIRED, false, QUORUM_MIN_RETRY_MS, msg, now);
         return;
     }
@@ -211,8 +212,8 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
     if (rc != RLC_NOT_ACQUIRED || op->wait_ms == 0 || !time_left) {
         sub_leave(e, op);
         if (rc == RLC_NOT_ACQUIRED && op->wait_ms != 0)
-            eng_event_done(e, op, rc, "lock '%.60s' is held by another owner; waited %lld ms",
-                           l->name, (long long)op->wait_ms);
+            eng_event_done(e, op, rc, "lock '%s' is held by another owner; waited %lld ms",
+                           RLC_SHOWN(l->name), (long long)op->wait_ms);
         else
             eng_event_done(e, op, rc, "%s", msg);
         op_finish(e, op, now);
@@ -277,9 +278,9 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
      * simulation found an RLC_OK here that another owner overlapped). */
     if (vd.outcome == Q_HELD && op->nested && h->lost)
         vd.outcome = Q_OUTER_LOST;
-    char shown[64] = "", msg[512];
+    char shown[80] = "", msg[512];
     if (vd.outcome != Q_HELD) /* a held lock needs no message */
-        snprintf(shown, sizeof shown, "%.60s", h->lock->name);
+        rlc_clip(h->lock->name, shown, sizeof shown);
     struct acquire_round ar = {shown, n, op->lease, now - op->started, unsynced,
                                e->opts.sync_replicas, e->opts.sync_timeout_ms, guard_msg};
     struct acquire_outcome out;
@@ -341,8 +342,8 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     if (op->floor_err) {
         /* a node refused to store it (an ACL): no later try does better */
         snprintf(msg, sizeof msg,
-                 "lock '%.60s' was granted, but its fencing token %llu is stored on %d node(s) "
-                 "only, %d needed; the acquire was undone: %s", h->lock->name,
+                 "lock '%s' was granted, but its fencing token %llu is stored on %d node(s) "
+                 "only, %d needed; the acquire was undone: %s", RLC_SHOWN(h->lock->name),
                  (unsigned long long)op->token, op->stored, e->q, op->floor_err);
         free(op->floor_err);
         op->floor_err = NULL;
@@ -350,8 +351,8 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
         return;
     }
     snprintf(msg, sizeof msg,
-             "lock '%.60s' was granted, but its fencing token could not be stored on a quorum "
-             "in time (%d of %d)", h->lock->name, op->stored, e->q);
+             "lock '%s' was granted, but its fencing token could not be stored on a quorum "
+             "in time (%d of %d)", RLC_SHOWN(h->lock->name), op->stored, e->q);
     not_now(e, op, RLC_NOT_ACQUIRED, false, QUORUM_MIN_RETRY_MS, msg, now);
 }
 
@@ -420,8 +421,8 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
         send_undo(e, h, op->attempt, op->lease, undo);
     }
     sub_leave(e, op);
-    eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",
-                   h->lock->name);
+    eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%s' was cancelled",
+                   RLC_SHOWN(h->lock->name));
     op_finish(e, op, now);
 }
 

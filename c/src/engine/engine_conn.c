@@ -143,8 +143,11 @@ static void schedule(rlc_engine *e, struct conn *c)
     int64_t at = -1;
     if (c->state == C_UP && c->head)
         at = c->head->sent_at + stall_ms(e);
-    else if (c->state == C_DOWN && c->qhead && open_at(c) > e->now)
-        at = open_at(c);
+    else if (c->state == C_DOWN && c->qhead && c->retry_at > e->now)
+        /* open_at, or the backoff's end: a round that gives up its request
+         * (open_at moves back to the backoff's end) reschedules no
+         * connection, and one due at open_at may not be opened by then */
+        at = open_at(c) > e->now ? open_at(c) : c->retry_at;
     for (const struct req *r = c->parked; r; r = r->next)
         if (at < 0 || r->due < at)
             at = r->due;

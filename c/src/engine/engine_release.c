@@ -19,6 +19,7 @@
 #include <hiredis/hiredis.h>
 
 #include "engine_int.h"
+#include "error.h"
 #include "quorum.h"
 #include "scripts.h"
 
@@ -31,10 +32,10 @@ static void finish(rlc_engine *e, struct eng_op *op, int rc, const char *msg, in
 static int not_held(const struct hold *h, bool had_hold, char *msg, size_t size)
 {
     if (had_hold) {
-        snprintf(msg, size, "lock '%.60s' was lost: it expired or was taken", h->lock->name);
+        snprintf(msg, size, "lock '%s' was lost: it expired or was taken", RLC_SHOWN(h->lock->name));
         return RLC_E_LOST;
     }
-    snprintf(msg, size, "lock '%.60s' is not held by %s", h->lock->name, h->field);
+    snprintf(msg, size, "lock '%s' is not held by %s", RLC_SHOWN(h->lock->name), h->field);
     return RLC_E_NOT_OWNER;
 }
 
@@ -61,12 +62,12 @@ static bool take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool r
     char msg[300];
     if (why == RLC_E_LOST)
         snprintf(msg, sizeof msg,
-                 "lock '%.60s' was lost before this %s: it expired or was taken; nothing was "
-                 "changed", h->lock->name, verb);
+                 "lock '%s' was lost before this %s: it expired or was taken; nothing was "
+                 "changed", RLC_SHOWN(h->lock->name), verb);
     else
         snprintf(msg, sizeof msg,
-                 "lock '%.60s' was lost before this %s: renewals failed (%s) until its lease "
-                 "ran out; nothing was changed", h->lock->name, verb, rlc_strerror(why));
+                 "lock '%s' was lost before this %s: renewals failed (%s) until its lease "
+                 "ran out; nothing was changed", RLC_SHOWN(h->lock->name), verb, rlc_strerror(why));
     finish(e, op, RLC_E_LOST, msg, now);
     return true;
 }
@@ -191,8 +192,8 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
          * (a slow round, a paused process): it is not certainly held, and
          * RLC_OK would hand out a negative validity (found by the simulation) */
         snprintf(msg, sizeof msg,
-                 "lock '%.60s' was lost: the extend's answers came after its %lld ms lease "
-                 "(less the drift allowance) ran out (%lld ms late)", h->lock->name,
+                 "lock '%s' was lost: the extend's answers came after its %lld ms lease "
+                 "(less the drift allowance) ran out (%lld ms late)", RLC_SHOWN(h->lock->name),
                  (long long)op->lease, (long long)(now - valid_until));
         rc = RLC_E_LOST;
         eng_hold_lost(e, h, RLC_E_LOST);

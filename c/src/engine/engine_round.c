@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include "engine_int.h"
+#include "error.h"
 #include "scripts.h"
 
 void round_clear(struct eng_op *op)
@@ -151,8 +152,8 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
         first = RLC_E_CONNECT;
     }
     if (e->n > 1) {
-        int len = snprintf(msg, size, "only %d of %d nodes answered for lock '%.60s' (quorum %d); "
-                           "%s: %s", e->n - failed, e->n, op->hold->lock->name, e->q,
+        int len = snprintf(msg, size, "only %d of %d nodes answered for lock '%s' (quorum %d); "
+                           "%s: %s", e->n - failed, e->n, RLC_SHOWN(op->hold->lock->name), e->q,
                            e->addrs[node].label, why);
         /* every other node that failed, by name, while there is room */
         for (int i = node + 1; i < e->n && len > 0 && (size_t)len < size; i++) {
@@ -167,7 +168,7 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
         }
         return RLC_E_NO_QUORUM;
     }
-    snprintf(msg, size, "%s for key '%.60s' at %s", why, op->hold->lock->key,
+    snprintf(msg, size, "%s for key '%s' at %s", why, RLC_SHOWN(op->hold->lock->key),
              e->addrs[node].label);
     return first;
 }
