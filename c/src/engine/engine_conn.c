@@ -141,7 +141,9 @@ static void schedule(rlc_engine *e, struct conn *c)
         return;
     }
     int64_t at = -1;
-    if (c->state == C_UP && c->head)
+    if (c->state == C_UP && c->qhead)
+        at = e->now; /* held back behind a request given up on (conn_put) */
+    else if (c->state == C_UP && c->head)
         at = c->head->sent_at + stall_ms(e);
     else if (c->state == C_DOWN && c->qhead && c->retry_at > e->now)
         /* open_at, or the backoff's end: a round that gives up its request
@@ -186,31 +188,51 @@ static void queue_req(struct conn *c, struct req *r, bool front)
     c->qtail = r;
 }
 
-/* A connection whose oldest request nobody waits for any more, unanswered
- * for a call's timeout (its round gave up on it: a stalled server, a
- * dropped packet), carries nothing new: what is written behind it would
- * wait as long. It is dropped and made again, as the blocking API closed a
- * connection whose call timed out; its requests go as E4 says (redo ones
- * first on the next connection, abandoned ones never again). */
+/* A connection whose oldest request is unanswered for a call's timeout
+ * (its round gave up on it: a stalled server, a dropped packet), and on
+ * which nobody waits for an answer any more, carries nothing new: what is
+ * written behind it would wait as long. It is dropped and made again, as
+ * the blocking API closed a connection whose call timed out; its requests
+ * go as E4 says (redo ones first on the next connection, abandoned ones
+ * never again). One that a round still waits for keeps it: that round may
+ * yet be answered, as a caller reading its reply kept the blocking API's. */
 static bool given_up(const rlc_engine *e, const struct conn *c)
 {
-    return c->state == C_UP && c->head && !c->head->op &&
-           e->now - c->head->sent_at >= e->call_timeout_ms;
+    if (c->state != C_UP || !c->head || c->head->op ||
+        e->now - c->head->sent_at < e->call_timeout_ms)
+        return false;
+    for (const struct req *r = c->head; r; r = r->next)
+        if (r->op)
+            return false;
+    return true;
 }
 
+/* A request for a connection that is up goes on the wire at once, unless
+ * the connection was given up on: then it waits in the queue, and the
+ * connection's timer, due at once, drops the connection (conn_timer). Not
+ * here: the caller may be in the middle of a round, and a drop tells other
+ * operations of their failure, which may end them under its feet. */
 void conn_put(rlc_engine *e, struct conn *c, struct req *r, bool front)
 {
-    if (given_up(e, c)) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
-                 e->addrs[c->node].label, (long long)(e->now - c->head->sent_at));
-        conn_drop(e, c, RLC_E_TIMEOUT, msg);
-    }
-    if (c->state == C_UP)
+    if (c->state == C_UP && !c->qhead && !given_up(e, c))
         write_req(e, c, r);
     else
         queue_req(c, r, front);
     schedule(e, c);
+}
+
+/* What waited in the queue goes on the wire, in order. */
+static void write_queue(rlc_engine *e, struct conn *c, int64_t now)
+{
+    while (c->qhead) {
+        struct req *r = c->qhead;
+        c->qhead = r->next;
+        if (!c->qhead)
+            c->qtail = NULL;
+        write_req(e, c, r);
+        if (r->op)
+            e->went_out(e, r, now);
+    }
 }
 
 struct req *conn_own_req(rlc_engine *e, int node, int kind, struct rlc_cmd *cmd)
@@ -328,15 +350,7 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
     }
     if (fifo_less(c))
         return; /* its subscriptions are engine_sub.c's, engine_track.c's (called next) */
-    while (c->qhead) {
-        struct req *r = c->qhead;
-        c->qhead = r->next;
-        if (!c->qhead)
-            c->qtail = NULL;
-        write_req(e, c, r);
-        if (r->op)
-            e->went_out(e, r, now);
-    }
+    write_queue(e, c, now);
     schedule(e, c);
 }
 
@@ -521,6 +535,15 @@ void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
     }
     if (c->parked)
         unpark(e, c, now);
+    if (c->state == C_UP && c->qhead && given_up(e, c)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
+                 e->addrs[c->node].label, (long long)(now - c->head->sent_at));
+        conn_drop(e, c, RLC_E_TIMEOUT, msg);
+        return;
+    }
+    if (c->state == C_UP && c->qhead)
+        write_queue(e, c, now); /* its head was answered meanwhile */
     if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
