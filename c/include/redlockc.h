@@ -91,7 +91,8 @@ typedef struct rlc_client rlc_client;
  *                          included (1000)
  *     retry_jitter_ms      random delay before a Redlock retry after a split vote (50)
  *     drift_factor         clock drift allowance as a fraction of the lease (0.01)
- *     pool_size            pipelined connections per node shared by all threads (1)
+ *     pool_size            the lock family's pipelined connections per node (1); the
+ *                          locks pipeline on one connection per node
  *     key_prefix           prepended to every lock name ("")
  *     restart_guard        1: a node whose run_id changed does not count toward a
  *                          quorum until the longest lease has passed since its
