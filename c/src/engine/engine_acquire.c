@@ -74,7 +74,7 @@ static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
                 : op->lease_req > 0 ? op->lease_req
                                     : e->opts.watchdog_timeout_ms;
     op->outer_level = op->nested && h->n_levels > 0 ? h->levels[0] : 0;
-    op->wait_deadline = op->wait_ms < 0 ? -1 : now + op->wait_ms;
+    op->wait_deadline = wait_deadline(now, op->wait_ms);
     try_round(e, op, now);
 }
 

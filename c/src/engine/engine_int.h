@@ -215,6 +215,13 @@ struct eng_lock {
     struct eng_lock *cnext; /* in the engine's channel buckets */
 };
 
+/* When a wait of wait_ms from now ends: -1 (never) for a negative wait, and
+ * for one too long to be added to now (INT64_MAX: as good as forever). */
+static inline int64_t wait_deadline(int64_t now, int64_t wait_ms)
+{
+    return wait_ms < 0 || wait_ms > INT64_MAX - now ? -1 : now + wait_ms;
+}
+
 /* Its names as the script calls take them (lock_calls.h). */
 static inline struct lock_names eng_names(const struct eng_lock *l)
 {

@@ -92,7 +92,7 @@ static void begin(rlc_engine *e, struct eng_op *op, int64_t now)
         acquire_forget_lost(e, op->members[i]);
     op->watchdog = op->lease_req <= 0;
     op->lease = op->lease_req > 0 ? op->lease_req : e->opts.watchdog_timeout_ms;
-    op->wait_deadline = op->wait_ms < 0 ? -1 : now + op->wait_ms;
+    op->wait_deadline = wait_deadline(now, op->wait_ms);
     try_round(e, op, now);
 }
 
