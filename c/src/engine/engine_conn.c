@@ -110,13 +110,17 @@ void conn_append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const 
     cmd_unref(cmd);
 }
 
-/* A connect someone waits for is tried at once, not at the end of the
- * backoff: a node that stays down costs a waiting round one refused connect
- * (RLC_E_CONNECT at once), as the blocking API's calls each tried to
- * connect, never its whole backoff. At most one such connect every
- * ON_DEMAND_MS per connection: a busy client does not spin on a dead node.
+/* A request someone waits for is not held to the backoff of a connection
+ * whose last connect failed (a node that is down): within ON_DEMAND_MS of
+ * that failure it hears the failure at once when the backoff outlasts a
+ * call (fail_waiting, from the connection's timer), and after that it
+ * makes the connection be tried again at once. So a node that stays down costs a waiting round nothing,
+ * as the blocking API's calls, which each tried to connect, were refused at
+ * once; a node that comes back (restarted) is found by the next call; and
+ * a busy client does not spin on a dead node (at most one connect per
+ * ON_DEMAND_MS, 200 a second, where the blocking API made one a call).
  * What nobody waits for (a release to send again) keeps the backoff. */
-#define ON_DEMAND_MS 50
+#define ON_DEMAND_MS 5
 
 static bool awaited(const struct conn *c)
 {
@@ -128,10 +132,64 @@ static bool awaited(const struct conn *c)
 
 static int64_t open_at(const struct conn *c)
 {
-    if (c->fails == 0 || !awaited(c))
+    /* a cluster's masters and seeds keep their backoff: the seeds are
+     * tried in turn (engine_cluster.c), and a map question is their way
+     * to a master that is up */
+    if (c->fails == 0 || c->master >= 0 || !awaited(c))
         return c->retry_at;
     int64_t soon = c->retry_at - c->backoff_ms + ON_DEMAND_MS; /* its last failure + */
     return soon < c->retry_at ? soon : c->retry_at;
+}
+
+/* Requests someone waits for on a connection that failed to connect less
+ * than ON_DEMAND_MS ago and whose backoff outlasts a call's timeout (a node
+ * known down): they are told of that failure now. A shorter backoff is
+ * waited out (a node restarted meanwhile answers the next connect). */
+static bool fails_now(const rlc_engine *e, const struct conn *c)
+{
+    return c->state == C_DOWN && c->fails > 0 && e->now < open_at(c) &&
+           c->retry_at > e->now + e->call_timeout_ms && awaited(c);
+}
+
+static void no_reply(rlc_engine *e, struct req *r, int why, const char *msg);
+
+/* Those requests hear the connect's failure now, as they would have at
+ * the failed connect itself, and go; none was written, none can run. A
+ * redo request (a release) is told too, and stays queued for the next
+ * connection: it is delivered at least once (E4). Called from the
+ * connection's timer, never inside a call that queues a request (an
+ * operation told here may end). */
+static void fail_waiting(rlc_engine *e, struct conn *c)
+{
+    /* Taken out first: a reply heard here may queue more on c (an undo). */
+    struct req *list = c->qhead, *keep = NULL, *keep_tail = NULL;
+    c->qhead = c->qtail = NULL;
+    while (list) {
+        struct req *r = list;
+        list = r->next;
+        r->next = NULL;
+        if (r->op) {
+            char why[200];
+            snprintf(why, sizeof why, "%s", c->why);
+            no_reply(e, r, RLC_E_CONNECT, why); /* r->op is NULL from here on */
+            if (!r->redo) {
+                req_gone(e, r, false);
+                req_free(e, r);
+                continue;
+            }
+        }
+        if (keep_tail)
+            keep_tail->next = r;
+        else
+            keep = r;
+        keep_tail = r;
+    }
+    if (keep) { /* ahead of what was queued meanwhile, in their order */
+        keep_tail->next = c->qhead;
+        if (!c->qhead)
+            c->qtail = keep_tail;
+        c->qhead = keep;
+    }
 }
 
 static void schedule(rlc_engine *e, struct conn *c)
@@ -149,7 +207,7 @@ static void schedule(rlc_engine *e, struct conn *c)
         /* open_at, or the backoff's end: a round that gives up its request
          * (open_at moves back to the backoff's end) reschedules no
          * connection, and one due at open_at may not be opened by then */
-        at = open_at(c) > e->now ? open_at(c) : c->retry_at;
+        at = fails_now(e, c) ? e->now : open_at(c) > e->now ? open_at(c) : c->retry_at;
     for (const struct req *r = c->parked; r; r = r->next)
         if (at < 0 || r->due < at)
             at = r->due;
@@ -535,6 +593,8 @@ void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
     }
     if (c->parked)
         unpark(e, c, now);
+    if (fails_now(e, c))
+        fail_waiting(e, c);
     if (c->state == C_UP && c->qhead && given_up(e, c)) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
