@@ -378,6 +378,7 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
         return;
     count_attempt(e, c);
     c->state = C_UP;
+    c->answered = false;
     c->instance = ++e->instances;
     c->reader = redisReaderCreate();
     if (!c->reader)
@@ -433,7 +434,17 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
         struct req *next = r->next;
         bool unsent = connected && r->end_at > c->taken;
         bool hello = r->kind == R_HELLO || r->kind == R_INFO;
-        if (unsent && (hello || (!r->op && !r->redo))) {
+        /* A connection that ends before its first reply failed as a connect
+         * fails (a TLS server that refuses the client's certificate says so
+         * in an alert after the handshake): what waited for it hears why,
+         * instead of going on the next connection, which would end the same
+         * way until its round's deadline. It never ran. */
+        bool refused = unsent && !c->answered && r->op && !r->redo && !hello;
+        if (refused) {
+            no_reply(e, r, why, msg);
+            req_gone(e, r, false);
+            req_free(e, r);
+        } else if (unsent && (hello || (!r->op && !r->redo))) {
             req_gone(e, r, false);
             req_free(e, r);
         } else if (unsent || (r->redo && !hello)) {
@@ -645,6 +656,7 @@ static void note_script(rlc_engine *e, struct conn *c, const struct script *s, b
 static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
 {
     struct req *r = c->head;
+    c->answered = true;
     if (!r)
         return; /* a reply nobody asked for: ignore (cannot happen in RESP2) */
     c->head = r->next;

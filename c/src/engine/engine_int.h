@@ -103,6 +103,7 @@ struct conn {
     int fails;             /* connects in a row that failed */
     char why[160];         /* why the last connect failed (what waiting requests hear) */
     bool ever_up;          /* since the last failure */
+    bool answered;         /* this connection gave a reply since it was made */
     bool disc;             /* a sentinel node's discovery connection (engine_sentinel.c) */
     int master;            /* a cluster node's: the master's index in its map; else -1 */
     int track;             /* loss push's (engine_track.c): TRK_SUB, TRK_RD; else 0 */
