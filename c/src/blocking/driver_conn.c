@@ -229,14 +229,15 @@ ssize_t dconn_read(struct dconn *c, char *buf, size_t len, char *err, size_t err
     return -1;
 }
 
-bool dconn_peer_closed(const struct dconn *c)
+bool dconn_peer_closed(const struct dconn *c, char *err, size_t err_len)
 {
+    err[0] = '\0';
     if (c->state != DC_UP)
         return false;
     /* A TLS peer that closes sends a close_notify first: the socket then
      * holds bytes, which MSG_PEEK would take for a live connection. */
     if (c->ssl)
-        return tls_peer_closed(c->ssl);
+        return tls_peer_closed(c->ssl, c->label, err, err_len);
     char b;
     ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);

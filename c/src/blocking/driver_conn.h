@@ -61,7 +61,7 @@ ssize_t dconn_write(struct dconn *c, const char *data, size_t len, char *err, si
  * connection (a restart, CLIENT KILL, its timeout) is found before a new
  * request is written on it, so the request goes on a new connection
  * instead of failing. */
-bool dconn_peer_closed(const struct dconn *c);
+bool dconn_peer_closed(const struct dconn *c, char *err, size_t err_len);
 
 void dconn_close(struct dconn *c);
 

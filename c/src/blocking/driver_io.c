@@ -128,7 +128,8 @@ static void flush_conn(struct edrv *d, int k, bool leader, int64_t now)
      * they are written, the engine puts them on the next connection (bytes
      * it has not handed out never reached a server) */
     if (!d->broken[k] && d->c[k].state == DC_UP && rlc_engine_pending(d->e, k, &data) &&
-        dconn_peer_closed(&d->c[k])) {
+        dconn_peer_closed(&d->c[k], err, sizeof err)) {
+        note_why(d, k, err); /* a TLS alert says why (a client certificate required) */
         if (leader)
             close_conn(d, k, now);
         else
