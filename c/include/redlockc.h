@@ -91,7 +91,8 @@ typedef struct rlc_client rlc_client;
  *                          included (1000)
  *     retry_jitter_ms      random delay before a Redlock retry after a split vote (50)
  *     drift_factor         clock drift allowance as a fraction of the lease (0.01)
- *     pool_size            pipelined connections per node shared by all threads (1)
+ *     pool_size            the lock family's pipelined connections per node (1); the
+ *                          locks pipeline on one connection per node
  *     key_prefix           prepended to every lock name ("")
  *     restart_guard        1: a node whose run_id changed does not count toward a
  *                          quorum until the longest lease has passed since its
@@ -457,8 +458,9 @@ RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void
  * Operations (acquire, release, extend) return an id at once and end with
  * one RLC_EV_DONE event carrying it. Operations of one owner on one lock run
  * one after another in the order they were started; others run at once.
- * An owner is any id the driver picks (1 .. 2^62-1): one per task, per
- * request, per lock object; holds are reentrant per (name, owner).
+ * An owner is any id the driver picks (1 .. 2^64-1; the blocking API's
+ * threads are 2^62 and up, rlc_thread_owner()): one per task, per request,
+ * per lock object; holds are reentrant per (name, owner).
  *
  * Not thread-safe: one engine is used by one thread at a time. */
 typedef struct rlc_engine rlc_engine;
@@ -541,6 +543,25 @@ RLC_API int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names,
 /* As rlc_lock_extend: lease_ms <= 0 hands the hold to the watchdog. */
 RLC_API int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                               int64_t lease_ms, int64_t now_ms, uint64_t *op);
+/* Forgets owner's hold of name, or every owner's with owner 0: no
+ * renewal, no loss report, no level left for a later acquire to nest in;
+ * what the servers still keep of it expires with its lease. Sends nothing;
+ * operations still running end as they would. */
+RLC_API int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                              int64_t now_ms);
+/* What rlc_engine_query asks (rlc_lock_is_locked, is_held, hold_count,
+ * ttl_ms): whether a majority of nodes has the lock's key (LOCKED: 1 or 0),
+ * has owner's level there (HELD: 1 or 0); the hold count of owner (COUNT)
+ * or the time to live in ms (TTL: -1 no expiry, -2 no key) that at least a
+ * quorum of nodes still has. */
+enum { RLC_Q_LOCKED = 1, RLC_Q_HELD = 2, RLC_Q_COUNT = 3, RLC_Q_TTL = 4 };
+/* Asks the servers, changing nothing, on the connections the locks use (it
+ * sees every command this engine wrote before it). It does not wait behind
+ * the owner's other operations. Its DONE event carries the answer in
+ * count; without a quorum of answers it fails as a release would. owner:
+ * any non-zero id for LOCKED and TTL. */
+RLC_API int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                             int what, int64_t now_ms, uint64_t *op);
 /* Ends an acquire that is still running with RLC_E_CANCELED; whatever it
  * may have taken is undone. An op that already ended, or a release or
  * extend, is left alone: RLC_NOT_ACQUIRED says so (nothing to cancel). */

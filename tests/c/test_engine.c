@@ -68,6 +68,64 @@ done:
     rs_stop(&s);
 }
 
+/* rlc_engine_query: what a quorum says of the lock, on the connections the
+ * locks use (a client opens no other), answered while the same owner's
+ * acquire waits; bad input refused; a node that is down fails it. */
+static int64_t el_query(struct eloop *L, const char *name, uint64_t owner, int what, int *rc)
+{
+    uint64_t op;
+    *rc = rlc_engine_query(L->e, name, strlen(name), owner, what, el_now(), &op);
+    if (*rc != RLC_OK)
+        return -100;
+    const struct el_done *d = el_wait(L, op, 10000);
+    *rc = d ? d->status : -100;
+    return d ? d->count : -100;
+}
+
+TEST(a_query_reads_the_lock_on_the_lock_connection_and_waits_for_no_acquire)
+{
+    START(s);
+    struct eloop L;
+    int rc;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK(el_query(&L, "q", 1, RLC_Q_LOCKED, &rc) == 0 && rc == RLC_OK, "free: locked");
+    CHECK(el_query(&L, "q", 1, RLC_Q_TTL, &rc) == -2 && rc == RLC_OK, "free: ttl -2");
+    CHECK(el_query(&L, "q", 1, RLC_Q_COUNT, &rc) == 0 && rc == RLC_OK, "free: count");
+    CHECK_RC(el_acquire(&L, "q", 1, 0, 20000, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&L, "q", 1, 0, 20000, NULL), RLC_OK);
+    CHECK(el_query(&L, "q", 1, RLC_Q_LOCKED, &rc) == 1 && rc == RLC_OK, "held: locked");
+    CHECK(el_query(&L, "q", 1, RLC_Q_HELD, &rc) == 1 && rc == RLC_OK, "held by 1");
+    CHECK(el_query(&L, "q", 2, RLC_Q_HELD, &rc) == 0 && rc == RLC_OK, "not held by 2");
+    CHECK(el_query(&L, "q", 1, RLC_Q_COUNT, &rc) == 2 && rc == RLC_OK, "count 2");
+    int64_t ttl = el_query(&L, "q", 2, RLC_Q_TTL, &rc);
+    CHECK(rc == RLC_OK && ttl > 15000 && ttl <= 20000, "ttl %lld", (long long)ttl);
+    /* owner 2 waits for the lock; its own query is answered meanwhile */
+    uint64_t wait_op;
+    CHECK_RC(rlc_engine_acquire(L.e, "q", 1, 2, 30000, -1, el_now(), &wait_op), RLC_OK);
+    CHECK(el_query(&L, "q", 2, RLC_Q_COUNT, &rc) == 0 && rc == RLC_OK, "waiter's count");
+    CHECK(el_wait(&L, wait_op, 0) == NULL, "the waiter ended early");
+    CHECK_RC(el_release(&L, "q", 1), RLC_OK);
+    CHECK_RC(el_release(&L, "q", 1), RLC_OK);
+    const struct el_done *d = el_wait(&L, wait_op, 10000);
+    CHECK(d && d->status == RLC_OK, "the waiter got the lock");
+    CHECK_RC(el_release(&L, "q", 2), RLC_OK);
+    /* one command connection: no query opened another */
+    CHECK(L.opens <= 2, "%d connections opened (commands and subscriber only)", L.opens);
+    uint64_t op;
+    CHECK_RC(rlc_engine_query(L.e, "q", 1, 1, 0, el_now(), &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_query(L.e, "q", 1, 1, 5, el_now(), &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_query(L.e, "q", 1, 0, RLC_Q_LOCKED, el_now(), &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_query(L.e, NULL, 0, 1, RLC_Q_LOCKED, el_now(), &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_query(L.e, "q", 1, 1, RLC_Q_LOCKED, el_now(), NULL), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_query(NULL, "q", 1, 1, RLC_Q_LOCKED, el_now(), &op), RLC_E_INVAL);
+    rs_stop(&s);
+    el_query(&L, "q", 1, RLC_Q_LOCKED, &rc);
+    CHECK(rc == RLC_E_CONNECT || rc == RLC_E_TIMEOUT, "a stopped server: %d", rc);
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
 TEST(waiter_in_another_engine_is_woken_by_the_unlock_message)
 {
     START(s);
@@ -544,12 +602,13 @@ TEST(bad_input_is_refused_with_a_message)
     uint64_t op;
     CHECK_RC(rlc_engine_acquire(e, "x", 1, 0, 0, -1, 0, &op), RLC_E_INVAL);
     CHECK_RC(rlc_engine_acquire(e, "", 0, 1, 0, -1, 0, &op), RLC_E_INVAL);
-    CHECK_RC(rlc_engine_acquire(e, "x", 1, UINT64_C(1) << 62, 0, -1, 0, &op), RLC_E_INVAL);
     CHECK_RC(rlc_engine_acquire(e, "x", 1, 1, 0, 1, 0, &op), RLC_E_INVAL);
     CHECK_RC(rlc_engine_acquire(NULL, "x", 1, 1, 0, -1, 0, &op), RLC_E_INVAL);
     CHECK_RC(rlc_engine_cancel(e, 12345, 0), RLC_NOT_ACQUIRED);
     CHECK(rlc_engine_received(e, 99, "x", 1, 0) == RLC_E_INVAL, "bad conn");
     CHECK(rlc_engine_want_open(e, 0) == 0, "nothing to do");
+    /* a thread's owner id (rlc_thread_owner) is an owner too */
+    CHECK_RC(rlc_engine_acquire(e, "x", 1, UINT64_C(1) << 62, 0, -1, 0, &op), RLC_OK);
 done:
     rlc_engine_free(e);
     rlc_engine_free(NULL);
@@ -585,6 +644,7 @@ done:
 }
 
 RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_not_owner),
+          CASE(a_query_reads_the_lock_on_the_lock_connection_and_waits_for_no_acquire),
           CASE(waiter_in_another_engine_is_woken_by_the_unlock_message),
           CASE(same_engine_waiters_are_served_in_turn),
           CASE(blocking_api_and_engine_exclude_each_other),

@@ -164,7 +164,7 @@ struct waiting {
     struct edrv *d;
     const char *name;
     uint64_t owner;
-    const void *tag;
+    const struct cancel_point *cp; /* its handle's cancels (NULL: none) */
     int64_t wait_ms;
     atomic_int status;
     atomic_llong ended_ms;
@@ -174,7 +174,7 @@ static void *waiting_thread(void *arg)
 {
     struct waiting *w = arg;
     struct edrv_outcome o;
-    int rc = edrv_acquire(w->d, w->name, strlen(w->name), w->owner, w->tag, w->wait_ms, 30000,
+    int rc = edrv_acquire(w->d, w->name, strlen(w->name), w->owner, w->cp, w->wait_ms, 30000,
                           &o);
     atomic_store(&w->ended_ms, check_now_ms());
     atomic_store(&w->status, rc);
@@ -238,9 +238,11 @@ TEST(cancel_ends_one_handles_waiting_acquire_and_leaves_nothing_held)
     struct edrv_outcome o;
     pthread_t th[2];
     int started = 0;
-    int mine, other; /* the two handles, as tags */
-    struct waiting w[2] = {{.name = "cancelled", .owner = 2, .tag = &mine, .wait_ms = -1},
-                           {.name = "cancelled", .owner = 3, .tag = &other, .wait_ms = -1}};
+    /* the two handles' cancel counts (never raised here: edrv_cancel alone) */
+    atomic_uint_fast64_t mine_n = 0, other_n = 0;
+    struct cancel_point mine = {&mine_n, 0}, other = {&other_n, 0};
+    struct waiting w[2] = {{.name = "cancelled", .owner = 2, .cp = &mine, .wait_ms = -1},
+                           {.name = "cancelled", .owner = 3, .cp = &other, .wait_ms = -1}};
     for (int i = 0; i < 2; i++)
         atomic_init(&w[i].status, 1000);
     CHECK_RC(edrv_new(&d, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
@@ -251,12 +253,12 @@ TEST(cancel_ends_one_handles_waiting_acquire_and_leaves_nothing_held)
         started++;
     }
     CHECK(edrv_cancel(d, NULL) == 0, "no tag, nothing cancelled");
-    CHECK(WAIT_UNTIL(edrv_cancel(d, &mine) == 1, 5000), "one acquire cancelled");
+    CHECK(WAIT_UNTIL(edrv_cancel(d, &mine_n) == 1, 5000), "one acquire cancelled");
     CHECK(WAIT_UNTIL(atomic_load(&w[0].status) != 1000, 5000), "the waiter ended");
     CHECK_RC(atomic_load(&w[0].status), RLC_E_CANCELED);
     CHECK(field_count(&s, "cancelled", UUID_A, 2) == 0, "the cancelled owner holds nothing");
     CHECK(field_count(&s, "cancelled", UUID_A, 1) == 1, "the holder still holds it");
-    CHECK(edrv_cancel(d, &mine) == 0, "nothing of that handle waits any more");
+    CHECK(edrv_cancel(d, &mine_n) == 0, "nothing of that handle waits any more");
     CHECK(atomic_load(&w[1].status) == 1000, "the other handle's waiter still waits");
     CHECK_RC(edrv_release(d, NAME("cancelled"), 1, &o), RLC_OK);
     CHECK(WAIT_UNTIL(atomic_load(&w[1].status) != 1000, 5000), "the other waiter ended");
@@ -267,7 +269,7 @@ TEST(cancel_ends_one_handles_waiting_acquire_and_leaves_nothing_held)
 done:
     for (int i = 0; i < started; i++) {
         if (atomic_load(&w[i].status) == 1000)
-            edrv_cancel(d, w[i].tag); /* a failed check: end its wait */
+            edrv_cancel(d, w[i].cp->count); /* a failed check: end its wait */
         pthread_join(th[i], NULL);
     }
     edrv_free(d, 1000);

@@ -19,17 +19,17 @@
 
 #define NAME(s) s, strlen(s)
 
-static int multi(struct edrv *d, uint64_t owner, const void *tag, int64_t wait_ms,
+static int multi(struct edrv *d, uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
                  int64_t lease_ms, struct edrv_outcome *o, int n, const char *const *names)
 {
     size_t lens[8];
     for (int i = 0; i < n; i++)
         lens[i] = strlen(names[i]);
-    return edrv_acquire_multi(d, names, lens, n, owner, tag, wait_ms, lease_ms, o);
+    return edrv_acquire_multi(d, names, lens, n, owner, cp, wait_ms, lease_ms, o);
 }
 
-#define MULTI(d, owner, tag, wait, lease, o, ...)                                    \
-    multi(d, owner, tag, wait, lease, o,                                             \
+#define MULTI(d, owner, cp, wait, lease, o, ...)                                     \
+    multi(d, owner, cp, wait, lease, o,                                             \
           (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)),       \
           (const char *const[]){__VA_ARGS__})
 
@@ -148,7 +148,7 @@ done:
 struct waiting {
     struct edrv *d;
     uint64_t owner;
-    const void *tag;
+    const struct cancel_point *cp;
     const char *a, *b;
     atomic_int status;
 };
@@ -157,7 +157,7 @@ static void *waiting_thread(void *arg)
 {
     struct waiting *w = arg;
     struct edrv_outcome o;
-    atomic_store(&w->status, MULTI(w->d, w->owner, w->tag, 20000, 10000, &o, w->a, w->b));
+    atomic_store(&w->status, MULTI(w->d, w->owner, w->cp, 20000, 10000, &o, w->a, w->b));
     return NULL;
 }
 
@@ -200,8 +200,9 @@ TEST(cancel_ends_a_waiting_multi_lock_and_leaves_nothing_held)
     struct edrv_outcome o;
     pthread_t th;
     bool started = false;
-    int handle;
-    struct waiting w = {.owner = 2, .tag = &handle, .a = "ca", .b = "cb"};
+    atomic_uint_fast64_t cancels = 0;
+    struct cancel_point handle = {&cancels, 0};
+    struct waiting w = {.owner = 2, .cp = &handle, .a = "ca", .b = "cb"};
     atomic_init(&w.status, 1000);
     CHECK_RC(edrv_new(&d, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
     CHECK_RC(edrv_acquire(d, NAME("ca"), 1, NULL, 0, 30000, &o), RLC_OK);
@@ -209,7 +210,7 @@ TEST(cancel_ends_a_waiting_multi_lock_and_leaves_nothing_held)
     CHECK(pthread_create(&th, NULL, waiting_thread, &w) == 0, "thread");
     started = true;
     CHECK(WAIT_UNTIL(channel_subscribers(&s, "redisson_lock__channel:{ca}") == 1, 5000), "it waits");
-    CHECK(edrv_cancel(d, &handle) == 1, "one acquire cancelled");
+    CHECK(edrv_cancel(d, &cancels) == 1, "one acquire cancelled");
     CHECK(WAIT_UNTIL(atomic_load(&w.status) != 1000, 5000), "it ended");
     CHECK_RC(atomic_load(&w.status), RLC_E_CANCELED);
     CHECK(field_count(&s, "ca", UUID_A, 2) == 0 && rs_int(&s, "EXISTS cb") == 0,
@@ -223,7 +224,7 @@ TEST(cancel_ends_a_waiting_multi_lock_and_leaves_nothing_held)
 done:
     if (started) {
         if (atomic_load(&w.status) == 1000)
-            edrv_cancel(d, &handle);
+            edrv_cancel(d, &cancels);
         pthread_join(th, NULL);
     }
     edrv_free(d, 1000);

@@ -6,11 +6,14 @@
  * rlc_client_free can close the client while handles (or a binding's garbage
  * collector) still point at it: later calls get RLC_E_CLOSED, nothing dangles.
  *
- * The background thread does the two things nobody's call can do: renew
- * watchdog locks (watchdog.c) and read unlock messages (pubsub.c). It sleeps
- * in one poll() over the subscriber sockets and an eventfd that wakes it
- * when its schedule changes. on_lost callbacks run on a second thread
- * (callbacks.c).
+ * Every lock runs in the engine (c/src/engine), driven by the blocking
+ * driver (engine_driver.c): acquire, release, extend, renewals, loss push,
+ * the restart guard. The client's own background thread serves what is not
+ * in the engine yet: the lock family's renewals and its waiters' unlock
+ * messages (pubsub.c), and the sentinels' +switch-master for the family's
+ * and the queries' connections. It sleeps in one poll() over those sockets
+ * and an eventfd that wakes it when its schedule changes. on_lost callbacks
+ * run on a callback thread (callbacks.c), fed from the engine's losses.
  *
  * This file is the top of the blocking driver's includes: it puts together
  * the modules a client is made of, and none of them includes it (state.h).
@@ -27,8 +30,9 @@
 #include "callbacks.h"
 #include "clock.h"
 #include "cluster.h"
+#include "engine_driver.h"
 #include "error.h"
-#include "hold.h"
+#include "handle_levels.h"
 #include "metrics.h"
 #include "pubsub.h"
 #include "quorum.h"
@@ -37,8 +41,6 @@
 #include "sentinel_tls.h"
 #include "sentinel_watch.h"
 #include "tls.h"
-#include "tracking.h"
-#include "watchdog.h"
 
 const char *rlc_version(void)
 {
@@ -67,15 +69,17 @@ static void destroy(rlc_client *c)
         cluster_free(c->clusters[i], child);
     }
     free(c->clusters);
+    /* the last reference: no call runs in the engine any more; releases
+     * and undos still on the wire go out first, for a bounded time (an
+     * acquire that lands late must find its tombstone) */
+    edrv_free(c->drv, 0); /* rlc_client_free freed it; a forked child's copy here */
     pubsub_free(c->pubsub);
-    tracking_free(c->tracking);
     sentinel_watch_free(c->sentinel_watch);
     client_drop_lost_queue(c);
     metrics_free(c->metrics);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
     if (!child) {
-        hold_free_graveyard(c);
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->callback_done);
         pthread_cond_destroy(&c->lost_ready);
@@ -95,11 +99,8 @@ static void *thread_main(void *arg)
 {
     rlc_client *c = arg;
     while (!atomic_load(&c->stopping)) {
-        int64_t next = watchdog_run(c);
         int64_t (*family_renew)(rlc_client *) = atomic_load(&c->family_renew);
-        int64_t family_next = family_renew ? family_renew(c) : RLC_FOREVER_NS;
-        if (family_next < next)
-            next = family_next;
+        int64_t next = family_renew ? family_renew(c) : RLC_FOREVER_NS;
         /* Detached work nobody else will move (a redo, an undo's reply). */
         bool pushing = false;
         for (int i = 0; i < c->n_nodes * (int)c->opts.pool_size; i++)
@@ -110,19 +111,14 @@ static void *thread_main(void *arg)
                 next = soon;
         }
         metrics_flush_log(c);
-        /* loss push: a pair per node, per master of a cluster's (a unit
-         * that finds no room waits) */
-        enum { TRACK_FDS = 2 * RLC_MAX_NODES + 2 * RLC_CLUSTER_MAX_NODES };
-        struct pollfd pfd[1 + 2 * RLC_MAX_NODES + TRACK_FDS];
+        struct pollfd pfd[1 + 2 * RLC_MAX_NODES];
         pfd[0] = (struct pollfd){c->wake_fd, POLLIN, 0};
         int np = pubsub_prepare(c->pubsub, pfd + 1, RLC_MAX_NODES, &next);
-        int nt = tracking_prepare(c->tracking, pfd + 1 + np, TRACK_FDS, &next);
-        int ns = sentinel_watch_prepare(c->sentinel_watch, pfd + 1 + np + nt, RLC_MAX_NODES,
-                                        &next);
+        int ns = sentinel_watch_prepare(c->sentinel_watch, pfd + 1 + np, RLC_MAX_NODES, &next);
         if (atomic_load(&c->stopping))
             break;
         int64_t now = rlc_now_ns();
-        poll(pfd, (nfds_t)(np + nt + ns) + 1,
+        poll(pfd, (nfds_t)(np + ns) + 1,
              next >= RLC_FOREVER_NS ? -1 : rlc_poll_ms_until(next, now));
         if (pfd[0].revents) {
             uint64_t v;
@@ -130,8 +126,7 @@ static void *thread_main(void *arg)
                 ;
         }
         pubsub_service(c->pubsub, pfd + 1, np);
-        tracking_service(c->tracking, pfd + 1 + np, nt);
-        sentinel_watch_service(c->sentinel_watch, pfd + 1 + np + nt, ns);
+        sentinel_watch_service(c->sentinel_watch, pfd + 1 + np, ns);
     }
     client_unref(c);
     return NULL;
@@ -221,6 +216,36 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
     return RLC_OK;
 }
 
+/* A hold the engine found lost (a renewal's quorum said gone, or loss
+ * push): on the driver's callback thread, never under its lock. Every
+ * handle through which that owner holds the name hears of it once (its
+ * on_lost, on the client's callback thread); a caller that learned of it
+ * from a return code already is not told again. */
+static void engine_lost(void *user, const char *name, size_t len, uint64_t owner, int status,
+                        const char *message)
+{
+    rlc_client *c = user;
+    (void)message;
+    pthread_mutex_lock(&c->mu);
+    for (rlc_lock *l = c->handles; l; l = l->hnext) {
+        if (l->name_len != len || memcmp(l->name, name, len) != 0)
+            continue;
+        struct handle_hold *h = hh_find(l, owner);
+        if (!h || h->count <= 0 || h->lost)
+            continue;
+        h->lost = status;
+        client_queue_lost(c, l, owner, status);
+    }
+    pthread_mutex_unlock(&c->mu);
+    metrics_flush_log(c);
+}
+
+/* The engine's log lines (under the driver's lock): only queued here. */
+static void engine_log(void *user, int level, const char *line)
+{
+    metrics_log(user, level, line);
+}
+
 int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
 {
     if (!out)
@@ -235,7 +260,6 @@ int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
     c->destroy = destroy;
     c->fork_generation = owner_fork_generation();
     c->wake_fd = -1;
-    c->watchdog_wake_ns = RLC_FOREVER_NS;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->callback_done, NULL);
     pthread_cond_init(&c->lost_ready, NULL);
@@ -255,19 +279,22 @@ int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
         goto fail;
     }
     c->pubsub = pubsub_new(c);
-    c->tracking = tracking_new(c);
     c->metrics = metrics_new(c);
     c->sentinel_watch = sentinel_watch_new(c->nodes, c->n_nodes, c->opts.sentinel_user,
                                            c->opts.sentinel_password,
                                            c->opts.connect_timeout_ms);
-    if (c->wake_fd < 0 || !c->pubsub || !c->tracking || !c->metrics || !c->sentinel_watch) {
+    if (c->wake_fd < 0 || !c->pubsub || !c->metrics || !c->sentinel_watch) {
         rc = rlc_fail(RLC_E_NOMEM, "cannot create the client's eventfd or channel table");
         goto fail;
     }
+    /* The engine gets the same nodes, options and UUID: one client. */
+    if ((rc = edrv_new(&c->drv, nodes, c->uuid, options, engine_lost, c)) != RLC_OK)
+        goto fail;
+    edrv_set_log(c->drv, engine_log, c);
     client_ref(c); /* the thread's */
     if (pthread_create(&c->thread, NULL, thread_main, c) != 0) {
         client_unref(c);
-        rc = rlc_fail(RLC_E_NOMEM, "cannot start the watchdog thread");
+        rc = rlc_fail(RLC_E_NOMEM, "cannot start the client's thread");
         goto fail;
     }
     c->thread_started = true;
@@ -298,6 +325,7 @@ void rlc_client_free(rlc_client *c)
     }
     if (atomic_exchange(&c->closed, true)) /* freed twice: only the first counts */
         return;
+    edrv_close(c->drv); /* its waiters end RLC_E_CLOSED; no new call starts */
     metrics_close(c);
     pthread_mutex_lock(&c->mu);
     atomic_store(&c->stopping, true);
@@ -325,6 +353,19 @@ void rlc_client_free(rlc_client *c)
     }
     for (int i = 0; i < total; i++)
         mux_shutdown(&c->muxes[i]);
+    /* Calls still inside end soon: waits were ended (edrv_close, the
+     * muxes), a release or an undo ends at its call deadline. Then the
+     * engine lets go, its releases and undos on the wire first, for a
+     * bounded time (an acquire that lands late must find its tombstone). */
+    for (int i = 0; i < 60000 && atomic_load(&c->calls) > 0; i++) {
+        struct timespec pause = {0, 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    if (atomic_load(&c->calls) == 0) {
+        metrics_keep_engine(c);
+        edrv_free(c->drv, c->opts.connect_timeout_ms + c->call_timeout_ms);
+        c->drv = NULL;
+    } /* else a call that never ends: the engine is left, never freed under it */
     if (cb_started && pthread_equal(pthread_self(), c->cb_thread))
         pthread_detach(c->cb_thread); /* freed from an on_lost callback */
     else if (cb_started)

@@ -460,8 +460,10 @@ int conn_peer_closed(struct conn *c)
 {
     /* A TLS peer that closes sends a close_notify first: the socket then
      * holds bytes, which MSG_PEEK would take for a live connection. */
-    if (c->ssl)
-        return tls_peer_closed(c->ssl);
+    if (c->ssl) {
+        char why[300];
+        return tls_peer_closed(c->ssl, "", why, sizeof why);
+    }
     char b;
     ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);

@@ -101,6 +101,10 @@ int dconn_start(struct dconn *c, const char *host, int port, struct resolver *re
     err[0] = '\0';
     c->tls = tls;
     snprintf(c->host, sizeof c->host, "%s", host);
+    if (port)
+        snprintf(c->label, sizeof c->label, "%s:%d", host, port);
+    else
+        snprintf(c->label, sizeof c->label, "%s", host);
     if (port == 0) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (strlen(host) >= sizeof sa.sun_path) {
@@ -193,7 +197,7 @@ int dconn_progress(struct dconn *c, short revents, char *err, size_t err_len)
     if (c->state == DC_HANDSHAKE) {
         if (!(revents & (c->tls_want | POLLERR | POLLHUP)))
             return 0;
-        int h = tls_handshake(c->ssl, &c->tls_want, "", err, err_len);
+        int h = tls_handshake(c->ssl, &c->tls_want, c->label, err, err_len);
         if (h < 0)
             return -1;
         if (h == 0)
@@ -211,7 +215,7 @@ ssize_t dconn_read(struct dconn *c, char *buf, size_t len, char *err, size_t err
         return 0;
     if (c->ssl) {
         short want = 0;
-        ssize_t r = tls_read(c->ssl, buf, len, &want, "", err, err_len);
+        ssize_t r = tls_read(c->ssl, buf, len, &want, c->label, err, err_len);
         if (r == 0)
             c->tls_want = want;
         return r;
@@ -225,13 +229,27 @@ ssize_t dconn_read(struct dconn *c, char *buf, size_t len, char *err, size_t err
     return -1;
 }
 
+bool dconn_peer_closed(const struct dconn *c, char *err, size_t err_len)
+{
+    err[0] = '\0';
+    if (c->state != DC_UP)
+        return false;
+    /* A TLS peer that closes sends a close_notify first: the socket then
+     * holds bytes, which MSG_PEEK would take for a live connection. */
+    if (c->ssl)
+        return tls_peer_closed(c->ssl, c->label, err, err_len);
+    char b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 ssize_t dconn_write(struct dconn *c, const char *data, size_t len, char *err, size_t err_len)
 {
     if (c->state != DC_UP)
         return 0;
     if (c->ssl) {
         short want = 0;
-        ssize_t w = tls_write(c->ssl, data, len, &want, "", err, err_len);
+        ssize_t w = tls_write(c->ssl, data, len, &want, c->label, err, err_len);
         if (w == 0)
             c->tls_want = want;
         return w;

@@ -26,6 +26,7 @@ struct dconn {
     unsigned gen;         /* the lookup waited for */
     struct tls_ctx *tls;  /* to speak TLS once connected, or NULL */
     char host[256];       /* the name the certificate must carry */
+    char label[280];      /* host:port, as messages name it */
     struct ssl_st *ssl;   /* NULL on a plain connection */
     short tls_want;       /* the poll event the handshake or TLS I/O waits for */
 };
@@ -54,6 +55,13 @@ ssize_t dconn_read(struct dconn *c, char *buf, size_t len, char *err, size_t err
 
 /* Writes: > 0 bytes taken, 0 not now, -1 failed. */
 ssize_t dconn_write(struct dconn *c, const char *data, size_t len, char *err, size_t err_len);
+
+/* Whether the server has closed c (EOF or an error, and nothing left to
+ * read): one recv(MSG_PEEK), no wait. A server that closed an idle
+ * connection (a restart, CLIENT KILL, its timeout) is found before a new
+ * request is written on it, so the request goes on a new connection
+ * instead of failing. */
+bool dconn_peer_closed(const struct dconn *c, char *err, size_t err_len);
 
 void dconn_close(struct dconn *c);
 

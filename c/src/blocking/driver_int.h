@@ -25,7 +25,7 @@ struct edrv;
 /* Messages kept here (a connection's failure, a lost hold's reason): the
  * size of engine_driver.h's EDRV_MSGLEN, which this header does not
  * include (it sits below engine_driver.c's face). */
-#define DRV_MSGLEN 256
+#define DRV_MSGLEN 512
 
 #define MAX_POLL_MS 1000 /* the leader looks again at least this often */
 /* The background thread leads only after callers left it this long: a
@@ -33,6 +33,12 @@ struct edrv;
  * take it back (two thread switches a call). What the background thread
  * reads late by this much: a loss push, between calls. */
 #define LINGER_MS 2
+/* While callers lead, the background thread looks this often (or sooner,
+ * when a caller that stops leading leaves a timer due before then): woken
+ * each LINGER_MS instead, it cost a thread switch every 2 ms of a busy
+ * thread's calls. What it reads late by this much while callers come and
+ * go: a loss push. */
+#define BG_LOOK_MS 50
 #define DEFER_POSTS 64   /* wake-ups kept until the mutex is let go; more go at once */
 
 struct waiter;
@@ -49,7 +55,9 @@ struct waiter {
     int n_names;
     uint64_t owner;
     int64_t a, b;
-    const void *tag;    /* an acquire's, for edrv_cancel (NULL: none) */
+    const struct cancel_point *cp; /* an acquire's handle's cancels (edrv_cancel), or NULL */
+    bool acquire;       /* an acquire (edrv_close ends it) */
+    bool closed;        /* ended by edrv_close: its cancel reads RLC_E_CLOSED */
     uint64_t op;        /* the engine's id, once drained (0 before) */
     struct edrv_outcome *out;
     atomic_bool done;   /* set under the mutex, read after a wake-up without it */
@@ -73,6 +81,7 @@ struct edrv {
     int n;                   /* the engine's connections */
     struct dconn *c;         /* n of them */
     bool *broken;            /* a write failed outside the leader: it closes it */
+    int first_sentinel, n_sentinels; /* the sentinels' discovery connections */
     struct pollfd *pfd;      /* the leader's poll set: the eventfd, then up to n */
     int *pidx;
     struct host_res {        /* a resolver per host and port (resolve.h): a name is */
@@ -99,8 +108,10 @@ struct edrv {
     int n_to_post;
     struct thread_sem *bg_ts; /* the background thread sleeps on it */
     int64_t caller_left;     /* when a caller last stopped leading (ms) */
+    int64_t bg_wake_at;      /* when the sleeping background thread looks next (ms) */
     pthread_cond_t turned;   /* broadcast after each turn (edrv_free waits on it) */
     bool stopping;
+    bool closing;            /* edrv_close: no new operation, waits ended */
     pthread_t bg;
     bool bg_started;
     unsigned fork_generation; /* owner_fork_generation() when made: another

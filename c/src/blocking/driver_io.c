@@ -92,6 +92,8 @@ static void start_conn(struct edrv *d, int k, int64_t now)
         rlc_engine_closed(d->e, k, now);
         return;
     }
+    if (k >= d->first_sentinel && k < d->first_sentinel + d->n_sentinels)
+        snprintf(d->c[k].label, sizeof d->c[k].label, "sentinel %s:%d", host, port);
     if (d->c[k].state == DC_UP)
         rlc_engine_connected(d->e, k, now);
 }
@@ -101,11 +103,15 @@ void dio_open_wanted(struct edrv *d, int64_t now)
     for (int k = 0; k < d->n; k++) {
         int want = rlc_engine_want_open(d->e, k);
         bool open = d->c[k].state != DC_CLOSED;
-        if (d->broken[k] || (want == -1 && open))
+        if (d->broken[k] || (want == -1 && open)) {
             close_conn(d, k, now);
-        else if (want == -1)
+            /* a broken one is wanted again at once (its bytes wait for it) */
+            want = rlc_engine_want_open(d->e, k);
+            open = false;
+        } else if (want == -1) {
             rlc_engine_closed(d->e, k, now);
-        else if (want == 1 && !open)
+        }
+        if (want == 1 && !open)
             start_conn(d, k, now);
     }
 }
@@ -118,6 +124,18 @@ static void flush_conn(struct edrv *d, int k, bool leader, int64_t now)
     const char *data;
     size_t len;
     char err[DRV_MSGLEN];
+    /* New bytes on a connection the server closed meanwhile: found before
+     * they are written, the engine puts them on the next connection (bytes
+     * it has not handed out never reached a server) */
+    if (!d->broken[k] && d->c[k].state == DC_UP && rlc_engine_pending(d->e, k, &data) &&
+        dconn_peer_closed(&d->c[k], err, sizeof err)) {
+        note_why(d, k, err); /* a TLS alert says why (a client certificate required) */
+        if (leader)
+            close_conn(d, k, now);
+        else
+            d->broken[k] = true;
+        return;
+    }
     while (!d->broken[k] && d->c[k].state == DC_UP && (len = rlc_engine_pending(d->e, k, &data))) {
         ssize_t w = dconn_write(&d->c[k], data, len, err, sizeof err);
         if (w > 0) {
@@ -149,6 +167,7 @@ static void read_conn(struct edrv *d, int k)
     for (int i = 0; i < 8 || d->c[k].ssl; i++) {
         ssize_t r = dconn_read(&d->c[k], buf, sizeof buf, err, sizeof err);
         if (r < 0) {
+            note_why(d, k, err); /* a TLS alert says why (a client certificate required) */
             close_conn(d, k, dio_now_ms());
             return;
         }

@@ -40,6 +40,7 @@
 
 #include "driver_int.h"
 #include "engine_driver.h"
+#include "uri.h"
 #include "error.h"
 #include "owner.h"
 #include "thread_sem.h"
@@ -128,11 +129,13 @@ static void queue_lost(struct edrv *d, const rlc_engine_event *ev)
 static void finish(struct edrv *d, struct waiter *w, const rlc_engine_event *ev)
 {
     struct edrv_outcome *o = w->out;
-    o->status = ev->status;
+    o->status = w->closed && ev->status == RLC_E_CANCELED ? RLC_E_CLOSED : ev->status;
     o->token = ev->token;
     o->validity_ms = ev->validity_ms;
     o->count = ev->count;
-    if (ev->status == RLC_E_CONNECT && d->why[0])
+    if (o->status == RLC_E_CLOSED)
+        snprintf(o->message, sizeof o->message, "client closed while waiting");
+    else if (ev->status == RLC_E_CONNECT && d->why[0])
         snprintf(o->message, sizeof o->message, "%s (%s)", ev->message ? ev->message : "",
                  d->why);
     else
@@ -244,8 +247,13 @@ static void drain(struct edrv *d)
     int64_t now = dio_now_ms();
     for (w = fifo; w; w = fifo) {
         fifo = w->in_next;
-        int rc = d->stopping ? rlc_fail(RLC_E_CLOSED, "the client is closing")
-                             : w->q(d, w, now, &w->op);
+        /* a cancel made after the call began and before it got here ends
+         * it too (edrv_cancel only sees what is in the engine) */
+        int rc = d->stopping || d->closing ? rlc_fail(RLC_E_CLOSED, "the client is closing")
+                 : cancel_requested(w->cp)
+                     ? rlc_fail(RLC_E_CANCELED, "the acquire of lock '%s' was cancelled",
+                                RLC_SHOWN(w->name ? w->name : w->names[0]))
+                     : w->q(d, w, now, &w->op);
         if (rc != RLC_OK) {
             refuse(d, w, rc, rlc_errmsg());
             continue;
@@ -293,6 +301,9 @@ static void run(struct edrv *d, struct waiter *w)
                     turn(d);
                 d->leading = false;
                 d->caller_left = dio_now_ms();
+                int64_t dl = rlc_engine_deadline(d->e);
+                if (!d->waiters && d->bg_ts && dl >= 0 && dl < d->bg_wake_at)
+                    post_later(d, d->bg_ts); /* a timer due before it looks */
                 break;
             }
             dio_poke_if_needed(d);
@@ -315,9 +326,9 @@ static void *background(void *arg)
     d->bg_ts = me;
     while (!d->stopping) {
         drain(d);
-        /* While callers wait or lead, look every LINGER_MS: they lead, and
+        /* While callers wait or lead, look every BG_LOOK_MS: they lead, and
          * waking this thread at each call's end would cost a switch each. */
-        int64_t now = dio_now_ms(), dl = rlc_engine_deadline(d->e), sleep_ms = LINGER_MS;
+        int64_t now = dio_now_ms(), dl = rlc_engine_deadline(d->e), sleep_ms = BG_LOOK_MS;
         bool callers = d->leading || d->waiters;
         if (!callers && now < d->caller_left + LINGER_MS && (dl < 0 || dl > now))
             sleep_ms = (dl >= 0 && dl < d->caller_left + LINGER_MS ? dl : d->caller_left + LINGER_MS) - now;
@@ -327,6 +338,7 @@ static void *background(void *arg)
             d->leading = d->bg_leading = false;
             continue;
         }
+        d->bg_wake_at = now + sleep_ms;
         unlock(d);
         if (me)
             thread_sem_wait_ms(me, sleep_ms);
@@ -388,6 +400,11 @@ static int q_extend(struct edrv *d, const struct waiter *w, int64_t now, uint64_
     return rlc_engine_extend(d->e, w->name, w->name_len, w->owner, w->a, now, op);
 }
 
+static int q_query(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
+{
+    return rlc_engine_query(d->e, w->name, w->name_len, w->owner, (int)w->a, now, op);
+}
+
 /* In a forked child: its threads are gone and the mutex may stay held by
  * one of them, so nothing may wait on it; the child makes its own driver. */
 static bool forked(const struct edrv *d)
@@ -424,20 +441,22 @@ static int run_op(struct edrv *d, struct waiter w, struct edrv_outcome *out)
 }
 
 int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
-                 const void *tag, int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out)
+                 const struct cancel_point *cp, int64_t wait_ms, int64_t lease_ms,
+                 struct edrv_outcome *out)
 {
     return run_op(d, (struct waiter){.q = q_acquire, .name = name, .name_len = name_len,
-                                     .owner = owner, .a = wait_ms, .b = lease_ms, .tag = tag},
+                                     .owner = owner, .a = wait_ms, .b = lease_ms, .cp = cp,
+                                     .acquire = true},
                   out);
 }
 
 int edrv_acquire_multi(struct edrv *d, const char *const *names, const size_t *name_lens,
-                       int n, uint64_t owner, const void *tag, int64_t wait_ms,
+                       int n, uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
                        int64_t lease_ms, struct edrv_outcome *out)
 {
     return run_op(d, (struct waiter){.q = q_acquire_multi, .names = names,
                                      .name_lens = name_lens, .n_names = n, .owner = owner,
-                                     .a = wait_ms, .b = lease_ms, .tag = tag},
+                                     .a = wait_ms, .b = lease_ms, .cp = cp, .acquire = true},
                   out);
 }
 
@@ -457,6 +476,17 @@ int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owne
                   out);
 }
 
+int edrv_query(struct edrv *d, const char *name, size_t name_len, uint64_t owner, int what,
+               int64_t *answer, struct edrv_outcome *out)
+{
+    int rc = run_op(d, (struct waiter){.q = q_query, .name = name, .name_len = name_len,
+                                       .owner = owner, .a = what},
+                    out);
+    if (rc == RLC_OK)
+        *answer = out->count;
+    return rc;
+}
+
 int edrv_cancel(struct edrv *d, const void *tag)
 {
     int n = 0;
@@ -466,12 +496,17 @@ int edrv_cancel(struct edrv *d, const void *tag)
     drain(d); /* an acquire pushed before this call is in the engine now */
     int64_t now = dio_now_ms();
     for (struct waiter *w = d->waiters; w; w = w->next)
-        if (w->tag == tag && rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
+        if (w->cp && (const void *)w->cp->count == tag && rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
             n++;
     if (!d->leading)
         dio_flush_all(d, false, now);
     pump(d);
-    dio_poke_if_needed(d);
+    /* a cancelled waiter may be the one polling: it hears of its end only
+     * when its poll returns */
+    if (n > 0 && d->leading)
+        dio_poke(d);
+    else
+        dio_poke_if_needed(d);
     unlock(d);
     return n;
 }
@@ -494,6 +529,35 @@ void edrv_set_log(struct edrv *d, edrv_log_fn fn, void *user)
     d->log_fn = fn;
     d->log_user = user;
     pump(d); /* what came before */
+    unlock(d);
+}
+
+void edrv_close(struct edrv *d)
+{
+    if (!d || forked(d))
+        return;
+    pthread_mutex_lock(&d->mu);
+    d->closing = true;
+    drain(d); /* what was asked before this call is in the engine now */
+    int64_t now = dio_now_ms();
+    for (struct waiter *w = d->waiters; w; w = w->next)
+        if (w->acquire && rlc_engine_cancel(d->e, w->op, now) == RLC_OK)
+            w->closed = true;
+    if (!d->leading)
+        dio_flush_all(d, false, now);
+    pump(d);
+    if (d->leading)
+        dio_poke(d); /* an ended waiter may be the one polling */
+    unlock(d);
+}
+
+void edrv_forget(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
+{
+    if (forked(d))
+        return;
+    pthread_mutex_lock(&d->mu);
+    drain(d); /* what was asked before this call first */
+    rlc_engine_forget(d->e, name, name_len, owner, dio_now_ms());
     unlock(d);
 }
 
@@ -552,6 +616,20 @@ static void cond_init_monotonic(pthread_cond_t *cv)
     pthread_condattr_destroy(&a);
 }
 
+/* The redis-sentinel:// nodes: their discovery connections come right
+ * after every node's two (rlc_engine_conns), and messages name them so. */
+static int count_sentinels(const char *nodes)
+{
+    struct node_addr *addrs = NULL;
+    int n = 0, k = 0;
+    if (uri_parse_list(nodes, &addrs, &n) != RLC_OK)
+        return 0;
+    for (int i = 0; i < n; i++)
+        k += addrs[i].topology == RLC_TOPO_SENTINEL;
+    uri_free_list(addrs, n);
+    return k;
+}
+
 int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char *options,
              edrv_lost_fn lost, void *user)
 {
@@ -565,6 +643,8 @@ int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char 
     if (rc != RLC_OK)
         goto fail;
     d->n = rlc_engine_conns(d->e);
+    d->first_sentinel = 2 * rlc_engine_nodes(d->e);
+    d->n_sentinels = count_sentinels(nodes);
     d->c = calloc((size_t)d->n, sizeof *d->c);
     d->broken = calloc((size_t)d->n, sizeof *d->broken);
     d->pfd = calloc((size_t)d->n + 1, sizeof *d->pfd);

@@ -23,10 +23,11 @@
 #include <stdint.h>
 
 #include "redlockc.h"
+#include "cancel.h"
 
 struct edrv;
 
-#define EDRV_MSGLEN 256
+#define EDRV_MSGLEN 512
 
 /* How an operation ended (rlc_engine_event's DONE fields). */
 struct edrv_outcome {
@@ -61,19 +62,36 @@ void edrv_free(struct edrv *d, int64_t drain_ms);
 /* As rlc_engine_acquire / release / extend, run to their end on the
  * calling thread: the outcome's status (also returned). A status before
  * the operation was queued (bad arguments) comes with rlc_errmsg(). An
- * acquire carries tag (the handle it runs for, or NULL) for edrv_cancel. */
+ * acquire carries its handle's cancel point (or NULL): a cancel counted
+ * there after cp->seen ends it, before it reaches the engine too, and
+ * edrv_cancel(d, cp->count) ends it in the engine. */
 int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
-                 const void *tag, int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out);
-/* rlc_engine_acquire_multi's, as edrv_acquire (tag: for edrv_cancel). */
+                 const struct cancel_point *cp, int64_t wait_ms, int64_t lease_ms,
+                 struct edrv_outcome *out);
+/* rlc_engine_acquire_multi's, as edrv_acquire. */
 int edrv_acquire_multi(struct edrv *d, const char *const *names, const size_t *name_lens,
-                       int n, uint64_t owner, const void *tag, int64_t wait_ms,
+                       int n, uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
                        int64_t lease_ms, struct edrv_outcome *out);
 int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                  struct edrv_outcome *out);
 int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                 int64_t lease_ms, struct edrv_outcome *out);
+/* rlc_engine_query's: what (RLC_Q_*) a quorum of the servers says of
+ * name, in *answer. */
+int edrv_query(struct edrv *d, const char *name, size_t name_len, uint64_t owner, int what,
+               int64_t *answer, struct edrv_outcome *out);
 
-/* Ends every acquire running now with this tag (not NULL), in any thread,
+/* The client closes: every acquire running ends RLC_E_CLOSED (what it
+ * may have taken is undone) and every later call is refused so; releases
+ * and undos on the wire go on until edrv_free. */
+void edrv_close(struct edrv *d);
+
+/* rlc_engine_forget's: owner's hold of name is forgotten (every owner's
+ * with 0): not renewed, never reported lost. */
+void edrv_forget(struct edrv *d, const char *name, size_t name_len, uint64_t owner);
+
+/* Ends every acquire running now whose cancel point counts at tag (its
+ * handle's cancels: cp->count; not NULL), in any thread,
  * with RLC_E_CANCELED (rlc_engine_cancel): rlc_lock_cancel's, for the
  * waits of one handle, whatever other handles of the name wait. An acquire
  * that starts later is not affected. Returns how many it ended. */

@@ -4,15 +4,10 @@
  * A token is only worth something if every later holder gets a larger one
  * and the resource refuses a write with a smaller one. Two halves:
  *
- *   - The token is a quorum register. Each node counts new holds (INCR in
- *     the acquire script); a holder's token is the largest count among the
- *     nodes that granted it. Before the acquire returns, that value is
- *     stored on a quorum of the granting nodes (token_floor), and the
- *     acquire waits for their answers: a later holder's quorum shares one of
- *     those nodes, where its INCR counts on from the stored value. When the
- *     granting nodes already agree, no round trip is added. If a quorum
- *     cannot store it, the acquire fails and is undone like any failed round.
- *     docs/DESIGN.md, "Fencing tokens", has the argument.
+ *   - The token is a quorum register: the engine stores a new hold's token
+ *     on a quorum of the granting nodes before the acquire returns
+ *     (engine_acquire.c, token_floor). docs/DESIGN.md, "Fencing tokens",
+ *     has the argument.
  *
  *   - rlc_fenced_set writes a key only if the caller's token is at least the
  *     one stored with it, in one script: the value stays a plain string at
@@ -27,84 +22,13 @@
 #include "clock.h"
 #include "cmd.h"
 #include "error.h"
-#include "fence.h"
 #include "mux.h"
+#include "state.h"
 #include "quorum.h"
 #include "scripts.h"
 #include "sha1.h"
 
 #define MAX_KEY_LEN (512 * 1024 * 1024)
-
-int fence_store_token(rlc_lock *l, uint64_t owner, const uint64_t *tokens, const bool *granted,
-                      uint64_t token, int64_t *done_ns)
-{
-    rlc_client *c = l->client;
-    int stored = 0, k = 0, nodes[RLC_MAX_NODES];
-    for (int i = 0; i < c->n_nodes; i++) {
-        if (granted[i] && tokens[i] >= token)
-            stored++;
-        else if (granted[i])
-            nodes[k++] = i;
-    }
-    *done_ns = rlc_now_ns();
-    if (k == 0)
-        return RLC_OK;
-
-    struct lock_names names = lock_names_of(l);
-    struct rlc_cmd *cmd = call_token_floor(&names, token);
-    struct mux_req *reqs[RLC_MAX_NODES];
-    struct mux_result res[RLC_MAX_NODES];
-    if (!cmd)
-        return rlc_fail(RLC_E_NOMEM, "out of memory");
-    /* A quorum that counted to the token itself is the register already:
-     * raise the others without waiting (fewer nodes lag behind). */
-    if (quorum_has(c->n_nodes, stored)) {
-        for (int j = 0; j < k; j++)
-            mux_send_detached(client_mux(c, nodes[j], owner), cmd, &script_token_floor, false);
-        cmd_unref(cmd);
-        return RLC_OK;
-    }
-    /* Raising every lower granting node, not just enough of them, costs the
-     * same round trip and leaves fewer nodes behind for later quorums. */
-    for (int j = 0; j < k; j++)
-        reqs[j] = mux_send(client_mux(c, nodes[j], owner), cmd, &script_token_floor,
-                           c->call_timeout_ms);
-    mux_wait(reqs, k, res);
-    *done_ns = rlc_now_ns();
-    cmd_unref(cmd);
-
-    int status = RLC_E_NO_QUORUM;
-    char why[1024] = "";
-    size_t len = 0;
-    for (int j = 0; j < k; j++) {
-        const struct mux_result *r = &res[j];
-        const char *label = c->nodes[nodes[j]].label;
-        if (r->status == RLC_OK && r->reply && r->reply->type == REDIS_REPLY_INTEGER) {
-            stored++;
-        } else if (len < sizeof why) {
-            if (r->status == RLC_OK && r->reply && r->reply->type == REDIS_REPLY_ERROR)
-                status = RLC_E_SERVER;
-            len += (size_t)snprintf(why + len, sizeof why - len, "; %s",
-                                    r->status == RLC_OK && r->reply &&
-                                            r->reply->type == REDIS_REPLY_ERROR
-                                        ? r->reply->str
-                                    : r->err[0] ? r->err
-                                                : label);
-            if (len < sizeof why)
-                len += (size_t)snprintf(why + len, sizeof why - len, " at %s", label);
-        }
-        if (r->reply)
-            freeReplyObject(r->reply);
-    }
-    if (quorum_has(c->n_nodes, stored))
-        return RLC_OK;
-    char name[80];
-    return rlc_fail(status,
-                    "lock '%s' was granted, but its fencing token %llu is stored on %d "
-                    "node(s) only, %d needed; the acquire was undone%s",
-                    rlc_clip(l->key, name, sizeof name), (unsigned long long)token, stored,
-                    c->quorum, why);
-}
 
 /* ---- fenced writes ----------------------------------------------------------- */
 

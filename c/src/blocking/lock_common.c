@@ -5,9 +5,7 @@
 
 #include "callbacks.h"
 #include "error.h"
-#include "hold.h"
 #include "lock_common.h"
-#include "metrics.h"
 #include "quorum.h"
 
 #define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
@@ -83,23 +81,4 @@ int lock_reply_int(const redisReply *r, int64_t *out)
         }
     }
     return 0;
-}
-
-/* Forgets h if nothing is held or in flight through it any more. */
-void lock_drop_if_idle(rlc_client *c, struct hold *h)
-{
-    if (h->count <= 0 && h->pending == 0 && h->releasing == 0)
-        hold_drop(c, h);
-}
-
-/* The server said a hold this handle had is gone, and the caller is being
- * told so now. The hold stays, marked lost, for the owner's other levels:
- * each of their releases reports RLC_E_LOST too, as after the watchdog's
- * finding, and no on_lost follows for what the caller already knows. */
-void lock_mark_lost(rlc_client *c, struct hold *h)
-{
-    h->lost = RLC_E_LOST;
-    h->notified = true;
-    metrics_lost(c, h->lock, RLC_E_LOST);
-    hold_set_watchdog(c, h, false);
 }

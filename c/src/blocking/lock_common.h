@@ -1,14 +1,13 @@
 /*
  * lock_common.h - what the lock API's files share: entering a call on a
- * handle, the owner it acts for, reading an integer reply, and the hold
- * bookkeeping that acquire and release both do.
+ * handle, the owner it acts for, reading an integer reply.
  *
  * The lock API is split by concern: lock_acquire.c (acquire, wait, cancel),
  * lock_release.c (release, extend, force release), lock_query.c (what the
  * servers and the client know of a lock), lock_handle.c (making, freeing and
- * configuring a handle). One code path serves one node and N nodes: every
- * operation sends its command to all nodes at once (fanout), then counts the
- * answers against the quorum N/2+1, which is 1 for a single node.
+ * configuring a handle). Acquire, release and extend run in the engine
+ * (engine_driver.c); the queries send their commands to every node at once
+ * (fanout) and count the answers against the quorum N/2+1.
  */
 #ifndef RLC_LOCK_COMMON_H
 #define RLC_LOCK_COMMON_H
@@ -18,8 +17,6 @@
 #include <stdint.h>
 
 #include "state.h"
-
-struct hold;
 
 /* Enters a call on l: RLC_OK (pair it with client_leave(l->client)), or a
  * status with the thread's message set. */
@@ -38,11 +35,5 @@ int lock_check_lease(const rlc_client *c, int64_t lease_ms, const char *what);
 /* An integer reply, a number in a bulk string (HGET), or nil (as 0): 1 and
  * *out; 0 for anything else. */
 int lock_reply_int(const redisReply *r, int64_t *out);
-
-/* Under mu: forgets h if nothing is held or in flight through it any more. */
-void lock_drop_if_idle(rlc_client *c, struct hold *h);
-
-/* Under mu: the server said h is gone, and the caller is told so now. */
-void lock_mark_lost(rlc_client *c, struct hold *h);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "callbacks.h"
 #include "error.h"
-#include "hold.h"
+#include "handle_levels.h"
 #include "lock_common.h"
 #include "keys.h"
 
@@ -67,9 +67,17 @@ int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out
         rc = rlc_fail(RLC_E_NOMEM, "out of memory");
         goto out;
     }
+    l->name = l->key + plen;
+    l->name_len = name_len;
     l->client = c;
     l->owner = owner;
     client_ref(c);
+    pthread_mutex_lock(&c->mu);
+    l->hnext = c->handles;
+    if (c->handles)
+        c->handles->hprev = l;
+    c->handles = l;
+    pthread_mutex_unlock(&c->mu);
     *out = l;
 out:
     client_leave(c);
@@ -84,20 +92,33 @@ void rlc_lock_free(rlc_lock *l)
     if (c->fork_generation != owner_fork_generation()) {
         /* A forked child: the mutex may be held by a thread that did not come
          * along, and no other thread of ours uses this client here. */
-        while (l->holds) {
-            struct hold *h = l->holds;
-            l->holds = h->next;
-            free(h->attempts);
-            free(h);
-        }
+        hh_free_all(l);
     } else {
         pthread_mutex_lock(&c->mu);
-        hold_drop_all(c, l);
+        /* Off the list first: a loss reported from now on finds it no more. */
+        if (l->hprev)
+            l->hprev->hnext = l->hnext;
+        else
+            c->handles = l->hnext;
+        if (l->hnext)
+            l->hnext->hprev = l->hprev;
+        struct handle_hold *gone = hh_detach_all(c, l);
         /* No callback of this lock runs after this returns: queued ones are
          * dropped, a running one is waited for (unless this is that
          * callback, freeing its own lock). */
         client_forget_lost(c, l);
         pthread_mutex_unlock(&c->mu);
+        /* Its holds stop being renewed and expire with their lease (the
+         * header's promise): the engine forgets them, unless the client is
+         * closing (its engine ends them all, and may be freed meanwhile). */
+        client_ref(c);
+        atomic_fetch_add(&c->calls, 1); /* rlc_client_free waits for it */
+        if (gone && !atomic_load(&c->closed))
+            hh_forget_detached(c, l, gone);
+        else
+            hh_forget_detached(NULL, l, gone);
+        atomic_fetch_sub(&c->calls, 1);
+        client_unref(c);
     }
     lock_free_names(l);
     free(l);

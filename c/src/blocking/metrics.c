@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "engine_driver.h"
 #include "error.h"
 #include "metric_defs.h"
 #include "mux.h"
@@ -45,6 +46,9 @@ struct rlc_metrics {
     int n_muxes;
     atomic_uchar *connected; /* per mux: connected once already */
     _Atomic uint64_t counters[N_COUNTERS];
+    /* the engine's, kept when it is freed (rlc_client_free) */
+    uint64_t engine_final[N_COUNTERS];
+    bool engine_gone;
 
     pthread_mutex_t log_mu; /* guards what follows; never held while calling fn */
     rlc_log_fn fn;
@@ -136,6 +140,20 @@ static void logf_(struct rlc_metrics *m, int level, const char *fmt, ...)
     pthread_mutex_unlock(&m->log_mu);
 }
 
+void metrics_log(rlc_client *c, int level, const char *line)
+{
+    logf_(c ? c->metrics : NULL, level, "%s", line);
+}
+
+void metrics_keep_engine(rlc_client *c)
+{
+    struct rlc_metrics *m = c->metrics;
+    if (!m || !c->drv)
+        return;
+    edrv_metrics(c->drv, m->engine_final, N_COUNTERS);
+    m->engine_gone = true;
+}
+
 void metrics_warn(rlc_client *c, const char *text)
 {
     logf_(c ? c->metrics : NULL, RLC_LOG_WARN, "%s", text);
@@ -217,8 +235,7 @@ void metrics_acquire(rlc_client *c, int rc, int64_t start_ns)
 
 void metrics_lost(rlc_client *c, const rlc_lock *l, int reason)
 {
-    struct rlc_metrics *m = c ? c->metrics : NULL;
-    add(m, RLC_M_LOST, 1);
+    struct rlc_metrics *m = c ? c->metrics : NULL; /* the engine counted it */
     char name[80];
     snprintf(name, sizeof name, "%.*s%s", 64, l ? l->key : "?",
              l && l->key_len > 64 ? "..." : "");
@@ -260,9 +277,18 @@ int rlc_client_metrics(rlc_client *c, uint64_t *out, int n)
     if (!c || !out || n < 0)
         return rlc_fail(RLC_E_INVAL, "rlc_client_metrics: %s",
                         !c ? "client is NULL" : !out ? "out is NULL" : "n is negative");
+    /* the engine's (every lock) and the client's own (the family's and the
+     * queries' connections) */
+    uint64_t eng[N_COUNTERS] = {0};
+    struct rlc_metrics *m = c->metrics;
+    if (m && m->engine_gone)
+        memcpy(eng, m->engine_final, sizeof eng);
+    else if (!atomic_load(&c->closed) && client_enter(c) == RLC_OK) {
+        edrv_metrics(c->drv, eng, N_COUNTERS); /* as a call: not freed under it */
+        client_leave(c);
+    }
     for (int i = 0; i < n && i < N_COUNTERS; i++)
-        out[i] = c->metrics ? atomic_load_explicit(&c->metrics->counters[i], memory_order_relaxed)
-                            : 0;
+        out[i] = eng[i] + (m ? atomic_load_explicit(&m->counters[i], memory_order_relaxed) : 0);
     return N_COUNTERS;
 }
 

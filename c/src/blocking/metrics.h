@@ -31,13 +31,18 @@ void metrics_wait_begin(rlc_client *c);
 /* An acquire ended with rc after starting at start_ns: acquires or busy,
  * and its duration into the wait histogram if it waited. Flushes the log. */
 void metrics_acquire(rlc_client *c, int rc, int64_t start_ns);
-/* A hold of l was found lost (reason: RLC_E_LOST or an I/O status). */
+/* A hold of l was found lost (reason: RLC_E_LOST or an I/O status): the
+ * log line (the engine counts it). */
 void metrics_lost(rlc_client *c, const rlc_lock *l, int reason);
 /* A connection of mux m was (re)made, or its node lost the scripts. */
 void metrics_mux_event(struct mux *m, int which);
 /* Queues a warning line for the log callback (a refusal that the library
  * works around: nothing fails, so no rlc_errmsg carries it). */
 void metrics_warn(rlc_client *c, const char *text);
+/* Queues a line of the engine's (engine_driver.h's log callback). */
+void metrics_log(rlc_client *c, int level, const char *line);
+/* Before the engine is freed: its counters are kept for rlc_client_metrics. */
+void metrics_keep_engine(rlc_client *c);
 /* Hands queued log lines to the callback; call with no library lock held. */
 void metrics_flush_log(rlc_client *c);
 /* rlc_client_free: hands over the lines still queued, then silences the

@@ -67,7 +67,9 @@ int client_enter(rlc_client *c)
                         "this client was created before fork(); create a new client in "
                         "the child process");
     client_ref(c);
+    atomic_fetch_add(&c->calls, 1); /* before the check: rlc_client_free waits for it */
     if (atomic_load(&c->closed)) {
+        atomic_fetch_sub(&c->calls, 1);
         client_unref(c);
         return rlc_fail(RLC_E_CLOSED, "client closed");
     }
@@ -76,6 +78,7 @@ int client_enter(rlc_client *c)
 
 void client_leave(rlc_client *c)
 {
+    atomic_fetch_sub(&c->calls, 1);
     client_unref(c);
 }
 

@@ -3,8 +3,8 @@
  * modules (never by callers: they see opaque pointers), and the small calls
  * every module makes on them.
  *
- * It sits below every module that a client is made of (hold, pubsub,
- * tracking, watchdog, the family): they include this, never client.c's
+ * It sits below every module that a client is made of (the handles, pubsub,
+ * callbacks, the family): they include this, never client.c's
  * side, so that the includes form no circle. client.c, which puts a client
  * together and takes it apart, is the only file above them all; the last
  * reference frees a client through its destroy pointer, set by client.c.
@@ -22,19 +22,17 @@
 #include "mux.h"
 #include "options.h"
 #include "owner.h"
-#include "restart_rule.h"
 #include "uri.h"
 
-struct hold;
+struct edrv;
+struct handle_hold;
 struct pubsub;
-struct tracking;
 struct lost_event;
 struct sentinel_watch;
 
-#define RLC_HOLD_BUCKETS 1024
-
 struct rlc_client {
     atomic_int refs;            /* the caller's, each lock's, each call in flight */
+    atomic_int calls;           /* calls in flight (client_enter .. client_leave) */
     void (*destroy)(struct rlc_client *c); /* client.c: frees it at the last reference */
     unsigned fork_generation;   /* owner_fork_generation() at creation */
     char uuid[RLC_UUID_LEN + 1];
@@ -46,31 +44,23 @@ struct rlc_client {
     struct mux *muxes;          /* n_nodes x pool_size, node-major */
     struct cluster **clusters;  /* per node: its slot map if it is a cluster, else NULL */
     struct tls_ctx *tls;        /* the rediss:// nodes' TLS settings (tls.h), or NULL */
+    struct edrv *drv;           /* the engine that runs every lock (engine_driver.h) */
 
     /* Everything below is guarded by mu. */
     pthread_mutex_t mu;
     atomic_bool closed;
-    struct hold *renewing;      /* watchdog holds (doubly linked) */
-    struct hold *graveyard;     /* freed holds a watchdog round may still see */
-    bool round_busy;            /* a watchdog round is between its two locked phases */
-    uint64_t next_hold_id;
-    uint64_t next_attempt;      /* attempt ids, see scripts.c */
-    struct hold *hold_index[RLC_HOLD_BUCKETS]; /* holds by (key, owner), see hold.h */
+    uint64_t next_attempt;      /* attempt ids of the lock family, see scripts.c */
+    rlc_lock *handles;          /* every live lock handle (hnext, hprev) */
     rlc_lock *in_callback;      /* the lock whose on_lost runs now, or NULL */
     pthread_cond_t callback_done;
     struct lost_event *lost_head, *lost_tail; /* lost holds whose callback is due */
     pthread_cond_t lost_ready;  /* signalled when lost_head is set, and on stop */
     pthread_t cb_thread;        /* runs the on_lost callbacks, started with the first */
     bool cb_started;
-    int64_t watchdog_wake_ns;   /* when the watchdog thread plans to wake */
-    int64_t track_wake_ns;      /* a wake planned for loss push's grace (hold.h), or past */
-    struct node_life life[RLC_MAX_NODES]; /* restart_guard.c; under mu */
-    int64_t max_lease_ms;       /* the longest lease this client used */
 
     struct pubsub *pubsub;
-    struct tracking *tracking;  /* loss pushed at once (tracking.c) */
     struct sentinel_watch *sentinel_watch; /* +switch-master (sentinel_watch.c) */
-    pthread_t thread;           /* watchdog + pub/sub; never runs a callback */
+    pthread_t thread;           /* the family's renewals + pub/sub; never runs a callback */
     bool thread_started;
     int wake_fd;                /* eventfd that wakes the thread */
     atomic_bool stopping;
@@ -86,6 +76,8 @@ struct rlc_lock {
     rlc_client *client;
     char *key;                  /* key_prefix + name */
     size_t key_len;
+    const char *name;           /* in key, after the prefix: what the engine is told */
+    size_t name_len;
     char *channel;              /* redisson_lock__channel:{key} */
     size_t channel_len;
     char *token_key;            /* redisson_lock_token:{key} */
@@ -99,7 +91,8 @@ struct rlc_lock {
     rlc_lost_fn on_lost;
     rlc_lost_owner_fn on_lost_owner;
     void *on_lost_user;
-    struct hold *holds;         /* one per owner holding it through this handle */
+    struct handle_hold *holds;  /* one per owner holding it through this handle */
+    rlc_lock *hnext, *hprev;    /* in client->handles */
 };
 
 /* The lock's names as the script calls take them (lock_calls.h). */
@@ -127,7 +120,7 @@ void client_unref(rlc_client *c);
  * one connection, so they run in the order they were sent. */
 struct mux *client_mux(rlc_client *c, int node, uint64_t owner);
 
-/* Wakes the watchdog thread to recompute its schedule. */
+/* Wakes the client's thread (the family's renewals, pub/sub) to recompute its schedule. */
 void client_wake_thread(rlc_client *c);
 
 /* The hash field "<uuid>:<owner>" for owner (0: the calling thread). */

@@ -409,17 +409,17 @@ ssize_t tls_write(struct ssl_st *s, const void *buf, size_t len, short *want,
     return not_now_or_fail(s, r, want, "TLS connection to", label, err, err_len);
 }
 
-bool tls_peer_closed(struct ssl_st *s)
+bool tls_peer_closed(struct ssl_st *s, const char *label, char *err, size_t err_len)
 {
     char b;
     ERR_clear_error();
     /* SSL_peek reads what the socket holds and handles records that carry
      * no data (a session ticket, a close_notify, an alert), but keeps any
-     * application byte for the next SSL_read. */
+     * application byte for the next SSL_read. An alert is the reason worth
+     * telling (a client certificate the server wanted): err says it. */
     int r = SSL_peek(s, &b, 1);
     if (r > 0)
         return false;
-    int e = SSL_get_error(s, r);
-    ERR_clear_error();
-    return e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE;
+    short want = 0;
+    return not_now_or_fail(s, r, &want, "TLS connection to", label, err, err_len) < 0;
 }

@@ -64,6 +64,6 @@ ssize_t tls_write(struct ssl_st *s, const void *buf, size_t len, short *want,
 
 /* An idle session's peer closed it (close_notify, EOF, a socket error),
  * seen without sending anything and without taking application bytes. */
-bool tls_peer_closed(struct ssl_st *s);
+bool tls_peer_closed(struct ssl_st *s, const char *label, char *err, size_t err_len);
 
 #endif

@@ -20,7 +20,6 @@
 
 #define MAX_NAME_LEN 65536
 #define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
-#define OWNER_LIMIT (UINT64_C(1) << 62)
 #define TICK_LIMIT 1000000 /* timers handled in one tick: a bound, never reached */
 
 
@@ -41,9 +40,8 @@ static int new_op(rlc_engine *e, int kind, const char *name, size_t len, uint64_
         return rlc_fail(RLC_E_INVAL, "lock name is NULL or empty");
     if (len > MAX_NAME_LEN)
         return rlc_fail(RLC_E_INVAL, "lock name is longer than %d bytes", MAX_NAME_LEN);
-    if (owner == 0 || owner >= OWNER_LIMIT)
-        return rlc_fail(RLC_E_INVAL, "owner id %llu is out of range: use 1 to 2^62-1",
-                        (unsigned long long)owner);
+    if (owner == 0)
+        return rlc_fail(RLC_E_INVAL, "owner id 0 is not an owner: use 1 to 2^64-1");
     struct eng_lock *l = lock_get(e, name, len);
     struct hold *h = l ? hold_get(e, l, owner, true) : NULL;
     struct eng_op *op = h ? op_alloc(e) : NULL;
@@ -54,8 +52,9 @@ static int new_op(rlc_engine *e, int kind, const char *name, size_t len, uint64_
     }
     op->id = ++e->next_op;
     op->kind = kind;
-    op->cls = kind == OP_ACQUIRE ? &op_acquire_class
+    op->cls = kind == OP_ACQUIRE   ? &op_acquire_class
               : kind == OP_RELEASE ? &op_release_class
+              : kind == OP_QUERY   ? &op_query_class
                                    : &op_extend_class;
     op->hold = h;
     op->timer.at = -1;
@@ -172,9 +171,9 @@ static int check_one_slot(const rlc_engine *e, struct eng_lock *const *locks, in
     for (int i = 1; cluster && i < n; i++)
         if (locks[i]->slot != locks[0]->slot)
             return rlc_fail(RLC_E_INVAL,
-                            "names '%.60s' and '%.60s' of the multi-lock hash to different "
+                            "names '%s' and '%s' of the multi-lock hash to different "
                             "slots of a cluster: give them one {hash tag}",
-                            locks[0]->name, locks[i]->name);
+                            RLC_SHOWN(locks[0]->name), RLC_SHOWN(locks[i]->name));
     return RLC_OK;
 }
 
@@ -187,9 +186,8 @@ int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names, const size
     if (n < 1 || n > MAX_MULTI_NAMES)
         return rlc_fail(RLC_E_INVAL, "a multi-lock has 1 to %d names, not %d", MAX_MULTI_NAMES,
                         n);
-    if (owner == 0 || owner >= OWNER_LIMIT)
-        return rlc_fail(RLC_E_INVAL, "owner id %llu is out of range: use 1 to 2^62-1",
-                        (unsigned long long)owner);
+    if (owner == 0)
+        return rlc_fail(RLC_E_INVAL, "owner id 0 is not an owner: use 1 to 2^64-1");
     int rc = check_lease(e, lease_ms);
     if (rc != RLC_OK)
         return rc;
@@ -258,6 +256,21 @@ int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t
     return RLC_OK;
 }
 
+int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                     int what, int64_t now_ms, uint64_t *op_id)
+{
+    if (what < RLC_Q_LOCKED || what > RLC_Q_TTL)
+        return rlc_fail(RLC_E_INVAL, "query %d is not one of RLC_Q_LOCKED..RLC_Q_TTL", what);
+    int rc = new_op(e, OP_QUERY, name, name_len, owner, op_id);
+    if (rc != RLC_OK)
+        return rc;
+    advance(e, now_ms);
+    struct eng_op *op = find_op(e, *op_id);
+    op->what = what;
+    query_begin(e, op);
+    return RLC_OK;
+}
+
 int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
 {
     if (!e)
@@ -273,12 +286,32 @@ int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
     }
     if (op->phase == P_QUEUED) {
         /* not started: nothing was sent */
-        eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",
-                       op->hold->lock->name);
+        eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%s' was cancelled",
+                       RLC_SHOWN(op->hold->lock->name));
         op_finish(e, op, e->now);
         return RLC_OK;
     }
     acquire_cancel(e, op, e->now);
+    return RLC_OK;
+}
+
+int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                      int64_t now_ms)
+{
+    if (!e || !name)
+        return rlc_fail(RLC_E_INVAL, "engine or name is NULL");
+    advance(e, now_ms);
+    struct eng_lock *l = lock_find(e, name, name_len);
+    for (struct hold *h = l ? l->holds : NULL, *next; h; h = next) {
+        next = h->next; /* h, and l with its last hold, may go here */
+        if (owner != 0 && h->owner != owner)
+            continue;
+        h->count = 0;
+        h->n_levels = 0;
+        h->lost = 0;
+        renew_schedule(e, h); /* no renewal, no loss push, no LOST event */
+        hold_maybe_free(e, h);
+    }
     return RLC_OK;
 }
 
@@ -607,6 +640,7 @@ int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
     }
     scripts_init();
     e->deliver = op_deliver;
+    e->went_out = round_went_out;
     memcpy(e->uuid, client_uuid, 37);
     e->q = quorum_of(e->n);
     e->call_timeout_ms = e->n == 1 ? e->opts.io_timeout_ms : e->opts.node_timeout_ms;
@@ -644,6 +678,7 @@ static void free_ops(rlc_engine *e)
                     op = next;
                 }
                 h->ops_head = h->ops_tail = NULL;
+                query_free_all(e, h);
                 if (h->renewing)
                     op_free(e, h->renewing);
                 h->renewing = NULL;

@@ -20,6 +20,7 @@
 
 #include "acquire_outcome.h"
 #include "engine_int.h"
+#include "error.h"
 #include "quorum.h"
 #include "scripts.h"
 
@@ -73,7 +74,7 @@ static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
                 : op->lease_req > 0 ? op->lease_req
                                     : e->opts.watchdog_timeout_ms;
     op->outer_level = op->nested && h->n_levels > 0 ? h->levels[0] : 0;
-    op->wait_deadline = op->wait_ms < 0 ? -1 : now + op->wait_ms;
+    op->wait_deadline = wait_deadline(now, op->wait_ms);
     try_round(e, op, now);
 }
 
@@ -102,6 +103,8 @@ static void start_floor(rlc_engine *e, struct eng_op *op, int stored, int k, int
     struct hold *h = op->hold;
     op->phase = P_FLOOR;
     op->stored = stored;
+    free(op->floor_err);
+    op->floor_err = NULL;
     op->floor_pending = k;
     struct lock_names names = eng_names(h->lock);
     struct rlc_cmd *cmd = call_token_floor(&names, op->token);
@@ -137,14 +140,14 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
             renew_schedule(e, h);
             sub_leave(e, op);
             eng_event_done(e, op, RLC_E_LOST,
-                           "lock '%.60s' was lost before this nested acquire: its lease ran "
-                           "out; nothing was kept", h->lock->name);
+                           "lock '%s' was lost before this nested acquire: its lease ran "
+                           "out; nothing was kept", RLC_SHOWN(h->lock->name));
             op_finish(e, op, now);
             return;
         }
         snprintf(msg, sizeof msg,
-                 "lock '%.60s' was granted, but no validity was left of its %lld ms lease; "
-                 "use a longer lease", h->lock->name, (long long)op->lease);
+                 "lock '%s' was granted, but no validity was left of its %lld ms lease; "
+                 "use a longer lease", RLC_SHOWN(h->lock->name), (long long)op->lease);
         not_now(e, op, RLC_NOT_ACQUIRED, false, QUORUM_MIN_RETRY_MS, msg, now);
         return;
     }
@@ -173,6 +176,8 @@ bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t s
 {
     struct eng_lock *l = op->hold->lock;
     op->phase = P_WAIT;
+    if (!op->waited)
+        eng_count(e, RLC_M_WAITS); /* as it begins, as the blocking API counted it */
     op->waited = true;
     sub_join(e, op);
     op->woken = false;
@@ -207,8 +212,8 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
     if (rc != RLC_NOT_ACQUIRED || op->wait_ms == 0 || !time_left) {
         sub_leave(e, op);
         if (rc == RLC_NOT_ACQUIRED && op->wait_ms != 0)
-            eng_event_done(e, op, rc, "lock '%.60s' is held by another owner; waited %lld ms",
-                           l->name, (long long)op->wait_ms);
+            eng_event_done(e, op, rc, "lock '%s' is held by another owner; waited %lld ms",
+                           RLC_SHOWN(l->name), (long long)op->wait_ms);
         else
             eng_event_done(e, op, rc, "%s", msg);
         op_finish(e, op, now);
@@ -273,9 +278,9 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
      * simulation found an RLC_OK here that another owner overlapped). */
     if (vd.outcome == Q_HELD && op->nested && h->lost)
         vd.outcome = Q_OUTER_LOST;
-    char shown[64] = "", msg[400];
+    char shown[80] = "", msg[512];
     if (vd.outcome != Q_HELD) /* a held lock needs no message */
-        snprintf(shown, sizeof shown, "%.60s", h->lock->name);
+        rlc_clip(h->lock->name, shown, sizeof shown);
     struct acquire_round ar = {shown, n, op->lease, now - op->started, unsynced,
                                e->opts.sync_replicas, e->opts.sync_timeout_ms, guard_msg};
     struct acquire_outcome out;
@@ -333,10 +338,21 @@ static void floor_done(rlc_engine *e, struct eng_op *op, int64_t now)
     for (int i = 0; i < e->n; i++)
         undo[i] = acquire_may_hold(op, i);
     send_undo(e, h, op->attempt, op->lease, undo);
-    char msg[300];
+    char msg[400];
+    if (op->floor_err) {
+        /* a node refused to store it (an ACL): no later try does better */
+        snprintf(msg, sizeof msg,
+                 "lock '%s' was granted, but its fencing token %llu is stored on %d node(s) "
+                 "only, %d needed; the acquire was undone: %s", RLC_SHOWN(h->lock->name),
+                 (unsigned long long)op->token, op->stored, e->q, op->floor_err);
+        free(op->floor_err);
+        op->floor_err = NULL;
+        not_now(e, op, RLC_E_SERVER, false, 0, msg, now);
+        return;
+    }
     snprintf(msg, sizeof msg,
-             "lock '%.60s' was granted, but its fencing token could not be stored on a quorum "
-             "in time (%d of %d)", h->lock->name, op->stored, e->q);
+             "lock '%s' was granted, but its fencing token could not be stored on a quorum "
+             "in time (%d of %d)", RLC_SHOWN(h->lock->name), op->stored, e->q);
     not_now(e, op, RLC_NOT_ACQUIRED, false, QUORUM_MIN_RETRY_MS, msg, now);
 }
 
@@ -347,6 +363,8 @@ static void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redi
         op->reqs[node] = NULL;
         if (r && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
             op->stored++;
+        else if (r && r->type == REDIS_REPLY_ERROR && !op->floor_err)
+            op->floor_err = strndup(r->str, 200);
         (void)status;
         (void)msg;
         if (--op->floor_pending == 0)
@@ -403,8 +421,8 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
         send_undo(e, h, op->attempt, op->lease, undo);
     }
     sub_leave(e, op);
-    eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%.60s' was cancelled",
-                   h->lock->name);
+    eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%s' was cancelled",
+                   RLC_SHOWN(h->lock->name));
     op_finish(e, op, now);
 }
 

@@ -75,34 +75,37 @@ static struct rlc_cmd *words(int argc, const char *const *argv)
     return cmd;
 }
 
-/* A master whose command connection is up and that owns slots, else
- * master 0 (a seed, until the map is known). */
-static int ask_whom(rlc_engine *e, const struct eng_cluster *cl)
+/* Whom to ask for the map: a master whose command connection is up (one
+ * that owns slots first); else one not known down (not `avoid`, whose
+ * connection just closed, nor one whose last connect failed), one that
+ * owns slots first; else master 0 (a seed, until the map is known). A
+ * killed master must not be the only one asked: the others know who
+ * took its slots. */
+static int ask_whom(rlc_engine *e, const struct eng_cluster *cl, int avoid)
 {
     bool owns[CMAP_MAX_MASTERS] = {false};
     for (int s = 0; s < RLC_SLOTS; s++)
         if (cl->map.owner[s])
             owns[cl->map.owner[s] - 1] = true;
-    for (int j = 0; j < cl->map.n; j++)
-        if (owns[j] && cmd_conn(e, cl, j)->state == C_UP)
-            return j;
-    for (int j = 0; j < cl->map.n; j++)
-        if (cmd_conn(e, cl, j)->state == C_UP)
-            return j;
-    for (int j = 0; j < cl->map.n; j++)
-        if (owns[j])
-            return j;
+    for (int pass = 0; pass < 4; pass++)
+        for (int j = 0; j < cl->map.n; j++) {
+            const struct conn *c = cmd_conn(e, cl, j);
+            bool up = c->state == C_UP, maybe = j != avoid && c->fails == 0;
+            if ((pass == 0 && up && owns[j]) || (pass == 1 && up) ||
+                (pass == 2 && maybe && owns[j]) || (pass == 3 && maybe))
+                return j;
+        }
     return 0;
 }
 
-static void ask_map(rlc_engine *e, struct eng_cluster *cl)
+static void ask_map_avoiding(rlc_engine *e, struct eng_cluster *cl, int avoid)
 {
     if (cl->map_req) {
         cl->again = true;
         return;
     }
     cl->again = false;
-    struct conn *c = cmd_conn(e, cl, ask_whom(e, cl));
+    struct conn *c = cmd_conn(e, cl, ask_whom(e, cl, avoid));
     const char *slots[2] = {"CLUSTER", "SLOTS"};
     /* first: the map comes before the requests queued behind it */
     cl->map_req = conn_own_req(e, cl->node, R_MAP, words(2, slots));
@@ -120,6 +123,11 @@ static void ask_map(rlc_engine *e, struct eng_cluster *cl)
                 c->qtail = cl->probe_req;
         }
     }
+}
+
+static void ask_map(rlc_engine *e, struct eng_cluster *cl)
+{
+    ask_map_avoiding(e, cl, -1);
 }
 
 /* After the owners changed: which masters own slots now. */
@@ -323,7 +331,7 @@ void cluster_conn_closed(rlc_engine *e, struct conn *c, bool was_up)
             cl->unreached = 0;
     }
     if (!cl->map_req)
-        ask_map(e, cl); /* a master gone: the map may have changed */
+        ask_map_avoiding(e, cl, c->master); /* a master gone: the map may have changed */
 }
 
 int cluster_want_open(const rlc_engine *e, const struct conn *c)

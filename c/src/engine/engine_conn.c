@@ -110,19 +110,45 @@ void conn_append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const 
     cmd_unref(cmd);
 }
 
-/* A request someone waits for, queued on a connection whose last connect
- * failed and whose backoff outlasts a call's timeout: it would wait for
- * nothing (a node that is down is known down; the blocking API's calls
- * failed at once there too). A shorter backoff is waited out: the next
- * connect may find the server back. */
-static bool waits_in_vain(const rlc_engine *e, const struct conn *c)
+/* A request someone waits for is not held to the backoff of a connection
+ * whose last connect failed (a node that is down): within ON_DEMAND_MS of
+ * that failure it hears the failure at once when the backoff outlasts a
+ * call (fail_waiting, from the connection's timer), and after that it
+ * makes the connection be tried again at once. So a node that stays down costs a waiting round nothing,
+ * as the blocking API's calls, which each tried to connect, were refused at
+ * once; a node that comes back (restarted) is found by the next call; and
+ * a busy client does not spin on a dead node (at most one connect per
+ * ON_DEMAND_MS, 200 a second, where the blocking API made one a call).
+ * What nobody waits for (a release to send again) keeps the backoff. */
+#define ON_DEMAND_MS 5
+
+static bool awaited(const struct conn *c)
 {
-    if (c->fails == 0 || c->retry_at <= e->now + e->call_timeout_ms)
-        return false;
     for (const struct req *r = c->qhead; r; r = r->next)
         if (r->op)
             return true;
     return false;
+}
+
+static int64_t open_at(const struct conn *c)
+{
+    /* a cluster's masters and seeds keep their backoff: the seeds are
+     * tried in turn (engine_cluster.c), and a map question is their way
+     * to a master that is up */
+    if (c->fails == 0 || c->master >= 0 || !awaited(c))
+        return c->retry_at;
+    int64_t soon = c->retry_at - c->backoff_ms + ON_DEMAND_MS; /* its last failure + */
+    return soon < c->retry_at ? soon : c->retry_at;
+}
+
+/* Requests someone waits for on a connection that failed to connect less
+ * than ON_DEMAND_MS ago and whose backoff outlasts a call's timeout (a node
+ * known down): they are told of that failure now. A shorter backoff is
+ * waited out (a node restarted meanwhile answers the next connect). */
+static bool fails_now(const rlc_engine *e, const struct conn *c)
+{
+    return c->state == C_DOWN && c->fails > 0 && e->now < open_at(c) &&
+           c->retry_at > e->now + e->call_timeout_ms && awaited(c);
 }
 
 static void no_reply(rlc_engine *e, struct req *r, int why, const char *msg);
@@ -130,7 +156,9 @@ static void no_reply(rlc_engine *e, struct req *r, int why, const char *msg);
 /* Those requests hear the connect's failure now, as they would have at
  * the failed connect itself, and go; none was written, none can run. A
  * redo request (a release) is told too, and stays queued for the next
- * connection: it is delivered at least once (E4). */
+ * connection: it is delivered at least once (E4). Called from the
+ * connection's timer, never inside a call that queues a request (an
+ * operation told here may end). */
 static void fail_waiting(rlc_engine *e, struct conn *c)
 {
     /* Taken out first: a reply heard here may queue more on c (an undo). */
@@ -171,10 +199,15 @@ static void schedule(rlc_engine *e, struct conn *c)
         return;
     }
     int64_t at = -1;
-    if (c->state == C_UP && c->head)
+    if (c->state == C_UP && c->qhead)
+        at = e->now; /* held back behind a request given up on (conn_put) */
+    else if (c->state == C_UP && c->head)
         at = c->head->sent_at + stall_ms(e);
     else if (c->state == C_DOWN && c->qhead && c->retry_at > e->now)
-        at = waits_in_vain(e, c) ? e->now : c->retry_at;
+        /* open_at, or the backoff's end: a round that gives up its request
+         * (open_at moves back to the backoff's end) reschedules no
+         * connection, and one due at open_at may not be opened by then */
+        at = fails_now(e, c) ? e->now : open_at(c) > e->now ? open_at(c) : c->retry_at;
     for (const struct req *r = c->parked; r; r = r->next)
         if (at < 0 || r->due < at)
             at = r->due;
@@ -213,13 +246,51 @@ static void queue_req(struct conn *c, struct req *r, bool front)
     c->qtail = r;
 }
 
+/* A connection whose oldest request is unanswered for a call's timeout
+ * (its round gave up on it: a stalled server, a dropped packet), and on
+ * which nobody waits for an answer any more, carries nothing new: what is
+ * written behind it would wait as long. It is dropped and made again, as
+ * the blocking API closed a connection whose call timed out; its requests
+ * go as E4 says (redo ones first on the next connection, abandoned ones
+ * never again). One that a round still waits for keeps it: that round may
+ * yet be answered, as a caller reading its reply kept the blocking API's. */
+static bool given_up(const rlc_engine *e, const struct conn *c)
+{
+    if (c->state != C_UP || !c->head || c->head->op ||
+        e->now - c->head->sent_at < e->call_timeout_ms)
+        return false;
+    for (const struct req *r = c->head; r; r = r->next)
+        if (r->op)
+            return false;
+    return true;
+}
+
+/* A request for a connection that is up goes on the wire at once, unless
+ * the connection was given up on: then it waits in the queue, and the
+ * connection's timer, due at once, drops the connection (conn_timer). Not
+ * here: the caller may be in the middle of a round, and a drop tells other
+ * operations of their failure, which may end them under its feet. */
 void conn_put(rlc_engine *e, struct conn *c, struct req *r, bool front)
 {
-    if (c->state == C_UP)
+    if (c->state == C_UP && !c->qhead && !given_up(e, c))
         write_req(e, c, r);
     else
         queue_req(c, r, front);
     schedule(e, c);
+}
+
+/* What waited in the queue goes on the wire, in order. */
+static void write_queue(rlc_engine *e, struct conn *c, int64_t now)
+{
+    while (c->qhead) {
+        struct req *r = c->qhead;
+        c->qhead = r->next;
+        if (!c->qhead)
+            c->qtail = NULL;
+        write_req(e, c, r);
+        if (r->op)
+            e->went_out(e, r, now);
+    }
 }
 
 struct req *conn_own_req(rlc_engine *e, int node, int kind, struct rlc_cmd *cmd)
@@ -286,7 +357,7 @@ int conn_want_open(const rlc_engine *e, int k)
         return -1;
     if (c->state == C_UP)
         return 1;
-    return c->qhead && e->now >= c->retry_at ? 1 : 0;
+    return c->qhead && e->now >= open_at(c) ? 1 : 0;
 }
 
 /* A connect ended (up, or failed). The metrics' reconnects are a command
@@ -307,13 +378,13 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
         return;
     count_attempt(e, c);
     c->state = C_UP;
+    c->answered = false;
     c->instance = ++e->instances;
     c->reader = redisReaderCreate();
     if (!c->reader)
         abort();
     c->out_len = c->out_sent = 0;
     c->taken = c->appended;
-    (void)now;
     /* the handshake goes first, then what waited, in order; its last step
      * is the restart guard's look at the server (engine_guard.c) */
     for (int i = 0; i < 3; i++) {
@@ -338,13 +409,7 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
     }
     if (fifo_less(c))
         return; /* its subscriptions are engine_sub.c's, engine_track.c's (called next) */
-    while (c->qhead) {
-        struct req *r = c->qhead;
-        c->qhead = r->next;
-        if (!c->qhead)
-            c->qtail = NULL;
-        write_req(e, c, r);
-    }
+    write_queue(e, c, now);
     schedule(e, c);
 }
 
@@ -369,11 +434,25 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
         struct req *next = r->next;
         bool unsent = connected && r->end_at > c->taken;
         bool hello = r->kind == R_HELLO || r->kind == R_INFO;
-        if (unsent && (hello || (!r->op && !r->redo))) {
+        /* A connection that ends before its first reply failed as a connect
+         * fails (a TLS server that refuses the client's certificate says so
+         * in an alert after the handshake): what waited for it hears why,
+         * instead of going on the next connection, which would end the same
+         * way until its round's deadline. It never ran. */
+        bool refused = unsent && !c->answered && r->op && !r->redo && !hello;
+        if (refused) {
+            no_reply(e, r, why, msg);
+            req_gone(e, r, false);
+            req_free(e, r);
+        } else if (unsent && (hello || (!r->op && !r->redo))) {
             req_gone(e, r, false);
             req_free(e, r);
         } else if (unsent || (r->redo && !hello)) {
             r->resent = r->resent || !unsent; /* its bytes reached the server */
+            /* a release cut off: its caller hears of the cut now, and it
+             * goes out again on the next connection (E4) */
+            if (!unsent && r->op)
+                no_reply(e, r, why, msg);
             r->next = NULL;
             if (redo_tail)
                 redo_tail->next = r;
@@ -409,6 +488,9 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
                 req_gone(e, r, false); /* never written: it cannot run */
                 req_free(e, r);
             } else {
+                /* a release: its caller hears of the failure now, and
+                 * it goes out on the next connection (E4) */
+                no_reply(e, r, why, msg);
                 if (keep_tail)
                     keep_tail->next = r;
                 else
@@ -522,8 +604,17 @@ void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
     }
     if (c->parked)
         unpark(e, c, now);
-    if (c->state == C_DOWN && now < c->retry_at && waits_in_vain(e, c))
+    if (fails_now(e, c))
         fail_waiting(e, c);
+    if (c->state == C_UP && c->qhead && given_up(e, c)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
+                 e->addrs[c->node].label, (long long)(now - c->head->sent_at));
+        conn_drop(e, c, RLC_E_TIMEOUT, msg);
+        return;
+    }
+    if (c->state == C_UP && c->qhead)
+        write_queue(e, c, now); /* its head was answered meanwhile */
     if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
@@ -565,6 +656,7 @@ static void note_script(rlc_engine *e, struct conn *c, const struct script *s, b
 static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
 {
     struct req *r = c->head;
+    c->answered = true;
     if (!r)
         return; /* a reply nobody asked for: ignore (cannot happen in RESP2) */
     c->head = r->next;
@@ -585,7 +677,8 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
     if (r->kind == R_HELLO) {
         if (reply->type == REDIS_REPLY_ERROR) {
             char msg[300];
-            snprintf(msg, sizeof msg, "%s refused the handshake: %.200s",
+            snprintf(msg, sizeof msg, "%s refused by %s: %.200s",
+                     r->cmd == e->hello[c->node][0] ? "AUTH" : "SELECT",
                      e->addrs[c->node].label, reply->str);
             bool auth = strstr(reply->str, "NOAUTH") || strstr(reply->str, "WRONGPASS") ||
                         strstr(reply->str, "invalid password") || strstr(reply->str, "AUTH");
@@ -601,11 +694,16 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
         req_free(e, r);
         return;
     }
-    /* After SCRIPT FLUSH or a restart: the same call as EVAL, if anyone
-     * still needs its answer. An abandoned acquire is never sent again. */
+    /* After SCRIPT FLUSH or a restart, or a script's first call on a
+     * server: the same call as EVAL, if anyone still needs its answer. An
+     * abandoned acquire is never sent again (E3). An abandoned extend or
+     * renewal is: it runs as late as a server that read it late would run
+     * it, which its TTL mark already bounds (E8), whether or not that
+     * server had the script (the blocking API's calls always had it). */
     if (r->script)
         note_script(e, c, r->script, is_noscript(reply));
-    if (is_noscript(reply) && r->script && !r->eval && (r->op || r->redo)) {
+    bool late_ttl = r->kind == R_EXTEND || r->kind == R_RENEW;
+    if (is_noscript(reply) && r->script && !r->eval && (r->op || r->redo || late_ttl)) {
         struct rlc_cmd *ev = cmd_evalsha_to_eval(r->cmd, r->script);
         if (ev) {
             cmd_unref(r->cmd);

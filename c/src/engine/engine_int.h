@@ -52,6 +52,7 @@ struct timer {
 /* ---- connections (engine_conn.c) ---- */
 
 enum req_kind { R_HELLO = 1, R_ACQUIRE, R_UNDO, R_RELEASE, R_RENEW, R_EXTEND, R_FLOOR, R_SYNC,
+                R_QUERY, /* a query's read (engine_query.c) */
                 R_INFO, /* the restart guard's INFO server, in the handshake (engine_guard.c) */
                 /* loss push's, on a node's tracking reader (engine_track.c) */
                 R_TRACK_ON, R_EXISTS, R_VERIFY,
@@ -102,6 +103,7 @@ struct conn {
     int fails;             /* connects in a row that failed */
     char why[160];         /* why the last connect failed (what waiting requests hear) */
     bool ever_up;          /* since the last failure */
+    bool answered;         /* this connection gave a reply since it was made */
     bool disc;             /* a sentinel node's discovery connection (engine_sentinel.c) */
     int master;            /* a cluster node's: the master's index in its map; else -1 */
     int track;             /* loss push's (engine_track.c): TRK_SUB, TRK_RD; else 0 */
@@ -183,6 +185,7 @@ struct hold {
     struct eng_op *renewing; /* a renewal round in flight */
     int renew_fail;        /* why the last renewal failed (0: it did not) */
     struct eng_op *ops_head, *ops_tail; /* its operations, the head runs */
+    struct eng_op *queries; /* its queries running (by next): outside the queue */
     struct ttl_mark *marks; /* requests that may still set its TTL */
     /* loss push (engine_track.c) */
     int64_t track_at;      /* when it joins loss push (TRACK_GRACE_MS after it
@@ -213,6 +216,13 @@ struct eng_lock {
     struct eng_lock *cnext; /* in the engine's channel buckets */
 };
 
+/* When a wait of wait_ms from now ends: -1 (never) for a negative wait, and
+ * for one too long to be added to now (INT64_MAX: as good as forever). */
+static inline int64_t wait_deadline(int64_t now, int64_t wait_ms)
+{
+    return wait_ms < 0 || wait_ms > INT64_MAX - now ? -1 : now + wait_ms;
+}
+
 /* Its names as the script calls take them (lock_calls.h). */
 static inline struct lock_names eng_names(const struct eng_lock *l)
 {
@@ -236,11 +246,12 @@ struct op_class {
     void (*abort)(rlc_engine *e, struct eng_op *op, int status, const char *why, int64_t now);
 };
 extern const struct op_class op_acquire_class, op_release_class, op_extend_class,
-    op_renew_class, op_multi_class, op_member_class;
+    op_renew_class, op_multi_class, op_member_class, op_query_class;
 
 /* OP_MULTI: a multi-lock's acquire (engine_multi.c); OP_MEMBER: its place
  * in the queue of each of its names but the first. */
-enum op_kind { OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_RENEW, OP_MULTI, OP_MEMBER };
+enum op_kind { OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_RENEW, OP_MULTI, OP_MEMBER,
+               OP_QUERY /* engine_query.c */ };
 /* P_GATHER: a multi-lock's op (or a member op) at the head of its queue,
  * waiting for the rest of its places */
 enum op_phase { P_QUEUED = 0, P_ROUND, P_FLOOR, P_WAIT, P_DONE, P_GATHER };
@@ -290,6 +301,7 @@ struct eng_op {
     uint64_t token;
     bool *granted;
     int floor_pending, stored;
+    char *floor_err;       /* a node's error reply to token_floor (an ACL), or NULL */
     /* release */
     uint64_t level;
     bool had_hold;
@@ -306,6 +318,9 @@ struct eng_op {
     /* a member op: the multi-lock op it keeps a place for */
     struct eng_op *multi;
     bool at_head;          /* OP_MULTI, OP_MEMBER: it heads its hold's queue */
+    /* a query's (engine_query.c): what it asks (RLC_Q_*), its answer */
+    int what;
+    int64_t query_out;
 };
 
 /* ---- the engine ---- */
@@ -353,6 +368,8 @@ struct rlc_engine {
     /* how a connection hands a reply (or its absence) up: op_deliver */
     void (*deliver)(rlc_engine *e, struct req *r, const struct redisReply *reply, int status,
                     const char *msg, int64_t now);
+    /* and that a request waiting for its connection went out on it */
+    void (*went_out)(rlc_engine *e, struct req *r, int64_t now);
     int64_t n_ops;            /* operations not yet ended */
     /* the restart guard (engine_guard.c): per node, NULL while it is off */
     struct node_life *life;
@@ -596,10 +613,17 @@ bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t s
 int multi_new(rlc_engine *e, struct eng_lock *const *locks, int n, uint64_t owner,
               uint64_t *id, struct eng_op **out);
 void multi_cancel(rlc_engine *e, struct eng_op *op, int64_t now);
+/* engine_query.c: a query op (kind, hold, what set) starts at once, outside
+ * its hold's queue; query_free_all drops a hold's running queries unreported
+ * (the engine is freed). */
+void query_begin(rlc_engine *e, struct eng_op *op);
+void query_free_all(rlc_engine *e, struct hold *h);
 
 /* Shared by the operations (engine_round.c): a round sends one command to
  * every node and ends when all answered or at its deadline. */
 void round_begin(rlc_engine *e, struct eng_op *op, int64_t now);
+/* A request of a round went out on a connection just made (e->went_out). */
+void round_went_out(rlc_engine *e, struct req *r, int64_t now);
 void round_send(rlc_engine *e, struct eng_op *op, int kind, const struct script *s,
                 struct rlc_cmd *cmd);
 void round_abandon(struct eng_op *op);

@@ -343,8 +343,8 @@ void hold_maybe_free(rlc_engine *e, struct hold *h)
     /* A hold with marks stays: a release that has not answered may still
      * run and leave the owner's next hold of this lock (on the server, a
      * level more of the same life) with a shorter TTL (E8). */
-    if (h->count > 0 || h->ops_head || h->renewing || h->marks || h->track_dirty ||
-        h->verifying)
+    if (h->count > 0 || h->ops_head || h->queries || h->renewing || h->marks ||
+        h->track_dirty || h->verifying)
         return;
     struct eng_lock *l = h->lock;
     timer_clear(e, &h->timer);

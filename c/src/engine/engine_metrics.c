@@ -27,8 +27,7 @@ void eng_count_acquire(rlc_engine *e, const struct eng_op *op, int status)
     int64_t ms = e->now - op->queued_at;
     if (ms < 0)
         ms = 0;
-    e->metrics[RLC_M_WAITS]++;
-    e->metrics[RLC_M_WAIT_MS_SUM] += (uint64_t)ms;
+    e->metrics[RLC_M_WAIT_MS_SUM] += (uint64_t)ms; /* RLC_M_WAITS: as it began (acquire_sleep) */
     e->metrics[metric_wait_bucket(ms)]++;
 }
 

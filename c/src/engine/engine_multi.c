@@ -92,7 +92,7 @@ static void begin(rlc_engine *e, struct eng_op *op, int64_t now)
         acquire_forget_lost(e, op->members[i]);
     op->watchdog = op->lease_req <= 0;
     op->lease = op->lease_req > 0 ? op->lease_req : e->opts.watchdog_timeout_ms;
-    op->wait_deadline = op->wait_ms < 0 ? -1 : now + op->wait_ms;
+    op->wait_deadline = wait_deadline(now, op->wait_ms);
     try_round(e, op, now);
 }
 
@@ -148,8 +148,8 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
         char why[400];
         if (rc == RLC_NOT_ACQUIRED && op->wait_ms != 0)
             snprintf(why, sizeof why,
-                     "multi-lock of %d names from '%.60s' is held by another owner; waited "
-                     "%lld ms", op->n_members, l->name, (long long)op->wait_ms);
+                     "multi-lock of %d names from '%s' is held by another owner; waited "
+                     "%lld ms", op->n_members, RLC_SHOWN(l->name), (long long)op->wait_ms);
         else
             snprintf(why, sizeof why, "%s", msg);
         end(e, op, rc, why, now);
@@ -186,14 +186,14 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
         char msg[300];
         if (lost >= 0) {
             snprintf(msg, sizeof msg,
-                     "lock '%.60s' was lost while this multi-lock acquire ran; nothing was "
-                     "kept", op->members[lost]->lock->name);
+                     "lock '%s' was lost while this multi-lock acquire ran; nothing was "
+                     "kept", RLC_SHOWN(op->members[lost]->lock->name));
             end(e, op, RLC_E_LOST, msg, now);
             return;
         }
         snprintf(msg, sizeof msg,
-                 "multi-lock from '%.60s' was granted, but no validity was left of its %lld ms "
-                 "lease; use a longer lease", op->hold->lock->name, (long long)op->lease);
+                 "multi-lock from '%s' was granted, but no validity was left of its %lld ms "
+                 "lease; use a longer lease", RLC_SHOWN(op->hold->lock->name), (long long)op->lease);
         not_now(e, op, RLC_NOT_ACQUIRED, false, QUORUM_MIN_RETRY_MS, msg, now);
         return;
     }
@@ -230,8 +230,8 @@ static void outer_lost(rlc_engine *e, struct eng_op *op, const bool *undo, int64
     int at = op->outer_gone > 0 && op->outer_gone <= op->n_members ? op->outer_gone - 1 : -1;
     char msg[300];
     snprintf(msg, sizeof msg,
-             "lock '%.60s' was lost before this multi-lock acquire: its lease ran out; nothing "
-             "was kept", op->members[at < 0 ? 0 : at]->lock->name);
+             "lock '%s' was lost before this multi-lock acquire: its lease ran out; nothing "
+             "was kept", RLC_SHOWN(op->members[at < 0 ? 0 : at]->lock->name));
     for (int i = 0; i < op->n_members; i++) {
         struct hold *h = op->members[i];
         if (h->count > 0 && !h->lost && (at < 0 || i == at)) {
@@ -263,8 +263,8 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         grant(e, op, now);
         return;
     }
-    char shown[64], msg[400];
-    snprintf(shown, sizeof shown, "%.60s", op->hold->lock->name);
+    char shown[80], msg[512];
+    rlc_clip(op->hold->lock->name, shown, sizeof shown);
     struct acquire_round ar = {shown, n, op->lease, now - op->started, unsynced,
                                e->opts.sync_replicas, e->opts.sync_timeout_ms, guard_msg};
     struct acquire_outcome out;
@@ -334,8 +334,8 @@ void multi_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
         undo_names(e, op, undo);
     }
     char msg[200];
-    snprintf(msg, sizeof msg, "the acquire of multi-lock from '%.60s' was cancelled",
-             op->hold->lock->name);
+    snprintf(msg, sizeof msg, "the acquire of multi-lock from '%s' was cancelled",
+             RLC_SHOWN(op->hold->lock->name));
     end(e, op, RLC_E_CANCELED, msg, now);
 }
 

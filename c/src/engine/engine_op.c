@@ -58,7 +58,7 @@ void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fm
     ev.owner = h->owner;
     ev.name = h->lock->name;
     ev.name_len = h->lock->name_len;
-    ev.count = h->count;
+    ev.count = op->kind == OP_QUERY ? op->query_out : h->count;
     if (status == RLC_OK && op->kind == OP_ACQUIRE)
         ev.token = h->token;
     if (status == RLC_OK &&
@@ -166,6 +166,7 @@ void op_free(rlc_engine *e, struct eng_op *op)
     timer_clear(e, &op->timer);
     free(op->members);
     free(op->places);
+    free(op->floor_err);
     free(op);
 }
 

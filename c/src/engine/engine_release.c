@@ -19,6 +19,7 @@
 #include <hiredis/hiredis.h>
 
 #include "engine_int.h"
+#include "error.h"
 #include "quorum.h"
 #include "scripts.h"
 
@@ -31,10 +32,10 @@ static void finish(rlc_engine *e, struct eng_op *op, int rc, const char *msg, in
 static int not_held(const struct hold *h, bool had_hold, char *msg, size_t size)
 {
     if (had_hold) {
-        snprintf(msg, size, "lock '%.60s' was lost: it expired or was taken", h->lock->name);
+        snprintf(msg, size, "lock '%s' was lost: it expired or was taken", RLC_SHOWN(h->lock->name));
         return RLC_E_LOST;
     }
-    snprintf(msg, size, "lock '%.60s' is not held by %s", h->lock->name, h->field);
+    snprintf(msg, size, "lock '%s' is not held by %s", RLC_SHOWN(h->lock->name), h->field);
     return RLC_E_NOT_OWNER;
 }
 
@@ -61,12 +62,12 @@ static bool take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool r
     char msg[300];
     if (why == RLC_E_LOST)
         snprintf(msg, sizeof msg,
-                 "lock '%.60s' was lost before this %s: it expired or was taken; nothing was "
-                 "changed", h->lock->name, verb);
+                 "lock '%s' was lost before this %s: it expired or was taken; nothing was "
+                 "changed", RLC_SHOWN(h->lock->name), verb);
     else
         snprintf(msg, sizeof msg,
-                 "lock '%.60s' was lost before this %s: renewals failed (%s) until its lease "
-                 "ran out; nothing was changed", h->lock->name, verb, rlc_strerror(why));
+                 "lock '%s' was lost before this %s: renewals failed (%s) until its lease "
+                 "ran out; nothing was changed", RLC_SHOWN(h->lock->name), verb, rlc_strerror(why));
     finish(e, op, RLC_E_LOST, msg, now);
     return true;
 }
@@ -76,16 +77,14 @@ static void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
     struct hold *h = op->hold;
     if (take_lost(e, op, "release", true, now))
         return;
-    if (h->count <= 0) {
-        char msg[200];
-        int rc = not_held(h, false, msg, sizeof msg);
-        finish(e, op, rc, msg, now);
-        return;
-    }
-    op->had_hold = true;
-    op->level = hold_pop_level(h);
-    uint64_t upto = h->count == 1 ? e->next_attempt : 0;
-    op->lease = h->lease_ms; /* what the release leaves a level still held (its mark) */
+    /* Not held here: the servers still say (a wrong type, a level of an
+     * acquire whose undo is late: the release takes it, upto), as the
+     * blocking API always did. */
+    op->had_hold = h->count > 0;
+    op->level = op->had_hold ? hold_pop_level(h) : 0;
+    uint64_t upto = h->count <= 1 ? e->next_attempt : 0;
+    /* what the release leaves a level still held (its mark) */
+    op->lease = op->had_hold ? h->lease_ms : e->opts.watchdog_timeout_ms;
     op->phase = P_ROUND;
     round_begin(e, op, now);
     struct rlc_cmd *cmd = cmd_release(e, h, op->level, upto, NULL, 0);
@@ -106,7 +105,7 @@ static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     /* unanswered releases stay queued as redo requests; nobody waits for them */
     round_abandon(op);
-    char msg[400] = "";
+    char msg[512] = "";
     int rc, end = quorum_release_end(e->n, done, refused);
     if (end == QE_DONE)
         rc = RLC_OK;
@@ -183,7 +182,7 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
             op->rep[i].a == 1 ? yes++ : gone++;
         op->granted[i] = op->rep[i].status == RLC_OK && op->rep[i].a == 1; /* counted */
     }
-    char msg[400] = "";
+    char msg[512] = "";
     int rc;
     int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->granted, op->lease,
                                            e->opts.drift_factor);
@@ -193,9 +192,9 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
          * (a slow round, a paused process): it is not certainly held, and
          * RLC_OK would hand out a negative validity (found by the simulation) */
         snprintf(msg, sizeof msg,
-                 "lock '%.60s' was lost: the extend's answers came %lld ms after its %lld ms "
-                 "lease (less the drift allowance) ran out", h->lock->name,
-                 (long long)(now - valid_until), (long long)op->lease);
+                 "lock '%s' was lost: the extend's answers came after its %lld ms lease "
+                 "(less the drift allowance) ran out (%lld ms late)", RLC_SHOWN(h->lock->name),
+                 (long long)op->lease, (long long)(now - valid_until));
         rc = RLC_E_LOST;
         eng_hold_lost(e, h, RLC_E_LOST);
         h->watchdog = false;

@@ -14,6 +14,7 @@
 #include <hiredis/hiredis.h>
 
 #include "engine_int.h"
+#include "error.h"
 #include "quorum.h"
 #include "scripts.h"
 
@@ -85,12 +86,12 @@ static void lose(rlc_engine *e, struct hold *h, int why)
     renew_schedule(e, h);
     char msg[300];
     if (why == RLC_E_LOST)
-        snprintf(msg, sizeof msg, "lock '%.60s' was lost: it expired or was taken",
-                 h->lock->name);
+        snprintf(msg, sizeof msg, "lock '%s' was lost: it expired or was taken",
+                 RLC_SHOWN(h->lock->name));
     else
         snprintf(msg, sizeof msg,
-                 "lock '%.60s' was lost: renewals failed (%s) until its lease ran out",
-                 h->lock->name, rlc_strerror(why));
+                 "lock '%s' was lost: renewals failed (%s) until its lease ran out",
+                 RLC_SHOWN(h->lock->name), rlc_strerror(why));
     eng_event_lost(e, h, why, msg);
 }
 
@@ -101,7 +102,15 @@ void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
         return;
     }
     if (now >= h->valid_until) {
-        lose(e, h, h->renew_fail ? h->renew_fail : RLC_E_TIMEOUT);
+        /* Renewals failed, or one went out and its answer is late: that
+         * status. None went out though one was due (the process was paused
+         * past the lease, as SIGSTOP does): the lease expired on the
+         * servers, it may be taken already: RLC_E_LOST, as the blocking
+         * API's watchdog found it gone on waking. */
+        int why = h->renew_fail ? h->renew_fail
+                  : !h->renewing && !extending(h) && h->next_renew < h->valid_until ? RLC_E_LOST
+                                                                   : RLC_E_TIMEOUT;
+        lose(e, h, why);
         return;
     }
     if (h->verify_gone) {

@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include "engine_int.h"
+#include "error.h"
 #include "scripts.h"
 
 void round_clear(struct eng_op *op)
@@ -31,18 +32,43 @@ void round_clear(struct eng_op *op)
     op->answered = 0;
 }
 
+static bool all_up(rlc_engine *e, const struct eng_op *op)
+{
+    for (int i = 0; i < e->n; i++) {
+        const struct conn *c = is_cluster(e, i) ? cluster_route(e, i, op->hold->lock->slot)
+                                                : &e->conns[2 * i];
+        if (c->state != C_UP)
+            return false;
+    }
+    return true;
+}
+
 void round_begin(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     round_abandon(op);
     round_clear(op);
     op->started = now;
-    bool all_up = true;
-    for (int i = 0; i < e->n; i++) {
-        const struct conn *c = is_cluster(e, i) ? cluster_route(e, i, op->hold->lock->slot)
-                                                : &e->conns[2 * i];
-        all_up = all_up && c->state == C_UP;
+    op->round_deadline =
+        now + e->call_timeout_ms + (all_up(e, op) ? 0 : e->opts.connect_timeout_ms);
+}
+
+/* The connect allowance is for connecting: once every node's connection
+ * is up, the round has a call's timeout from then, as a call of the
+ * blocking API had from its write (a server that accepts the connection
+ * but does not answer, paused, is given up on as soon as when it was up
+ * already). */
+void round_went_out(rlc_engine *e, struct req *r, int64_t now)
+{
+    struct eng_op *op = r->op;
+    if (op->phase != P_ROUND || op->reqs[r->node] != r || !all_up(e, op))
+        return;
+    (void)now; /* e->now: a driver may pass an older time, never taken back */
+    int64_t by = e->now + e->call_timeout_ms +
+                 (op->syncs[r->node] ? e->opts.sync_timeout_ms : 0);
+    if (by < op->round_deadline) {
+        op->round_deadline = by;
+        timer_set(e, &op->timer, T_OP, op, by);
     }
-    op->round_deadline = now + e->call_timeout_ms + (all_up ? 0 : e->opts.connect_timeout_ms);
 }
 
 void round_send(rlc_engine *e, struct eng_op *op, int kind, const struct script *s,
@@ -126,11 +152,23 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
         first = RLC_E_CONNECT;
     }
     if (e->n > 1) {
-        snprintf(msg, size, "only %d of %d nodes answered for lock '%.60s' (quorum %d); %s: %s",
-                 e->n - failed, e->n, op->hold->lock->name, e->q, e->addrs[node].label, why);
+        int len = snprintf(msg, size, "only %d of %d nodes answered for lock '%s' (quorum %d); "
+                           "%s: %s", e->n - failed, e->n, RLC_SHOWN(op->hold->lock->name), e->q,
+                           e->addrs[node].label, why);
+        /* every other node that failed, by name, while there is room */
+        for (int i = node + 1; i < e->n && len > 0 && (size_t)len < size; i++) {
+            const struct node_reply *r = &op->rep[i];
+            if (r->status == RLC_OK && !r->err)
+                continue;
+            const char *w = r->err ? r->err
+                            : r->status == 1 ? "no answer in time"
+                                             : rlc_strerror(r->status == RLC_OK ? RLC_E_SERVER
+                                                                                : r->status);
+            len += snprintf(msg + len, size - (size_t)len, "; %s: %s", e->addrs[i].label, w);
+        }
         return RLC_E_NO_QUORUM;
     }
-    snprintf(msg, size, "%s for key '%.60s' at %s", why, op->hold->lock->key,
+    snprintf(msg, size, "%s for key '%s' at %s", why, RLC_SHOWN(op->hold->lock->key),
              e->addrs[node].label);
     return first;
 }
@@ -188,7 +226,10 @@ const redisReply *round_note(struct eng_op *op, int node, const redisReply *r, i
         return NULL;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-        nr->status = RLC_E_SERVER;
+        /* a server that wants a password the client did not give (or not
+         * this one): the caller's to fix, not the server's */
+        bool auth = strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0;
+        nr->status = auth ? RLC_E_AUTH : RLC_E_SERVER;
         nr->err = strndup(r->str, 300);
         return NULL;
     }

@@ -31,6 +31,7 @@
 #include <hiredis/hiredis.h>
 
 #include "engine_int.h"
+#include "error.h"
 #include "quorum.h"
 
 
@@ -207,10 +208,10 @@ static void refuse(rlc_engine *e, struct eng_lock *l, void *arg)
         return;
     char why[400];
     snprintf(why, sizeof why,
-             "cannot wait for lock '%.60s': %s refused SUBSCRIBE (%.150s); the ACL user needs "
+             "cannot wait for lock '%s': %s refused SUBSCRIBE (%.150s); the ACL user needs "
              "the channel permission '&redisson_lock__channel:*' to wait for unlock messages "
              "(a try without waiting needs none)",
-             l->name, e->addrs[r->node].label, r->why);
+             RLC_SHOWN(l->name), e->addrs[r->node].label, r->why);
     struct eng_op *op = l->wait_head;
     while (op) {
         struct eng_op *next = op->wnext;

@@ -26,4 +26,9 @@ int rlc_fail_msg(int status, const char *msg);
  * a 1 MiB lock name must not flood a message. */
 const char *rlc_clip(const char *s, char *buf, size_t bufsize);
 
+/* A lock name as a message shows it (the blocking API's lock_shown): whole
+ * up to 79 bytes, else its first 76 and "...". Never cut silently: a name
+ * cut short can be another lock's. The buffer lives in the enclosing block. */
+#define RLC_SHOWN(s) rlc_clip((s), (char[80]){0}, 80)
+
 #endif

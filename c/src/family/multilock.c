@@ -2,7 +2,7 @@
  * multilock.c - several RLock names held together: all of them or none.
  *
  * The names are sorted and de-duplicated once. An acquire is ONE script
- * per node over every name (script_multi_acquire, shared with the engine): it checks them all and
+ * per node over every name (script_multi_acquire): it checks them all and
  * then takes them all, or takes none, atomically on that node. So on one
  * node no multi-lock ever holds part of its set while it waits for the
  * rest, and two overlapping multi-locks cannot deadlock: hold-and-wait never
@@ -10,11 +10,12 @@
  * a round without a quorum is undone on every node that may have granted
  * it, and retried after jitter, as for rlc_lock.
  *
- * Each name gets exactly what rlc_lock's acquire script gives it, with one
- * attempt id for the whole set, and the hold is registered with an rlc_lock
- * handle per name. So the undo (per name, by attempt id: safe in whatever
- * order things arrive, docs/DESIGN.md), the release, the watchdog renewal
- * and the lost-hold reports are rlc_lock's own.
+ * The acquire is the engine's (engine_multi.c, docs/DESIGN.md "The
+ * multi-lock in the engine"): each name gets exactly what rlc_lock's
+ * acquire script gives it, with one attempt id for the whole set, and each
+ * level is recorded on that name's rlc_lock handle. So the undo (per name,
+ * by attempt id), the release, the renewals and the lost-hold reports are
+ * rlc_lock's own.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +25,8 @@
 #include "clock.h"
 #include "cmd.h"
 #include "error.h"
-#include "hold.h"
-#include "scripts.h"
-#include "quorum.h"
+#include "engine_driver.h"
+#include "handle_levels.h"
 
 #define MAX_NAMES 1024
 
@@ -71,7 +71,6 @@ int rlc_multilock_new(rlc_client *c, const char *const *names, int n, uint64_t o
         rlc_multilock_free(m);
         return rc;
     }
-    scripts_init();
     /* one global order: the same names always go in the same order */
     qsort(m->locks, (size_t)m->n, sizeof *m->locks, by_key);
     int k = 0;
@@ -96,97 +95,6 @@ void rlc_multilock_free(rlc_multilock *m)
     free(m);
 }
 
-/* rlc_lock's record of a granted level (lock_acquire.c, record_grant), under c->mu. */
-static bool grant(rlc_client *c, rlc_lock *l, uint64_t owner, uint64_t attempt, bool watchdog,
-                  int64_t lease, uint64_t token, int64_t started_ns)
-{
-    struct hold *h = hold_find(l, owner);
-    if (h && h->lost) {
-        hold_drop(c, h);
-        h = NULL;
-    }
-    if (!h && !(h = hold_create(l, owner)))
-        return false;
-    if (!hold_push_attempt(h, attempt))
-        return false;
-    if (h->count == 0) {
-        h->token = token;
-        h->lease_ms = lease;
-        hold_set_watchdog(c, h, watchdog);
-    }
-    h->count++;
-    h->valid_until_ns = started_ns +
-                        (h->lease_ms - quorum_drift_ms(h->lease_ms, c->opts.drift_factor)) *
-                            RLC_NS_PER_MS;
-    if (h->watchdog)
-        h->next_renew_ns = started_ns + h->lease_ms * RLC_NS_PER_MS / 3;
-    return true;
-}
-
-/* The per-name undo of attempt on the nodes in which[] (rlc_lock's script). */
-static void undo_all(rlc_multilock *m, uint64_t owner, const char *field, uint64_t attempt,
-                     int64_t lease, const bool *which)
-{
-    rlc_client *c = m->client;
-    for (int i = 0; i < m->n; i++) {
-        struct lock_names names = lock_names_of(m->locks[i]);
-        struct rlc_cmd *cmd = call_undo(&names, c->uuid, attempt, field, strlen(field),
-                                        fam_tomb_ms(c, lease));
-        fanout_detached(c, owner, cmd, &script_undo, which, true);
-        cmd_unref(cmd);
-    }
-}
-
-struct multi_try {
-    rlc_multilock *m;
-    uint64_t owner;
-    const char *field;
-    int64_t lease_req;
-};
-
-static int multi_try_once(void *arg, struct fam_try *t)
-{
-    struct multi_try *a = arg;
-    rlc_multilock *m = a->m;
-    rlc_client *c = m->client;
-    bool watchdog = a->lease_req <= 0;
-    int64_t lease = watchdog ? c->opts.watchdog_timeout_ms : a->lease_req;
-    pthread_mutex_lock(&c->mu);
-    uint64_t attempt = client_new_attempt(c);
-    pthread_mutex_unlock(&c->mu);
-
-    int k = m->n;
-    struct lock_names *names = malloc(sizeof *names * (size_t)k);
-    struct rlc_cmd *cmd = NULL;
-    if (names) {
-        for (int i = 0; i < k; i++)
-            names[i] = lock_names_of(m->locks[i]);
-        cmd = call_multi_acquire(k, names, c->uuid, lease, a->field, strlen(a->field), attempt,
-                                 NULL);
-    }
-    free(names);
-    if (!cmd)
-        return t->rc = rlc_fail(RLC_E_NOMEM, "out of memory");
-    struct fanout f;
-    fanout_run(c, a->owner, cmd, &script_multi_acquire, &f);
-    fam_read_acquire(c, &f, lease, m->locks[0]->key, t);
-    if (t->rc == RLC_OK) {
-        pthread_mutex_lock(&c->mu);
-        bool ok = true;
-        for (int i = 0; i < k && ok; i++)
-            ok = grant(c, m->locks[i], a->owner, attempt, watchdog, lease, 0, t->started_ns);
-        pthread_mutex_unlock(&c->mu);
-        if (!ok)
-            t->rc = rlc_fail(RLC_E_NOMEM, "out of memory");
-        client_wake_thread(c);
-    } else if (t->any_undo) {
-        undo_all(m, a->owner, a->field, attempt, lease, t->undo);
-    }
-    fanout_clear(&f);
-    cmd_unref(cmd);
-    return t->rc;
-}
-
 int rlc_multilock_acquire(rlc_multilock *m, int64_t wait_ms, int64_t lease_ms)
 {
     if (!m)
@@ -198,17 +106,38 @@ int rlc_multilock_acquire(rlc_multilock *m, int64_t wait_ms, int64_t lease_ms)
     if ((rc = fam_check_lease(c, lease_ms)) != RLC_OK)
         goto out;
     uint64_t owner = m->owner ? m->owner : rlc_thread_owner();
-    char field[RLC_UUID_LEN + 24];
-    client_field(c, owner, field, sizeof field);
-    struct multi_try a = {m, owner, field, lease_ms};
-    struct fam_try t;
-    int64_t deadline = wait_ms < 0 ? RLC_FOREVER_NS : rlc_deadline_after_ms(rlc_now_ns(), wait_ms);
-    rc = multi_try_once(&a, &t);
-    /* Waits on the first name's channel; a busy later name is looked at
-     * again when its lease would end, at the latest every second. */
-    if (rc == RLC_NOT_ACQUIRED && wait_ms != 0)
-        rc = fam_wait(c, m->locks[0]->channel, m->locks[0]->channel_len, deadline,
-                      multi_try_once, &a, &t);
+    const char **names = malloc(sizeof *names * (size_t)m->n);
+    size_t *lens = malloc(sizeof *lens * (size_t)m->n);
+    if (!names || !lens) {
+        free(names);
+        free(lens);
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < m->n; i++) {
+        names[i] = m->locks[i]->name;
+        lens[i] = m->locks[i]->name_len;
+    }
+    /* The engine's multi-lock (engine_multi.c): one script per node over
+     * every name, undone name by name, each name then held, renewed and
+     * lost on its own; waits on the first name's channel. */
+    struct edrv_outcome o;
+    rc = edrv_acquire_multi(c->drv, names, lens, m->n, owner, NULL, wait_ms, lease_ms, &o);
+    free(names);
+    free(lens);
+    if (rc == RLC_OK) {
+        bool ok = true;
+        pthread_mutex_lock(&c->mu);
+        for (int i = 0; i < m->n && ok; i++) {
+            struct handle_hold *h = hh_get(m->locks[i], owner);
+            if (h)
+                hh_grant(h, 0); /* a multi-lock takes no fencing token */
+            ok = h != NULL;
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (!ok)
+            rc = rlc_fail(RLC_E_NOMEM, "out of memory");
+    }
 out:
     client_leave(c);
     return rc;

@@ -1,0 +1,176 @@
+/*
+ * engine_query.c - asking the servers about a lock, changing nothing
+ * (rlc_engine_query: rlc_lock_is_locked, is_held, hold_count, ttl_ms).
+ *
+ * A query is one round of a read-only command on every node's command
+ * connection, the one the locks' scripts use, so it sees whatever this
+ * engine wrote before it (one connection runs its commands in order) and
+ * opens no connection of its own. It does not wait in its hold's queue: a
+ * query made while the same owner's acquire waits is answered at once. It
+ * sets no TTL (no mark) and never goes out again; the hold keeps a list of
+ * its running queries only so the hold outlives them (hold_maybe_free).
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "engine_int.h"
+#include "quorum.h"
+
+static struct rlc_cmd *query_cmd(const struct hold *h, int what)
+{
+    const struct eng_lock *l = h->lock;
+    const char *argv[3];
+    size_t lens[3];
+    int argc = 2;
+    switch (what) {
+    case RLC_Q_LOCKED:
+        argv[0] = "EXISTS";
+        break;
+    case RLC_Q_HELD:
+        argv[0] = "HEXISTS";
+        argc = 3;
+        break;
+    case RLC_Q_COUNT:
+        argv[0] = "HGET";
+        argc = 3;
+        break;
+    default:
+        argv[0] = "PTTL";
+        break;
+    }
+    lens[0] = strlen(argv[0]);
+    argv[1] = l->key;
+    lens[1] = l->key_len;
+    argv[2] = h->field;
+    lens[2] = h->field_len;
+    return cmd_format(argc, argv, lens);
+}
+
+static void unlink_query(struct hold *h, struct eng_op *op)
+{
+    struct eng_op **pp = &h->queries;
+    while (*pp && *pp != op)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = op->next;
+}
+
+static void query_finish(rlc_engine *e, struct eng_op *op, int rc, const char *msg)
+{
+    struct hold *h = op->hold;
+    eng_event_done(e, op, rc, "%s", msg);
+    round_abandon(op);
+    unlink_query(h, op);
+    op_id_unlink(e, op);
+    e->n_ops--;
+    op_free(e, op);
+    hold_maybe_free(e, h);
+}
+
+/* The number a quorum of nodes agrees on, as the blocking API always
+ * answered: a majority with the key (field) for LOCKED (HELD); the count
+ * (time left) that at least a quorum of nodes still have for COUNT (TTL),
+ * where no expiry (-1) outlasts any expiry. */
+static int64_t query_answer(const rlc_engine *e, int what, int64_t *v, int nv)
+{
+    int ones = 0;
+    switch (what) {
+    case RLC_Q_LOCKED:
+    case RLC_Q_HELD:
+        for (int i = 0; i < nv; i++)
+            ones += v[i] == 1;
+        return quorum_has(e->n, ones);
+    case RLC_Q_COUNT:
+        return quorum_kth_largest(v, nv, e->q, 0);
+    default:
+        for (int i = 0; i < nv; i++)
+            if (v[i] == -1)
+                v[i] = INT64_MAX;
+        int64_t t = quorum_kth_largest(v, nv, e->q, -2);
+        return t == INT64_MAX ? -1 : t;
+    }
+}
+
+static void query_decide(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    (void)now;
+    round_timeout(op, e->n);
+    int64_t v[RLC_MAX_NODES];
+    int nv = 0;
+    for (int i = 0; i < e->n; i++)
+        if (op->rep[i].status == RLC_OK)
+            v[nv++] = op->rep[i].a;
+    char msg[512] = "";
+    int rc = RLC_OK;
+    if (quorum_has(e->n, nv))
+        op->query_out = query_answer(e, op->what, v, nv);
+    else
+        rc = round_fail(e, op, msg, sizeof msg);
+    query_finish(e, op, rc, msg);
+}
+
+static bool number(const char *s, int64_t *out)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+static void query_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r,
+                        int status, const char *msg, int64_t now)
+{
+    const redisReply *ok = round_note(op, node, r, status, msg);
+    if (ok && ok->type == REDIS_REPLY_INTEGER) {
+        op->rep[node].a = ok->integer;
+    } else if (ok && ok->type == REDIS_REPLY_STRING && number(ok->str, &op->rep[node].a)) {
+        /* HGET's count */
+    } else if (ok && ok->type == REDIS_REPLY_NIL) {
+        op->rep[node].a = 0;
+    } else if (ok) {
+        op->rep[node].status = RLC_E_PROTOCOL;
+        op->rep[node].err = strdup("unexpected reply to a query");
+    }
+    if (op->answered == e->n)
+        query_decide(e, op, now);
+}
+
+static void query_start(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    op->phase = P_ROUND;
+    round_begin(e, op, now);
+    struct rlc_cmd *cmd = query_cmd(h, op->what);
+    if (!cmd)
+        abort();
+    for (int i = 0; i < e->n; i++)
+        op->reqs[i] = conn_send(e, i, h->lock, R_QUERY, op, NULL, cmd, false);
+    cmd_unref(cmd);
+    timer_set(e, &op->timer, T_OP, op, op->round_deadline);
+}
+
+const struct op_class op_query_class = {query_start, query_reply, query_decide, NULL, NULL};
+
+void query_begin(rlc_engine *e, struct eng_op *op)
+{
+    struct hold *h = op->hold;
+    op->next = h->queries;
+    h->queries = op;
+    op_start(e, op, e->now);
+}
+
+void query_free_all(rlc_engine *e, struct hold *h)
+{
+    while (h->queries) {
+        struct eng_op *op = h->queries;
+        h->queries = op->next;
+        op_free(e, op);
+    }
+}
