@@ -395,6 +395,28 @@ local function writer(c, k, gen)
   end
 end
 
+-- Why a handshake that sslhandshake called a success closed its socket.
+-- lua-nginx-module (0.10.23, Debian 12) returns true when the handshake
+-- completes within the call and then fails verification (a wrong CA, a name
+-- the certificate lacks): the socket is closed and the reason is kept where
+-- only the handshake's asynchronous result reads it. It is read there.
+local handshake_err = ffi_new("char *[1]")
+local handshake_code = ffi_new("int[1]")
+local handshake_sess = ffi_new("void *[1]")
+local function lost_handshake_error(sock)
+  local ok, err = pcall(function()
+    local r = require("resty.core.base").get_request()
+    handshake_err[0], handshake_code[0] = nil, 0
+    if r and sock[1] and C.ngx_http_lua_ffi_socket_tcp_get_sslhandshake_result(
+        r, sock[1], handshake_sess, handshake_err, handshake_code) ~= 0
+        and handshake_err[0] ~= nil then
+      local msg = ffi_string(handshake_err[0])
+      return handshake_code[0] ~= 0 and handshake_code[0] .. ": " .. msg or msg
+    end
+  end)
+  return ok and err or "the certificate did not pass verification (nginx's error log says why)"
+end
+
 -- TLS on a connected cosocket of a rediss:// node: true, or nil and
 -- "TLS handshake failed: <nginx's reason>".
 function handshake(c, sock, host)
@@ -408,6 +430,9 @@ function handshake(c, sock, host)
     if not ok then return nil, "TLS handshake failed: client certificate: " .. tostring(err) end
   end
   local ok, err = sock:sslhandshake(false, t.server_name or host, t.verify)
+  if ok and not sock:getreusedtimes() then
+    ok, err = nil, lost_handshake_error(sock)
+  end
   if not ok then
     local hint = ""
     if t.verify and tostring(err):find("verify", 1, true) then
