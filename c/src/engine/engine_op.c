@@ -175,21 +175,29 @@ void op_start(rlc_engine *e, struct eng_op *op, int64_t now)
     op->cls->start(e, op, now);
 }
 
+/* Takes op off its hold's queue, or a query off the hold's list of them (a
+ * query waits in no queue: engine_query.c). */
+static void unlink_from_hold(struct hold *h, struct eng_op *op)
+{
+    bool queued = op->kind != OP_QUERY;
+    struct eng_op **pp = queued ? &h->ops_head : &h->queries, *prev = NULL;
+    while (*pp && *pp != op) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (!*pp)
+        return;
+    *pp = op->next;
+    if (queued && h->ops_tail == op)
+        h->ops_tail = prev;
+}
+
 void op_finish(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     round_abandon(op);
     sub_leave(e, op);
-    struct eng_op **pp = &h->ops_head, *prev = NULL;
-    while (*pp && *pp != op) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    if (*pp) {
-        *pp = op->next;
-        if (h->ops_tail == op)
-            h->ops_tail = prev;
-    }
+    unlink_from_hold(h, op);
     op_id_unlink(e, op);
     e->n_ops--;
     op_free(e, op);

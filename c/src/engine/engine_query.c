@@ -8,7 +8,8 @@
  * opens no connection of its own. It does not wait in its hold's queue: a
  * query made while the same owner's acquire waits is answered at once. It
  * sets no TTL (no mark) and never goes out again; the hold keeps a list of
- * its running queries only so the hold outlives them (hold_maybe_free).
+ * its running queries only so the hold outlives them (hold_maybe_free), and
+ * op_finish ends a query as any operation.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,27 +52,6 @@ static struct rlc_cmd *query_cmd(const struct hold *h, int what)
     return cmd_format(argc, argv, lens);
 }
 
-static void unlink_query(struct hold *h, struct eng_op *op)
-{
-    struct eng_op **pp = &h->queries;
-    while (*pp && *pp != op)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = op->next;
-}
-
-static void query_finish(rlc_engine *e, struct eng_op *op, int rc, const char *msg)
-{
-    struct hold *h = op->hold;
-    eng_event_done(e, op, rc, "%s", msg);
-    round_abandon(op);
-    unlink_query(h, op);
-    op_id_unlink(e, op);
-    e->n_ops--;
-    op_free(e, op);
-    hold_maybe_free(e, h);
-}
-
 /* The number a quorum of nodes agrees on, as the blocking API always
  * answered: a majority with the key (field) for LOCKED (HELD); the count
  * (time left) that at least a quorum of nodes still have for COUNT (TTL),
@@ -98,7 +78,6 @@ static int64_t query_answer(const rlc_engine *e, int what, int64_t *v, int nv)
 
 static void query_decide(rlc_engine *e, struct eng_op *op, int64_t now)
 {
-    (void)now;
     round_timeout(op, e->n);
     int64_t v[RLC_MAX_NODES];
     int nv = 0;
@@ -111,7 +90,8 @@ static void query_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         op->query_out = query_answer(e, op->what, v, nv);
     else
         rc = round_fail(e, op, msg, sizeof msg);
-    query_finish(e, op, rc, msg);
+    eng_event_done(e, op, rc, "%s", msg);
+    op_finish(e, op, now);
 }
 
 static bool number(const char *s, int64_t *out)
