@@ -17,11 +17,11 @@
  *   10k waiters    10,000 acquires waiting on 100 names in one engine; each
  *                  holder releases at once: all complete, memory per waiter,
  *                  hand-off p50/p99.
- *   blocking       the blocking driver of the engine (engine_driver.c: the
- *                  calling threads lead in turn) against today's blocking
- *                  API and bare hiredis: 1 and 16 threads on names of their
- *                  own, and the hand-off between two clients; 3 rounds taken
- *                  in turn, medians printed.
+ *   blocking       the blocking API (the blocking driver of the engine,
+ *                  engine_driver.c: the calling threads lead in turn)
+ *                  against bare hiredis: 1 and 16 threads on names of their
+ *                  own, and the hand-off between two clients against the
+ *                  bare floor; 3 rounds taken in turn, medians printed.
  *
  *   rlc_bench_engine [seconds]   (default 3)
  */
@@ -296,7 +296,7 @@ static double engine_handoff_us(const struct redis_server *s, int rounds, bool s
     return p50;
 }
 
-/* ---- the blocking driver against the blocking API ----------------------------------- */
+/* ---- the blocking API against bare hiredis ------------------------------------------- */
 
 static double median3(double *v)
 {
@@ -306,31 +306,24 @@ static double median3(double *v)
 
 static void blocking_rows(const struct redis_server *s)
 {
-    double bare1[3], drv1[3], api1[3], drv16[3], api16[3], cpu;
-    double fl[3], dh[3], ah[3], dh99[3], ah99[3];
+    double bare1[3], api1[3], api16[3], cpu, fl[3], ah[3], ah99[3];
     long err = 0, e;
     for (int r = 0; r < 3; r++) {
         bare1[r] = bare(s, 1, &cpu);
-        drv1[r] = driver_cycles(s->uri, false, 1, seconds, &e), err += e;
-        api1[r] = driver_cycles(s->uri, true, 1, seconds, &e), err += e;
-        drv16[r] = driver_cycles(s->uri, false, 16, seconds, &e), err += e;
-        api16[r] = driver_cycles(s->uri, true, 16, seconds, &e), err += e;
+        api1[r] = driver_cycles(s->uri, 1, seconds, &e), err += e;
+        api16[r] = driver_cycles(s->uri, 16, seconds, &e), err += e;
         fl[r] = bare_handoff_us(s, 200);
-        dh[r] = driver_handoff_us(s->uri, false, 200, SETTLE_MS, &dh99[r]);
-        ah[r] = driver_handoff_us(s->uri, true, 200, SETTLE_MS, &ah99[r]);
+        ah[r] = driver_handoff_us(s->uri, 200, SETTLE_MS, &ah99[r]);
     }
-    double b = median3(bare1), d = median3(drv1), a = median3(api1), f = median3(fl);
-    printf("blocking 1    bare hiredis %.0f cycles/s | driver %.0f (%.2fx bare, target >= 0.95) "
-           "| blocking API %.0f (%.2fx bare)\n",
-           b, d, d / b, a, a / b);
-    d = median3(drv16), a = median3(api16);
-    printf("blocking 16   driver %.0f cycles/s | blocking API %.0f | driver/API %.2f (target >= "
-           "1.00)\n",
-           d, a, d / a);
-    d = median3(dh), a = median3(ah);
-    printf("blocking hand-off  bare floor p50 %.0f us | driver p50 %.0f us (%.2fx floor, target <= "
-           "1.5x) p99 %.0f us | blocking API p50 %.0f us (%.2fx floor) p99 %.0f us | errors %ld\n",
-           f, d, d / f, median3(dh99), a, a / f, median3(ah99), err);
+    double b = median3(bare1), a = median3(api1), f = median3(fl);
+    printf("blocking 1    bare hiredis %.0f cycles/s | blocking API %.0f (%.2fx bare, target >= "
+           "0.95)\n",
+           b, a, a / b);
+    printf("blocking 16   blocking API %.0f cycles/s\n", median3(api16));
+    a = median3(ah);
+    printf("blocking hand-off  bare floor p50 %.0f us | blocking API p50 %.0f us (%.2fx floor, "
+           "target <= 1.5x) p99 %.0f us | errors %ld\n",
+           f, a, a / f, median3(ah99), err);
 }
 
 /* ---- 10,000 waiters ------------------------------------------------------------------ */
