@@ -252,6 +252,13 @@ function compile(source)
   end
 end
 
+-- A command sent on its own (a query's HEXISTS, HGET or PTTL), on one node.
+function command(node, now, cmd, ...)
+  cur = NODES[node]
+  cur.now = now
+  return R.pcall(cmd, ...)
+end
+
 function exists(node, key, now)
   local n = NODES[node]
   n.now = now

@@ -26,7 +26,9 @@
  * holding could deadlock two such owners). Every check below is per name:
  * a multi-lock's grant makes each of its names a hold valid for the DONE's
  * validity_ms, its token is 0 (no fencing token: outside the tokens check),
- * and its holds are lost, extended and released one name at a time.
+ * and its holds are lost, extended and released one name at a time. Beside
+ * about one step in seven an owner also asks about a lock (rlc_engine_query:
+ * LOCKED, HELD, COUNT or TTL of any name), which waits for nothing of its own.
  *
  * Checked in every schedule:
  *   overlaps   two owners hold one lock at once, both within the validity
@@ -44,10 +46,11 @@
  *              verify found it gone on too many nodes);
  *              and every owner finishes, every engine is idle, within a bound
  *   protocol   the engine refused the node's bytes, or sent a command the
- *              node does not know, or its hold count disagrees with its events
- *   contract   an acquire or extend ended RLC_OK with validity_ms <= 0; a
- *              multi-lock's DONE names other than its first name in byte
- *              order, or an RLC_OK of it gives a token
+ *              node does not know, or its hold count disagrees with its events,
+ *              or a query answered RLC_OK with a number it cannot give
+ *   contract   a query was refused; an acquire or extend ended RLC_OK with
+ *              validity_ms <= 0; a multi-lock's DONE names other than its
+ *              first name in byte order, or an RLC_OK of it gives a token
  *
  *   sim_engine [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME]
  *              [replay=1] [expect=violations] [lua=PATH/node.lua]
@@ -257,6 +260,7 @@ struct task {
     struct hold h[MAX_LOCKS];
 };
 
+#define MAX_QUERIES 8
 struct client {
     rlc_engine *e;
     char uuid[37];
@@ -266,6 +270,11 @@ struct client {
     int pipe[4 * MAX_NODES]; /* command, subscriber per node; loss push's pair per node */
     int ntasks;
     struct task task[MAX_TASKS];
+    int nq; /* queries in flight (rlc_engine_query), answered by events */
+    struct query {
+        uint64_t op;
+        int what;
+    } q[MAX_QUERIES];
 };
 
 struct script_slot {
@@ -282,6 +291,7 @@ struct stats {
     long multi_grants, multi_busy, multi_failed, multi_canceled;
     long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes, restarts;
     long commands, messages, events, claims;
+    long queries, query_answers; /* rlc_engine_query: sent, answered RLC_OK */
     long invalidations;   /* loss push: CLIENT TRACKING messages sent */
 };
 
@@ -971,6 +981,20 @@ static void node_exec(int p, redisReply *r, struct buf *out)
         }
     } else if (is(a[0], "client") && argc >= 2 && is(a[1], "setname")) {
         buf_printf(out, "+OK\r\n");
+    } else if ((is(a[0], "hexists") && argc == 3) || (is(a[0], "hget") && argc == 3) ||
+               (is(a[0], "pttl") && argc == 2)) {
+        /* a query's read (engine_query.c); EXISTS is below */
+        lua_getglobal(S.L, "command");
+        lua_pushinteger(S.L, n + 1);
+        lua_pushinteger(S.L, S.now);
+        for (size_t i = 0; i < argc; i++)
+            lua_pushlstring(S.L, a[i]->str, a[i]->len);
+        S.cur_node = n;
+        lua_call(S.L, (int)argc + 2, 1);
+        encode_value(out, 0);
+        lua_pop(S.L, 1);
+        if (pp->track_to && pp->state != P_CUT)
+            track_key(pp, a[1]->str, a[1]->len);
     } else if (is(a[0], "exists") && argc >= 2) {
         int count = 0;
         for (size_t i = 1; i < argc; i++) {
@@ -1459,8 +1483,37 @@ static void on_release_done(int ci, int ti, const rlc_engine_event *ev)
     app_next(ci, ti, t->releasing ? rnd(0, 2) : rnd(0, 10));
 }
 
+/* A query's answer: its op leaves the client's list; a number the query
+ * cannot give (engine_query.c's answers) is a protocol error. */
+static bool on_query_done(int ci, const rlc_engine_event *ev)
+{
+    struct client *c = &S.cl[ci];
+    int k = 0;
+    while (k < c->nq && c->q[k].op != ev->op)
+        k++;
+    if (k == c->nq)
+        return false;
+    int what = c->q[k].what;
+    c->q[k] = c->q[--c->nq];
+    if (ev->status != RLC_OK)
+        return true; /* no quorum of answers: the faults' doing */
+    S.st.query_answers++;
+    int64_t v = ev->count;
+    bool ok = what == RLC_Q_LOCKED || what == RLC_Q_HELD ? v == 0 || v == 1
+              : what == RLC_Q_COUNT                     ? v >= 0
+                                                        : v >= -2;
+    if (!ok) {
+        S.st.protocol++;
+        trace("PROTOCOL c%d: query %d of %.*s answered %" PRId64, ci, what, (int)ev->name_len,
+              ev->name, v);
+    }
+    return true;
+}
+
 static void on_done(int ci, const rlc_engine_event *ev)
 {
+    if (on_query_done(ci, ev))
+        return;
     int ti = task_of_op(ci, ev->op);
     if (ti < 0) {
         S.st.protocol++;
@@ -1871,6 +1924,29 @@ static bool held_step(int ci, int ti)
     return release_next(ci, ti);
 }
 
+/* Now and then an owner asks about a lock beside what it does (a query
+ * waits for no acquire of its own: engine_query.c): the queries' ops must
+ * end, and leave the holds they kept alive, under every fault. */
+static void maybe_query(int ci, int ti)
+{
+    struct client *c = &S.cl[ci];
+    if (c->nq == MAX_QUERIES || !chance(0.15))
+        return;
+    int l = (int)rnd(0, S.cfg.locks - 1), what = (int)rnd(RLC_Q_LOCKED, RLC_Q_TTL);
+    const char *name = lock_names[l];
+    uint64_t op = 0;
+    int rc = rlc_engine_query(c->e, name, strlen(name), c->task[ti].owner, what, local_now(c),
+                              &op);
+    trace("c%d/o%" PRIu64 " query %d of %s -> op%" PRIu64 " (%d)", ci, c->task[ti].owner, what,
+          name, op, rc);
+    if (rc != RLC_OK) {
+        S.st.contract++;
+        return;
+    }
+    S.st.queries++;
+    c->q[c->nq++] = (struct query){op, what};
+}
+
 static void app_step(int ci, int ti)
 {
     struct task *t = &S.cl[ci].task[ti];
@@ -1893,8 +1969,10 @@ static void app_step(int ci, int ti)
     default:
         return;
     }
-    if (started)
+    if (started) {
+        maybe_query(ci, ti);
         service(ci);
+    }
 }
 
 /* ------------------------------------------------------------ faults */
@@ -2565,6 +2643,7 @@ int main(int argc, char **argv)
            tot.failed, tot.canceled, tot.lost, tot.extends, tot.releases, tot.events, tot.claims);
     printf("sim_engine: multi-locks: grants %ld, busy %ld, failed %ld, canceled %ld\n",
            tot.multi_grants, tot.multi_busy, tot.multi_failed, tot.multi_canceled);
+    printf("sim_engine: queries %ld, answered %ld\n", tot.queries, tot.query_answers);
     printf("sim_engine: commands %ld, unlock messages %ld, invalidations %ld, NOSCRIPT %ld, cuts "
            "%ld, stalls %ld, node pauses %ld, node restarts %ld, client pauses %ld, script "
            "flushes %ld, short writes %ld\n", tot.commands, tot.messages, tot.invalidations,
