@@ -4,7 +4,9 @@
  * hand-off from a holder's release to a waiter in another client.
  * rlc_bench_engine prints them beside the bare hiredis client's figures.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -84,27 +86,39 @@ double driver_cycles(const char *uri, int threads, double seconds, long *errors)
 
 /* ---- hand-off --------------------------------------------------------- */
 
+/* A waiter thread and the main thread hand turns over on semaphores, so
+ * that neither spins while a hand-off is timed (on two vCPUs a polling
+ * thread takes a core from the waiter or the server). */
 struct waiter_arg {
     rlc_lock *l;
-    atomic_int state; /* 0 idle, 1 go, 2 granted, 3 failed, 4 quit */
-    atomic_llong granted_ns;
+    sem_t go, done;
+    atomic_bool quit;
+    int rc;
+    int64_t granted_ns;
 };
 
 static void *handoff_waiter(void *arg)
 {
     struct waiter_arg *w = arg;
     for (;;) {
-        int st;
-        while ((st = atomic_load(&w->state)) == 0 || st == 2 || st == 3) {
-            struct timespec t = {0, 100000};
-            nanosleep(&t, NULL);
-        }
-        if (st == 4)
+        sem_wait(&w->go);
+        if (atomic_load(&w->quit))
             return NULL;
-        int rc = rlc_lock_acquire(w->l, 10000, -1);
-        atomic_store(&w->granted_ns, now_ns());
-        atomic_store(&w->state, rc == RLC_OK ? 2 : 3);
+        w->rc = rlc_lock_acquire(w->l, 10000, -1);
+        w->granted_ns = now_ns();
+        sem_post(&w->done);
     }
+}
+
+static bool waited(sem_t *s, int seconds)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += seconds;
+    while (sem_timedwait(s, &until) != 0)
+        if (errno != EINTR)
+            return false;
+    return true;
 }
 
 static int cmp64(const void *a, const void *b)
@@ -132,37 +146,39 @@ double driver_handoff_us(const char *uri, int rounds, int settle_ms, double *p99
     if (rlc_lock_new(a, "dh-api", 1, &la) == RLC_OK && rlc_lock_new(b, "dh-api", 2, &lb) == RLC_OK &&
         rlc_lock_acquire(la, 0, -1) == RLC_OK) {
         struct waiter_arg wa = {.l = la}, wb = {.l = lb};
-        pthread_t ta, tb;
-        pthread_create(&ta, NULL, handoff_waiter, &wa);
-        pthread_create(&tb, NULL, handoff_waiter, &wb);
+        struct waiter_arg *side[2] = {&wa, &wb};
+        pthread_t t[2];
+        for (int k = 0; k < 2; k++) {
+            sem_init(&side[k]->go, 0, 0);
+            sem_init(&side[k]->done, 0, 0);
+            pthread_create(&t[k], NULL, handoff_waiter, side[k]);
+        }
         struct waiter_arg *holder = &wa, *next = &wb;
         for (int i = 0; i < rounds; i++) {
-            atomic_store(&next->state, 1);
+            sem_post(&next->go);
             struct timespec settle = {0, settle_ms * 1000000L};
             nanosleep(&settle, NULL);
             int64_t t0 = now_ns();
             rlc_lock_release(holder->l);
-            int64_t limit = now_ns() + 10 * 1000000000LL;
-            int st;
-            while ((st = atomic_load(&next->state)) == 1 && now_ns() < limit) {
-                struct timespec t = {0, 20000};
-                nanosleep(&t, NULL);
-            }
-            if (st != 2) {
-                holder = NULL;
+            if (!waited(&next->done, 10)) {
+                holder = NULL; /* its acquire may still end: quit waits for it */
                 break;
             }
-            v[n++] = atomic_load(&next->granted_ns) - t0;
-            atomic_store(&next->state, 0);
+            if (next->rc != RLC_OK)
+                break;
+            v[n++] = next->granted_ns - t0;
             holder = next;
             next = next == &wa ? &wb : &wa;
         }
         if (holder)
             rlc_lock_release(holder->l);
-        atomic_store(&wa.state, 4);
-        atomic_store(&wb.state, 4);
-        pthread_join(ta, NULL);
-        pthread_join(tb, NULL);
+        for (int k = 0; k < 2; k++) {
+            atomic_store(&side[k]->quit, true);
+            sem_post(&side[k]->go);
+            pthread_join(t[k], NULL);
+            sem_destroy(&side[k]->go);
+            sem_destroy(&side[k]->done);
+        }
     }
     rlc_lock_free(la);
     rlc_lock_free(lb);
