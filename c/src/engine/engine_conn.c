@@ -256,8 +256,7 @@ static void queue_req(struct conn *c, struct req *r, bool front)
  * yet be answered, as a caller reading its reply kept the blocking API's. */
 static bool given_up(const rlc_engine *e, const struct conn *c)
 {
-    if (c->state != C_UP || !c->head || c->head->op ||
-        e->now - c->head->sent_at < e->call_timeout_ms)
+    if (c->state != C_UP || !c->head || e->now - c->head->sent_at < e->call_timeout_ms)
         return false;
     for (const struct req *r = c->head; r; r = r->next)
         if (r->op)
@@ -606,16 +605,10 @@ void conn_timer(rlc_engine *e, struct conn *c, int64_t now)
         unpark(e, c, now);
     if (fails_now(e, c))
         fail_waiting(e, c);
-    if (c->state == C_UP && c->qhead && given_up(e, c)) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
-                 e->addrs[c->node].label, (long long)(now - c->head->sent_at));
-        conn_drop(e, c, RLC_E_TIMEOUT, msg);
-        return;
-    }
-    if (c->state == C_UP && c->qhead)
+    if (c->state == C_UP && c->qhead && !given_up(e, c))
         write_queue(e, c, now); /* its head was answered meanwhile */
-    if (c->state == C_UP && c->head && now >= c->head->sent_at + stall_ms(e)) {
+    /* a queue still held back waits behind a request given up on (conn_put) */
+    if (c->state == C_UP && c->head && (c->qhead || now >= c->head->sent_at + stall_ms(e))) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s did not answer for %lld ms; connection dropped",
                  e->addrs[c->node].label, (long long)(now - c->head->sent_at));
