@@ -195,10 +195,14 @@ RLC_API int rlc_lock_force_release(rlc_lock *l);
 /* *out = 1 if anyone holds the lock (on a quorum of nodes), else 0. */
 RLC_API int rlc_lock_is_locked(rlc_lock *l, int *out);
 
-/* *out = 1 if the owner holds it on a quorum and it was not reported lost. */
+/* *out = 1 if the owner's hold is still valid now (rlc_lock_validity_ms > 0)
+ * and a quorum of nodes still has the owner's level; 0 once its validity has
+ * run out (a fixed lease that ended, a watchdog hold not renewed in time),
+ * without asking the servers. */
 RLC_API int rlc_lock_is_held(rlc_lock *l, int *out);
 
-/* *out = the owner's reentrancy count on the server (0 if not held). */
+/* *out = the owner's reentrancy count on the server (0 if not held, and 0
+ * once the owner's hold has run out its validity). */
 RLC_API int rlc_lock_hold_count(rlc_lock *l, int64_t *out);
 
 /* *out = the key's PTTL in ms as Redis says it: -2 no such lock, -1 no expiry.
@@ -206,8 +210,11 @@ RLC_API int rlc_lock_hold_count(rlc_lock *l, int64_t *out);
 RLC_API int rlc_lock_ttl_ms(rlc_lock *l, int64_t *out);
 
 /* *out = how long the owner's hold is still certainly valid, from the client's
- * monotonic clock (lease - elapsed - drift at the last acquire or renewal);
- * 0 when this handle does not hold it. No network I/O. */
+ * monotonic clock at this call (lease - elapsed - drift, counted from the
+ * start of the last acquire, renewal or extend that a quorum confirmed); 0
+ * when this handle does not hold it, or its validity has run out. A healthy
+ * watchdog hold stays above about two thirds of the watchdog timeout (it is
+ * renewed every third). No network I/O. */
 RLC_API int rlc_lock_validity_ms(rlc_lock *l, int64_t *out);
 
 /* *out = the fencing token of the owner's current hold: the value of the
@@ -215,15 +222,19 @@ RLC_API int rlc_lock_validity_ms(rlc_lock *l, int64_t *out);
  * grows with each new holder. Over N nodes, the largest of the granting
  * nodes' counters, which the acquire stored on a quorum of them before it
  * returned: every later holder gets a larger one (docs/DESIGN.md, "Fencing
- * tokens"). RLC_E_NOT_OWNER if this handle does not hold it. No network I/O. */
+ * tokens"). RLC_E_NOT_OWNER if this handle does not hold it, RLC_E_LOST once its
+ * validity has run out (the token may no longer be the newest). No network
+ * I/O. */
 RLC_API int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
 
 /* ---- Lost holds ----------------------------------------------------------
  *
- * A handle's lost callback is called once per lost hold, when a watchdog-
- * renewed hold can no longer be renewed: reason is RLC_E_LOST (the key or
+ * A handle's lost callback is called once per lost hold: when a watchdog-
+ * renewed hold can no longer be renewed, reason is RLC_E_LOST (the key or
  * field was gone) or the I/O status that kept renewals from a quorum until
- * the hold's validity ran out.
+ * the hold's validity ran out; when a fixed lease (rlc_lock_acquire's
+ * lease_ms > 0, rlc_lock_extend) runs out before its last level is
+ * released, reason is RLC_E_LOST, at the moment it ends.
  *
  * Where it runs: on the client's callback thread (started with the client's
  * first callback), never on the thread that renews leases and reads unlock
@@ -566,12 +577,20 @@ RLC_API int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, u
  * may have taken is undone. An op that already ended, or a release or
  * extend, is left alone: RLC_NOT_ACQUIRED says so (nothing to cancel). */
 RLC_API int rlc_engine_cancel(rlc_engine *e, uint64_t op, int64_t now_ms);
-/* The owner's hold count of name (0 when not held; a lost hold counts its
- * levels until they are released). */
+/* The owner's hold count of name: 0 when not held, when lost, and when its
+ * validity has run out by the latest time given to the engine (a fixed lease
+ * that ended, a watchdog hold not renewed in time: its RLC_EV_LOST event
+ * comes at the tick due then). A lost hold's levels are still the owner's
+ * to release (each release answers RLC_E_LOST). "Held now" is
+ * rlc_engine_validity_ms(..., now) > 0. */
 RLC_API int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name_len,
                                       uint64_t owner);
 /* How long the owner's hold of name is certainly still held, from now_ms
- * (renewals move it on): > 0, or 0 when it is not held, lost, or expired. */
+ * (renewals move it on): > 0, or 0 when it is not held, lost, or its
+ * validity ended at or before now_ms. A hold whose validity ends is lost at
+ * that moment, fixed lease or watchdog: the engine's deadline is due then,
+ * and the tick gives one RLC_EV_LOST event (status RLC_E_LOST for a fixed
+ * lease, whether or not its owner ever releases). */
 RLC_API int64_t rlc_engine_validity_ms(const rlc_engine *e, const char *name, size_t name_len,
                                        uint64_t owner, int64_t now_ms);
 

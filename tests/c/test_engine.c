@@ -645,6 +645,81 @@ done:
     el_free(&L);
 }
 
+/* A fixed lease that runs out is lost at that moment, whether or not its
+ * owner ever releases: one LOST event when it ends, and from then on the
+ * hold count and validity say 0, while another owner holds the lock. The
+ * engine said nothing before (no event, count 1 for as long as the owner
+ * kept quiet), so a binding kept saying "held" beside the new holder. */
+TEST(a_fixed_lease_that_runs_out_is_lost_at_that_moment)
+{
+    START(s);
+    struct eloop A, B;
+    CHECK_RC(el_init(&A, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_init(&B, s.uri, UUID_B, NULL), RLC_OK);
+    const struct el_done *d = NULL;
+    int64_t t0 = el_now();
+    CHECK_RC(el_acquire(&A, "lease", 1, 0, 400, &d), RLC_OK);
+    CHECK(rlc_engine_hold_count(A.e, "lease", 5, 1) == 1, "held at first");
+    CHECK(rlc_engine_validity_ms(A.e, "lease", 5, 1, el_now()) > 0, "valid at first");
+    CHECK(rlc_engine_deadline(A.e) >= 0, "the lease's end is timed");
+    int64_t end = el_now() + 5000;
+    while (A.lost == 0 && el_now() < end)
+        el_turn(&A, 20);
+    int64_t took = el_now() - t0;
+    CHECK(A.lost == 1, "no LOST event within 5 s of a 400 ms lease");
+    CHECK(took >= 300 && took < 2000, "lost after %lld ms (lease 400)", (long long)took);
+    CHECK(A.lost_status == RLC_E_LOST && strcmp(A.lost_name, "lease") == 0 && A.lost_owner == 1,
+          "lost %d '%s' owner %llu", A.lost_status, A.lost_name,
+          (unsigned long long)A.lost_owner);
+    CHECK(rlc_engine_hold_count(A.e, "lease", 5, 1) == 0, "count after the lease ran out");
+    CHECK(rlc_engine_validity_ms(A.e, "lease", 5, 1, el_now()) == 0, "validity after it");
+    /* another owner takes it; the first still says nothing is held */
+    CHECK_RC(el_acquire(&B, "lease", 2, 2000, -1, &d), RLC_OK);
+    CHECK(rlc_engine_hold_count(A.e, "lease", 5, 1) == 0, "count beside the new holder");
+    for (int i = 0; i < 10; i++)
+        el_turn(&A, 10);
+    CHECK(A.lost == 1, "LOST given %d times", A.lost);
+    /* the owner's late release says lost and touches nothing of B's */
+    CHECK_RC(el_release(&A, "lease", 1), RLC_E_LOST);
+    CHECK(field_count(&s, "lease", UUID_B, 2) == 1, "the new holder keeps its level");
+    CHECK_RC(el_release(&B, "lease", 2), RLC_OK);
+done:
+    el_free(&A);
+    el_free(&B);
+    rs_stop(&s);
+}
+
+/* The hold count says 0 as soon as the engine's time passed the validity,
+ * before the tick that gives the LOST event (a loop that was blocked reads
+ * it first), and rlc_engine_validity_ms at the caller's now says 0 even
+ * before the engine heard of that time. */
+TEST(held_is_answered_from_the_validity_at_the_moment_of_the_call)
+{
+    START(s);
+    struct eloop A;
+    CHECK_RC(el_init(&A, s.uri, UUID_A, NULL), RLC_OK);
+    const struct el_done *d = NULL;
+    CHECK_RC(el_acquire(&A, "moment", 1, 0, 300, &d), RLC_OK);
+    int64_t v = rlc_engine_validity_ms(A.e, "moment", 6, 1, el_now());
+    CHECK(v > 0 && v <= 300, "validity %lld", (long long)v);
+    usleep(400 * 1000); /* the loop is blocked past the lease: no tick ran */
+    CHECK(rlc_engine_validity_ms(A.e, "moment", 6, 1, el_now()) == 0,
+          "validity at now, before any tick");
+    CHECK(A.lost == 0, "no event read yet");
+    /* a call that passes the time on (the next acquire of another name) */
+    uint64_t op;
+    CHECK_RC(rlc_engine_acquire(A.e, "other", 5, 1, 0, 1000, el_now(), &op), RLC_OK);
+    CHECK(rlc_engine_hold_count(A.e, "moment", 6, 1) == 0, "count once the engine's time passed");
+    CHECK(el_wait(&A, op, 5000) != NULL, "the other acquire ended");
+    int64_t end = el_now() + 2000;
+    while (A.lost == 0 && el_now() < end)
+        el_turn(&A, 20);
+    CHECK(A.lost == 1, "one LOST event");
+done:
+    el_free(&A);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_not_owner),
           CASE(a_query_reads_the_lock_on_the_lock_connection_and_waits_for_no_acquire),
           CASE(waiter_in_another_engine_is_woken_by_the_unlock_message),
@@ -661,4 +736,6 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(a_stopped_server_ends_a_wait_with_an_error_in_bounded_time),
           CASE(sync_replicas_needs_the_replicas_wait_or_undoes),
           CASE(bad_input_is_refused_with_a_message),
-          CASE(a_cluster_whose_seeds_are_all_down_fails_without_spinning))
+          CASE(a_cluster_whose_seeds_are_all_down_fails_without_spinning),
+          CASE(a_fixed_lease_that_runs_out_is_lost_at_that_moment),
+          CASE(held_is_answered_from_the_validity_at_the_moment_of_the_call))

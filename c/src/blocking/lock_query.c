@@ -3,6 +3,7 @@
  * many levels, how long) and what the client knows of its own hold
  * (validity, fencing token), without changing anything.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -17,6 +18,13 @@ static int query(rlc_lock *l, int what, int64_t *answer)
 {
     struct edrv_outcome o;
     return edrv_query(l->client->drv, l->name, l->name_len, lock_owner(l), what, answer, &o);
+}
+
+/* The owner's hold is valid now: the engine's validity at this moment, so a
+ * hold whose lease ran out says so before its loss was handed on. */
+static bool valid_now(rlc_lock *l)
+{
+    return edrv_validity_ms(l->client->drv, l->name, l->name_len, lock_owner(l)) > 0;
 }
 
 /* A query whose answer is 0 or 1, as the caller's int. */
@@ -53,7 +61,7 @@ int rlc_lock_is_held(rlc_lock *l, int *out)
     struct handle_hold *h = hh_find(l, lock_owner(l));
     bool lost = h && h->lost;
     pthread_mutex_unlock(&c->mu);
-    if (lost)
+    if (lost || !valid_now(l))
         *out = 0;
     else
         rc = query_flag(l, RLC_Q_HELD, out);
@@ -68,7 +76,10 @@ int rlc_lock_hold_count(rlc_lock *l, int64_t *out)
     int rc = lock_enter(l);
     if (rc != RLC_OK)
         return rc;
-    rc = query(l, RLC_Q_COUNT, out);
+    if (!valid_now(l))
+        *out = 0;
+    else
+        rc = query(l, RLC_Q_COUNT, out);
     client_leave(l->client);
     return rc;
 }
@@ -116,9 +127,12 @@ int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out)
     struct handle_hold *h = hh_find(l, lock_owner(l));
     int lost = h ? h->lost : 0;
     uint64_t token = h ? h->token : 0;
+    int64_t count = h ? h->count : 0;
     pthread_mutex_unlock(&c->mu);
+    if (!lost && count > 0 && !valid_now(l))
+        lost = RLC_E_LOST; /* its validity ran out: the token may be stale */
     char name[80];
-    if (!h || (!lost && h->count == 0))
+    if (!h || (!lost && count == 0))
         rc = rlc_fail(RLC_E_NOT_OWNER, "lock '%s' is not held through this handle",
                       lock_shown(l, name, sizeof name));
     else if (lost)

@@ -327,7 +327,12 @@ int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name
         return 0;
     struct eng_lock *l = lock_find(e, name, name_len);
     struct hold *h = l ? hold_get((rlc_engine *)e, l, owner, false) : NULL;
-    return h ? h->count : 0;
+    /* lost, or its validity ended by the latest time passed in (its LOST
+     * event is due at the next tick): held no more, whatever levels its
+     * owner still has to release */
+    if (!h || h->lost || (h->n_levels > 0 && h->valid_until <= e->now))
+        return 0;
+    return h->count;
 }
 
 int64_t rlc_engine_validity_ms(const rlc_engine *e, const char *name, size_t name_len,

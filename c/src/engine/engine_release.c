@@ -187,7 +187,15 @@ static void extend_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->granted, op->lease,
                                            e->opts.drift_factor);
     int end = quorum_renew_end(e->n, yes, gone, valid_until - now);
-    if (end == QE_LATE) {
+    if (h->lost) {
+        /* its validity ran out while the extend was on its way (the LOST
+         * event was given then): another owner may have held it since, so
+         * a renewal that came later cannot make it held again */
+        snprintf(msg, sizeof msg,
+                 "lock '%s' was lost before the extend's answers came: its validity ran out",
+                 RLC_SHOWN(h->lock->name));
+        rc = RLC_E_LOST;
+    } else if (end == QE_LATE) {
         /* a quorum renewed it, but the answers came after that lease ran out
          * (a slow round, a paused process): it is not certainly held, and
          * RLC_OK would hand out a negative validity (found by the simulation) */

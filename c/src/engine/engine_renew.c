@@ -7,6 +7,11 @@
  * may have expired. A hold is lost when a quorum says it is gone, or when
  * its validity ends before a renewal got a quorum; the driver hears it as an
  * RLC_EV_LOST event, once.
+ *
+ * A hold with a fixed lease is never renewed, but its validity ends all the
+ * same: at that moment it is lost too (RLC_E_LOST), whether or not its owner
+ * ever calls release. Past that point another owner may hold the lock, so
+ * "held" must stop being said then, not at the owner's next call.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +51,11 @@ void renew_schedule(rlc_engine *e, struct hold *h)
      * way, and the hold ends with it whatever it answers (engine_release.c);
      * it is not renewed (a renewal would name no level and find none) nor
      * reported lost (the release says what happened) */
-    if (h->count > 0 && !h->lost && h->watchdog && h->n_levels > 0) {
+    if (h->count > 0 && !h->lost && !h->watchdog && h->n_levels > 0) {
+        at = h->valid_until; /* a fixed lease: lost when it ends */
+        h->track_at = -1;
+        h->track_joined = h->verify_gone = false;
+    } else if (h->count > 0 && !h->lost && h->watchdog && h->n_levels > 0) {
         at = h->valid_until;
         if (!h->renewing && !extending(h) && h->next_renew < at)
             at = h->next_renew;
@@ -58,7 +67,7 @@ void renew_schedule(rlc_engine *e, struct hold *h)
             at = h->track_at;
         if (h->verify_gone)
             at = e->now;
-    } else if (h->count <= 0 || h->lost || !h->watchdog) {
+    } else if (h->count <= 0 || h->lost) {
         /* let go: a later hold of this owner joins anew */
         h->track_at = -1;
         h->track_joined = h->verify_gone = false;
@@ -80,12 +89,16 @@ static void end_renewal(rlc_engine *e, struct hold *h)
 
 static void lose(rlc_engine *e, struct hold *h, int why)
 {
+    bool fixed = !h->watchdog;
     end_renewal(e, h);
     eng_hold_lost(e, h, why);
     h->watchdog = false;
     renew_schedule(e, h);
     char msg[300];
-    if (why == RLC_E_LOST)
+    if (fixed)
+        snprintf(msg, sizeof msg, "lock '%s' was lost: its lease of %lld ms ran out",
+                 RLC_SHOWN(h->lock->name), (long long)h->lease_ms);
+    else if (why == RLC_E_LOST)
         snprintf(msg, sizeof msg, "lock '%s' was lost: it expired or was taken",
                  RLC_SHOWN(h->lock->name));
     else
@@ -97,8 +110,16 @@ static void lose(rlc_engine *e, struct hold *h, int why)
 
 void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
 {
-    if (h->count <= 0 || h->lost || !h->watchdog || h->n_levels == 0) {
+    if (h->count <= 0 || h->lost || h->n_levels == 0) {
         renew_schedule(e, h);
+        return;
+    }
+    if (!h->watchdog) {
+        /* a fixed lease: nothing renews it; it is lost when it ends */
+        if (now >= h->valid_until)
+            lose(e, h, RLC_E_LOST);
+        else
+            renew_schedule(e, h);
         return;
     }
     if (now >= h->valid_until) {
