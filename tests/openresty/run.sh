@@ -27,8 +27,17 @@
 #     SIGSTOPped 2 s while unrelated requests are answered; Redlock over 3
 #     nodes (one stopped: quorum of 2); two workers contending (a second
 #     nginx with 2 workers: counter exact, both took the lock).
+#   - "held means held" (tests/openresty/held_app.lua): a fixed lease that
+#     runs out while another owner takes the lock is not owned, counts 0,
+#     has no token, and its loss is logged; the first look after the worker
+#     was blocked past a watchdog lease says not owned; validity() of a
+#     healthy hold over many renewals stays above a third of the lease; a
+#     grant that came while the worker was blocked past io_timeout_ms is a
+#     grant.
 #   The /incr, /wait and /ping checks above use resty.redlockc too; the
 #   family stays on resty.redlockc.blocking.
+# RLC_OPENRESTY_ONLY=held runs the "held means held" checks alone (with the
+# error log's).
 # Fails (never skips) when nginx, its Lua module, curl or the library is missing.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -95,8 +104,12 @@ trap "exit 143" TERM # so that the EXIT trap runs on these too
 redis_start REDIS || { echo "FAIL - redis-server did not start"; exit 1; }
 redis_start REDIS2 || { echo "FAIL - redis-server did not start"; exit 1; }
 redis_start REDIS3 || { echo "FAIL - redis-server did not start"; exit 1; }
-sentinel_group_start SEN rlcor || { echo "FAIL - the sentinel group did not start"; exit 1; }
-cluster_start CL || { echo "FAIL - the cluster did not start"; exit 1; }
+if [ "${RLC_OPENRESTY_ONLY:-}" = held ]; then # neither is used there
+  SEN_URI= SEN_M_PORT= SEN_R_PORT= CL_URI=
+else
+  sentinel_group_start SEN rlcor || { echo "FAIL - the sentinel group did not start"; exit 1; }
+  cluster_start CL || { echo "FAIL - the cluster did not start"; exit 1; }
+fi
 
 # As root, nginx would switch its worker to "nobody", who may not read the
 # work tree: keep the worker as whoever runs the test.
@@ -130,9 +143,48 @@ start_nginx() {
   return 1
 }
 
+# "Held means held": what a lock object says is its hold's validity at the
+# moment of the call (tests/openresty/held_app.lua).
+held_checks() {
+  echo "--- held means held (the validity at the moment of the call)"
+  local fixed
+  fixed=$(curl -s --max-time 20 "$URL/h/fixed?lock=or:h:fixed")
+  expect_eq "a fixed lease (600 ms) that ran out while another owner took the lock: not owned" \
+    "before=true other took it=true owned=false hold_count=0 token=nil E_LOST validity=0" \
+    "$(sed -n 1p <<<"$fixed")"
+  expect_eq "its loss is logged at its end without anyone asking; its release says E_LOST" \
+    "loss logged=true release=E_LOST" "$(sed -n 2p <<<"$fixed")"
+  expect_eq "the first look after the worker was blocked past a 600 ms watchdog lease" \
+    "before=true other took it=true owned=false hold_count=0 token=nil E_LOST validity=0" \
+    "$(curl -s --max-time 20 "$URL/h/blocked?lock=or:h:blocked")"
+  expect_match "validity() of a healthy 1.2 s watchdog hold, sampled over 3.2 s of renewals" \
+    "^above a third of the lease=true renewals>=5=true " \
+    "$(curl -s --max-time 20 "$URL/h/validity?lock=or:h:validity")"
+  expect_eq "a grant that came while the worker was blocked 3 x io_timeout_ms is a grant" \
+    "pause=+OK acquire=true" "$(curl -s --max-time 20 "$URL/h/grant?lock=or:h:grant")"
+}
+
+# The main nginx's log once it has stopped: no errors, no crash.
+log_checks() {
+  echo "--- nginx's error log"
+  stop_nginx NGINX_PID
+  bad=$(grep -E '\[(error|crit|alert|emerg)\]' "$prefix/error.log")
+  expect_eq "no error, crit, alert or emerg lines" "" "$bad"
+  expect_match "the worker exited normally" "exit" "$(grep -E 'worker process [0-9]+ exited' "$prefix/error.log" | head -n 1)"
+  grep -E 'exited on signal' "$prefix/error.log" && fail "no worker crashed" "none" "a crash"
+}
+
 PORT=$(free_port) || { echo "FAIL - no free port"; exit 1; }
 URL=http://127.0.0.1:$PORT
 start_nginx "$prefix" "$PORT" 1 NGINX_PID || exit 1
+
+if [ "${RLC_OPENRESTY_ONLY:-}" = held ]; then
+  held_checks
+  log_checks
+  echo "$passed passed, $failed failed"
+  ((failed == 0))
+  exit
+fi
 
 echo "--- error names"
 # The statuses: RLC_NOT_ACQUIRED and RLC_E_* (not RLC_M_* / RLC_LOG_* of 1.1).
@@ -320,6 +372,8 @@ expect_eq "with the default 30 s lease a deleted key is pushed as lost within 2 
 expect_eq "a node that refuses loss push is said once in the error log (ACL without +client)" \
   "logged=1 later=1 release=true" "$(curl -s --max-time 20 "$URL/e/refused")"
 
+held_checks
+
 echo "--- connections killed by the server"
 redis-cli -p "$REDIS_PORT" hset or:e:kill "external-holder:1" 1 >/dev/null
 redis-cli -p "$REDIS_PORT" pexpire or:e:kill 30000 >/dev/null
@@ -501,12 +555,7 @@ else
   fail "TLS certificates and redis-servers with --tls-port" "started" "not started"
 fi
 
-echo "--- nginx's error log"
-stop_nginx NGINX_PID
-bad=$(grep -E '\[(error|crit|alert|emerg)\]' "$prefix/error.log")
-expect_eq "no error, crit, alert or emerg lines" "" "$bad"
-expect_match "the worker exited normally" "exit" "$(grep -E 'worker process [0-9]+ exited' "$prefix/error.log" | head -n 1)"
-grep -E 'exited on signal' "$prefix/error.log" && fail "no worker crashed" "none" "a crash"
+log_checks
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -55,6 +55,10 @@ pcall(ffi.cdef, [[
   int rlc_engine_node_tls(const void *e, int node);
   const char *rlc_engine_option(const void *e, const char *name);
 ]])
+pcall(ffi.cdef, [[
+  int64_t rlc_engine_validity_ms(const void *e, const char *name, size_t name_len,
+                                 uint64_t owner, int64_t now_ms);
+]])
 
 local I = blocking._internal
 local integer_arg, owner_in_range, options_string, has_nul, CAN_SLEEP =
@@ -287,7 +291,6 @@ local function dispatch(c)
         if ev.status == E_CONNECT or ev.status == E_TIMEOUT then
           rec.message = with_detail(c, rec.message)
         end
-        rec.at = c.last_now
         if rec.count == 0 then c.lost[lost_key(name, ev.owner)] = nil end
         if rec.sema then
           rec.sema:post(1)
@@ -567,6 +570,23 @@ local function pump_loop(c)
     local e = c.e
     if not e then return end
     local dl = tonumber(lib.rlc_engine_deadline(e))
+    if dl >= 0 and dl < now then
+      -- A late tick reads the sockets first. A reply that came before its
+      -- deadline can still be unread when the deadline is past: the worker
+      -- was busy (a request's long computation, a blocking call) while it
+      -- arrived, and nginx, once free, expires the timers it owes (this
+      -- thread's wake-up among them) before its next epoll pass, which is
+      -- what hands the readers their bytes. Ticking now would time out a
+      -- grant already on the socket. A 1 ms sleep is a timer set past the
+      -- current time: it fires only after that epoll pass, so every reader
+      -- has run with what was waiting, and the tick then ends only what
+      -- truly had no answer.
+      ngx.sleep(0.001)
+      now = now_ms()
+      e = c.e
+      if not e then return end
+      dl = tonumber(lib.rlc_engine_deadline(e))
+    end
     if dl >= 0 and dl <= now then
       c.last_now = now
       lib.rlc_engine_tick(e, now)
@@ -741,8 +761,6 @@ function Lock:acquire(opts)
   if rec.status ~= OK then return failed(rec.status, rec.message) end
   self.levels = self.levels + 1
   self.token = rec.token
-  self.lease_ms = lease_ms
-  self.valid_until = rec.at + rec.validity_ms
   return true
 end
 
@@ -756,7 +774,8 @@ end
 
 -- lock:release() -> true | nil, err, code. One level; at zero the key is
 -- deleted and the unlock message wakes a waiter. E_NOT_OWNER: not held by
--- this owner; E_LOST: it was, and expired or was taken. In a phase that
+-- this owner; E_LOST: it was, and expired, was taken or ran out its lease
+-- (each level still taken answers so once). In a phase that
 -- cannot yield (log, header_filter, ...) the release is sent without
 -- waiting for Redis's answer: true, "sent" (a failure goes to the error log).
 function Lock:release()
@@ -777,7 +796,8 @@ function Lock:release()
   service(c)
   local ok, err = await(rec)
   if not ok then return nil, err, errors.E_INVAL end
-  if rec.status == E_NOT_OWNER or rec.status == E_LOST or rec.status == E_CLOSED then
+  -- a lost hold gives up one level per release (each answers E_LOST)
+  if rec.status == E_NOT_OWNER or rec.status == E_CLOSED then
     self.levels = 0
   elseif self.levels > 0 then
     self.levels = self.levels - 1
@@ -803,55 +823,57 @@ function Lock:extend(ms)
   local ok, err = await(rec)
   if not ok then return nil, err, errors.E_INVAL end
   if rec.status ~= OK then return failed(rec.status, rec.message) end
-  self.lease_ms = ms
-  self.valid_until = rec.at + rec.validity_ms
   return true
 end
 
--- lock:hold_count() -> the owner's reentrancy count as the engine knows it
--- (0: not held; a lost hold counts until released). No I/O.
-function Lock:hold_count()
-  local c = usable(self)
-  if not c then return closed() end
-  return tonumber(lib.rlc_engine_hold_count(c.e, self.name, #self.name, self.owner))
+-- "Held" is the engine's validity at the moment of the call, on the clock
+-- the pump gives the engine: a fixed lease that ended, or a watchdog hold
+-- the blocked worker could not renew, is not held from that moment on, even
+-- before the pump has run the tick that hands out its loss.
+local function validity_now(c, self)
+  return tonumber(lib.rlc_engine_validity_ms(c.e, self.name, #self.name, self.owner, now_ms()))
 end
 
 local function is_lost(c, self)
   return c.lost[lost_key(self.name, self.owner)] == true
 end
 
--- lock:owned() -> held by this owner and not lost. No I/O.
+-- lock:hold_count() -> the owner's reentrancy count while the hold is valid
+-- now; 0 when not held, lost, or its validity ran out. No I/O.
+function Lock:hold_count()
+  local c = usable(self)
+  if not c then return closed() end
+  if validity_now(c, self) <= 0 then return 0 end
+  return tonumber(lib.rlc_engine_hold_count(c.e, self.name, #self.name, self.owner))
+end
+
+-- lock:owned() -> held by this owner and still valid now. No I/O.
 function Lock:owned()
   local c = usable(self)
   if not c then return closed() end
-  return lib.rlc_engine_hold_count(c.e, self.name, #self.name, self.owner) > 0
-    and not is_lost(c, self)
+  return validity_now(c, self) > 0
 end
 
--- lock:validity() -> ms the hold is certainly held, 0 when not held or lost.
--- A watchdog hold counts from its last acquire or extend (renewals are not
--- reported by the engine), so it may read 0 while renewals keep it held:
--- owned() tells. No I/O.
+-- lock:validity() -> ms the hold is certainly still held from now: the
+-- engine's own figure (renewals move it on), 0 when not held, lost, or run
+-- out. No I/O.
 function Lock:validity()
   local c = usable(self)
   if not c then return closed() end
-  if self.levels == 0 or is_lost(c, self) or
-     lib.rlc_engine_hold_count(c.e, self.name, #self.name, self.owner) == 0 then
-    return 0
-  end
-  return max(0, (self.valid_until or 0) - now_ms())
+  return validity_now(c, self)
 end
 
 -- lock:fencing_token() -> number (exact below 2^53), of the last acquire
--- through this object. E_NOT_OWNER when not held, E_LOST when lost. No I/O.
+-- through this object, while the hold is valid now. E_NOT_OWNER when not
+-- held; E_LOST when this object's levels are still out but the hold was
+-- lost or its validity ran out (the token may no longer be the newest).
+-- No I/O.
 function Lock:fencing_token()
   local c = usable(self)
   if not c then return closed() end
-  if is_lost(c, self) then return nil, "lost", E_LOST end
-  if not self.token or lib.rlc_engine_hold_count(c.e, self.name, #self.name, self.owner) == 0 then
-    return nil, "not held", E_NOT_OWNER
-  end
-  return tonumber(self.token)
+  if self.token and validity_now(c, self) > 0 then return tonumber(self.token) end
+  if is_lost(c, self) or self.levels > 0 then return nil, "lost", E_LOST end
+  return nil, "not held", E_NOT_OWNER
 end
 
 -- Queries that need Redis but no hold: one blocking round trip on the
@@ -887,9 +909,9 @@ function Lock:close()
   lock_self(self)
   local c = usable(self)
   if c then
-    while self.levels > 0 do
-      local ok = self:release()
-      if not ok then break end
+    while self.levels > 0 do -- each release takes a level, even a lost one
+      local ok, _, code = self:release()
+      if not ok and code ~= E_LOST then break end
     end
   end
   if self.twin then self.twin:close() end
@@ -1208,19 +1230,36 @@ function _M.finish_request()
       service(c)
     end
   end
-  local seen = {}
+  -- The levels of each (client, name, owner): the engine's count while the
+  -- hold is valid; once lost it counts 0, and the levels the request's
+  -- objects still have out are what the engine still keeps (a release each).
+  local todo = {}
   for lock in pairs(rs.locks) do
     local c = lock.client
-    local key = lost_key(lock.name, lock.owner)
-    if c.e and not c.closing and not lock.is_closed and not seen[key] then
-      seen[key] = true
-      local n = tonumber(lib.rlc_engine_hold_count(c.e, lock.name, #lock.name, lock.owner))
+    if c.e and not c.closing and not lock.is_closed then
+      local key = lost_key(lock.name, lock.owner)
+      todo[c] = todo[c] or {}
+      local t = todo[c][key]
+      if not t then
+        t = { lock = lock, levels = 0 }
+        todo[c][key] = t
+      end
+      t.levels = t.levels + lock.levels
+      lock.levels = 0
+    end
+  end
+  for c, locks in pairs(todo) do
+    for _, t in pairs(locks) do
+      local lock = t.lock
+      local n = t.levels
+      if validity_now(c, lock) > 0 then
+        n = tonumber(lib.rlc_engine_hold_count(c.e, lock.name, #lock.name, lock.owner))
+      end
       for _ = 1, n do
         if release_nowait(c, lock.name, lock.owner) == OK then sent = sent + 1 end
       end
-      lock.levels = 0
-      service(c)
     end
+    service(c)
   end
   return sent
 end
