@@ -28,7 +28,10 @@ How it runs (one client per worker; see bindings/luajit/README.md):
     busy lock is the engine's wait: one subscription per worker, woken by
     the unlock message; the worker serves other requests meanwhile;
   - the pump calls rlc_engine_tick at rlc_engine_deadline (renewals, time
-    outs, retries).
+    outs, retries, a hold's validity ending: its loss); a tick that comes
+    late lets the readers run first (see pump_loop);
+  - owned, hold_count, fencing_token and validity answer from the engine's
+    validity at the moment of the call (rlc_engine_validity_ms).
   - rediss:// nodes: the connection does sock:sslhandshake() after connect
     (the engine's bytes are the same RESP); the CAs are nginx's
     lua_ssl_trusted_certificate, the client certificate goes through
