@@ -18,7 +18,7 @@
 const { EventEmitter } = require('node:events');
 const { randomUUID } = require('node:crypto');
 const { fn, OP, scratch, syncResult, getChannel } = require('./lib/native.js');
-const { EngineDriver, StartError, nowMs } = require('./lib/engine_driver.js');
+const { EngineDriver, StartError } = require('./lib/engine_driver.js');
 const errors = require('./lib/errors.js');
 
 const { STATUS, errorFor, NotAcquiredError, ClosedError, LockLostError, NotOwnerError } = errors;
@@ -383,9 +383,7 @@ class Lock extends EventEmitter {
     this._depth = 0;       // levels held through this object, as the engine counts them
     this._controller = null;
     this._token = 0n;
-    this._validUntil = 0;  // driver clock (nowMs)
-    this._lostKnown = false;
-    this._watchdog = false; // the hold is renewed by the engine (lease 0)
+    this._lostKnown = false; // its 'lost' was emitted (the next hold is a fresh one)
     this._state.locks.set(this.owner, new WeakRef(this));
     lockRegistry.register(this, {
       driver: this._driver, key, owner: this.owner, query: this._query,
@@ -464,7 +462,7 @@ class Lock extends EventEmitter {
       if (cancel) sig.removeEventListener('abort', cancel);
     }
     if (ev.status === STATUS.OK) {
-      this._held(ev, l);
+      this._held(ev);
       if (this._closing) abandon(this._driver, this._key, this.owner, this.client._watchdogMs);
       return true;
     }
@@ -476,12 +474,10 @@ class Lock extends EventEmitter {
     throw this._fail(ev);
   }
 
-  _held(ev, lease) {
+  _held(ev) {
     const fresh = this._depth === 0 || this._lostKnown || !this._controller;
     this._depth = ev.count;
     this._token = ev.token;
-    this._validUntil = nowMs() + ev.validity;
-    this._watchdog = lease === 0;
     if (fresh) {
       this._lostKnown = false;
       this._controller = new AbortController();
@@ -514,8 +510,6 @@ class Lock extends EventEmitter {
       if (ev.status === STATUS.E_LOST) this._lost(ev.status, ev.message);
       throw this._fail(ev);
     }
-    this._validUntil = nowMs() + ev.validity;
-    this._watchdog = l === 0;
   }
 
   // Deletes the lock whoever holds it, and wakes waiters.
@@ -532,51 +526,55 @@ class Lock extends EventEmitter {
 
   async isLocked() { return (await this._ask(OP.IS_LOCKED)) !== 0n; }
 
-  // Whether this owner holds it, as the engine that renews it knows (no I/O:
-  // a hold taken away is known at its next renewal, within lease/3).
-  async isHeld() {
-    this._usable();
-    return !this._lostKnown && this._driver.holdCount(this._key, this.owner) > 0;
+  // ms this owner's hold is certainly still held, now: the engine's own
+  // figure (rlc_engine_validity_ms at this call; renewals move it on), 0 when
+  // not held, lost, or once its validity ran out (a fixed lease that ended,
+  // a watchdog hold not renewed in time), already on the first look after a
+  // blocked event loop, before the timer that finds it lost has run. No I/O.
+  _validity() {
+    return this._driver.validity(this._key, this.owner);
   }
 
-  // Levels held by this owner, as the engine counts them (no I/O).
+  // Whether this owner holds it now: its validity is not over (no I/O).
+  async isHeld() {
+    this._usable();
+    return this._validity() > 0;
+  }
+
+  // Levels held by this owner, as the engine counts them; 0 once the hold's
+  // validity is over (no I/O).
   async holdCount() {
     this._usable();
-    return this._lostKnown ? 0 : this._driver.holdCount(this._key, this.owner);
+    return this._validity() > 0 ? this._driver.holdCount(this._key, this.owner) : 0;
   }
+
   // The key's PTTL in ms: -2 no lock, -1 no expiry.
   async ttl() { return Number(await this._ask(OP.TTL)); }
 
-  // ms this owner's hold is certainly still valid (0 if not held). No I/O.
-  // Known: the validity of the last acquire or extend. For a watchdog hold
-  // the engine renews it without an event, but its next timer (deadline) is
-  // never after the end of any watchdog hold it still counts valid (it
-  // would have found it lost there): so the hold is valid at least until
-  // then. A lower bound, never more than the truth.
+  // ms this owner's hold is certainly still held (0 if not held). No I/O.
   validity() {
     if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `lock '${this.name}' is closed`);
-    if (this._depth === 0 || this._lostKnown) return 0;
-    const now = nowMs();
-    let left = this._validUntil - now;
-    if (this._watchdog && this._driver.holdCount(this._key, this.owner) > 0) {
-      const at = this._driver.deadline();
-      if (at >= 0) left = Math.max(left, at - now);
-    }
-    return Math.max(0, left);
+    return this._validity();
   }
 
-  // The fencing token (BigInt) of the current hold. No I/O.
+  // The fencing token (BigInt) of the current hold. No I/O. Throws
+  // NotOwnerError when not held through this object, LockLostError once the
+  // hold's validity is over (a later holder may have a larger token).
   fencingToken() {
-    if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `lock '${this.name}' is closed`);
+    this._usable();
     if (this._lostKnown) throw new LockLostError(STATUS.E_LOST, `lock '${this.name}' was lost`);
     if (this._depth === 0) {
       throw new NotOwnerError(STATUS.E_NOT_OWNER, `lock '${this.name}' is not held through this object`);
+    }
+    if (this._validity() === 0) {
+      throw new LockLostError(STATUS.E_LOST, `lock '${this.name}' was lost: its validity is over`);
     }
     return this._token;
   }
 
   // An AbortSignal for the current hold: aborted, with a LockLostError as its
-  // reason, when the watchdog can no longer renew it. null when not held.
+  // reason, when the hold is lost (a fixed lease's end, a watchdog hold not
+  // renewed in time, the key found deleted or taken). null when not held.
   get signal() {
     return this._controller && this._depth > 0 ? this._controller.signal : null;
   }

@@ -52,6 +52,7 @@ const efn = {
   idle: lib.func('int rlc_engine_idle(void *e)'),
   cancel: lib.func('int rlc_engine_cancel(void *e, uint64_t op, int64_t now)'),
   holdCount: lib.func('int64_t rlc_engine_hold_count(void *e, const uint8_t *name, size_t len, uint64_t owner)'),
+  validity: lib.func('int64_t rlc_engine_validity_ms(void *e, const uint8_t *name, size_t len, uint64_t owner, int64_t now)'),
   nextLog: lib.func('size_t rlc_engine_next_log(void *e, void *level, uint8_t *buf, size_t size)'),
   metrics: lib.func('int rlc_engine_metrics(void *e, void *out, int n)'),
 };
@@ -195,6 +196,7 @@ class EngineDriver {
     this.ops = new Map();      // op id -> {resolve, kind}
     this.timer = null;
     this.timerAt = -1;
+    this.tickQueued = false;   // the timer fired: its tick waits for the poll phase
     this.scheduled = false;
     this.pumping = false;
     this.again = false;
@@ -235,6 +237,14 @@ class EngineDriver {
 
   holdCount(name, owner) {
     return this.e ? Number(efn.holdCount(this.e, name, name.length, owner)) : 0;
+  }
+
+  // ms the owner's hold is certainly still held, now (the engine's own
+  // figure, at the clock's current reading, not at the engine's last tick):
+  // 0 once its validity ran out, even before the timer that finds it lost
+  // has run (a loop blocked past the lease). The one answer to "is it held".
+  validity(name, owner) {
+    return this.e ? Number(efn.validity(this.e, name, name.length, owner, nowMs())) : 0;
   }
 
   // The engine's counters (rlc_engine_metrics: the indices of
@@ -334,7 +344,20 @@ class EngineDriver {
   }
 
   // One timer, at the engine's deadline (a timer fires no earlier than asked).
+  //
+  // Its tick runs from setImmediate, not from the timer callback. Node's loop
+  // runs its due timers before it polls the sockets: after a turn that kept
+  // the loop busy past the deadline (a blocked loop, a long callback), the
+  // timer would come first, and rlc_engine_tick would declare a timeout for
+  // an operation whose reply has been waiting, unread, in the socket since
+  // before its deadline. An immediate runs in the check phase, after the
+  // poll phase of the same turn (which does not sleep while an immediate is
+  // pending): every byte that arrived meanwhile has gone to
+  // rlc_engine_received by then, and the tick judges only what is really
+  // missing. On a loop that was idle the poll phase has nothing new and the
+  // tick is as prompt as before (one loop phase later).
   arm() {
+    if (this.tickQueued) return; // the queued tick re-arms after it ran
     const at = efn.deadline(this.e);
     const when = at < 0 ? -1 : Number(at);
     if (when === this.timerAt) return;
@@ -346,8 +369,13 @@ class EngineDriver {
       this.timer = null;
       this.timerAt = -1;
       if (!this.e) return;
-      efn.tick(this.e, nowMs());
-      this.pump();
+      this.tickQueued = true;
+      setImmediate(() => {
+        this.tickQueued = false;
+        if (!this.e) return;
+        efn.tick(this.e, nowMs());
+        this.pump();
+      });
     }, Math.max(0, when - nowMs()));
     if (!this.referenced) this.timer.unref();
   }
