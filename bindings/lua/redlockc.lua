@@ -216,17 +216,22 @@ end
 
 -- lock:locked() -> boolean: held by anyone (on a quorum of nodes).
 function Lock:locked() return query(self, core.rlc_lock_is_locked) end
--- lock:owned() -> boolean: held by this lock's owner, and not lost.
+-- lock:owned() -> boolean: held by this lock's owner now: false once its
+-- validity has run out (a fixed lease that ended, a watchdog hold not renewed
+-- in time), whether or not another owner took it since.
 function Lock:owned() return query(self, core.rlc_lock_is_held) end
--- lock:hold_count() -> integer: the owner's reentrancy count (0: not held).
+-- lock:hold_count() -> integer: the owner's reentrancy count (0: not held, or
+-- its validity has run out).
 function Lock:hold_count() return query(self, core.rlc_lock_hold_count) end
 -- lock:ttl() -> integer ms, as Redis's PTTL: -2 no such lock, -1 no expiry.
 function Lock:ttl() return query(self, core.rlc_lock_ttl_ms) end
--- lock:validity() -> integer ms this handle's hold is certainly still valid
--- (0: not held, or lost). No network I/O.
+-- lock:validity() -> integer ms this handle's hold is certainly still held,
+-- at this call (0: not held, lost, or run out). A healthy watchdog hold stays
+-- above about 2/3 of watchdog_timeout_ms. No network I/O.
 function Lock:validity() return query(self, core.rlc_lock_validity_ms) end
 -- lock:fencing_token() -> integer, the token of the current hold; E_NOT_OWNER
--- when this handle does not hold it, E_LOST when it lost it. No network I/O.
+-- when this handle does not hold it, E_LOST when it lost it or its validity
+-- has run out. No network I/O.
 function Lock:fencing_token() return query(self, core.rlc_lock_fencing_token) end
 
 -- lock:close(): gives back every level taken through this handle (a failed

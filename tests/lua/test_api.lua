@@ -150,6 +150,25 @@ T.case("a fixed lease ends by itself: the next owner gets it, the old one's rele
   b:release()
 end)
 
+T.case("a fixed lease that ran out while another client took the lock: not owned, count 0, token E_LOST", function()
+  local other = assert(redlockc.client(URI))
+  local a = assert(client:lock("lua:ranout", 33))
+  local b = assert(other:lock("lua:ranout", 34))
+  T.eq("a acquires with a 700 ms lease", true, a:acquire{ wait_ms = 0, lease_ms = 700 })
+  T.ok("a's token while held", a:fencing_token() > 0, a:fencing_token())
+  -- b's wait (the library sleeps until the lease would end) is the clock here.
+  T.eq("the other client's b acquires within 5 s", true, b:acquire{ wait_ms = 5000 })
+  T.eq("a owns it", false, a:owned())
+  T.eq("a's hold count", 0, a:hold_count())
+  T.eq("a's validity", 0, a:validity())
+  T.fails("a's fencing token", E.E_LOST, a:fencing_token())
+  T.fails("a's release", E.E_LOST, a:release())
+  T.eq("b still owns it", true, b:owned())
+  T.eq("b releases", true, b:release())
+  b:close()
+  other:close()
+end)
+
 T.case("the watchdog keeps a lock past its lease until release", function()
   -- Renewed every 300 ms: a renewal may be up to 600 ms late on a busy
   -- machine before the hold is at risk.
