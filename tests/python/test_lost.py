@@ -127,3 +127,36 @@ def test_freeing_a_lock_waits_for_its_running_callback(wd_client, raw):
     assert entered.wait(3), "the callback started"
     lock._handle.free()  # what the client does when the handle's last user goes (GIL released)
     assert finished.is_set(), "the handle was freed while its callback still ran"
+
+
+def test_a_fixed_lease_that_runs_out_is_lost_at_its_end(server, clients):
+    """A fixed lease (no watchdog) that ends while another client waits: the
+    waiter gets the lock, and the first owner's handle says lost at once."""
+    lock = clients(server.uri).lock("ran-out", owner=1)
+    waiter = clients(server.uri).lock("ran-out", owner=2)
+    calls = []
+    fired = threading.Event()
+
+    @lock.on_lost
+    def lost(which, error):
+        calls.append(error)
+        fired.set()
+
+    assert lock.acquire(lease=0.7), "the free lock is taken for 0.7 s"
+    token = lock.fencing_token
+    assert waiter.acquire(timeout=5), "the other client gets it once the lease ran out"
+    assert fired.wait(3), "on_lost did not fire within 3 s of the lease's end"
+    assert lock.owned() is False, "owned() once the lease ran out"
+    assert lock.hold_count == 0, "hold_count once the lease ran out"
+    assert lock.validity == 0.0, "validity once the lease ran out"
+    with pytest.raises(redlockc.LockLostError):
+        lock.fencing_token
+    assert waiter.fencing_token > token, "the new holder's token is larger"
+    error = calls[0]
+    assert isinstance(error, redlockc.LockLostError) and error.code == -6, f"error {error!r}"
+    assert "ran-out" in str(error), f"the message names the lock: {error}"
+    with pytest.raises(redlockc.LockLostError):
+        lock.release()
+    assert waiter.owned(), "the new holder keeps it after our late release"
+    assert not wait_until(lambda: len(calls) > 1, timeout=0.6), f"on_lost ran {len(calls)} times"
+    waiter.release()

@@ -97,7 +97,8 @@ class _LostDispatch:
 
     def __call__(self, reason):
         if reason == _core.RLC_E_LOST:
-            detail = f"lock {self.name!r}: a renewal found its key or this owner's field gone"
+            detail = (f"lock {self.name!r} was lost: its fixed lease ran out, or a renewal "
+                      "found its key or this owner's field gone")
         else:
             detail = f"lock {self.name!r} was lost: renewals failed until its validity ran out"
         _log.warning("%s", detail)
@@ -324,12 +325,15 @@ class Lock:
         return _core.rlc_lock_is_locked(self._ptr)
 
     def owned(self):
-        """True if this owner holds it and it was not reported lost. Asks Redis."""
+        """True if this owner holds it now: False once its validity has run out
+        (a fixed lease that ended, a watchdog hold not renewed in time), without
+        asking Redis then; else asks Redis."""
         return _core.rlc_lock_is_held(self._ptr)
 
     @property
     def hold_count(self):
-        """This owner's reentrancy count on the server (0 if not held). Asks Redis."""
+        """This owner's reentrancy count on the server: 0 if not held, and 0 once
+        its validity has run out (then without asking Redis). Asks Redis."""
         return _core.rlc_lock_hold_count(self._ptr)
 
     @property
@@ -347,9 +351,13 @@ class Lock:
 
     @property
     def validity(self):
-        """Seconds (float) this owner's hold is still certainly valid, by the
-        client's monotonic clock: lease - elapsed - drift at the last acquire
-        or renewal; 0.0 when not held through this handle. No network I/O.
+        """Seconds (float) this owner's hold is certainly still held, at this
+        call, by the client's monotonic clock: the lease, less the time since
+        the acquire, renewal or extend that a quorum confirmed, less the drift
+        allowance. 0.0 when not held through this handle, lost, or run out (a
+        fixed lease falls to 0 at its end). A healthy watchdog hold stays above
+        about 2/3 of ``watchdog_timeout`` (it is renewed every third of it).
+        No network I/O.
         """
         return _core.rlc_lock_validity_ms(self._ptr) / 1000
 
@@ -358,16 +366,19 @@ class Lock:
         """The fencing token of this owner's current hold (an int): the counter
         ``redisson_lock_token:{name}`` at the moment the hold began, so it grows
         with each new holder. Raises NotOwnerError when not held through this
-        handle, LockLostError once lost. No network I/O.
+        handle, LockLostError once lost or once its validity has run out (the
+        token may no longer be the newest). No network I/O.
         """
         return _core.rlc_lock_fencing_token(self._ptr)
 
     def on_lost(self, fn):
         """Calls ``fn(lock, error)`` once per lost hold; returns fn (a decorator works).
 
-        A watchdog-renewed hold is lost when its key or field is gone, or when
-        renewals cannot reach a quorum before its validity runs out. ``error``
-        is a LockLostError (or the I/O error that kept renewals out). ``fn``
+        A hold is lost when its validity runs out: a fixed lease (``lease=``,
+        ``extend(seconds)``) at its end, before its last release; a
+        watchdog-renewed hold when a renewal finds its key or field gone, or
+        when renewals cannot reach a quorum in time. ``error`` is a
+        LockLostError (or the I/O error that kept renewals out). ``fn``
         runs on the client's watchdog thread, with the GIL held; keep it
         short. An exception in it goes to ``sys.unraisablehook`` (printed by
         default) and changes nothing else. ``None`` removes the callback.
