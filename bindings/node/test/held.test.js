@@ -69,6 +69,30 @@ test('a fixed lease that ran out while another owner took the lock is not held',
   }
 });
 
+test('a fixed lease that ran out during synchronous work is not held on the first look', async () => {
+  const client = new Client(serverUri());
+  const name = uniqueName('fixed-blocked');
+  const lock = client.lock(name);
+  try {
+    assert.equal(await lock.acquire({ wait: 0, lease: 1000 }), true);
+    const lost = nextLost(lock);
+    blockLoop(1500); // 1.5 s of work that never yields: no timer runs
+    assert.equal(takeInAnotherProcess(name), 'true', 'another process takes the lock');
+    const held = lock.isHeld();
+    const count = lock.holdCount();
+    assert.equal(await held, false, 'isHeld() on the first look after the lease ended');
+    assert.equal(await count, 0, 'holdCount() on the first look');
+    assert.equal(lock.validity(), 0);
+    assert.throws(() => lock.fencingToken(), LockLostError);
+    const err = await within(3000, "the 'lost' event", lost);
+    assert.ok(err instanceof LockLostError, `'lost' event: ${err}`);
+    assert.equal(lock.signal.aborted, true);
+  } finally {
+    lock.close();
+    await client.close();
+  }
+});
+
 test("a fixed lease that runs out aborts the lock's signal and emits 'lost'", async () => {
   const client = new Client(serverUri());
   const rival = new Client(serverUri());
@@ -147,7 +171,7 @@ test('after the loop was blocked past a watchdog lease, the first synchronous lo
 });
 
 test("validity() of a healthy watchdog hold stays high across many renewals (the engine's figure)", async () => {
-  const LEASE = 600;
+  const LEASE = 900; // renewed every 300 ms: at least 600 ms left, less a round trip
   const client = new Client(serverUri(), { watchdog_timeout_ms: LEASE });
   const lock = client.lock(uniqueName('validity'));
   try {
