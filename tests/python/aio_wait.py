@@ -1,5 +1,5 @@
 """What the asyncio tests share: bounded waiting, a client that is always
-closed, and how many wait on a lock's channel."""
+closed, how many wait on a lock's channel, and a call made in a task of its own."""
 import asyncio
 import contextlib
 
@@ -31,3 +31,13 @@ async def until(condition, timeout=5.0, interval=0.005):
             return value
         await asyncio.sleep(interval)
     return condition()
+
+
+def elsewhere(method, *args, **kwargs):
+    """A task of its own that calls method(*args, **kwargs) (lock.acquire, ...)
+    and awaits it: another owner than the caller (a hold belongs to the task
+    that calls acquire(); asyncio.ensure_future(lock.acquire()) would acquire
+    for the caller)."""
+    async def run():
+        return await method(*args, **kwargs)
+    return asyncio.ensure_future(run())

@@ -12,7 +12,7 @@ import pytest_asyncio  # noqa: F401  (the plugin must be there: without it async
 
 import redlockc
 import redlockc.asyncio as aio
-from aio_wait import aclient, subscribers, until
+from aio_wait import aclient, elsewhere, subscribers, until
 
 pytestmark = pytest.mark.asyncio
 
@@ -35,20 +35,25 @@ async def test_async_with_takes_and_releases_the_lock(server, raw):
         assert not lock.owned()
 
 
-async def test_one_lock_object_is_reentrant_and_two_objects_exclude_each_other(server, raw):
+async def test_one_task_is_reentrant_and_another_task_is_excluded(server, raw):
     async with aclient(server.uri) as c:
         a, b = c.lock("re"), c.lock("re")
-        assert await a.acquire() and await a.acquire(), "the same object nests"
+        assert await a.acquire() and await b.acquire(), "one task nests, through either object"
+        assert a.owner_id == b.owner_id, "the task is the owner"
         assert a.hold_count == 2 and fields(raw, "re") == {f"{c.uuid}:{a.owner_id}": 2}
-        assert not await b.acquire(timeout=0), "another object is another owner: busy"
+        assert not await elsewhere(a.acquire, timeout=0), "another task is another owner: busy"
         await a.release()
         assert raw.exists("re"), "one level left"
-        await a.release()
+        await b.release()
         assert not raw.exists("re")
         with pytest.raises(aio.NotOwnerError):
             await a.release()
-        assert await b.acquire(blocking=False)
-        await b.release()
+
+        async def take_and_give_back():
+            got = await a.acquire(blocking=False)
+            await a.release()
+            return got
+        assert await asyncio.ensure_future(take_and_give_back()), "free for another task"
 
 
 async def test_explicit_owner_is_shared_by_lock_objects(server, raw):
@@ -136,25 +141,31 @@ async def test_a_waiter_wakes_on_the_unlock_message(server, raw):
     async with aclient(server.uri) as c:
         holder, waiter = c.lock("wake"), c.lock("wake")
         await holder.acquire()
-        task = asyncio.ensure_future(waiter.acquire(timeout=20))
+
+        async def wait_then_release():  # another task: another owner
+            got = await waiter.acquire(timeout=20)
+            await waiter.release()
+            return got
+        task = asyncio.ensure_future(wait_then_release())
         assert await until(lambda: subscribers(raw, "wake") >= 1), "the waiter subscribed"
         assert not task.done()
         await holder.release()
         assert await asyncio.wait_for(task, 5), "woken well before its 20 s timeout"
-        await waiter.release()
 
 
 async def test_bounded_wait_returns_false_and_async_with_raises_not_acquired(server):
     async with aclient(server.uri) as c:
         holder = c.lock("busy")
         await holder.acquire()
-        assert await asyncio.wait_for(c.lock("busy").acquire(timeout=0.2), 10) is False
-        with pytest.raises(aio.NotAcquiredError):
-            async with c.lock("busy", timeout=0.1):
+        assert await asyncio.wait_for(elsewhere(c.lock("busy").acquire, timeout=0.2), 10) is False
+
+        async def enter(scope):
+            async with scope:
                 pass
         with pytest.raises(aio.NotAcquiredError):
-            async with c.lock("busy")(timeout=0):
-                pass
+            await asyncio.wait_for(asyncio.ensure_future(enter(c.lock("busy", timeout=0.1))), 10)
+        with pytest.raises(aio.NotAcquiredError):
+            await asyncio.wait_for(asyncio.ensure_future(enter(c.lock("busy")(timeout=0))), 10)
         await holder.release()
 
 
@@ -165,7 +176,7 @@ async def test_cancelled_waiters_leave_nothing_held(server, raw):
         holder = c.lock("cancel")
         await holder.acquire()
         waiters = [c.lock("cancel") for _ in range(50)]
-        tasks = [asyncio.ensure_future(w.acquire()) for w in waiters]
+        tasks = [elsewhere(w.acquire) for w in waiters]  # each its own owner
         assert await until(lambda: subscribers(raw, "cancel") >= 1), "they wait"
         for t in tasks:
             t.cancel()
@@ -204,7 +215,7 @@ async def test_wait_for_timeout_cancels_the_wait(server, raw):
         holder = c.lock("wf")
         await holder.acquire()
         with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(c.lock("wf").acquire(), 0.2)
+            await asyncio.wait_for(elsewhere(c.lock("wf").acquire), 0.2)
         await holder.release()
         assert await until(lambda: not raw.exists("wf"))
 
@@ -237,7 +248,7 @@ async def test_extend_sets_a_fixed_lease_and_none_hands_back_to_the_watchdog(ser
         await lock.extend(None)
         assert raw.pttl("ext") <= 3000, "back to the watchdog's 3 s lease"
         with pytest.raises(aio.NotOwnerError):
-            await c.lock("ext").extend(5)
+            await elsewhere(c.lock("ext").extend, 5)  # another task: not its hold
         await lock.release()
 
 
@@ -247,11 +258,16 @@ async def test_a_fixed_lease_expires_and_a_waiter_takes_over(server, raw):
         assert await first.acquire(lease=0.3)
         assert 0 < raw.pttl("lease") <= 300
         second = c.lock("lease")
-        assert await asyncio.wait_for(second.acquire(timeout=10), 10), \
+
+        async def take_over():  # another task: another owner
+            got = await second.acquire(timeout=10)
+            await second.release()
+            return got
+        assert await asyncio.wait_for(asyncio.ensure_future(take_over()), 10), \
             "taken once the 0.3 s lease ran out (no unlock message comes)"
+        assert not first.owned()
         with pytest.raises(aio.LockLostError):
             await first.release()
-        await second.release()
 
 
 async def test_lost_when_the_key_is_deleted_callback_event_and_task_cancel(server, raw):
@@ -262,12 +278,8 @@ async def test_lost_when_the_key_is_deleted_callback_event_and_task_cancel(serve
         await lock.acquire()
         assert not lock.lost.is_set()
 
-        async def guarded():
-            lock.cancel_on_lost()
-            await asyncio.sleep(30)
-
-        task = asyncio.ensure_future(guarded())
-        await asyncio.sleep(0)
+        task = asyncio.ensure_future(asyncio.sleep(30))
+        lock.cancel_on_lost(task)  # by the owner (this task): its hold
         assert raw.delete("gone") == 1
         await asyncio.wait_for(lock.lost.wait(), 5)
         with pytest.raises(asyncio.CancelledError):
@@ -394,7 +406,7 @@ async def test_a_server_stopped_mid_wait_ends_the_wait_with_an_error(server, raw
     async with aclient(server.uri, io_timeout=0.3, connect_timeout=0.3) as c:
         holder = c.lock("stop")
         await holder.acquire()
-        task = asyncio.ensure_future(c.lock("stop").acquire(timeout=8))
+        task = elsewhere(c.lock("stop").acquire, timeout=8)
         assert await until(lambda: subscribers(raw, "stop") >= 1)
         server.kill()
         try:
@@ -458,7 +470,7 @@ async def test_waiting_tasks_start_no_threads(server, raw):
         holder = c.lock("threads")
         await holder.acquire()  # connects first (asyncio may resolve with a thread)
         before = threading.active_count()
-        tasks = [asyncio.ensure_future(c.lock("threads").acquire(timeout=30)) for _ in range(100)]
+        tasks = [elsewhere(c.lock("threads").acquire, timeout=30) for _ in range(100)]
         assert await until(lambda: subscribers(raw, "threads") >= 1)
         for _ in range(20):
             await asyncio.sleep(0)
@@ -474,7 +486,7 @@ async def test_close_ends_waits_with_closed_error(server, raw):
     c = aio.Client(server.uri)
     holder = c.lock("closing")
     await holder.acquire()
-    task = asyncio.ensure_future(c.lock("closing").acquire())
+    task = elsewhere(c.lock("closing").acquire)
     assert await until(lambda: subscribers(raw, "closing") >= 1), "it waits"
     await asyncio.wait_for(c.close(), 10)
     with pytest.raises(aio.ClosedError):

@@ -14,7 +14,7 @@ import pytest_asyncio  # noqa: F401  (the plugin must be there: without it async
 
 import redlockc
 import redlockc.asyncio as aio
-from aio_wait import aclient, subscribers, until
+from aio_wait import aclient, elsewhere, subscribers, until
 
 pytestmark = pytest.mark.asyncio
 
@@ -50,8 +50,8 @@ async def test_acquires_and_busy_are_counted(server):
     async with aclient(server.uri) as c:
         lock, other = c.lock("counted"), c.lock("counted")
         assert await lock.acquire() and await lock.acquire(), "taken, then nested"
-        assert await other.acquire(blocking=False) is False
-        assert await other.acquire(timeout=0) is False
+        assert await elsewhere(other.acquire, blocking=False) is False  # another task
+        assert await elsewhere(other.acquire, timeout=0) is False
         await lock.release()
         await lock.release()
         m = c.metrics()

@@ -166,7 +166,7 @@ class Driver:
         self.conns = {}  # conn -> _Conn, connecting or connected
         self.retry = {}  # conn -> (earliest next attempt, failures) after a failed connect
         self.retry_timer = None
-        self.ops = {}  # op id -> (future, kind, lock)
+        self.ops = {}  # op id -> (future, kind, sink: what sees its DONE, or None)
         self.timer = None
         self.timer_at = -1
         self.kicked = False
@@ -258,16 +258,16 @@ class Driver:
                 rec = ops.pop(ev[2], None)
                 if rec is None:
                     continue
-                fut, kind, lock = rec
-                if lock is not None:
-                    lock._done(kind, ev)
+                fut, kind, sink = rec
+                if sink is not None:
+                    sink._done(kind, ev)
                 if not fut.done():
                     fut.set_result(ev)
                 elif kind == ACQUIRE and ev[1] == OK:
                     # The task that waited was cancelled and the engine granted
                     # it anyway (the cancel came too late): nobody will release
                     # this level, so release it now.
-                    self.release_level(ev[4], ev[3], lock)
+                    self.release_level(ev[4], ev[3], sink)
             elif ev[0] == EV_LOST:
                 fn = self.on_lost() if self.on_lost is not None else None
                 if fn is not None:
@@ -354,11 +354,12 @@ class Driver:
 
     # ---- operations ---------------------------------------------------------------
 
-    def start(self, kind, op, lock):
-        """A future for operation `op`, resolved with its DONE event tuple."""
+    def start(self, kind, op, sink):
+        """A future for operation `op`, resolved with its DONE event tuple;
+        sink._done(kind, ev) sees that event first (the client's holds)."""
         fut = self.loop.create_future()
         ops = self.ops
-        ops[op] = (fut, kind, lock)
+        ops[op] = (fut, kind, sink)
         if len(ops) == 1 and not self.kicked:
             # Alone in flight: write now (one loop iteration less per op). With
             # others in flight, the kick gathers every op started in this
@@ -368,14 +369,14 @@ class Driver:
             self.kick()
         return fut
 
-    def abandon(self, op, fut, lock):
+    def abandon(self, op, fut, sink):
         """The task awaiting acquire `op` was cancelled: nothing may stay held."""
         if fut.done() and not fut.cancelled():
             # The grant reached the future before the cancel reached the task:
             # the caller never sees True, so nobody would release this level.
             ev = fut.result()
             if ev[1] == OK:
-                self.release_level(ev[4], ev[3], lock)
+                self.release_level(ev[4], ev[3], sink)
             return
         if op in self.ops and self.engine is not None:
             # RLC_NOT_ACQUIRED: it already ended; its DONE, dispatched on the
@@ -383,7 +384,7 @@ class Driver:
             _cancel(self.engine, op, self.now())
             self.kick()
 
-    def release_level(self, name, owner, lock):
+    def release_level(self, name, owner, sink):
         """Releases one level of (name, owner) with nobody awaiting the result."""
         if self.engine is None:
             return
@@ -392,7 +393,7 @@ class Driver:
         except Exception as e:  # refused at once: nothing was held to give back
             _log.debug("redlockc.asyncio: release of %r for a cancelled task: %r", name, e)
             return
-        self.ops[op] = (self.loop.create_future(), RELEASE, lock)
+        self.ops[op] = (self.loop.create_future(), RELEASE, sink)
         self.kick()
 
     # ---- shutdown ------------------------------------------------------------------
@@ -405,7 +406,7 @@ class Driver:
             return
         if self.loop is not None:
             now = self.now()
-            for op, (fut, kind, _lock) in list(self.ops.items()):
+            for op, (fut, kind, _sink) in list(self.ops.items()):
                 if kind == ACQUIRE:
                     _cancel(e, op, now)
             self.idle_waiter = self.loop.create_future()
@@ -415,7 +416,7 @@ class Driver:
             except asyncio.TimeoutError:
                 _log.debug("redlockc.asyncio: close: work still in flight after %s s", bound_s)
         self.engine = None
-        for fut, _kind, _lock in self.ops.values():
+        for fut, _kind, _sink in self.ops.values():
             if not fut.done():
                 fut.set_exception(ClosedError(_core.RLC_E_CLOSED, "the client is closed"))
         self.ops.clear()

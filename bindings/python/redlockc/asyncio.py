@@ -22,11 +22,15 @@ ten thousand of them cost memory, not threads. Cancelling the task that
 waits (``task.cancel()``, ``asyncio.wait_for``, ``asyncio.timeout``) stops
 the wait and leaves nothing held.
 
-Owners: each Lock object is its own owner by default (as a redis-py Lock
-has its own token): two tasks that each make ``client.lock("x")`` exclude
-each other, and one Lock object is reentrant (acquired twice, it is free
-after two releases). To share an owner between Lock objects pass
-``owner=<int>``. Times are seconds, as everywhere in redlockc.
+Owners: a hold belongs to its owner in the client, never to a Lock
+object. By default the owner is the task that calls ``acquire()`` (as the
+blocking API's is the calling thread): two tasks exclude each other, also
+through one shared Lock object; one task is reentrant, also through two
+Lock objects of one name (``await client.lock("x").acquire()``, later
+``await client.lock("x").release()``); a release from another task is
+refused (NotOwnerError). ``owner=<int>`` is an explicit owner, for any task.
+Collecting a Lock object leaves the hold alone. Times are seconds, as
+everywhere in redlockc.
 """
 import asyncio as _asyncio
 import logging
@@ -49,7 +53,7 @@ __all__ = ["Client", "Lock", "Error", "InvalidArgument", "OutOfMemoryError", "Co
 
 _log = logging.getLogger("redlockc")
 
-# Owner ids made for Lock objects: 2**61 + n. Explicit owners stay below.
+# Owner ids made for tasks: 2**61 + n. Explicit owners stay below.
 _AUTO_OWNER_BASE = 2**61
 
 _OK = _core.RLC_OK
@@ -58,7 +62,9 @@ _E_CANCELED = _core.RLC_E_CANCELED
 _acquire = _core.rlcpy_engine_acquire
 _release = _core.rlcpy_engine_release
 _extend = _core.rlcpy_engine_extend
+_validity_ms = _core.rlcpy_engine_validity_ms
 _get_running_loop = _asyncio.get_running_loop
+_current_task = _asyncio.current_task
 
 
 def _option_ms(opts, name, default):
@@ -106,8 +112,11 @@ class Client:
         self._loop = None
         self._closed = False
         self._next_owner = _AUTO_OWNER_BASE
-        self._by_owner = weakref.WeakValueDictionary()  # auto owner -> its Lock
-        self._explicit = weakref.WeakSet()  # Locks with an explicit owner
+        # Each task's owner id, for as long as the task lives (a task ended
+        # with a hold leaves it held, as a thread does in the blocking API).
+        self._tasks = weakref.WeakKeyDictionary()
+        self._holds = {}  # (name, owner id) -> _Hold, from the grant to the last release
+        self._watchers = {}  # name -> WeakSet of its Locks that have on_lost callbacks
         # Not closed: the engine is freed with the client (sockets with the loop).
         weakref.finalize(self, _free_engine, self._driver)
 
@@ -131,28 +140,64 @@ class Client:
     def lock(self, name, owner=None, *, timeout=None, lease=None):
         """A :class:`Lock` for ``name`` (no I/O).
 
-        owner: None (default) makes this Lock object its own owner; an int in
-        [1, 2**61) is an explicit owner, shared by every Lock object made with
-        it. timeout and lease are what ``async with lock:`` waits and leases
-        (seconds; None: wait as long as it takes, watchdog lease).
+        owner: None (default): every call acts for the task that makes it
+        (the current task); an int in [1, 2**61) is an explicit owner, the
+        same from any task. timeout and lease are what ``async with lock:``
+        waits and leases (seconds; None: wait as long as it takes, watchdog
+        lease).
         """
         return Lock(self, name, owner, timeout=timeout, lease=lease)
 
-    def _new_owner(self, lock):
-        self._next_owner += 1
-        self._by_owner[self._next_owner] = lock
-        return self._next_owner
+    def _task_owner(self, make):
+        """The current task's owner id (made if `make`), or 0: no task, or
+        (not `make`) a task that never asked for one, so holds nothing."""
+        try:
+            task = _current_task()
+        except RuntimeError:  # no running loop (another thread)
+            return 0
+        if task is None:
+            return 0
+        owner = self._tasks.get(task)
+        if owner is None:
+            if not make:
+                return 0
+            self._next_owner += 1
+            owner = self._tasks[task] = self._next_owner
+        return owner
+
+    def _done(self, kind, ev):
+        """One of this client's operations ended (the driver, on the loop): its holds."""
+        if kind == _aio.ACQUIRE:
+            if ev[1] == _OK:
+                key = (ev[4], ev[3])
+                if ev[7] == 1 or key not in self._holds:  # a new hold, not a nested level
+                    self._holds[key] = _Hold(ev[5])
+        elif kind == _aio.RELEASE and ev[7] <= 0:
+            self._holds.pop((ev[4], ev[3]), None)
 
     def _lost(self, name, owner, status, message):
-        """The engine found (name, owner)'s hold lost: tell its Lock objects."""
+        """The engine found (name, owner)'s hold lost: its signals, and the
+        on_lost callbacks of the Locks that act for that owner."""
         if not message:
             message = f"lock {name!r} was lost: it expired or was taken"
         _log.warning("%s", message)
-        lock = self._by_owner.get(owner)
-        locks = [lock] if lock is not None else \
-            [lk for lk in self._explicit if lk._owner == owner and lk._name == name]
-        for lk in locks:
-            lk._was_lost(error_for(status, message))
+        error = error_for(status, message)
+        hold = self._holds.get((name, owner))
+        if hold is not None:
+            hold.was_lost(name, error)
+        watchers = self._watchers.get(name)
+        if watchers is not None:
+            for lk in list(watchers):
+                lk._was_lost(owner, error)
+            if not watchers:
+                del self._watchers[name]
+
+    def _watch(self, lock):
+        """lock has on_lost callbacks: it hears of its name's losses."""
+        watchers = self._watchers.get(lock._name)
+        if watchers is None:
+            watchers = self._watchers[lock._name] = weakref.WeakSet()
+        watchers.add(lock)
 
     async def close(self, timeout=None):
         """Closes the client (idempotent); see the class. timeout: seconds to
@@ -225,6 +270,27 @@ class Client:
         return f"<redlockc.asyncio.Client {nodes} uuid={self.uuid}{state}>"
 
 
+class _Hold:
+    """What the client keeps of one (name, owner)'s hold besides the engine's
+    count: its fencing token and, once it is lost, why, and who hears it."""
+    __slots__ = ("token", "lost_error", "event", "cancel_tasks")
+
+    def __init__(self, token):
+        self.token = token
+        self.lost_error = None
+        self.event = None  # the asyncio.Event of lock.lost, made when asked for
+        self.cancel_tasks = None  # tasks to cancel when it is lost (cancel_on_lost)
+
+    def was_lost(self, name, error):
+        self.lost_error = error
+        if self.event is not None:
+            self.event.set()
+        tasks, self.cancel_tasks = self.cancel_tasks, None
+        for task in tasks or ():
+            if not task.done():
+                _cancel_task(task, f"lock {name!r} was lost")
+
+
 def _free_engine(driver):
     e, driver.engine = driver.engine, None
     if e is not None:
@@ -240,22 +306,25 @@ class Lock:
       False if it stayed busy; ``await release()``; ``await extend(seconds)``;
       ``async with lock:`` / ``async with lock(timeout=5):`` (NotAcquiredError
       when busy).
-    - owner: this object (default), reentrant; or an explicit int.
+    - owner: None (default): each call acts for the task that makes it (the
+      task that calls ``acquire()``, also when another awaits it, as
+      ``asyncio.wait_for`` does); an int: that explicit owner, from any task.
+      A hold belongs to its owner in the client: any Lock object of the name
+      and owner releases it; collecting this object changes nothing.
     - lease None: renewed on the event loop every watchdog_timeout/3 until
       release; seconds: a fixed lease, no renewal.
     - lost: ``on_lost(fn)`` calls ``fn(lock, error)`` on the loop; ``lost`` is
-      an asyncio.Event set when a hold is lost (cleared by the next new hold);
-      ``cancel_on_lost(task=None)`` cancels a task (default: the current one)
-      when it is.
-    - ``fencing_token``, ``hold_count``, ``owned()``: what this client knows,
-      no I/O.
+      an asyncio.Event set when the owner's hold is lost; ``cancel_on_lost(
+      task=None)`` cancels a task (default: the current one) when it is.
+    - ``owned()``, ``hold_count``, ``fencing_token``, ``validity``: the
+      caller's owner's hold, from the engine's validity at the moment of the
+      call (not held once it ran out, also before the loss is reported). No I/O.
 
     Cancelling a task that waits in ``acquire()`` ends the wait (in the engine)
     and leaves nothing held, also when the grant and the cancel cross.
     """
 
-    __slots__ = ("_client", "_name", "_owner", "_owner_id", "_timeout", "_lease", "_token",
-                 "_count", "_lost_event", "_lost_error", "_lost_fns", "_cancel_tasks",
+    __slots__ = ("_client", "_name", "_owner", "_owner_id", "_timeout", "_lease", "_lost_fns",
                  "__weakref__")
 
     def __init__(self, client, name, owner=None, *, timeout=None, lease=None):
@@ -267,27 +336,38 @@ class Lock:
         self._client = client
         self._name = name
         self._owner = owner
+        self._owner_id = 0  # 0: the current task's
         self._timeout = timeout
         self._lease = lease
-        self._token = None
-        self._count = 0  # levels this object knows it holds (its DONE events)
-        self._lost_event = None
-        self._lost_error = None
         self._lost_fns = None
-        self._cancel_tasks = None
-        if owner is None:
-            self._owner_id = client._new_owner(self)
-        else:
+        if owner is not None:
             self._owner_id = _units.owner_id(owner)
             if self._owner_id >= _AUTO_OWNER_BASE:
                 raise invalid(f"owner {owner} is too large: explicit owners of "
                               "redlockc.asyncio locks are 1 to 2**61-1")
-            client._explicit.add(self)
+
+    def _caller(self, make=True):
+        """The owner id a call acts for now (0: no task; see Client._task_owner)."""
+        return self._owner_id or self._client._task_owner(make)
+
+    def _running_owner(self, owner):
+        # Called outside a task (asyncio.run(lock.acquire())): the task that
+        # runs the coroutine is the owner.
+        owner = owner or self._caller()
+        if not owner:
+            raise RuntimeError("redlockc.asyncio.Lock needs a task to own its hold "
+                               "(await it in one, or pass owner=<int>)")
+        return owner
 
     # ---- acquiring and releasing ------------------------------------------------
 
-    async def acquire(self, blocking=True, timeout=None, lease=None):
-        """Acquires the lock for this owner; returns True, or False if it stayed busy.
+    def acquire(self, blocking=True, timeout=None, lease=None):
+        """Acquires the lock for this owner; returns (an awaitable of) True, or
+        False if it stayed busy.
+
+        The owner is taken when acquire() is called: with owner=None the
+        calling task, also if another task awaits the result
+        (``asyncio.wait_for``, ``asyncio.shield``, ``create_task``).
 
         blocking False tries once; timeout: seconds to wait at most (None or
         -1: no limit; 0: one try); lease: None (the watchdog renews it on the
@@ -301,95 +381,69 @@ class Lock:
         """
         # The defaults need no conversion (the hot path of `async with`).
         wait = -1 if blocking is True and timeout is None else _wait_ms(blocking, timeout)
-        return await self._acquire(wait, 0 if lease is None else _lease_ms(lease), lease)
+        return self._acquire(self._caller(), wait, 0 if lease is None else _lease_ms(lease),
+                             lease)
 
-    async def _acquire(self, wait, lease_ms, lease):
+    async def _acquire(self, owner, wait, lease_ms, lease):
         d = self._client._bind()
+        owner = self._running_owner(owner)
         try:
-            op = _acquire(d.engine, self._name, self._owner_id, wait, lease_ms, d.now())
+            op = _acquire(d.engine, self._name, owner, wait, lease_ms, d.now())
         except InvalidArgument as e:
             raise _lease_refused(e, lease) from None
-        fut = d.start(_aio.ACQUIRE, op, self)
+        client = self._client
+        fut = d.start(_aio.ACQUIRE, op, client)
         try:
             ev = await fut
         except _asyncio.CancelledError:
-            d.abandon(op, fut, self)
+            d.abandon(op, fut, client)
             raise
         status = ev[1]
         if status == _OK:
             return True
         if status == _NOT_ACQUIRED:
             return False
-        if status == _E_CANCELED and self._client._closed:
+        if status == _E_CANCELED and client._closed:
             raise ClosedError(_core.RLC_E_CLOSED, "the client was closed while this waited")
         raise error_for(status, ev[8] or None)
 
-    async def release(self):
-        """Releases one level of this owner's hold; at zero deletes it and wakes waiters.
+    def release(self):
+        """Releases one level of this owner's hold (the calling task's, with
+        owner=None); at zero deletes it and wakes waiters.
 
-        Raises NotOwnerError (this owner holds nothing), LockLostError (it
-        held it, but the lock expired or was taken: nothing on the server is
-        touched), or an I/O error. A release runs to its end in the engine even
-        if the awaiting task is cancelled.
+        Raises NotOwnerError (this owner holds nothing: also when another task
+        holds it), LockLostError (it held it, but the lock expired or was
+        taken: nothing on the server is touched), or an I/O error. A release
+        runs to its end in the engine even if the awaiting task is cancelled.
         """
+        return self._release(self._caller())
+
+    async def _release(self, owner):
         d = self._client._bind()
-        op = _release(d.engine, self._name, self._owner_id, d.now())
-        ev = await d.start(_aio.RELEASE, op, self)
+        owner = self._running_owner(owner)
+        op = _release(d.engine, self._name, owner, d.now())
+        ev = await d.start(_aio.RELEASE, op, self._client)
         if ev[1] != _OK:
             raise error_for(ev[1], ev[8] or None)
 
-    async def extend(self, seconds):
+    def extend(self, seconds):
         """Sets this owner's lease to ``seconds`` from now (a fixed lease; the
         watchdog stops), or with ``None`` hands the lock back to the watchdog.
 
         Raises NotOwnerError, LockLostError, or an I/O error.
         """
-        ms = _lease_ms(seconds, "extend's lease")
+        return self._extend(self._caller(), _lease_ms(seconds, "extend's lease"), seconds)
+
+    async def _extend(self, owner, ms, seconds):
         d = self._client._bind()
+        owner = self._running_owner(owner)
         try:
-            op = _extend(d.engine, self._name, self._owner_id, ms, d.now())
+            op = _extend(d.engine, self._name, owner, ms, d.now())
         except InvalidArgument as e:
             raise _lease_refused(e, seconds, "extend's lease") from None
-        ev = await d.start(_aio.EXTEND, op, self)
+        ev = await d.start(_aio.EXTEND, op, None)
         if ev[1] != _OK:
             raise error_for(ev[1], ev[8] or None)
-
-    def _done(self, kind, ev):
-        """The driver saw one of this object's operations end (on the loop)."""
-        status = ev[1]
-        if kind == _aio.ACQUIRE:
-            if status == _OK:
-                if ev[7] == 1 or self._count == 0:  # a new hold, not a nested level
-                    self._token = ev[5]
-                    self._lost_error = None
-                    if self._lost_event is not None:
-                        self._lost_event.clear()
-                self._count = ev[7]
-        elif kind == _aio.RELEASE:
-            self._count = max(0, ev[7])
-            if self._count == 0:
-                self._token = None
-                self._cancel_tasks = None
-
-    def _was_lost(self, error):
-        self._lost_error = error
-        if self._lost_event is not None:
-            self._lost_event.set()
-        loop = self._client._loop
-        for task in self._cancel_tasks or ():
-            if not task.done():
-                _cancel_task(task, f"lock {self._name!r} was lost")
-        self._cancel_tasks = None
-        for fn in list(self._lost_fns or ()):
-            loop.call_soon(self._call_lost, fn, error)
-
-    def _call_lost(self, fn, error):
-        try:
-            fn(self, error)
-        except Exception as e:  # the loop's handler reports it; nothing else changes
-            self._client._loop.call_exception_handler({
-                "message": f"redlockc.asyncio: on_lost callback {fn!r} of {self!r} raised",
-                "exception": e})
 
     # ---- `async with` -------------------------------------------------------------
 
@@ -400,13 +454,14 @@ class Lock:
         return self
 
     async def _enter(self, timeout, lease):
-        if not await self._acquire(_wait_ms(True, timeout), _lease_ms(lease), lease):
+        if not await self._acquire(self._caller(), _wait_ms(True, timeout), _lease_ms(lease),
+                                   lease):
             raise NotAcquiredError(_core.RLC_NOT_ACQUIRED,
                                    f"lock {self._name!r} is busy: the wait of {timeout} s ran out")
 
     async def __aexit__(self, *exc):
         """Releases one level when the block ends, also when it raised."""
-        await self.release()
+        await self._release(self._caller())
 
     def __call__(self, timeout=None, lease=None):
         """``async with lock(timeout=5, lease=None):`` one level for the block."""
@@ -422,62 +477,93 @@ class Lock:
 
     # ---- state (no I/O) -------------------------------------------------------------
 
+    def _now_validity_ms(self, owner):
+        """The engine's validity of owner's hold at this moment (0: not held)."""
+        d = self._client._driver
+        if not owner or d.engine is None or d.loop is None:
+            return 0
+        return _validity_ms(d.engine, self._name, owner, d.now())
+
+    def _hold(self, owner):
+        return self._client._holds.get((self._name, owner)) if owner else None
+
     @property
     def hold_count(self):
-        """This owner's hold count as the client knows it (0 when not held). No I/O."""
-        d = self._client._driver
-        if d.engine is None:
+        """This owner's hold count (0 when not held, also once its validity ran
+        out). No I/O."""
+        owner = self._caller(False)
+        if self._now_validity_ms(owner) <= 0:
             return 0
-        return _core.rlcpy_engine_hold_count(d.engine, self._name, self._owner_id)
+        return _core.rlcpy_engine_hold_count(self._client._driver.engine, self._name, owner)
 
     @property
     def validity(self):
-        """Seconds (float) this owner's hold is still certainly held, by the loop's
-        clock (renewals move it on); 0.0 when not held, lost or expired. No I/O."""
-        d = self._client._driver
-        if d.engine is None or d.loop is None:
-            return 0.0
-        return _core.rlcpy_engine_validity_ms(d.engine, self._name, self._owner_id,
-                                              d.now()) / 1000
+        """Seconds (float) this owner's hold is still certainly held from now,
+        by the loop's clock: the engine's figure (lease - time since the
+        acquire or latest renewal was sent - drift), which each renewal moves
+        on; 0.0 when not held, lost or run out. No I/O."""
+        return self._now_validity_ms(self._caller(False)) / 1000
 
     def owned(self):
-        """True if this owner holds it and it was not reported lost. No I/O."""
-        return self.hold_count > 0 and self._lost_error is None
+        """True if this owner holds it at this moment (its validity has not run
+        out, whether or not the loss was reported yet). No I/O."""
+        return self._now_validity_ms(self._caller(False)) > 0
 
     @property
     def fencing_token(self):
-        """The fencing token of this object's current hold (an int, grows with each
-        new holder). Raises NotOwnerError when not held, LockLostError once lost."""
-        if self._lost_error is not None:
-            raise LockLostError(_core.RLC_E_LOST, str(self._lost_error))
-        if self._token is None or self.hold_count == 0:
-            raise NotOwnerError(_core.RLC_E_NOT_OWNER,
-                                f"lock {self._name!r} is not held by this owner")
-        return self._token
+        """The fencing token of this owner's current hold (an int, grows with
+        each new holder). Raises NotOwnerError when not held, LockLostError
+        once lost or run out (until it is released). No I/O."""
+        owner = self._caller(False)
+        hold = self._hold(owner)
+        if hold is not None and self._now_validity_ms(owner) > 0:
+            return hold.token
+        if hold is not None:
+            raise LockLostError(_core.RLC_E_LOST, str(self._lost_of(hold)))
+        raise NotOwnerError(_core.RLC_E_NOT_OWNER,
+                            f"lock {self._name!r} is not held by this owner")
+
+    def _lost_of(self, hold):
+        # The validity ran out before the engine's tick reported it (a loop
+        # blocked past the lease): lost all the same.
+        return hold.lost_error or LockLostError(
+            _core.RLC_E_LOST, f"lock {self._name!r} was lost: its validity ran out")
 
     # ---- lost holds ------------------------------------------------------------------
 
     @property
     def lost(self):
-        """An asyncio.Event, set when this owner's hold is found lost (a renewal
-        found the key or field gone, or renewals failed until its validity ran
-        out); cleared when a new hold begins. ``await lock.lost.wait()``."""
-        if self._lost_event is None:
-            self._lost_event = _asyncio.Event()
-            if self._lost_error is not None:
-                self._lost_event.set()
-        return self._lost_event
+        """An asyncio.Event, set when this owner's current hold is found lost
+        (its validity ran out: a fixed lease ended or renewals failed; a
+        renewal or loss push found the key or field gone). Each hold has its
+        own; when this owner holds nothing, a new Event that is never set.
+        ``await lock.lost.wait()``."""
+        owner = self._caller(False)
+        hold = self._hold(owner)
+        if hold is None:
+            return _asyncio.Event()
+        if hold.event is None:
+            hold.event = _asyncio.Event()
+            if hold.lost_error is not None:
+                hold.event.set()
+        return hold.event
 
     @property
     def lost_error(self):
-        """Why the hold was lost (a LockLostError, or the I/O error that kept
-        renewals out), or None."""
-        return self._lost_error
+        """Why this owner's hold was lost (a LockLostError, or the I/O error
+        that kept renewals out), or None (held, or nothing held)."""
+        owner = self._caller(False)
+        hold = self._hold(owner)
+        if hold is None or (hold.lost_error is None and self._now_validity_ms(owner) > 0):
+            return None
+        return self._lost_of(hold)
 
     def on_lost(self, fn):
-        """Calls ``fn(lock, error)`` on the event loop when a hold is lost; returns fn
-        (a decorator works). ``on_lost(None)`` removes every callback. An
-        exception in fn goes to the loop's exception handler."""
+        """Calls ``fn(lock, error)`` on the event loop when a hold of this name
+        by an owner this Lock acts for is lost (its explicit owner; with
+        owner=None, any task's), as the blocking API's on_lost does for
+        threads; returns fn (a decorator works). ``on_lost(None)`` removes
+        every callback. An exception in fn goes to the loop's exception handler."""
         if fn is None:
             self._lost_fns = None
             return None
@@ -486,27 +572,56 @@ class Lock:
         if self._lost_fns is None:
             self._lost_fns = []
         self._lost_fns.append(fn)
+        self._client._watch(self)
         return fn
 
+    def _was_lost(self, owner, error):
+        """(name, owner)'s hold was lost: this Lock's callbacks, if it acts for owner."""
+        if not self._lost_fns:
+            return
+        if self._owner_id:
+            if owner != self._owner_id:
+                return
+        elif owner < _AUTO_OWNER_BASE:  # an explicit owner's, not a task's
+            return
+        loop = self._client._loop
+        for fn in list(self._lost_fns):
+            loop.call_soon(self._call_lost, fn, error)
+
+    def _call_lost(self, fn, error):
+        try:
+            fn(self, error)
+        except Exception as e:  # the loop's handler reports it; nothing else changes
+            self._client._loop.call_exception_handler({
+                "message": f"redlockc.asyncio: on_lost callback {fn!r} of {self!r} raised",
+                "exception": e})
+
     def cancel_on_lost(self, task=None):
-        """Cancels ``task`` (default: the current task) if this hold is lost
-        before it is released to zero; at once if it was lost already.
-        Returns a function that undoes the registration. The cancelled task
-        sees CancelledError("lock '<name>' was lost"); ``lock.lost`` is set."""
+        """Cancels ``task`` (default: the current task) if this owner's hold (the
+        calling task's, with owner=None) is lost before it is released to
+        zero; at once if it was lost already. Returns a function that undoes
+        the registration. The cancelled task sees CancelledError("lock
+        '<name>' was lost"); ``lock.lost`` is set. Raises NotOwnerError when
+        this owner holds nothing."""
         if task is None:
-            task = _asyncio.current_task()
+            task = _current_task()
             if task is None:
                 raise RuntimeError("cancel_on_lost() needs a task (call it from one, or pass one)")
-        if self._lost_error is not None:
+        owner = self._caller(False)
+        hold = self._hold(owner)
+        if hold is None:
+            raise NotOwnerError(_core.RLC_E_NOT_OWNER,
+                                f"cancel_on_lost: lock {self._name!r} is not held by this owner")
+        if hold.lost_error is not None or self._now_validity_ms(owner) <= 0:
             _cancel_task(task, f"lock {self._name!r} was lost")
             return lambda: None
-        if self._cancel_tasks is None:
-            self._cancel_tasks = []
-        self._cancel_tasks.append(task)
+        if hold.cancel_tasks is None:
+            hold.cancel_tasks = []
+        hold.cancel_tasks.append(task)
 
         def undo():
-            if self._cancel_tasks and task in self._cancel_tasks:
-                self._cancel_tasks.remove(task)
+            if hold.cancel_tasks and task in hold.cancel_tasks:
+                hold.cancel_tasks.remove(task)
         return undo
 
     # ---- identity ----------------------------------------------------------------------
@@ -518,37 +633,25 @@ class Lock:
 
     @property
     def owner(self):
-        """The explicit owner id, or None: this object is its own owner."""
+        """The explicit owner id, or None: the current task is the owner."""
         return self._owner
 
     @property
     def owner_id(self):
-        """The owner id in the hash field ``"<client.uuid>:<owner_id>"``."""
-        return self._owner_id
+        """The owner id in the hash field ``"<client.uuid>:<owner_id>"`` that a
+        call made now acts for (with owner=None the current task's, from
+        2**61 up); None outside a task."""
+        return self._caller() or None
 
     @property
     def client(self):
         return self._client
 
-    def __del__(self):
-        # An object-owned hold nobody can release any more: give it back
-        # rather than let the watchdog renew it until the client closes.
-        if getattr(self, "_count", 0) > 0 and self._owner is None:
-            c = self._client
-            d = c._driver
-            if d.engine is not None and c._loop is not None and not c._loop.is_closed():
-                levels = self._count
-                name, owner = self._name, self._owner_id
-                try:
-                    c._loop.call_soon_threadsafe(_release_orphan, d, name, owner, levels)
-                except RuntimeError:  # the loop closed meanwhile
-                    pass
-
     def __reduce__(self):
         raise TypeError("a redlockc.asyncio.Lock cannot be pickled or sent to another process")
 
     def __repr__(self):
-        owner = "object" if self._owner is None else self._owner
+        owner = "task" if self._owner is None else self._owner
         return f"<redlockc.asyncio.Lock {self._name!r} owner={owner}>"
 
 
@@ -557,14 +660,6 @@ def _cancel_task(task, why):
         task.cancel(why)
     except TypeError:  # Python 3.8: no message
         task.cancel()
-
-
-def _release_orphan(driver, name, owner, levels):
-    if driver.engine is None:
-        return
-    _log.warning("redlockc.asyncio: lock %r was collected while held: releasing it", name)
-    for _ in range(min(levels, 2**16)):
-        driver.release_level(name, owner, None)
 
 
 class _Scoped:
@@ -579,4 +674,5 @@ class _Scoped:
         return self._lock
 
     async def __aexit__(self, *exc):
-        await self._lock.release()
+        lock = self._lock
+        await lock._release(lock._caller())
