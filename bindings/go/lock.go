@@ -233,9 +233,10 @@ func (l *Lock) Release() error {
 	return err
 }
 
-// Lost receives an ErrLost when the watchdog can no longer renew the hold
-// taken by the last successful acquisition (buffered: one notice waits).
-// Fixed-lease holds (WithLease) are not watched: they just expire.
+// Lost receives an ErrLost once the hold taken by the last successful
+// acquisition is lost (buffered: one notice waits): when a fixed lease
+// (WithLease, Extend) runs out before Release, at that moment, or when the
+// watchdog can no longer renew it.
 func (l *Lock) Lost() <-chan error { return l.lost }
 
 // Extend sets a fixed lease from now, or with lease <= 0 hands the hold back
@@ -261,20 +262,34 @@ func (l *Lock) Locked() (bool, error) {
 	return v == 1, err
 }
 
-// Held says whether this Lock value holds it on a quorum and it was not lost.
+// Held says whether this Lock value holds it now: false once its validity
+// has run out (a fixed lease that ended, a watchdog hold not renewed in
+// time), then without asking the servers; else it asks a quorum.
 func (l *Lock) Held() (bool, error) {
 	v, err := l.call(C.RLCGO_IS_HELD, "is held", 0, 0)
 	return v == 1, err
 }
 
-// Validity is how long the hold is certainly still valid (0 if not held),
-// from the client's monotonic clock. No network I/O.
+// HoldCount is this Lock value's level count on the server: 1 while held (a
+// Lock value is not reentrant), 0 when not held and once its validity has
+// run out.
+func (l *Lock) HoldCount() (int64, error) {
+	return l.call(C.RLCGO_HOLD_COUNT, "hold count", 0, 0)
+}
+
+// Validity is how long the hold is certainly still held, at this call, from
+// the client's monotonic clock: the lease, less the time since the acquire,
+// renewal or extend a quorum confirmed, less the drift allowance. 0 when not
+// held, lost, or run out. A healthy watchdog hold stays above about 2/3 of
+// the watchdog timeout (it is renewed every third). No network I/O.
 func (l *Lock) Validity() (time.Duration, error) {
 	v, err := l.call(C.RLCGO_VALIDITY, "validity", 0, 0)
 	return time.Duration(v) * time.Millisecond, err
 }
 
 // FencingToken is the token of the current hold; it grows with each holder.
+// ErrNotOwner when not held, ErrLost once its validity has run out. No
+// network I/O.
 func (l *Lock) FencingToken() (uint64, error) {
 	v, err := l.call(C.RLCGO_FENCING_TOKEN, "fencing token", 0, 0)
 	return uint64(v), err

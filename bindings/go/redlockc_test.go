@@ -262,6 +262,66 @@ func TestLostIsReportedOnTheChannel(t *testing.T) {
 	l.Unlock()
 }
 
+// A fixed lease that runs out while a Lock value of another client waits:
+// the waiter gets the lock, and the first value says lost from then on.
+func TestAFixedLeaseThatRunsOutIsLost(t *testing.T) {
+	c, other := newClient(t, ""), newClient(t, "")
+	n := name(t)
+	l, err := c.NewLock(n, WithLease(700*time.Millisecond))
+	if err != nil {
+		t.Fatalf("NewLock: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	waiter := newLock(t, other, n)
+	if ok, err := l.TryLock(); !ok || err != nil {
+		t.Fatalf("TryLock with a 700 ms lease: expected (true, nil), saw (%v, %v)", ok, err)
+	}
+	token, err := l.FencingToken()
+	if err != nil {
+		t.Fatalf("FencingToken while held: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := waiter.LockContext(ctx); err != nil {
+		t.Fatalf("the other client's waiter: expected the lock once the lease ran out, saw %v", err)
+	}
+	select {
+	case err := <-l.Lost():
+		if !errors.Is(err, ErrLost) {
+			t.Fatalf("lost notice: expected ErrLost, saw %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no lost notice within 5 s of the waiter getting the lock")
+	}
+	if held, err := l.Held(); held || err != nil {
+		t.Fatalf("Held after the lease ran out: expected (false, nil), saw (%v, %v)", held, err)
+	}
+	if count, err := l.HoldCount(); count != 0 || err != nil {
+		t.Fatalf("HoldCount after the lease ran out: expected (0, nil), saw (%v, %v)", count, err)
+	}
+	if v, err := l.Validity(); v != 0 || err != nil {
+		t.Fatalf("Validity after the lease ran out: expected (0, nil), saw (%v, %v)", v, err)
+	}
+	if tok, err := l.FencingToken(); !errors.Is(err, ErrLost) {
+		t.Fatalf("FencingToken after the lease ran out: expected ErrLost, saw (%v, %v)", tok, err)
+	}
+	if newer, err := waiter.FencingToken(); err != nil || newer <= token {
+		t.Fatalf("the waiter's token: expected more than %d, saw (%v, %v)", token, newer, err)
+	}
+	if err := l.Release(); !errors.Is(err, ErrLost) {
+		t.Fatalf("Release after the lease ran out: expected ErrLost, saw %v", err)
+	}
+	select {
+	case err := <-l.Lost():
+		t.Fatalf("a second lost notice for one hold: %v", err)
+	case <-time.After(600 * time.Millisecond):
+	}
+	if held, err := waiter.Held(); !held || err != nil {
+		t.Fatalf("the waiter after the late Release: expected (true, nil), saw (%v, %v)", held, err)
+	}
+	waiter.Unlock()
+}
+
 func TestClosedClientFailsWithErrClosed(t *testing.T) {
 	c := newClient(t, "")
 	l := newLock(t, c, name(t))

@@ -18,7 +18,7 @@ struct rlcgo_result rlcgo_client_new(const char *nodes, const char *options, rlc
     return result(rc, 0);
 }
 
-/* Runs on the library's watchdog thread; rlcgoLost never blocks. */
+/* Runs on the library's callback thread; rlcgoLost never blocks. */
 static void lost(rlc_lock *l, int reason, void *user)
 {
     (void)l;
