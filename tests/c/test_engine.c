@@ -593,6 +593,88 @@ done:
     rs_stop(&m);
 }
 
+/* Turns L until it has nothing left to send or await (undos), bounded. */
+static void settle_loop(struct eloop *L)
+{
+    for (int i = 0; i < 200 && !rlc_engine_idle(L->e); i++)
+        el_turn(L, 5);
+}
+
+/* sync_replicas=1 with the only replica frozen (SIGSTOP): no write is
+ * confirmed, whichever way its bytes went. The master counts a WAIT from
+ * the client's last write on that connection, so a WAIT answered before
+ * the write's copy that ran counts the replicas' old offsets. Each path
+ * re-sends the write: first use on a server that never ran the script
+ * (NOSCRIPT, then EVAL), a NOSCRIPT after SCRIPT FLUSH on a connection in
+ * use, a new connection after the old one was killed; then an extend and
+ * a watchdog's renewals, which must carry their own WAIT. Before, the
+ * first two acquires were RLC_OK in about 1 ms (the WAIT rode behind the
+ * EVALSHA that met NOSCRIPT, and counted nothing), and the extend and the
+ * renewals sent no WAIT at all. */
+TEST(a_frozen_replica_confirms_no_write_on_any_path)
+{
+    START(m, "--repl-diskless-sync-delay", "0", );
+    char port[16];
+    snprintf(port, sizeof port, "%d", m.port);
+    struct redis_server rep;
+    struct eloop L, W;
+    memset(&L, 0, sizeof L);
+    memset(&W, 0, sizeof W);
+    if (rs_start(&rep, (const char *const[]){"--replicaof", "127.0.0.1", port, NULL}) != 0) {
+        rs_stop(&m);
+        CHECK(0, "replica did not start");
+    }
+    for (long long until = el_now() + 30000; replicas_of(&m) != 1 && el_now() < until;)
+        usleep(10000);
+    CHECK(replicas_of(&m) == 1, "replica connected");
+    const char *opts = "sync_replicas=1;sync_timeout_ms=300;watchdog_timeout_ms=1500";
+    CHECK_RC(el_init(&L, m.uri, UUID_A, opts), RLC_OK);
+    CHECK_RC(el_init(&W, m.uri, UUID_B, opts), RLC_OK);
+    const struct el_done *d = NULL;
+    rs_pause(&rep);
+
+    /* first use: a new connection, a server without the script */
+    CHECK_RC(el_acquire(&L, "fz1", 1, 0, -1, &d), RLC_E_TIMEOUT);
+    CHECK(strstr(d->message, "not synced"), "first use: %s", d->message);
+    /* NOSCRIPT on a connection in use */
+    redisReply *r = rs_cmd(&m, "SCRIPT FLUSH");
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "SCRIPT FLUSH");
+    freeReplyObject(r);
+    CHECK_RC(el_acquire(&L, "fz2", 1, 0, -1, &d), RLC_E_TIMEOUT);
+    CHECK(strstr(d->message, "not synced"), "after NOSCRIPT: %s", d->message);
+    /* a new connection: the old one killed by the server */
+    CHECK(rs_int(&m, "CLIENT KILL TYPE normal") >= 1, "CLIENT KILL");
+    for (int i = 0; i < 100 && L.fd[0] >= 0; i++)
+        el_turn(&L, 5);
+    CHECK(L.fd[0] < 0, "the engine saw its connection close");
+    CHECK_RC(el_acquire(&L, "fz3", 1, 0, -1, &d), RLC_E_TIMEOUT);
+    CHECK(strstr(d->message, "not synced"), "on a new connection: %s", d->message);
+    settle_loop(&L);
+    for (int k = 1; k <= 3; k++)
+        CHECK(rs_int(&m, "EXISTS fz%d", k) == 0, "fz%d undone on the master", k);
+
+    /* an extend: taken while the replica ran, extended while it is frozen */
+    rs_resume(&rep);
+    CHECK_RC(el_acquire(&L, "fzx", 1, 0, 10000, &d), RLC_OK);
+    CHECK_RC(el_acquire(&W, "fzw", 1, 0, -1, &d), RLC_OK); /* a watchdog hold */
+    rs_pause(&rep);
+    int rc = el_extend(&L, "fzx", 1, 20000);
+    CHECK(rc != RLC_OK, "an extend no replica confirmed reported %d", rc);
+    /* the watchdog's renewals: none is confirmed, the hold is lost */
+    for (int64_t end = el_now() + 6000; W.lost == 0 && el_now() < end;)
+        el_turn(&W, 10);
+    CHECK(W.lost == 1 && strcmp(W.lost_name, "fzw") == 0,
+          "a watchdog hold renewed without its replica was not lost: %d", W.lost);
+done:
+    rs_resume(&rep);
+    if (L.e)
+        el_free(&L);
+    if (W.e)
+        el_free(&W);
+    rs_stop(&rep);
+    rs_stop(&m);
+}
+
 TEST(bad_input_is_refused_with_a_message)
 {
     rlc_engine *e = NULL;
@@ -735,6 +817,7 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(without_restart_guard_plain_redlock_allows_a_second_holder),
           CASE(a_stopped_server_ends_a_wait_with_an_error_in_bounded_time),
           CASE(sync_replicas_needs_the_replicas_wait_or_undoes),
+          CASE(a_frozen_replica_confirms_no_write_on_any_path),
           CASE(bad_input_is_refused_with_a_message),
           CASE(a_cluster_whose_seeds_are_all_down_fails_without_spinning),
           CASE(a_fixed_lease_that_runs_out_is_lost_at_that_moment),

@@ -40,8 +40,6 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
         abort();
     round_send(e, op, R_ACQUIRE, &script_acquire, cmd);
     cmd_unref(cmd);
-    if (e->opts.sync_replicas > 0)
-        round_send_sync(e, op);
 }
 
 void acquire_forget_lost(rlc_engine *e, struct hold *h)

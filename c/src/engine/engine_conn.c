@@ -214,7 +214,55 @@ static void schedule(rlc_engine *e, struct conn *c)
     timer_set(e, &c->timer, T_CONN, c, at);
 }
 
-/* Writes r at the end of c's pipeline. */
+static void write_req(rlc_engine *e, struct conn *c, struct req *r);
+
+/* r's WAIT no longer counts: the copy it followed was answered without
+ * running (NOSCRIPT, a redirection, "not now") or went nowhere. */
+static void unpair(struct req *r)
+{
+    if (r->wait)
+        r->wait->op = NULL;
+    r->wait = NULL;
+}
+
+void req_disown(struct req *r)
+{
+    r->op = NULL;
+    unpair(r);
+}
+
+/* sync_replicas: WAIT right behind the copy of r just written. The master
+ * answers WAIT for the connection's last write, so only a WAIT that
+ * follows the copy that ran says anything about it: one behind an EVALSHA
+ * answered NOSCRIPT, or behind a copy redirected elsewhere, is answered
+ * at once for an older point (a replica frozen, the acquire was confirmed
+ * in 1 ms). So each copy gets its own WAIT and the one before is
+ * disowned: the round counts only the WAIT of the copy that answered. */
+static void pair_wait(rlc_engine *e, struct conn *c, struct req *r)
+{
+    unpair(r);
+    if (!r->op)
+        return; /* a late re-send nobody waits for (E8 bounds it) */
+    char n[24], t[24];
+    const char *argv[3] = {"WAIT", n, t};
+    size_t lens[3] = {4, cmd_i64(n, e->opts.sync_replicas), cmd_i64(t, e->opts.sync_timeout_ms)};
+    struct rlc_cmd *cmd = cmd_format(3, argv, lens);
+    if (!cmd)
+        abort();
+    struct req *w = calloc(1, sizeof *w);
+    if (!w)
+        abort();
+    w->kind = R_SYNC;
+    w->node = r->node;
+    w->op = r->op;
+    w->slot = r->slot;
+    w->cmd = cmd;
+    e->in_flight++;
+    r->wait = w;
+    write_req(e, c, w);
+}
+
+/* Writes r at the end of c's pipeline (and its WAIT behind it). */
 static void write_req(rlc_engine *e, struct conn *c, struct req *r)
 {
     r->next = NULL;
@@ -227,6 +275,8 @@ static void write_req(rlc_engine *e, struct conn *c, struct req *r)
     conn_append(e, c, r->cmd->data, r->cmd->len);
     r->end_at = c->appended;
     r->instance = c->instance;
+    if (r->sync)
+        pair_wait(e, c, r);
 }
 
 static void queue_req(struct conn *c, struct req *r, bool front)
@@ -315,6 +365,9 @@ struct req *conn_send(rlc_engine *e, int node, const struct eng_lock *l, int kin
     r->op = op;
     r->redo = redo;
     r->slot = l->slot;
+    /* the writes a hold's claim stands on wait for their replicas */
+    r->sync = op && e->opts.sync_replicas > 0 &&
+              (kind == R_ACQUIRE || kind == R_RENEW || kind == R_EXTEND);
     bool cluster = e->clusters && e->clusters[node];
     const struct script *twin = cluster ? e->topo->script(e, node, s) : s;
     struct rlc_cmd *own = twin != s ? cmd_with_script(cmd, s, twin) : NULL;
@@ -433,6 +486,15 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
         struct req *next = r->next;
         bool unsent = connected && r->end_at > c->taken;
         bool hello = r->kind == R_HELLO || r->kind == R_INFO;
+        if (r->kind == R_SYNC) {
+            /* a WAIT says something only behind its write, on its
+             * connection: on another one it would count nothing */
+            no_reply(e, r, why, msg);
+            req_gone(e, r, false);
+            req_free(e, r);
+            r = next;
+            continue;
+        }
         /* A connection that ends before its first reply failed as a connect
          * fails (a TLS server that refuses the client's certificate says so
          * in an alert after the handshake): what waited for it hears why,
@@ -448,6 +510,7 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
             req_free(e, r);
         } else if (unsent || (r->redo && !hello)) {
             r->resent = r->resent || !unsent; /* its bytes reached the server */
+            unpair(r); /* its next copy gets its own WAIT */
             /* a release cut off: its caller hears of the cut now, and it
              * goes out again on the next connection (E4) */
             if (!unsent && r->op)
@@ -702,13 +765,17 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
             cmd_unref(r->cmd);
             r->cmd = ev;
             r->eval = true;
+            if (wait)
+                wait->op = NULL;
             write_req(e, c, r);
             return;
         }
     }
+    r->wait = wait; /* the round takes it with the answer (round_note) */
     req_answered(e, r); /* it ran (or, NOSCRIPT, never will): its TTL is known */
     if (r->op)
         e->deliver(e, r, reply, RLC_OK, NULL, e->now);
+    unpair(r); /* not taken: its answer reaches nobody */
     req_free(e, r);
 }
 

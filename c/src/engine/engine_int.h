@@ -79,6 +79,12 @@ struct req {
     int hops;           /* MOVED / ASK followed so far */
     int retries;        /* TRYAGAIN / CLUSTERDOWN answers so far (parked, then sent again) */
     int64_t due;        /* parked: when it goes out again */
+    /* sync_replicas: a WAIT goes right behind every copy of it that is
+     * written (first send, EVAL after NOSCRIPT, after MOVED / ASK /
+     * TRYAGAIN, on a new connection); `wait` is the one behind its last
+     * copy, the only one that counts (engine_conn.c, pair_wait) */
+    bool sync;
+    struct req *wait;
 };
 
 enum conn_state { C_DOWN, C_CONNECTING, C_UP, C_DROPPED };
@@ -436,6 +442,8 @@ void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len);
 void conn_append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const *argv,
                      const size_t *lens);
 void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg);
+/* Nobody waits for r's answer any more, nor for its WAIT's (sync). */
+void req_disown(struct req *r);
 int conn_feed(rlc_engine *e, struct conn *c, const char *data, size_t len);
 int conn_next(rlc_engine *e, struct conn *c, struct redisReply **out);
 
@@ -632,7 +640,6 @@ const struct redisReply *round_note(struct eng_op *op, int node, const struct re
 void round_timeout(struct eng_op *op, int n);
 void round_note_renew(struct eng_op *op, int node, const struct redisReply *r, int status,
                       const char *msg);
-void round_send_sync(rlc_engine *e, struct eng_op *op);
 void round_sync_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r);
 void round_clear(struct eng_op *op);
 int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t size);

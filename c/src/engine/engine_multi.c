@@ -81,8 +81,6 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     for (int i = 1; i < op->n_members; i++)
         for (int k = 0; k < e->n; k++)
             hold_mark_ttl(op->members[i], op->reqs[k], op->lease);
-    if (e->opts.sync_replicas > 0)
-        round_send_sync(e, op);
 }
 
 /* Every place is taken: what the names' holds say, then the first try. */

@@ -63,8 +63,7 @@ void round_went_out(rlc_engine *e, struct req *r, int64_t now)
     if (op->phase != P_ROUND || op->reqs[r->node] != r || !all_up(e, op))
         return;
     (void)now; /* e->now: a driver may pass an older time, never taken back */
-    int64_t by = e->now + e->call_timeout_ms +
-                 (op->syncs[r->node] ? e->opts.sync_timeout_ms : 0);
+    int64_t by = e->now + e->call_timeout_ms + (r->sync ? e->opts.sync_timeout_ms : 0);
     if (by < op->round_deadline) {
         op->round_deadline = by;
         timer_set(e, &op->timer, T_OP, op, by);
@@ -80,6 +79,13 @@ void round_send(rlc_engine *e, struct eng_op *op, int kind, const struct script 
         /* each of these may set the hold's TTL to op->lease on its node */
         hold_mark_ttl(op->hold, op->reqs[i], op->lease);
     }
+    if (e->n > 0 && op->reqs[0]->sync) {
+        /* the WAIT behind each write (engine_conn.c) has its time too; a
+         * renewal still ends with the hold's validity (E5) */
+        op->round_deadline += e->opts.sync_timeout_ms;
+        if (op->kind == OP_RENEW && op->round_deadline > op->hold->valid_until)
+            op->round_deadline = op->hold->valid_until;
+    }
     timer_set(e, &op->timer, T_OP, op, op->round_deadline);
 }
 
@@ -87,7 +93,7 @@ void round_abandon(struct eng_op *op)
 {
     for (int i = 0; i < op->nn; i++) {
         if (op->reqs[i])
-            op->reqs[i]->op = NULL;
+            req_disown(op->reqs[i]);
         op->reqs[i] = NULL;
         if (op->syncs[i])
             op->syncs[i]->op = NULL;
@@ -95,29 +101,33 @@ void round_abandon(struct eng_op *op)
     }
 }
 
-/* Replica-synced writes (sync_replicas=N): WAIT N T rides right behind the
- * write on the same connection, so it counts that write's replication. A
- * node's answer is complete when both replies are in. */
-void round_send_sync(rlc_engine *e, struct eng_op *op)
+/* A renewal or an extend that renewed on a node whose WAIT did not
+ * confirm it (sync_replicas) counts there as no answer: its success would
+ * claim a lease a failover may take back. (An acquire's unconfirmed grant
+ * is undone and said in its own words, acquire_votes.) */
+static void renewal_unconfirmed(struct eng_op *op, int node, int64_t need)
 {
-    char n[24], t[24];
-    const char *argv[3] = {"WAIT", n, t};
-    size_t lens[3] = {4, cmd_i64(n, e->opts.sync_replicas), cmd_i64(t, e->opts.sync_timeout_ms)};
-    struct rlc_cmd *cmd = cmd_format(3, argv, lens);
-    if (!cmd)
-        abort();
-    for (int i = 0; i < e->n; i++)
-        op->syncs[i] = conn_send(e, i, op->hold->lock, R_SYNC, op, NULL, cmd, false);
-    cmd_unref(cmd);
-    op->round_deadline += e->opts.sync_timeout_ms;
-    timer_set(e, &op->timer, T_OP, op, op->round_deadline);
+    struct node_reply *nr = &op->rep[node];
+    if ((op->kind != OP_RENEW && op->kind != OP_EXTEND) || nr->status != RLC_OK || nr->a != 1 ||
+        nr->synced >= need)
+        return;
+    char msg[160];
+    snprintf(msg, sizeof msg, "renewed, but not confirmed by %lld replica(s) in time (WAIT)",
+             (long long)need);
+    nr->status = RLC_E_TIMEOUT;
+    free(nr->err);
+    nr->err = strdup(msg);
 }
 
+/* Replica-synced writes (sync_replicas=N): the WAIT N T behind the copy of
+ * the write that answered (engine_conn.c pairs one with every copy) says
+ * how many replicas have it. A node's answer is complete when both replies
+ * are in. */
 void round_sync_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r)
 {
-    (void)e;
     op->syncs[node] = NULL;
     op->rep[node].synced = r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+    renewal_unconfirmed(op, node, e->opts.sync_replicas);
     if (!op->reqs[node] && op->rep[node].status != 1)
         op->answered++; /* the write's own reply came first and waited for this */
 }
@@ -210,13 +220,16 @@ const redisReply *round_note(struct eng_op *op, int node, const redisReply *r, i
                              const char *msg)
 {
     struct node_reply *nr = &op->rep[node];
-    if (r && op->reqs[node])
-        op->pos[node] = (struct wire_pos){op->reqs[node]->instance, op->reqs[node]->end_at};
+    struct req *q = op->reqs[node];
+    if (r && q)
+        op->pos[node] = (struct wire_pos){q->instance, q->end_at};
     op->reqs[node] = NULL;
-    if (!r && op->syncs[node]) {
-        /* no write, nothing to wait for */
-        op->syncs[node]->op = NULL;
-        op->syncs[node] = NULL;
+    if (q && r && r->type != REDIS_REPLY_ERROR) {
+        /* the WAIT behind the copy that ran: the only one that counts */
+        op->syncs[node] = q->wait;
+        q->wait = NULL;
+    } else if (q) {
+        req_disown(q); /* no write, nothing to wait for */
     }
     if (!op->syncs[node])
         op->answered++;
@@ -242,7 +255,7 @@ void round_timeout(struct eng_op *op, int n)
 {
     for (int i = 0; i < n; i++) {
         if (op->rep[i].status == 1 && op->reqs[i]) {
-            op->reqs[i]->op = NULL;
+            req_disown(op->reqs[i]);
             op->reqs[i] = NULL;
             op->rep[i].status = RLC_E_TIMEOUT;
         }
@@ -251,6 +264,7 @@ void round_timeout(struct eng_op *op, int n)
             op->syncs[i]->op = NULL;
             op->syncs[i] = NULL;
             op->rep[i].synced = 0;
+            renewal_unconfirmed(op, i, 1);
         }
     }
 }
