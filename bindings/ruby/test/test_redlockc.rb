@@ -199,6 +199,37 @@ class RedlockcTest < Minitest::Test
     l.unlock
   end
 
+  # A fixed lease that runs out while a Lock of another client waits: the
+  # waiter gets it, and the first Lock says lost from then on.
+  def test_a_fixed_lease_that_runs_out_is_lost
+    name = unique("ranout")
+    l = lock(client, name)
+    waiter = lock(client, name)
+    notices = Queue.new
+    l.on_lost { |lk, err| notices << [lk, err] }
+    assert l.try_lock(lease: 0.7), "the free lock is taken for 0.7 s"
+    token = l.fencing_token
+    assert waiter.try_lock(timeout: 10), "the other client's waiter gets it once the lease ran out"
+    lk, err = Timeout.timeout(5) { notices.pop }
+    assert_same l, lk
+    assert_kind_of Redlockc::LockLostError, err
+    refute l.owned?, "owned? once the lease ran out"
+    assert_equal 0, l.hold_count, "hold_count once the lease ran out"
+    assert_equal 0.0, l.validity, "validity once the lease ran out"
+    assert_raises(Redlockc::LockLostError) { l.fencing_token }
+    assert_operator waiter.fencing_token, :>, token, "the waiter's token is larger"
+    assert_raises(Redlockc::LockLostError) { l.unlock }
+    assert waiter.owned?, "the waiter keeps it after the late unlock"
+    # Five polls: a second notice for the same hold would come within them.
+    again = begin
+      Timeout.timeout(0.5) { notices.pop }
+    rescue Timeout::Error
+      nil
+    end
+    assert_nil again, "one notice per lost hold"
+    waiter.unlock
+  end
+
   def test_forked_child_gets_closed_and_can_make_a_new_client
     c = client
     name = unique("fork")

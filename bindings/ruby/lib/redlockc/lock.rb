@@ -108,12 +108,16 @@ module Redlockc
     # Held by anyone (on a quorum).
     def locked? = out_query(:rlc_lock_is_locked) { |p| Native.int32(p) == 1 }
 
-    # Held by this fiber through this object, and still valid on the server.
+    # Held by this fiber through this object now: false once the hold's
+    # validity has run out (a fixed lease that ended, a watchdog hold not
+    # renewed in time), then without asking Redis; else asks Redis.
     def owned?
       @mu.synchronize { @holder == Fiber.current } &&
         out_query(:rlc_lock_is_held) { |p| Native.int32(p) == 1 }
     end
 
+    # This owner's levels on the server: 0 when not held, and once the hold's
+    # validity has run out (then without asking Redis).
     def hold_count = out_query(:rlc_lock_hold_count) { |p| Native.int64(p) }
 
     # Seconds the key still lives: nil if no lock, Float::INFINITY if no expiry.
@@ -122,10 +126,15 @@ module Redlockc
       { -2 => nil, -1 => Float::INFINITY }.fetch(ms) { ms / 1000.0 }
     end
 
-    # Seconds this owner's hold is certainly still valid (0.0 if not held). No I/O.
+    # Seconds this owner's hold is certainly still held, at this call: the
+    # lease, less the time since the acquire, renewal or extend a quorum
+    # confirmed, less the drift allowance (rlc_lock_validity_ms). 0.0 when not
+    # held, lost, or run out. A healthy watchdog hold stays above about 2/3 of
+    # watchdog_timeout_ms (it is renewed every third). No I/O.
     def validity = out_query(:rlc_lock_validity_ms) { |p| Native.int64(p) / 1000.0 }
 
-    # The fencing token of the current hold. No I/O.
+    # The fencing token of the current hold. NotOwnerError when not held,
+    # LockLostError once its validity has run out. No I/O.
     def fencing_token = out_query(:rlc_lock_fencing_token) { |p| Native.uint64(p) }
 
     # lease seconds: a fixed lease from now; nil: back to the watchdog.
@@ -151,7 +160,7 @@ module Redlockc
 
     # Calls block(lock, LockLostError) once per lost hold, on the client's
     # polling thread (Redlockc.lost_poll_interval). Polling, because the C
-    # callback runs on the library's watchdog thread, and a Fiddle::Closure
+    # callback runs on the library's callback thread, and a Fiddle::Closure
     # called from a thread Ruby did not create is not safe. A watched Lock
     # stays referenced until #close.
     def on_lost(&block)
