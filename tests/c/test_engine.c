@@ -802,6 +802,43 @@ done:
     rs_stop(&s);
 }
 
+/* Issue 31: the names "x" and "{x}" are two locks, and each has attempt
+ * state of its own. Both used to keep it in redlockc_attempts:{x}: the
+ * second hold wrote its epoch over the first's, whose release then said
+ * lost and left "x" locked for its lease. */
+TEST(names_x_and_braced_x_keep_attempt_state_apart)
+{
+    START(s);
+    struct eloop L;
+    rlc_client *c = NULL;
+    rlc_lock *lx = NULL, *lb = NULL;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    const struct el_done *d = NULL;
+    CHECK_RC(el_acquire(&L, "x", 1, 0, -1, &d), RLC_OK);
+    CHECK_RC(el_acquire(&L, "{x}", 2, 0, -1, &d), RLC_OK);
+    CHECK(field_count(&s, "x", UUID_A, 1) == 1 && field_count(&s, "{x}", UUID_A, 2) == 1,
+          "each owner holds its own name");
+    CHECK_RC(el_release(&L, "x", 1), RLC_OK);
+    CHECK_RC(el_release(&L, "{x}", 2), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS x {x}") == 0, "both locks are free (engine)");
+    /* the same through the blocking API */
+    c = client(s.uri, NULL);
+    lx = lock(c, "x", 1);
+    lb = lock(c, "{x}", 2);
+    CHECK(c && lx && lb, "client");
+    CHECK_RC(rlc_lock_acquire(lx, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(lb, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_release(lx), RLC_OK);
+    CHECK_RC(rlc_lock_release(lb), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS x {x}") == 0, "both locks are free (blocking)");
+done:
+    el_free(&L);
+    rlc_lock_free(lx);
+    rlc_lock_free(lb);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_not_owner),
           CASE(a_query_reads_the_lock_on_the_lock_connection_and_waits_for_no_acquire),
           CASE(waiter_in_another_engine_is_woken_by_the_unlock_message),
@@ -821,4 +858,5 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(bad_input_is_refused_with_a_message),
           CASE(a_cluster_whose_seeds_are_all_down_fails_without_spinning),
           CASE(a_fixed_lease_that_runs_out_is_lost_at_that_moment),
-          CASE(held_is_answered_from_the_validity_at_the_moment_of_the_call))
+          CASE(held_is_answered_from_the_validity_at_the_moment_of_the_call),
+          CASE(names_x_and_braced_x_keep_attempt_state_apart))

@@ -2,6 +2,7 @@
  * test_slot.c - the hash slot of a key, against Redis's documented values
  * and against a real cluster-enabled server's CLUSTER KEYSLOT.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -60,6 +61,110 @@ done:
     rmdir(s.dir);
 }
 
+/* Keys that try the rule's edges: empty tags, lone braces, '}' before '{',
+ * nested and repeated tags. */
+static const char *const tricky[] = {
+    "orders", "x", "{x}", "{}", "{x", "x}", "{{x}}", "a{b}c", "{x}y", "}{x}", "}x{", "}{",
+    "{}x}", "a}b{c}", "{x}}", "x}}", "{", "}", "", "{=x}", "=x", "#{1}:x", "{}{x}"};
+#define N_TRICKY (sizeof tricky / sizeof tricky[0])
+
+/* key_own's name for key; checks it is in the key's slot (fails the test if not). */
+static char *own_checked(const char *key, size_t kl, const char *suffix, size_t *n)
+{
+    char *name = key_own("redlockc_attempts:", key, kl, suffix, n);
+    if (!name) {
+        fprintf(stderr, "key_own(%.*s): out of memory\n", (int)kl, key);
+        check_failed = 1;
+    } else if (slot_of(name, *n) != slot_of(key, kl)) {
+        fprintf(stderr, "key %.*s (slot %u) -> %s (slot %u)\n", (int)kl, key, slot_of(key, kl),
+                name, slot_of(name, *n));
+        check_failed = 1;
+    }
+    return name;
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Issue 31: key_own gives every key a name of its own, in its own slot;
+ * a key without braces keeps the name key_derived gives it. */
+TEST(own_names_are_one_per_key_and_in_the_keys_slot)
+{
+    size_t n = 0;
+    char *name = key_own("redlockc_attempts:", "orders", 6, "", &n);
+    CHECK(name && strcmp(name, "redlockc_attempts:{orders}") == 0, "plain: %s", name);
+    free(name);
+    name = key_own("redlockc_attempts:", "{x}", 3, "", &n);
+    CHECK(name && strcmp(name, "redlockc_attempts:={x}") == 0, "tagged: %s", name);
+    free(name);
+    char want[64];
+    snprintf(want, sizeof want, "redlockc_attempt:#{%u}:x}:", key_slot_number(slot_of("x}", 2)));
+    name = key_own("redlockc_attempt:", "x}", 2, ":", &n);
+    CHECK(name && strcmp(name, want) == 0 && n == strlen(want), "other: %s", name);
+    free(name);
+    /* every slot has its number, and the number hashes there */
+    for (unsigned sl = 0; sl < RLC_SLOTS; sl++) {
+        char digits[16];
+        int dl = snprintf(digits, sizeof digits, "%u", key_slot_number(sl));
+        CHECK(slot_of(digits, (size_t)dl) == sl, "slot %u: number %s hashes to %u", sl, digits,
+              slot_of(digits, (size_t)dl));
+    }
+    /* the tricky keys, then every key of up to 6 bytes over "{}x=": one
+     * name each (sorted, no two equal), each in its key's slot */
+    enum { MAXK = 6, ALL = 1 + 4 + 16 + 64 + 256 + 1024 + 4096 };
+    static char *names[N_TRICKY + ALL];
+    size_t count = 0;
+    for (size_t i = 0; i < N_TRICKY; i++)
+        names[count++] = own_checked(tricky[i], strlen(tricky[i]), "", &n);
+    for (int len = 0; len <= MAXK; len++)
+        for (unsigned code = 0; code < (1u << (2 * len)); code++) {
+            char key[MAXK + 1];
+            for (int j = 0; j < len; j++)
+                key[j] = "{}x="[(code >> (2 * j)) & 3];
+            key[len] = '\0';
+            bool listed = false;
+            for (size_t i = 0; i < N_TRICKY; i++)
+                listed = listed || strcmp(tricky[i], key) == 0;
+            char *own = own_checked(key, (size_t)len, "", &n);
+            if (listed)
+                free(own);
+            else
+                names[count++] = own;
+        }
+    CHECK(check_failed == 0, "a name left its key's slot");
+    qsort(names, count, sizeof names[0], by_bytes);
+    for (size_t i = 1; i < count; i++)
+        CHECK(!names[i - 1] || strcmp(names[i - 1], names[i]) != 0, "two keys share %s",
+              names[i]);
+done:
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        free(names[i]), names[i] = NULL;
+}
+
+/* The same, against a real server: CLUSTER KEYSLOT of each tricky key and
+ * of its own name agree. */
+TEST(own_names_share_the_keys_slot_on_a_real_server)
+{
+    START(s, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", );
+    for (size_t i = 0; i < N_TRICKY; i++) {
+        size_t kl = strlen(tricky[i]), n = 0;
+        char *name = key_own("redlockc_attempts:", tricky[i], kl, "", &n);
+        CHECK(name, "out of memory");
+        long long want = rs_int(&s, "CLUSTER KEYSLOT %b", tricky[i], kl);
+        long long got = rs_int(&s, "CLUSTER KEYSLOT %b", name, n);
+        CHECK(want == got, "key '%s' slot %lld, its name %s slot %lld", tricky[i], want, name, got);
+        free(name);
+    }
+done:
+    rs_stop(&s);
+    rc_forget_conf(&s);
+    rmdir(s.dir);
+}
+
 RUN_TESTS(CASE(crc16_and_slots_match_redis_documented_values),
           CASE(a_locks_derived_names_share_its_slot),
-          CASE(slots_match_a_real_servers_cluster_keyslot))
+          CASE(slots_match_a_real_servers_cluster_keyslot),
+          CASE(own_names_are_one_per_key_and_in_the_keys_slot),
+          CASE(own_names_share_the_keys_slot_on_a_real_server))

@@ -58,8 +58,8 @@ int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out
                                   "", &l->channel_len);
         l->token_key = key_derived("redisson_lock_token:", l->key, l->key_len,
                                     "", &l->token_key_len);
-        l->attempts_key = key_derived("redlockc_attempts:", l->key, l->key_len,
-                                       "", &l->attempts_key_len);
+        l->attempts_key = key_own("redlockc_attempts:", l->key, l->key_len,
+                                  "", &l->attempts_key_len);
     }
     if (!l->key || !l->channel || !l->token_key || !l->attempts_key) {
         lock_free_names(l);

@@ -86,8 +86,8 @@ struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len)
             key_derived("redisson_lock__channel:", l->key, l->key_len, "", &l->channel_len);
         l->token_key =
             key_derived("redisson_lock_token:", l->key, l->key_len, "", &l->token_key_len);
-        l->attempts_key = key_derived("redlockc_attempts:", l->key, l->key_len,
-                                  "", &l->attempts_key_len);
+        l->attempts_key =
+            key_own("redlockc_attempts:", l->key, l->key_len, "", &l->attempts_key_len);
         l->slot = slot_of(l->key, l->key_len); /* all four names hash here */
     }
     if (!l->name || !l->key || !l->channel || !l->token_key || !l->attempts_key) {

@@ -515,10 +515,10 @@ static int flock_new(rlc_client *c, const char *name, uint64_t owner, int kind,
     }
     l->kind = kind;
     l->thread_wait_ms = thread_wait_ms > 0 ? thread_wait_ms : 5000;
-    l->attempts = key_derived("redlockc_attempts:", l->key, l->key_len, "", &l->attempts_len);
+    l->attempts = key_own("redlockc_attempts:", l->key, l->key_len, "", &l->attempts_len);
     if (kind == K_RW) {
         l->channel = key_derived("redisson_rwlock:", l->key, l->key_len, "", &l->channel_len);
-        l->aux1 = key_derived("redlockc_rwlock_writers:", l->key, l->key_len, "", &l->aux1_len);
+        l->aux1 = key_own("redlockc_rwlock_writers:", l->key, l->key_len, "", &l->aux1_len);
         l->aux2 = key_derived("", l->key, l->key_len, "", &l->aux2_len);
     } else {
         l->channel = key_derived("redisson_lock__channel:", l->key, l->key_len, "",

@@ -88,7 +88,7 @@ static int sem_new(rlc_client *c, const char *name, bool expirable, struct sem *
     s->expirable = expirable;
     s->channel = key_derived("redisson_sc:", s->key, s->key_len, "", &s->channel_len);
     s->zset = key_derived("", s->key, s->key_len, ":timeout", &s->zset_len);
-    s->rec = key_derived("redlockc_attempt:", s->key, s->key_len, ":", &s->rec_len);
+    s->rec = key_own("redlockc_attempt:", s->key, s->key_len, ":", &s->rec_len);
     if (!s->channel || !s->zset || !s->rec) {
         sem_free_names(s);
         free(s);
