@@ -7,7 +7,7 @@
  *   run.c     "NAME -- CMD": acquire, run CMD under the lock, release
  *   child.c   starting CMD in its own process group, signals, terminal
  *   query.c   "release --force NAME"
- *   inspect.c "status NAME" and "watch NAME": the lock's keys read directly
+ *   inspect.c "status NAME" and "watch NAME": the library's queries
  */
 #ifndef REDLOCKC_CLI_H
 #define REDLOCKC_CLI_H
@@ -73,7 +73,7 @@ int cli_status_exit(int rc);
 int cli_run(rlc_lock *l, const struct cli_args *a, const sigset_t *orig_mask);
 int cli_status(rlc_lock *l, const struct cli_args *a);
 int cli_release(rlc_lock *l, const struct cli_args *a);
-int cli_watch(const struct cli_args *a);
+int cli_watch(rlc_lock *l, const struct cli_args *a);
 
 /* ---- child.c: CMD in its own process group ------------------------------- */
 

@@ -80,7 +80,7 @@ int main(int argc, char **argv)
         rc = cli_status(l, &a);
         break;
     case CLI_WATCH:
-        rc = cli_watch(&a); /* the client checked --nodes and --options */
+        rc = cli_watch(l, &a);
         break;
     default:
         rc = cli_release(l, &a);

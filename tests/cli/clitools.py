@@ -1,11 +1,14 @@
 """Helpers for the redlockc CLI tests: real redis-server processes on free
 loopback ports (never 6379), nothing on disk, stopped by pid; running the CLI
 from $RLC_BUILD_DIR (default: build/ at the top of the tree)."""
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -127,3 +130,76 @@ def gone(pid):
             return f.read().split(")")[-1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+class Lines:
+    """The lines a started redlockc prints, read by a thread as they come."""
+
+    def __init__(self, proc):
+        self.proc, self.lines = proc, []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, word, after=0, what=None):
+        """Waits (bounded) for a line past index `after` holding word; its index."""
+        def found():
+            return next((i for i, l in enumerate(list(self.lines)) if i >= after and word in l),
+                        None)
+        wait_until(lambda: found() is not None, what=what or f"a line with {word!r}: "
+                   f"{self.lines}")
+        return found()
+
+    def finish(self, timeout=15):
+        """Waits (bounded) for the process and the last lines: (status, stderr)."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise AssertionError(f"redlockc still ran after {timeout} s: {self.lines}")
+        self.thread.join(5)
+        return self.proc.returncode, self.proc.stderr.read()
+
+
+def status_and_watch_follow_a_holder(cli, nodes, name, *opts):
+    """status, status --json and watch on NODES (any URI form the library
+    takes): free, then held by another redlockc (a watchdog lease), then
+    free again. Returns watch's lines."""
+    r = run(cli, nodes, *opts, "status", name)
+    assert r.returncode == 1 and r.stdout.splitlines() == [f"name: {name}", "locked: no"], \
+        f"free: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r}"
+    r = run(cli, nodes, *opts, "status", "--json", name)
+    assert r.returncode == 1 and json.loads(r.stdout) == \
+        {"name": name, "locked": False, "pttl_ms": -2}, f"{r.stdout!r} {r.stderr!r}"
+    watch = Lines(start(cli, nodes, *opts, "watch", name))
+    holder = None
+    try:
+        free_at = watch.wait_for(" free", what="watch says the lock is free")
+        holder = start(cli, nodes, *opts, name, "--", "sleep", "30")
+        held_at = watch.wait_for(" held, lease ", after=free_at + 1, what="watch sees the holder")
+        r = run(cli, nodes, *opts, "status", name)
+        got = dict(line.split(": ", 1) for line in r.stdout.splitlines())
+        assert r.returncode == 0 and got["name"] == name and got["locked"] == "yes", \
+            f"held: exit {r.returncode}, {got}, stderr {r.stderr!r}"
+        assert 0 < int(got["pttl_ms"]) <= 30000, f"a watchdog lease: {got}"
+        r = run(cli, nodes, *opts, "status", "--json", name)
+        got = json.loads(r.stdout)
+        assert r.returncode == 0 and got["locked"] is True and 0 < got["pttl_ms"] <= 30000, got
+        holder.send_signal(signal.SIGTERM)  # passed on to sleep; the lock is released
+        status, _, err = finish(holder)
+        assert status == 128 + signal.SIGTERM, f"holder: {status} {err}"
+        watch.wait_for(" free", after=held_at + 1, what="watch sees the release")
+    finally:
+        if holder and holder.poll() is None:
+            holder.kill()
+            holder.wait(5)
+        watch.proc.send_signal(signal.SIGTERM)
+    status, err = watch.finish()
+    assert status == 0 and "stopped by signal 15" in watch.lines[-1], \
+        f"watch ends with 0 on SIGTERM: {status} {watch.lines} {err!r}"
+    assert not any("cannot ask" in line for line in watch.lines), watch.lines
+    return watch.lines

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from clitools import Redis, free_port, run, wait_until
+from clitools import Redis, free_port, run, status_and_watch_follow_a_holder, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +41,8 @@ def test_cmd_runs_holding_the_lock_on_its_slots_master(cli, cluster, name):
         assert after == "0", f"{key}: released after CMD"
         slots.add(int(cluster[0].cli("CLUSTER", "KEYSLOT", key)))
     assert len(slots) > 1, "the names hash to several slots"
+
+
+def test_status_and_watch_on_a_cluster_ask_the_slots_master(cli, cluster, name):
+    uri = "redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in cluster[:2])
+    status_and_watch_follow_a_holder(cli, uri, name)

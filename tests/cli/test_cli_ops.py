@@ -1,11 +1,12 @@
 """The operator's flags: durations with units, -n, -E, waiting through a Redis
-outage, -v while waiting, status with holders (and --json, checked against the
-server), and watch."""
+outage, -v while waiting, status (and --json, checked against the server), and
+watch."""
 import json
 import signal
 import time
 
-from clitools import Redis, finish, free_port, hold_raw, is_waiting, run, start, wait_until
+from clitools import (Lines, Redis, finish, free_port, hold_raw, run, start,
+                      status_and_watch_follow_a_holder, wait_until)
 
 
 def test_durations_take_units_and_bare_numbers_stay_seconds(cli, redis, name):
@@ -89,60 +90,43 @@ def test_status_json_matches_the_servers_state(cli, redis, name):
     field = "00000000-0000-4000-8000-000000000000:7"
     redis.cli("HSET", name, field, "2")
     redis.cli("PEXPIRE", name, 20000)
-    redis.cli("SET", "redisson_lock_token:{%s}" % name, "41")
-    waiter = start(cli, redis.uri, "-w", "20s", name, "--", "true")
     try:
-        wait_until(lambda: is_waiting(redis, name), what="a waiter")
         r = run(cli, redis.uri, "status", "--json", name)
         assert r.returncode == 0, r.stderr
         got = json.loads(r.stdout)
-        node = got["nodes"][0]
-        assert got["name"] == name and got["locked"] is True, got
-        assert node["node"] == f"127.0.0.1:{redis.port}", node
-        server_holders = redis.cli("HGETALL", name).split("\n")
-        assert node["holders"] == [{"field": server_holders[0], "count": int(server_holders[1])}], \
-            f"holders {node['holders']} vs HGETALL {server_holders}"
         pttl = int(redis.cli("PTTL", name))
-        assert pttl - 1000 <= node["pttl_ms"] <= 20000, f"pttl {node['pttl_ms']} vs PTTL {pttl}"
-        assert node["fencing_token"] == 41, node
-        assert node["waiters"] == 1, f"one waiter subscribed: {node}"
+        assert set(got) == {"name", "locked", "pttl_ms"}, got
+        assert got["name"] == name and got["locked"] is True, got
+        assert pttl <= got["pttl_ms"] <= 20000, f"pttl {got['pttl_ms']} vs PTTL {pttl} after it"
         text = run(cli, redis.uri, "status", name).stdout
-        assert f"holder: {field} count=2" in text and "waiters: 1" in text, text
+        assert text.startswith(f"name: {name}\nlocked: yes\npttl_ms: "), text
+        redis.cli("PERSIST", name)
+        got = json.loads(run(cli, redis.uri, "status", "--json", name).stdout)
+        assert got["locked"] is True and got["pttl_ms"] == -1, f"no expiry: {got}"
     finally:
         redis.cli("DEL", name)
-        redis.cli("PUBLISH", "redisson_lock__channel:{%s}" % name, "0")
-        finish(waiter)
     r = run(cli, redis.uri, "status", "--json", name)
     got = json.loads(r.stdout)
-    assert r.returncode == 1 and got["locked"] is False and got["nodes"][0]["holders"] == [], got
+    assert r.returncode == 1 and got == {"name": name, "locked": False, "pttl_ms": -2}, got
     assert run(cli, redis.uri, "--json", name, "--", "true").returncode == 64, "--json is status's"
 
 
-def test_watch_follows_holders_and_hand_offs_until_sigterm(cli, redis, name):
-    w = start(cli, redis.uri, "watch", name)
+def test_watch_follows_holders_until_sigterm(cli, redis, name):
+    lines = status_and_watch_follow_a_holder(cli, redis.uri, name)
+    assert lines[0].endswith(f"watching lock '{name}' (Ctrl-C ends)"), lines
+
+
+def test_watch_shows_each_renewal_of_the_lease(cli, redis, name):
+    fast = ["--options", "watchdog_timeout_ms=900"]  # renewed every 300 ms
+    watch = Lines(start(cli, redis.uri, "watch", name))
+    holder = start(cli, redis.uri, *fast, name, "--", "sleep", "30")
     try:
-        time.sleep(0.5)
-        for _ in range(2):  # two holders one after the other: two hand-offs
-            r = run(cli, redis.uri, name, "--", "sleep", "0.4")
-            assert r.returncode == 0, r.stderr
-        time.sleep(0.4)
+        held = watch.wait_for(" held, lease ", what="watch sees the holder")
+        again = watch.wait_for(" lease set again", after=held + 1, what="a renewal")
+        watch.wait_for(" lease set again", after=again + 1, what="the next renewal")
     finally:
-        w.send_signal(signal.SIGTERM)
-    status, out, err = finish(w)
-    assert status == 0, f"watch ends with 0 on SIGTERM, seen {status}: {err}"
-    held = [line for line in out.splitlines() if " held by " in line]
-    assert len(held) >= 2, f"each holder shown: {out}"
-    assert held[0].split(" held by ")[1].split("(")[0] != held[1].split(" held by ")[1].split("(")[0], \
-        f"two different holders (fields): {held}"
-    assert out.count("unlock message published") >= 2, out
-    assert "free" in out.splitlines()[-2] or "free" in out, out
-    assert "stopped by signal 15" in out, out
-
-
-def test_verbose_shows_the_librarys_log_a_reconnect(cli, redis, name):
-    # CMD kills every normal connection of the server (ours too); the
-    # release that follows reconnects, and -v shows the library's line.
-    r = run(cli, redis.uri, "-v", name, "--", "redis-cli", "-p", str(redis.port),
-            "CLIENT", "KILL", "TYPE", "normal")
-    assert r.returncode == 0, r.stderr
-    assert "redlockc: info: reconnecting to 127.0.0.1" in r.stderr, r.stderr
+        holder.send_signal(signal.SIGTERM)
+        finish(holder)
+        watch.proc.send_signal(signal.SIGTERM)
+    status, err = watch.finish()
+    assert status == 0, err

@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from clitools import free_port, run, wait_until
+from clitools import free_port, run, status_and_watch_follow_a_holder, wait_until
 
 
 @pytest.fixture
@@ -56,3 +56,7 @@ def test_an_unknown_master_name_is_unavailable_naming_it(cli, sentinel, name):
     r = run(cli, f"redis-sentinel://127.0.0.1:{sentinel}/nosuch", "-v", "-w", "1s", name,
             "--", "true")
     assert r.returncode == 69 and "knows no master named 'nosuch'" in r.stderr, r.stderr
+
+
+def test_status_and_watch_ask_the_master_the_sentinel_names(cli, sentinel, name):
+    status_and_watch_follow_a_holder(cli, f"redis-sentinel://127.0.0.1:{sentinel}/mym", name)

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from clitools import TOP, Redis, free_port, run
+from clitools import TOP, Redis, free_port, run, status_and_watch_follow_a_holder
 
 USAGE, UNAVAILABLE = 64, 69
 PASSWORD = "tls-Pa55-not-for-logs"
@@ -50,12 +50,10 @@ def test_cmd_runs_holding_a_lock_taken_over_tls(cli, tls_redis, certs, name):
     assert PASSWORD not in r.stderr
 
 
-def test_status_over_tls_says_locked_or_not(cli, tls_redis, certs, name):
-    r = run(cli, tls_redis.tls_uri, "--options", f"tls_ca_file={certs}/ca.crt", "status", name)
-    assert r.returncode == 1, r.stderr  # 1: not locked
-    assert "locked: no" in r.stdout, r.stdout
-    r = run(cli, tls_redis.tls_uri, "--options", f"tls_ca_file={certs}/ca.crt", "watch", name)
-    assert r.returncode == USAGE and "not for rediss://" in r.stderr, r.stderr
+def test_status_and_watch_over_tls_show_the_lock_as_the_library_sees_it(cli, tls_redis, certs,
+                                                                        name):
+    status_and_watch_follow_a_holder(cli, tls_redis.tls_uri, name, "--options",
+                                     f"tls_ca_file={certs}/ca.crt")
 
 
 def test_a_failed_verification_is_unavailable_with_the_reason(cli, tls_redis, certs, name):
