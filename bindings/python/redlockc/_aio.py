@@ -16,6 +16,13 @@ engine's deadline is. Operations started by the API (acquire, release,
 extend) ask for an apply on the next loop iteration ("kick"), so that many
 started in one iteration leave in one write per connection; an operation
 started when no other is in flight is written at once instead.
+
+A reply that reached its socket before the engine's deadline counts even
+when the loop was blocked past that deadline: asyncio's loop runs the read
+callbacks of an iteration before the timers that came due (the selector is
+polled first), so the engine sees the reply before the tick that would time
+it out. A fixed lease's end is a deadline like any other: the tick then
+gives the LOST event.
 """
 import asyncio
 import logging
