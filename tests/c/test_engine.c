@@ -812,6 +812,7 @@ TEST(names_x_and_braced_x_keep_attempt_state_apart)
     struct eloop L;
     rlc_client *c = NULL;
     rlc_lock *lx = NULL, *lb = NULL;
+    rlc_rwlock *wx = NULL, *wb = NULL;
     CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
     const struct el_done *d = NULL;
     CHECK_RC(el_acquire(&L, "x", 1, 0, -1, &d), RLC_OK);
@@ -831,8 +832,18 @@ TEST(names_x_and_braced_x_keep_attempt_state_apart)
     CHECK_RC(rlc_lock_release(lx), RLC_OK);
     CHECK_RC(rlc_lock_release(lb), RLC_OK);
     CHECK(rs_int(&s, "EXISTS x {x}") == 0, "both locks are free (blocking)");
+    /* and as write locks of the family (flock.c names their keys) */
+    CHECK_RC(rlc_rwlock_new(c, "x", 1, &wx), RLC_OK);
+    CHECK_RC(rlc_rwlock_new(c, "{x}", 2, &wb), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_acquire(wx, 0, -1), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_acquire(wb, 0, -1), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_release(wx), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_release(wb), RLC_OK);
+    CHECK(rs_int(&s, "EXISTS x {x}") == 0, "both write locks are free");
 done:
     el_free(&L);
+    rlc_rwlock_free(wx);
+    rlc_rwlock_free(wb);
     rlc_lock_free(lx);
     rlc_lock_free(lb);
     rlc_client_free(c);
