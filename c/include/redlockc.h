@@ -170,7 +170,9 @@ RLC_API void rlc_lock_free(rlc_lock *l);
  * Returns RLC_OK (held), RLC_NOT_ACQUIRED (busy until the wait ran out),
  * RLC_E_LOST (a nested acquire found that the hold it nests in had expired
  * or was taken on a quorum: nothing was kept, and the owner's remaining
- * levels report RLC_E_LOST too), RLC_E_INVAL, RLC_E_CONNECT, RLC_E_TIMEOUT,
+ * levels report RLC_E_LOST too; or the owner's hold was lost and some of
+ * its levels are not yet released: nothing was sent, release them first,
+ * each answers RLC_E_LOST), RLC_E_INVAL, RLC_E_CONNECT, RLC_E_TIMEOUT,
  * RLC_E_NO_QUORUM, RLC_E_SERVER, RLC_E_AUTH, RLC_E_CLOSED.
  * An acquire that fails for any reason is undone on every node that may
  * have run it, whenever and on whatever connection each piece arrives
@@ -248,8 +250,9 @@ RLC_API int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
  *   - anything on the handle it was given, whose owner-0 calls act for the
  *     lost hold's owner (the thread that held it), not for the callback
  *     thread: rlc_lock_release returns RLC_E_LOST and gives up one lost
- *     level, touching nothing on the server; an acquire takes the lock
- *     again for that owner, who must then release it;
+ *     level, touching nothing on the server; once every lost level is
+ *     given up, an acquire takes the lock again for that owner, who must
+ *     then release it;
  *   - rlc_lock_free of any handle, its own included, and rlc_client_free;
  *   - rlc_version, rlc_strerror, rlc_errmsg, rlc_client_uuid.
  * Any call on another handle with owner 0 returns RLC_E_INVAL with a message:

@@ -1175,7 +1175,14 @@ static void check_overlap(int ci, int ti, int l)
     }
 }
 
-/* The engine's own word, rlc_engine_validity_ms(): while it says the hold is
+static int64_t engine_count(int ci, const struct task *t, int l)
+{
+    const char *name = lock_names[l];
+    return rlc_engine_hold_count(S.cl[ci].e, name, strlen(name), t->owner);
+}
+
+/* The engine's own word, rlc_engine_validity_ms() and
+ * rlc_engine_hold_count(): while it says the hold is
  * still certainly held, no other owner may hold a valid grant of the lock. */
 static void check_claim(int ci, int ti, int l)
 {
@@ -1183,8 +1190,9 @@ static void check_claim(int ci, int ti, int l)
     struct task *me = &c->task[ti];
     const char *name = lock_names[l];
     int64_t v = rlc_engine_validity_ms(c->e, name, strlen(name), me->owner, local_now(c));
-    if (v <= 0)
-        return;
+    int64_t n = engine_count(ci, me, l);
+    if (v <= 0 && n <= 0)
+        return; /* says it holds nothing: neither a validity nor a count */
     S.st.claims++;
     for (int cj = 0; cj < S.cfg.clients; cj++) {
         if (client_paused(cj))
@@ -1195,9 +1203,9 @@ static void check_claim(int ci, int ti, int l)
             if ((cj == ci && tj == ti) || !o->active || o->valid_end <= S.now)
                 continue;
             S.st.overlaps++;
-            trace("OVERLAP %s: rlc_engine_validity_ms says c%d/o%" PRIu64 " holds it %" PRId64
-                  " ms more, and c%d/o%" PRIu64 " holds a valid grant", name, ci, me->owner, v,
-                  cj, ot->owner);
+            trace("OVERLAP %s: the engine says c%d/o%" PRIu64 " holds it (%" PRId64
+                  " ms more, count %" PRId64 "), and c%d/o%" PRIu64 " holds a valid grant",
+                  name, ci, me->owner, v, n, cj, ot->owner);
         }
     }
 }
@@ -1223,17 +1231,19 @@ static int task_of_owner(int ci, uint64_t owner)
     return -1;
 }
 
-static int64_t engine_count(int ci, const struct task *t, int l)
-{
-    const char *name = lock_names[l];
-    return rlc_engine_hold_count(S.cl[ci].e, name, strlen(name), t->owner);
-}
-
+/* rlc_engine_hold_count: the levels the events gave, or 0 once the hold
+ * is lost (its levels are still the owner's to release) or its validity
+ * ended by the engine's time (the LOST event comes at the next tick). */
 static void check_count(int ci, const struct task *t, int l)
 {
     const char *name = lock_names[l];
+    const struct hold *h = &t->h[l];
+    struct client *c = &S.cl[ci];
     int64_t n = engine_count(ci, t, l);
-    if (n != t->h[l].levels) {
+    int64_t want = h->lost_seen ? 0 : h->levels;
+    bool ran_out = n == 0 && h->levels > 0 &&
+                   rlc_engine_validity_ms(c->e, name, strlen(name), t->owner, local_now(c)) == 0;
+    if (n != want && !ran_out) {
         S.st.protocol++;
         trace("COUNT c%d/o%" PRIu64 " %s: rlc_engine_hold_count %" PRId64 ", events said %" PRId64,
               ci, t->owner, name, n, t->h[l].levels);
@@ -1340,6 +1350,9 @@ static void on_acquire_done(int ci, int ti, enum task_state was, const rlc_engin
     struct task *t = &S.cl[ci].task[ti];
     int l = t->lock;
     struct hold *h = &t->h[l];
+    /* an acquire over a lost hold whose levels are not all released is
+     * refused (A7): the owner must give them back first */
+    bool refused_lost = ev->status == RLC_E_LOST && h->lost_seen && h->levels > 0;
     settle_levels(ci, t, l, ev->count, ev->status == RLC_OK);
     check_count(ci, t, l);
     if (ev->status == RLC_E_LOST) {
@@ -1353,7 +1366,7 @@ static void on_acquire_done(int ci, int ti, enum task_state was, const rlc_engin
             S.st.canceled++;
         else
             S.st.failed++;
-        if (t->quiet_op && was == T_ACQ) {
+        if (t->quiet_op && was == T_ACQ && !refused_lost) {
             S.st.liveness++;
             trace("LIVENESS c%d/o%" PRIu64 ": an acquire begun after faults stopped ended %d (%s)",
                   ci, t->owner, ev->status, ev->message);
@@ -1399,7 +1412,10 @@ static void on_multi_done(int ci, int ti, const rlc_engine_event *ev)
         for (int l = 0; l < MAX_LOCKS; l++) {
             if (!(set & (1u << l)))
                 continue;
-            settle_levels(ci, t, l, engine_count(ci, t, l), 0); /* no level left of it */
+            /* no level taken of it, none forgotten: a lost hold's levels
+             * stay the owner's to release (the multi-lock is refused over
+             * them), and the engine counts them 0 */
+            settle_levels(ci, t, l, t->h[l].levels, 0);
             if (ev->status == RLC_E_LOST && t->h[l].levels > 0) {
                 /* a hold it nests in is gone (the message names which): that
                  * one's levels are forgotten by the owner's next acquire */
@@ -1558,7 +1574,10 @@ static void on_lost(int ci, const rlc_engine_event *ev)
         return;
     }
     struct hold *h = &S.cl[ci].task[ti].h[l];
-    if (h->quiet_hold && ev->status == RLC_E_LOST) {
+    /* a fixed lease is lost when it runs out (on the owner's clock, where
+     * valid_end was counted): that is its end, no fault */
+    bool ran_out = h->lease > 0 && S.now >= h->valid_end;
+    if (h->quiet_hold && ev->status == RLC_E_LOST && !ran_out) {
         /* no fault touched it: a renewal or a verify (loss push)
          * that says it is gone is wrong. (It may still run out of
          * time: a request of the owner's from the faults may still

@@ -44,20 +44,9 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
 
 void acquire_forget_lost(rlc_engine *e, struct hold *h)
 {
-    if (h->lost && h->count > 0) {
-        /* A new acquire after a loss starts a new hold; what may remain of
-         * the lost one on some node is released (naming its levels). */
-        struct rlc_cmd *cmd = cmd_release(e, h, h->n_levels ? h->levels[0] : 0,
-                                          e->next_attempt, h->levels + (h->n_levels ? 1 : 0),
-                                          h->n_levels ? h->n_levels - 1 : 0);
-        for (int i = 0; i < e->n; i++)
-            /* it may leave a level of this owner at its lease (E8) */
-            hold_mark_ttl(h, conn_send(e, i, h->lock, R_RELEASE, NULL, &script_release, cmd, true),
-                          h->lease_ms);
-        cmd_unref(cmd);
-        h->count = 0;
-        h->n_levels = 0;
-    }
+    /* every lost level was given up (hold_take_lost refuses an acquire
+     * before): the next hold is a new one */
+    (void)e;
     if (h->count == 0)
         h->lost = 0;
 }
@@ -65,6 +54,8 @@ void acquire_forget_lost(rlc_engine *e, struct hold *h)
 static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
+    if (hold_take_lost(e, op, "acquire", false, now))
+        return;
     acquire_forget_lost(e, h);
     op->nested = h->count > 0;
     op->watchdog = op->nested ? h->watchdog : op->lease_req <= 0;

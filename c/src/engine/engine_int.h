@@ -606,6 +606,10 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now);
 /* engine_acquire.c, shared with the multi-lock's (engine_multi.c) */
 struct quorum_vote;
 void acquire_forget_lost(rlc_engine *e, struct hold *h);
+/* An op of a lost hold that still has levels ends RLC_E_LOST, changing
+ * nothing (a release gives up one level): true when it did. */
+bool hold_take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool release,
+                    int64_t now);
 int acquire_votes(rlc_engine *e, const struct eng_op *op, int64_t now,
                   struct quorum_vote *votes, char *guard_msg, size_t size);
 bool acquire_may_hold(const struct eng_op *op, int i);

@@ -83,9 +83,24 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
             hold_mark_ttl(op->members[i], op->reqs[k], op->lease);
 }
 
-/* Every place is taken: what the names' holds say, then the first try. */
+static void end(rlc_engine *e, struct eng_op *op, int status, const char *msg, int64_t now);
+
+/* Every place is taken: what the names' holds say, then the first try. A
+ * name whose hold is lost with levels not yet released refuses it, as a
+ * plain acquire is refused (A7): it would nest in a hold that is gone. */
 static void begin(rlc_engine *e, struct eng_op *op, int64_t now)
 {
+    for (int i = 0; i < op->n_members; i++) {
+        struct hold *h = op->members[i];
+        if (h->lost && h->count > 0) {
+            char msg[300];
+            snprintf(msg, sizeof msg,
+                     "lock '%s' was lost before this multi-lock acquire: it expired or was "
+                     "taken; nothing was changed", RLC_SHOWN(h->lock->name));
+            end(e, op, RLC_E_LOST, msg, now);
+            return;
+        }
+    }
     for (int i = 0; i < op->n_members; i++)
         acquire_forget_lost(e, op->members[i]);
     op->watchdog = op->lease_req <= 0;

@@ -39,11 +39,14 @@ static int not_held(const struct hold *h, bool had_hold, char *msg, size_t size)
     return RLC_E_NOT_OWNER;
 }
 
-/* A lost hold: say so, change nothing. A release gives up one lost level;
+/* A lost hold: say so, change nothing. An acquire is refused while the
+ * owner still has lost levels (A7: it would nest in a hold that is gone, and
+ * the owner's releases would then free a lock it believes it holds); a
+ * release gives up one lost level;
  * the last one sends what may remain of the hold a release naming every
  * level (epoch-checked: it cannot touch a later life of the lock). */
-static bool take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool release,
-                      int64_t now)
+bool hold_take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool release,
+                    int64_t now)
 {
     struct hold *h = op->hold;
     if (!h->lost || h->count <= 0)
@@ -75,7 +78,7 @@ static bool take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool r
 static void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
-    if (take_lost(e, op, "release", true, now))
+    if (hold_take_lost(e, op, "release", true, now))
         return;
     /* Not held here: the servers still say (a wrong type, a level of an
      * acquire whose undo is late: the release takes it, upto), as the
@@ -152,7 +155,7 @@ static void release_reply(rlc_engine *e, struct eng_op *op, int node, const redi
 static void extend_start(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
-    if (take_lost(e, op, "extend", false, now))
+    if (hold_take_lost(e, op, "extend", false, now))
         return;
     if (h->count <= 0) {
         char msg[200];
