@@ -734,7 +734,39 @@ done:
     rs_stop(&s);
 }
 
+/* A write hold whose fixed lease ran out counts 0 and has no validity at
+ * once, while another client holds the lock: the family's hold count
+ * answered from its own bookkeeping (count 1) until something reported the
+ * loss, which for a fixed lease nothing did (issue 36). */
+TEST(rwlock_write_hold_whose_lease_ran_out_counts_nothing)
+{
+    START(s);
+    rlc_client *c = client(s.uri, NULL), *c2 = client(s.uri, NULL);
+    rlc_rwlock *l = NULL, *o = NULL;
+    CHECK_RC(rlc_rwlock_new(c, "rwl", 1, &l), RLC_OK);
+    CHECK_RC(rlc_rwlock_new(c2, "rwl", 2, &o), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_acquire(l, 0, 400), RLC_OK);
+    int64_t n = -1, v = -1;
+    CHECK_RC(rlc_rwlock_hold_count(l, 1, &n), RLC_OK);
+    CHECK(n == 1, "count %lld at first", (long long)n);
+    CHECK_RC(rlc_rwlock_write_acquire(o, 5000, 5000), RLC_OK); /* after the lease ran out */
+    CHECK_RC(rlc_rwlock_hold_count(l, 1, &n), RLC_OK);
+    CHECK(n == 0, "the first writer still counts %lld beside the new one", (long long)n);
+    CHECK_RC(rlc_rwlock_validity_ms(l, 1, &v), RLC_OK);
+    CHECK(v == 0, "validity %lld", (long long)v);
+    CHECK_RC(rlc_rwlock_hold_count(o, 1, &n), RLC_OK);
+    CHECK(n == 1, "the new writer counts %lld", (long long)n);
+    CHECK_RC(rlc_rwlock_write_release(o), RLC_OK);
+done:
+    rlc_rwlock_free(o);
+    rlc_rwlock_free(l);
+    rlc_client_free(c2);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(rwlock_keys_and_messages_are_redissons),
+          CASE(rwlock_write_hold_whose_lease_ran_out_counts_nothing),
           CASE(rwlock_readers_overlap_writers_exclude_everyone),
           CASE(rwlock_waiting_writer_holds_back_new_readers),
           CASE(rwlock_watchdog_renews_read_levels),

@@ -563,7 +563,9 @@ static int local_query(struct flock *l, int side, int64_t *count, int64_t *valid
     int64_t now = rlc_now_ns();
     pthread_mutex_lock(&fam_mu);
     struct fam_hold *h = fam_hold_find(&l->o, side, fam_owner(&l->o));
-    bool live = h && !h->lost && h->count > 0;
+    /* held means valid now: a hold whose lease ran out counts 0 at once,
+     * before anything reported its loss (another owner may hold it) */
+    bool live = h && !h->lost && h->count > 0 && h->valid_until_ns > now;
     if (count)
         *count = live ? h->count : 0;
     if (validity_ms) {
