@@ -17,6 +17,28 @@
 #define UUID_A "6d7a1c3e-0000-4000-8000-0000000000c1"
 #define UUID_B "6d7a1c3e-0000-4000-8000-0000000000c2"
 
+static int replica_of(const struct redis_cluster *rc, int m);
+
+/* Turns both loops until op in a is done (or ms): its outcome, or NULL. */
+static const struct el_done *wait_two_loops(struct eloop *a, struct eloop *b, uint64_t op,
+                                            int64_t ms)
+{
+    for (int64_t end = el_now() + ms;;) {
+        const struct el_done *d = el_wait(a, op, 0);
+        if (d || el_now() >= end)
+            return d;
+        el_turn(a, 5);
+        el_turn(b, 5);
+    }
+}
+
+/* Whether owner's field is in the lock hash on s. */
+static bool field_on(const struct redis_server *s, const char *name, const char *uuid,
+                     uint64_t owner)
+{
+    return rs_int(s, "HEXISTS %s %s:%llu", name, uuid, (unsigned long long)owner) == 1;
+}
+
 static const struct redis_server *master_for(const struct redis_cluster *rc, const char *key)
 {
     int i = rc_master_of(rc, (int)slot_of(key, strlen(key)));
@@ -185,6 +207,234 @@ TEST(a_half_moved_slot_is_tried_again_not_failed)
     CHECK(rs_int(&rc.node[dst], "EXISTS %s", name) == 0, "released there");
 done:
     el_free(&A);
+    rc_stop(&rc);
+}
+
+/* A master of rc other than src, or -1. */
+static int other_master(const struct redis_cluster *rc, int src, int slot)
+{
+    for (int i = 1; i <= 2; i++) {
+        int m = rc_master_of(rc, (slot + 5461 * i) % 16384);
+        if (m >= 0 && m != src)
+            return m;
+    }
+    return -1;
+}
+
+/* Turns L for ms (or until op ends): op's outcome, or NULL while it waits. */
+static const struct el_done *turn_for(struct eloop *L, uint64_t op, int64_t ms)
+{
+    return el_wait(L, op, ms);
+}
+
+/* A wait rides out a slot migration (what redis-cli --cluster reshard
+ * does: SETSLOT IMPORTING / MIGRATING, MIGRATE per key, SETSLOT NODE).
+ * An acquire begun mid-migration of a name with no keys yet meets ASK on
+ * the source, then TRYAGAIN on the importing node (a script's keys are
+ * missing there), again and again until the move ends; and a waiter
+ * whose lock's keys are moved while it waits meets the same once the
+ * holder lets go. With the default timeouts (io_timeout_ms 1000) and a
+ * 10 s wait, both are granted once the move ends, on the new master.
+ * Before, the first ended RLC_E_SERVER "ASK ..." (its five hops were spent
+ * within a second) or RLC_E_TIMEOUT (its round's deadline came while the
+ * request was parked), though its wait had 9 s left. */
+TEST(a_wait_rides_out_a_slot_migration)
+{
+    START_RC(rc)
+    struct eloop A, B;
+    memset(&A, 0, sizeof A);
+    memset(&B, 0, sizeof B);
+    const char *name = "mig{fresh}", *held = "mig{held}";
+    int slot = (int)slot_of("fresh", 5), hslot = (int)slot_of("held", 4);
+    int src = rc_master_of(&rc, slot), dst = other_master(&rc, src, slot);
+    int hsrc = rc_master_of(&rc, hslot), hdst = other_master(&rc, hsrc, hslot);
+    CHECK(src >= 0 && dst >= 0 && hsrc >= 0 && hdst >= 0, "masters");
+    CHECK_RC(el_init(&A, rc.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_init(&B, rc.uri, UUID_B, NULL), RLC_OK);
+
+    /* begun mid-migration */
+    CHECK(rc_begin_move(&rc, src, dst, slot) == 0, "migration begun");
+    uint64_t op = 0;
+    CHECK_RC(rlc_engine_acquire(A.e, name, strlen(name), 1, 10000, 10000, el_now(), &op), RLC_OK);
+    const struct el_done *d = turn_for(&A, op, 1500);
+    CHECK(!d, "the acquire ended mid-migration with 8 s of its wait left: %d (%s)",
+          d ? d->status : 0, d ? d->message : "");
+    rc_end_move(&rc, dst, slot);
+    d = el_wait(&A, op, 9000);
+    CHECK(d && d->status == RLC_OK, "after the move: %d (%s)", d ? d->status : -100,
+          d ? d->message : "no outcome");
+    CHECK(rs_int(&rc.node[dst], "EXISTS %s", name) == 1, "held on the new master");
+    CHECK_RC(el_release(&A, name, 1), RLC_OK);
+
+    /* the lock's keys move while a waiter waits */
+    CHECK_RC(el_acquire(&B, held, 1, 0, 10000, NULL), RLC_OK);
+    CHECK_RC(rlc_engine_acquire(A.e, held, strlen(held), 2, 10000, 10000, el_now(), &op), RLC_OK);
+    d = wait_two_loops(&A, &B, op, 300);
+    CHECK(!d, "the waiter ended: %d (%s)", d ? d->status : 0, d ? d->message : "");
+    CHECK(rc_begin_move(&rc, hsrc, hdst, hslot) == 0, "migration begun");
+    CHECK(rc_migrate_keys(&rc.node[hsrc], &rc.node[hdst], hslot) >= 1, "keys moved");
+    CHECK(keys_in_slot(&rc.node[hsrc], hslot) == 0 && keys_in_slot(&rc.node[hdst], hslot) >= 1,
+          "the lock's keys moved");
+    uint64_t rel = 0;
+    CHECK_RC(rlc_engine_release(B.e, held, strlen(held), 1, el_now(), &rel), RLC_OK);
+    d = wait_two_loops(&A, &B, op, 1500);
+    CHECK(!d, "the waiter ended mid-migration: %d (%s)", d ? d->status : 0, d ? d->message : "");
+    rc_end_move(&rc, hdst, hslot);
+    d = wait_two_loops(&A, &B, op, 9000);
+    CHECK(d && d->status == RLC_OK, "the waiter after the move: %d (%s)", d ? d->status : -100,
+          d ? d->message : "no outcome");
+    CHECK(field_on(&rc.node[hdst], held, UUID_A, 2), "held by the waiter on the new master");
+    CHECK_RC(el_release(&A, held, 2), RLC_OK);
+done:
+    if (A.e)
+        el_free(&A);
+    if (B.e)
+        el_free(&B);
+    rc_stop(&rc);
+}
+
+/* A multi-lock's script names every key of its names: while a migration
+ * has moved some of them, the source answers TRYAGAIN (keys split). Its
+ * wait rides that out and it is granted on the new master once the move
+ * ends. Before, its round's deadline came while the request was parked,
+ * and it ended RLC_E_TIMEOUT with its wait's time left. */
+TEST(a_multi_lock_rides_out_tryagain_while_its_keys_are_split)
+{
+    START_RC(rc)
+    struct eloop A;
+    memset(&A, 0, sizeof A);
+    const char *names[2] = {"a{mm}", "b{mm}"};
+    size_t lens[2] = {5, 5};
+    int slot = (int)slot_of("mm", 2);
+    int src = rc_master_of(&rc, slot), dst = other_master(&rc, src, slot);
+    CHECK(src >= 0 && dst >= 0, "masters");
+    CHECK_RC(el_init(&A, rc.uri, UUID_A, NULL), RLC_OK);
+    /* a cycle of each name leaves their fencing counters */
+    for (int i = 0; i < 2; i++) {
+        CHECK_RC(el_acquire(&A, names[i], 1, 0, 5000, NULL), RLC_OK);
+        CHECK_RC(el_release(&A, names[i], 1), RLC_OK);
+    }
+    CHECK(rc_begin_move(&rc, src, dst, slot) == 0, "migration begun");
+    /* one key of the slot moves, the others stay */
+    redisReply *k = rs_cmd(&rc.node[src], "CLUSTER GETKEYSINSLOT %d 1", slot);
+    CHECK(k && k->type == REDIS_REPLY_ARRAY && k->elements == 1, "a key of the slot");
+    redisReply *r = rs_cmd(&rc.node[src], "MIGRATE 127.0.0.1 %d %s 0 5000", rc.node[dst].port,
+                           k->element[0]->str);
+    freeReplyObject(k);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "MIGRATE: %s", r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+    long long left = rs_int(&rc.node[src], "CLUSTER COUNTKEYSINSLOT %d", slot);
+    long long there = rs_int(&rc.node[dst], "CLUSTER COUNTKEYSINSLOT %d", slot);
+    CHECK(left >= 1 && there >= 1, "keys split: %lld on the source, %lld moved", left, there);
+    uint64_t op = 0;
+    CHECK_RC(rlc_engine_acquire_multi(A.e, names, lens, 2, 2, 10000, 10000, el_now(), &op),
+             RLC_OK);
+    const struct el_done *d = turn_for(&A, op, 1500);
+    CHECK(!d, "the multi-lock ended while its keys were split: %d (%s)", d ? d->status : 0,
+          d ? d->message : "");
+    CHECK(rc_migrate_keys(&rc.node[src], &rc.node[dst], slot) >= 1, "the rest moved");
+    rc_end_move(&rc, dst, slot);
+    d = el_wait(&A, op, 9000);
+    CHECK(d && d->status == RLC_OK, "after the move: %d (%s)", d ? d->status : -100,
+          d ? d->message : "no outcome");
+    CHECK(rs_int(&rc.node[dst], "EXISTS a{mm} b{mm}") == 2, "both held on the new master");
+done:
+    if (A.e)
+        el_free(&A);
+    rc_stop(&rc);
+}
+
+/* A master that serves the lock's slot no more (CLUSTER DELSLOTS: it
+ * answers CLUSTERDOWN) serves it again a second later (ADDSLOTS): a wait
+ * rides that out. Before, the round's deadline came while the request was
+ * parked, and the acquire ended RLC_E_TIMEOUT with 9 s of its wait left. */
+TEST(a_wait_rides_out_clusterdown)
+{
+    START_RC(rc)
+    struct eloop A;
+    memset(&A, 0, sizeof A);
+    const char *name = "down{d}";
+    int slot = (int)slot_of("d", 1);
+    int m = rc_master_of(&rc, slot);
+    CHECK(m >= 0, "master");
+    CHECK_RC(el_init(&A, rc.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&A, "down{e}", 1, 0, 5000, NULL), RLC_OK); /* the map is known */
+    CHECK_RC(el_release(&A, "down{e}", 1), RLC_OK);
+    redisReply *r = rs_cmd(&rc.node[m], "CLUSTER DELSLOTS %d", slot);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "DELSLOTS");
+    freeReplyObject(r);
+    r = rs_cmd(&rc.node[m], "SET %s x", name);
+    bool down = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "CLUSTERDOWN", 11) == 0;
+    if (r)
+        freeReplyObject(r);
+    CHECK(down, "the master answers CLUSTERDOWN");
+    uint64_t op = 0;
+    CHECK_RC(rlc_engine_acquire(A.e, name, strlen(name), 1, 10000, 10000, el_now(), &op), RLC_OK);
+    const struct el_done *d = turn_for(&A, op, 1500);
+    CHECK(!d, "the acquire ended on CLUSTERDOWN with 8 s of its wait left: %d (%s)",
+          d ? d->status : 0, d ? d->message : "");
+    r = rs_cmd(&rc.node[m], "CLUSTER ADDSLOTS %d", slot);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "ADDSLOTS");
+    freeReplyObject(r);
+    d = el_wait(&A, op, 9000);
+    CHECK(d && d->status == RLC_OK, "after ADDSLOTS: %d (%s)", d ? d->status : -100,
+          d ? d->message : "no outcome");
+    CHECK(rs_int(&rc.node[m], "EXISTS %s", name) == 1, "held on its master");
+    CHECK_RC(el_release(&A, name, 1), RLC_OK);
+done:
+    if (A.e)
+        el_free(&A);
+    rc_stop(&rc);
+}
+
+/* sync_replicas=1 on a cluster whose lock's master has its replica frozen:
+ * a write redirected there (MOVED from the seed before the map is known;
+ * ASK mid-migration) is confirmed only by a WAIT on the master that ran
+ * it. Before, the WAIT stayed on the first master's connection, behind the
+ * copy that was redirected, and that master's own replica confirmed it:
+ * RLC_OK with the lock on no replica. */
+TEST(a_redirected_write_waits_for_the_replica_of_the_master_that_ran_it)
+{
+    START_RC(rc)
+    struct eloop A;
+    memset(&A, 0, sizeof A);
+    /* a name whose slot is not on the first seed (node 0) */
+    char name[32] = "", moved[32] = "";
+    for (int i = 0; i < 100 && !name[0]; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "sy{%d}", i);
+        int m = rc_master_of(&rc, (int)slot_of(n + 3, strlen(n) - 4));
+        if (m > 0)
+            snprintf(name, sizeof name, "%s", n);
+    }
+    CHECK(name[0], "a name off the first seed");
+    int slot = (int)slot_of(name + 3, strlen(name) - 4);
+    int m = rc_master_of(&rc, slot), rep = replica_of(&rc, m);
+    CHECK(m > 0 && rep >= 0, "master %d, replica %d", m, rep);
+    CHECK_RC(el_init(&A, rc.uri, UUID_A, "sync_replicas=1;sync_timeout_ms=300"), RLC_OK);
+    rs_pause(&rc.node[rep]);
+    const struct el_done *d = NULL;
+    CHECK_RC(el_acquire(&A, name, 1, 0, 5000, &d), RLC_E_TIMEOUT);
+    CHECK(strstr(d->message, "not synced"), "after MOVED: %s", d->message);
+    rs_resume(&rc.node[rep]);
+
+    /* ASK: the hold's keys moved to a master whose replica is frozen */
+    snprintf(moved, sizeof moved, "%s", name);
+    CHECK_RC(el_acquire(&A, moved, 1, 0, 10000, &d), RLC_OK);
+    int dst = other_master(&rc, m, slot), drep = dst >= 0 ? replica_of(&rc, dst) : -1;
+    CHECK(dst >= 0 && drep >= 0, "destination %d, its replica %d", dst, drep);
+    CHECK(rc_begin_move(&rc, m, dst, slot) == 0, "migration begun");
+    CHECK(rc_migrate_keys(&rc.node[m], &rc.node[dst], slot) >= 1, "keys moved");
+    rs_pause(&rc.node[drep]);
+    CHECK_RC(el_acquire(&A, moved, 1, 0, 5000, &d), RLC_E_TIMEOUT); /* nested: runs after ASK */
+    CHECK(strstr(d->message, "not synced"), "after ASK: %s", d->message);
+    rs_resume(&rc.node[drep]);
+    rc_end_move(&rc, dst, slot);
+done:
+    for (int i = 0; i < RC_NODES; i++)
+        rs_resume(&rc.node[i]);
+    if (A.e)
+        el_free(&A);
     rc_stop(&rc);
 }
 
@@ -361,5 +611,9 @@ done:
 
 RUN_TESTS(CASE(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blocking_api),
           CASE(a_half_moved_slot_is_tried_again_not_failed),
+          CASE(a_wait_rides_out_a_slot_migration),
+          CASE(a_multi_lock_rides_out_tryagain_while_its_keys_are_split),
+          CASE(a_wait_rides_out_clusterdown),
+          CASE(a_redirected_write_waits_for_the_replica_of_the_master_that_ran_it),
           CASE(loss_is_pushed_from_every_master_and_follows_a_moved_slot),
           CASE(a_master_turned_replica_loses_its_tracking_pair))

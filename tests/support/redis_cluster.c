@@ -256,7 +256,7 @@ static bool status_ok(redisReply *r)
     return ok;
 }
 
-int rc_move_slot(const struct redis_cluster *rc, int src, int dst, int slot)
+int rc_begin_move(const struct redis_cluster *rc, int src, int dst, int slot)
 {
     char src_id[64], dst_id[64];
     rc_node_id(&rc->node[src], src_id, sizeof src_id);
@@ -264,9 +264,23 @@ int rc_move_slot(const struct redis_cluster *rc, int src, int dst, int slot)
     if (!status_ok(rs_cmd(&rc->node[dst], "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id)) ||
         !status_ok(rs_cmd(&rc->node[src], "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id)))
         return -1;
-    int moved = rc_migrate_keys(&rc->node[src], &rc->node[dst], slot);
+    return 0;
+}
+
+void rc_end_move(const struct redis_cluster *rc, int dst, int slot)
+{
+    char dst_id[64];
+    rc_node_id(&rc->node[dst], dst_id, sizeof dst_id);
     for (int i = 0; i < RC_NODES; i++)
         status_ok(rs_cmd(&rc->node[i], "CLUSTER SETSLOT %d NODE %s", slot, dst_id)); /* replicas
                                                               refuse: they follow their master */
+}
+
+int rc_move_slot(const struct redis_cluster *rc, int src, int dst, int slot)
+{
+    if (rc_begin_move(rc, src, dst, slot) != 0)
+        return -1;
+    int moved = rc_migrate_keys(&rc->node[src], &rc->node[dst], slot);
+    rc_end_move(rc, dst, slot);
     return moved;
 }

@@ -43,6 +43,13 @@ int rc_migrate_keys(const struct redis_server *src, const struct redis_server *d
  * Returns the keys moved, or -1 on an error. */
 int rc_move_slot(const struct redis_cluster *rc, int src, int dst, int slot);
 
+/* The two halves of rc_move_slot, for a test that acts mid-migration:
+ * SETSLOT IMPORTING on dst and MIGRATING on src (0, or -1 on an error);
+ * then SETSLOT NODE dst on every node (replicas refuse it: they follow
+ * their master). */
+int rc_begin_move(const struct redis_cluster *rc, int src, int dst, int slot);
+void rc_end_move(const struct redis_cluster *rc, int dst, int slot);
+
 /* Removes a node's nodes.conf so that rs_stop can remove its directory. */
 void rc_forget_conf(const struct redis_server *s);
 

@@ -192,6 +192,22 @@ bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t s
     return false;
 }
 
+/* A wait rides out a cluster's migration (ASK, TRYAGAIN) and failover
+ * (CLUSTERDOWN): a round that ended while its request was being
+ * redirected or parked is not the caller's error while the wait has time
+ * left. The try was undone as any failed try; the next one, with a new
+ * attempt id, goes after a pause. When the time is up, the caller hears
+ * the last round's failure, naming the slot that was moving. */
+bool acquire_ride_out(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    int64_t pause = round_moving(op, e->n);
+    bool time_left = op->wait_deadline < 0 || now < op->wait_deadline;
+    if (pause < 0 || op->wait_ms == 0 || !time_left)
+        return false;
+    acquire_sleep(e, op, pause, -1, now); /* with a retry time: never tries at once */
+    return true;
+}
+
 /* Ends the op, or puts it to sleep when it may wait on. */
 static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_t sleep_ms,
                     const char *msg, int64_t now)
@@ -302,6 +318,8 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         any = any || vd.undo[i];
     if (any)
         send_undo(e, h, op->attempt, op->lease, vd.undo);
+    if (rc != RLC_NOT_ACQUIRED && acquire_ride_out(e, op, now))
+        return;
     not_now(e, op, rc, out.split, out.sleep_ms, msg, now);
 }
 

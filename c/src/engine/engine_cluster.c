@@ -282,6 +282,7 @@ static bool retry_later(rlc_engine *e, struct eng_cluster *cl, struct conn *c, s
         ask_map(e, cl); /* a failover: the slot may have a new owner */
     int shift = r->retries < 5 ? r->retries : 5;
     r->retries++;
+    r->hops = 0; /* the hops bound redirections without a pause between them */
     conn_park(e, c, r, e->now + (CLUSTER_RETRY_MS << shift));
     return true;
 }
@@ -295,8 +296,12 @@ bool cluster_redirected(rlc_engine *e, struct conn *c, struct req *r, const redi
     enum cmap_redirect kind = cmap_redirect(&cl->map, reply, c->master, &slot, &master);
     if (kind == CMAP_RETRY)
         return retry_later(e, cl, c, r, reply);
-    if (r->hops >= CMAP_MAX_HOPS)
-        return false;
+    if ((kind == CMAP_MOVED || kind == CMAP_ASK) && r->hops >= CMAP_MAX_HOPS)
+        /* redirected back and forth (mid-migration: ASK to the importing
+         * master, a NOSCRIPT's EVAL there without ASKING is MOVED back):
+         * a pause, then again from the map, while it is needed; no
+         * redirection reaches the operation as an error */
+        return retry_later(e, cl, c, r, reply);
     if (kind == CMAP_MOVED) {
         note_owners(cl);
         ask_map(e, cl); /* one slot moved: others likely did too */

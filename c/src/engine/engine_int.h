@@ -270,6 +270,9 @@ struct node_reply {
     size_t holder_len;
     char *err;             /* an error reply's text */
     int64_t synced;        /* WAIT's answer: replicas that have the write (-1: none) */
+    int64_t moving;        /* no answer because its cluster slot was moving or its master
+                              down (MOVED / ASK / TRYAGAIN / CLUSTERDOWN): the pause before
+                              the redirected request would go out again; else 0 */
 };
 
 struct eng_op {
@@ -620,6 +623,9 @@ bool acquire_may_hold(const struct eng_op *op, int i);
  * the caller tries again now instead. */
 bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t sleep_ms,
                    int64_t now);
+/* A round that failed while a cluster node's slot was moving: an acquire
+ * with wait time left sleeps briefly and tries again (true), as if busy. */
+bool acquire_ride_out(rlc_engine *e, struct eng_op *op, int64_t now);
 /* engine_multi.c: a multi-lock's op over n names (sorted, distinct) for
  * owner, queued in each name's hold; RLC_OK and its id, or RLC_E_NOMEM. */
 int multi_new(rlc_engine *e, struct eng_lock *const *locks, int n, uint64_t owner,
@@ -642,6 +648,9 @@ void round_abandon(struct eng_op *op);
 const struct redisReply *round_note(struct eng_op *op, int node, const struct redisReply *r,
                                     int status, const char *msg);
 void round_timeout(struct eng_op *op, int n);
+/* When the round got no answer from some node because its cluster slot was
+ * moving: how long to pause before a new try (>= 0); else -1. */
+int64_t round_moving(const struct eng_op *op, int n);
 void round_note_renew(struct eng_op *op, int node, const struct redisReply *r, int status,
                       const char *msg);
 void round_sync_reply(rlc_engine *e, struct eng_op *op, int node, const struct redisReply *r);

@@ -288,6 +288,8 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         any = any || vd.undo[i];
     if (any)
         undo_names(e, op, vd.undo);
+    if (rc != RLC_NOT_ACQUIRED && acquire_ride_out(e, op, now))
+        return;
     not_now(e, op, rc, out.split, out.sleep_ms, msg, now);
 }
 

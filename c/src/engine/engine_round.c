@@ -255,6 +255,18 @@ void round_timeout(struct eng_op *op, int n)
 {
     for (int i = 0; i < n; i++) {
         if (op->rep[i].status == 1 && op->reqs[i]) {
+            const struct req *r = op->reqs[i];
+            if (r->retries > 0 || r->hops > 0) {
+                /* its cluster redirected it or said "not now": its slot is
+                 * moving (or its master failing over), not the node down */
+                int shift = r->retries < 5 ? r->retries : 5;
+                op->rep[i].moving = (int64_t)20 << shift;
+                char why[160];
+                snprintf(why, sizeof why,
+                         "slot %u was moving (MOVED/ASK %d, TRYAGAIN/CLUSTERDOWN %d times); "
+                         "no master ran the request in time", r->slot, r->hops, r->retries);
+                op->rep[i].err = strdup(why);
+            }
             req_disown(op->reqs[i]);
             op->reqs[i] = NULL;
             op->rep[i].status = RLC_E_TIMEOUT;
@@ -267,6 +279,15 @@ void round_timeout(struct eng_op *op, int n)
             renewal_unconfirmed(op, i, 1);
         }
     }
+}
+
+int64_t round_moving(const struct eng_op *op, int n)
+{
+    int64_t pause = -1;
+    for (int i = 0; i < n; i++)
+        if (op->rep[i].moving > 0 && (pause < 0 || op->rep[i].moving < pause))
+            pause = op->rep[i].moving;
+    return pause;
 }
 
 /* The renew script's reply for one hold: {1} renewed, {0} gone. */
