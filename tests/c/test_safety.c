@@ -352,6 +352,61 @@ done:
     rs_stop(&s);
 }
 
+/* Issue 36 in the blocking API: a fixed lease that ran out while another
+ * client took the lock is lost at its end. The on_lost callback fires once
+ * (before, only a watchdog hold could be reported lost), and is_held,
+ * hold_count, validity and the fencing token say so. */
+static atomic_int fixed_lost_calls, fixed_lost_reason;
+static void fixed_lost(rlc_lock *l, int reason, void *user)
+{
+    (void)l;
+    (void)user;
+    atomic_store(&fixed_lost_reason, reason);
+    atomic_fetch_add(&fixed_lost_calls, 1);
+}
+
+TEST(a_fixed_lease_that_runs_out_is_lost_in_the_blocking_api)
+{
+    START(s);
+    rlc_client *c = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "fixed", 1);
+    rlc_client *other = client(s.uri, NULL);
+    rlc_lock *o = lock(other, "fixed", 2);
+    atomic_store(&fixed_lost_calls, 0);
+    CHECK_RC(rlc_lock_on_lost(l, fixed_lost, NULL), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, 500), RLC_OK);
+    uint64_t t1 = 0, t2 = 0;
+    CHECK_RC(rlc_lock_fencing_token(l, &t1), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(o, 5000, 10000), RLC_OK); /* once the lease ran out */
+    CHECK_RC(rlc_lock_fencing_token(o, &t2), RLC_OK);
+    CHECK(t2 > t1, "tokens %llu then %llu", (unsigned long long)t1, (unsigned long long)t2);
+    int held = -1;
+    int64_t n = -1, v = -1;
+    CHECK_RC(rlc_lock_is_held(l, &held), RLC_OK);
+    CHECK(held == 0, "is_held %d beside the new holder", held);
+    CHECK_RC(rlc_lock_hold_count(l, &n), RLC_OK);
+    CHECK(n == 0, "hold_count %lld", (long long)n);
+    CHECK_RC(rlc_lock_validity_ms(l, &v), RLC_OK);
+    CHECK(v == 0, "validity %lld", (long long)v);
+    uint64_t tok = 0;
+    CHECK_RC(rlc_lock_fencing_token(l, &tok), RLC_E_LOST);
+    CHECK(WAIT_UNTIL(atomic_load(&fixed_lost_calls) >= 1, 3000), "on_lost did not fire");
+    CHECK(atomic_load(&fixed_lost_reason) == RLC_E_LOST, "reason %d",
+          atomic_load(&fixed_lost_reason));
+    CHECK_RC(rlc_lock_release(l), RLC_E_LOST);
+    CHECK_RC(rlc_lock_is_held(o, &held), RLC_OK);
+    CHECK(held == 1, "the new holder keeps it after the late release");
+    CHECK(atomic_load(&fixed_lost_calls) == 1, "on_lost ran %d times",
+          atomic_load(&fixed_lost_calls));
+    CHECK_RC(rlc_lock_release(o), RLC_OK);
+done:
+    rlc_lock_free(o);
+    rlc_client_free(other);
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(one_owner_uses_one_connection_with_a_pool),
           CASE(a_failed_extend_caps_the_validity_at_what_it_could_leave),
           CASE(timed_out_acquire_is_not_resent_after_script_flush),
@@ -359,4 +414,5 @@ RUN_TESTS(CASE(one_owner_uses_one_connection_with_a_pool),
           CASE(nested_acquire_over_an_expired_hold_reports_it_lost),
           CASE(release_stands_when_publish_is_refused),
           CASE(unusable_token_key_fails_acquire_without_writing),
-          CASE(redlock_waiter_sleeps_while_another_owner_holds_a_quorum))
+          CASE(redlock_waiter_sleeps_while_another_owner_holds_a_quorum),
+          CASE(a_fixed_lease_that_runs_out_is_lost_in_the_blocking_api))
