@@ -201,10 +201,16 @@ bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t s
 bool acquire_ride_out(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     int64_t pause = round_moving(op, e->n);
-    bool time_left = op->wait_deadline < 0 || now < op->wait_deadline;
-    if (pause < 0 || op->wait_ms == 0 || !time_left)
+    if (pause < 0 || op->wait_ms == 0 ||
+        (op->wait_deadline >= 0 && now + pause >= op->wait_deadline))
         return false;
-    acquire_sleep(e, op, pause, -1, now); /* with a retry time: never tries at once */
+    /* It sleeps without joining the lock's waiters: nothing but its retry
+     * time wakes it, and a SUBSCRIBE sent now would meet the same
+     * CLUSTERDOWN and be taken for a refusal. */
+    op->phase = P_WAIT;
+    op->woken = false;
+    op->retry_at = now + pause;
+    timer_set(e, &op->timer, T_OP, op, op->retry_at);
     return true;
 }
 
