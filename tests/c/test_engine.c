@@ -653,10 +653,18 @@ TEST(a_frozen_replica_confirms_no_write_on_any_path)
     for (int k = 1; k <= 3; k++)
         CHECK(rs_int(&m, "EXISTS fz%d", k) == 0, "fz%d undone on the master", k);
 
-    /* an extend: taken while the replica ran, extended while it is frozen */
+    /* an extend: taken while the replica ran, extended while it is frozen
+     * (a replica just resumed may take longer than a WAIT to catch up:
+     * tried again, bounded) */
     rs_resume(&rep);
-    CHECK_RC(el_acquire(&L, "fzx", 1, 0, 10000, &d), RLC_OK);
-    CHECK_RC(el_acquire(&W, "fzw", 1, 0, -1, &d), RLC_OK); /* a watchdog hold */
+    int got = -100;
+    for (int i = 0; i < 20 && got != RLC_OK; i++)
+        got = el_acquire(&L, "fzx", 1, 0, 10000, &d);
+    CHECK_RC(got, RLC_OK);
+    got = -100;
+    for (int i = 0; i < 20 && got != RLC_OK; i++)
+        got = el_acquire(&W, "fzw", 1, 0, -1, &d); /* a watchdog hold */
+    CHECK_RC(got, RLC_OK);
     rs_pause(&rep);
     int rc = el_extend(&L, "fzx", 1, 20000);
     CHECK(rc != RLC_OK, "an extend no replica confirmed reported %d", rc);
