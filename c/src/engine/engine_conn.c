@@ -728,8 +728,16 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
         req_free(e, r);
         return;
     }
-    if (c->master >= 0 && r->kind != R_HELLO && e->topo->redirected(e, c, r, reply))
-        return; /* MOVED / ASK: r went to another master */
+    /* This copy's WAIT counts only if this answer is r's last: a copy
+     * sent again below (redirected, parked, EVAL after NOSCRIPT) gets a
+     * WAIT of its own. */
+    struct req *wait = r->wait;
+    r->wait = NULL;
+    if (c->master >= 0 && r->kind != R_HELLO && e->topo->redirected(e, c, r, reply)) {
+        if (wait)
+            wait->op = NULL;
+        return; /* MOVED / ASK: r went to another master; TRYAGAIN: parked */
+    }
     if (r->kind == R_HELLO) {
         if (reply->type == REDIS_REPLY_ERROR) {
             char msg[300];
