@@ -220,8 +220,11 @@ RLC_API int rlc_lock_ttl_ms(rlc_lock *l, int64_t *out);
 RLC_API int rlc_lock_validity_ms(rlc_lock *l, int64_t *out);
 
 /* *out = the fencing token of the owner's current hold: the value of the
- * counter "redisson_lock_token:{name}" set when the hold began (0 -> 1), so it
- * grows with each new holder. Over N nodes, the largest of the granting
+ * counter "redisson_lock_token:{name}" set when the hold began, so it grows
+ * with each new holder. A counter that did not exist (a new name, or a node
+ * restarted without persistence) starts at the node's clock in microseconds
+ * (whole ms), so tokens keep growing when counters are lost: large numbers
+ * (about 2^51), below 2^53. Over N nodes, the largest of the granting
  * nodes' counters, which the acquire stored on a quorum of them before it
  * returned: every later holder gets a larger one (docs/DESIGN.md, "Fencing
  * tokens"). RLC_E_NOT_OWNER if this handle does not hold it, RLC_E_LOST once its

@@ -183,11 +183,13 @@ TEST(agreeing_counters_cost_no_extra_round_trip)
     rlc_client *c = client(cl.uris, NULL);
     rlc_lock *l = lock(c, "fe", 0);
     uint64_t t = 0;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
+        freeReplyObject(rs_cmd(&cl.node[i], "SET redisson_lock_token:{fe} 41"));
         freeReplyObject(rs_cmd(&cl.node[i], "CONFIG RESETSTAT"));
+    }
     CHECK_RC(rlc_lock_acquire(l, 0, 10000), RLC_OK);
     CHECK_RC(rlc_lock_fencing_token(l, &t), RLC_OK);
-    CHECK(t == 1, "token %llu", (unsigned long long)t);
+    CHECK(t == 42, "token %llu", (unsigned long long)t);
     for (int i = 0; i < 3; i++) {
         redisReply *r = rs_cmd(&cl.node[i], "INFO commandstats");
         int evals = 0;
@@ -327,10 +329,53 @@ TEST(without_restart_guard_plain_redlock_allows_a_second_holder)
 done:;
 }
 
+/* Issue 31, point 3: three masters restarted without persistence lose
+ * every token counter. Before, a new counter started at 1, so the holder
+ * after the restarts (the guard waited out) got token 1 after the earlier
+ * holder's 2, and a fenced resource refused the current holder and took the
+ * stale one's write. A counter that does not exist now starts at the node's
+ * clock (whole seconds, in microseconds), above every token given before. */
+TEST(tokens_keep_growing_across_masters_restarted_without_persistence)
+{
+    START_CLUSTER(cl, 3);
+    rlc_client *c = client(cl.uris, "watchdog_timeout_ms=1200");
+    rlc_lock *l = lock(c, "fr", 0);
+    uint64_t t1 = 0, t2 = 0;
+    for (int i = 0; i < 3; i++) /* a lock with a history: its tokens are past 100 */
+        freeReplyObject(rs_cmd(&cl.node[i], "SET redisson_lock_token:{fr} 100"));
+    for (int i = 0; i < 2; i++) {
+        CHECK_RC(rlc_lock_acquire(l, 0, 1000), RLC_OK);
+        CHECK_RC(rlc_lock_fencing_token(l, &t1), RLC_OK);
+        CHECK_RC(rlc_lock_release(l), RLC_OK);
+    }
+    for (int i = 0; i < 3; i++) {
+        CHECK(rs_restart(&cl.node[i]) == 0, "node %d restarted", i);
+        CHECK(rs_int(&cl.node[i], "EXISTS redisson_lock_token:{fr}") == 0,
+              "node %d lost its counter", i);
+    }
+    /* the guard keeps the restarted nodes out for the longest lease (1.2 s) */
+    int rc = RLC_NOT_ACQUIRED;
+    for (int64_t end = check_now_ms() + 15000; rc != RLC_OK && check_now_ms() < end;) {
+        rc = rlc_lock_acquire(l, 3000, 1000);
+        CHECK(rc == RLC_OK || rc == RLC_NOT_ACQUIRED || rc == RLC_E_CONNECT ||
+                  rc == RLC_E_NO_QUORUM, "acquire after the restarts: %d (%s)", rc, rlc_errmsg());
+    }
+    CHECK_RC(rc, RLC_OK);
+    CHECK_RC(rlc_lock_fencing_token(l, &t2), RLC_OK);
+    CHECK(t2 > t1, "the holder after the restarts got token %llu, the one before %llu",
+          (unsigned long long)t2, (unsigned long long)t1);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    cluster_stop(&cl);
+}
+
 RUN_TESTS(CASE(acquire_fails_when_its_token_cannot_be_stored_on_a_quorum),
           CASE(paused_holder_is_fenced_off_by_the_next_holders_larger_token),
           CASE(agreeing_counters_cost_no_extra_round_trip),
           CASE(fenced_set_applies_equal_or_larger_tokens_and_refuses_smaller),
           CASE(fenced_set_wants_a_single_node_client),
           CASE(restart_guard_keeps_a_restarted_node_from_voting),
-          CASE(without_restart_guard_plain_redlock_allows_a_second_holder))
+          CASE(without_restart_guard_plain_redlock_allows_a_second_holder),
+          CASE(tokens_keep_growing_across_masters_restarted_without_persistence))

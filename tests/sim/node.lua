@@ -182,17 +182,26 @@ function C.pttl(n, k)
   if not e.exp then return -1 end
   return e.exp - n.now
 end
-function C.incr(n, k)
+function C.incrby(n, k, by)
+  local d = int_of(by)
+  if not d then fail("ERR value is not an integer or out of range") end
   local e = n:string(k)
   local v = 0
   if e then
     v = int_of(e.v)
     if not v then fail("ERR value is not an integer or out of range") end
   end
-  v = v + 1
+  v = v + d
   if e then e.v = tostring(v) else n.db[k] = { t = "str", v = tostring(v) } end
   touch(n, k)
   return v
+end
+function C.incr(n, k) return C.incrby(n, k, 1) end
+-- TIME: every node's clock is the simulated time from a fixed epoch (the
+-- nodes' clocks agree; the engines' own clocks drift, sim_engine.c).
+local EPOCH_S = 1700000000
+function C.time(n)
+  return { tostring(EPOCH_S + n.now // 1000), tostring((n.now % 1000) * 1000) }
 end
 function C.get(n, k)
   local e = n:string(k)
@@ -257,6 +266,22 @@ function command(node, now, cmd, ...)
   cur = NODES[node]
   cur.now = now
   return R.pcall(cmd, ...)
+end
+
+-- A restart without persistence of what the scripts never give a lease to:
+-- the node's fencing counters are gone (the locks stay: the simulation's
+-- restarts keep their data, as with AOF, so that exclusion can be checked).
+function forget_counters(node)
+  local n, ks = NODES[node], {}
+  for k in pairs(n.db) do
+    if k:find("^redisson_lock_token:") then ks[#ks + 1] = k end
+  end
+  table.sort(ks) -- in a fixed order, so a seed replays
+  for _, k in ipairs(ks) do
+    n.db[k] = nil
+    touch(n, k)
+  end
+  return #ks
 end
 
 function exists(node, key, now)

@@ -38,6 +38,32 @@
     "  return before\n"                                                         \
     "end\n"
 
+/* The next fencing token of counter key k: one more than it holds (one
+ * call, the usual case), or, when the counter did not exist (INCR gave 1: a
+ * new name, or a node that lost it: restarted without persistence, flushed,
+ * evicted), the node's clock (TIME) in whole milliseconds, counted in
+ * microseconds. Every token a counter gave was at most the node's clock in
+ * microseconds when it was given (it starts at or below the clock and moves
+ * by one per hold, and no node runs two scripts in one microsecond), so a
+ * counter started again a millisecond or more later starts above every
+ * token given before, on any node whose clock is close enough
+ * (docs/DESIGN.md, "Fencing tokens"). Whole milliseconds, so that the nodes
+ * of one Redlock round mostly start a new name's counter at one value (else
+ * the acquire raises the others: token_floor). The value is built as a
+ * string: a Lua number would reach Redis in exponent form. A value that is
+ * not an integer fails the call (pcall: the caller says why, before writing
+ * anything). */
+#define NEXT_TOKEN                                                               \
+    "local function next_token(k)\n"                                            \
+    "  local n = redis.pcall('incr', k)\n"                                       \
+    "  if n ~= 1 then return n end\n"                                            \
+    "  local t = redis.call('time')\n"                                           \
+    "  local ms = string.format('%03d', math.floor(tonumber(t[2]) / 1000))\n"    \
+    "  local v = t[1] .. ms .. '000'\n"                                          \
+    "  redis.call('set', k, v)\n"                                                \
+    "  return tonumber(v)\n"                                                     \
+    "end\n"
+
 /* Frees the lock's hash when the owner's last level goes (Redis deletes a
  * hash with its last field: no DEL needed); the attempts hash keeps its
  * tombstones but forgets the epoch. */
@@ -68,20 +94,21 @@
  * life. If it is not on a quorum, the outer hold was lost (it expired, and
  * this acquire made a new one): the caller must not count it as nested.
  *
- * The token counter only moves when a new hold begins (0 -> 1), so while an
- * owner holds the lock the counter's value is that owner's token. The INCR
+ * The token counter only moves when a new hold begins (NEXT_TOKEN), so while
+ * an owner holds the lock the counter's value is that owner's token. The INCR
  * comes first: a token key that is not an integer fails the script before it
  * has written anything.
  */
 struct script script_acquire = {
     "acquire",
     LEVEL_OF
+    NEXT_TOKEN
     "if redis.call('hexists', KEYS[3], ARGV[3]) == 1 then\n"
     "  return {-1, 0}\n"
     "end\n"
     "local n, token, before, inner = 1, nil, -2, 0\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  local t = redis.pcall('incr', KEYS[2])\n"
+    "  local t = next_token(KEYS[2])\n"
     "  if type(t) == 'table' and t.err then\n"
     "    return redis.error_reply('ERR token key ' .. KEYS[2] .. ' is unusable (' ..\n"
     "      t.err .. '); nothing was written')\n"
@@ -92,7 +119,8 @@ struct script script_acquire = {
     "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  before = redis.call('pttl', KEYS[1])\n"
     "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  token = tonumber(redis.call('get', KEYS[2]) or '0') or 0\n"
+    "  local v = redis.call('get', KEYS[2])\n"
+    "  if v then token = tonumber(v) or 0 else token = next_token(KEYS[2]) end\n"
     "  if ARGV[4] ~= '' and level_of(KEYS[3], ARGV[4]) then inner = 1 end\n"
     "  local epoch = redis.call('hget', KEYS[3], 'e') or ''\n"
     "  redis.call('hset', KEYS[3], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
@@ -300,6 +328,7 @@ struct script script_token_floor = {
 struct script script_multi_acquire = {
     "multi_acquire",
     LEVEL_OF
+    NEXT_TOKEN
     "local m = #KEYS / 3\n"
     "for i = 1, m do\n"
     "  if redis.call('hexists', KEYS[2 * m + i], ARGV[3]) == 1 then return {-1, 0} end\n"
@@ -327,7 +356,7 @@ struct script script_multi_acquire = {
     "  local key, tok, att = KEYS[i], KEYS[m + i], KEYS[2 * m + i]\n"
     "  local before\n"
     "  if redis.call('exists', key) == 0 then\n"
-    "    redis.call('incr', tok)\n"
+    "    next_token(tok)\n"
     "    redis.call('hset', key, ARGV[2], 1)\n"
     "    redis.call('hset', att, 'e', ARGV[3])\n"
     "    before = -2\n"
