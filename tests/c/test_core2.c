@@ -1,7 +1,8 @@
 /*
  * test_core2.c - how waiters wake, what a lost-lock callback may do, and
  * time bounds that hold while name resolution stalls (issue 14, points 6,
- * 7, 8 and 10), against real redis-servers.
+ * 7, 8 and 10), and what freeing a client whose Redis is down costs and
+ * says (issue 31, point 6), against real redis-servers.
  *
  * Counts of script calls are read from the server (INFO commandstats), so
  * they are what any operator of the Redis would see.
@@ -565,6 +566,97 @@ done:
     rs_stop(&s);
 }
 
+/* ---- issue 31, point 6: freeing a client whose Redis is down --------------- */
+
+/* How many times needle stands in hay. */
+static int occurrences(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* A server that refused every connection was sent nothing, so nothing can
+ * be pending there: a short-lived process (the CLI, a cron job) must not
+ * pay the drain bound at exit. rlc_client_free took 2.0 s here (1.05 s over
+ * three nodes), waiting for the undo of an acquire that never left. Its
+ * message said the address five times; it says each fact once. */
+TEST(freeing_after_refused_connects_returns_at_once_and_the_message_says_each_fact_once)
+{
+    rlc_client *c = client("redis://127.0.0.1:1", NULL); /* 1000 + 1000 ms bound */
+    rlc_lock *l = lock(c, "x", 0);
+    CHECK(c && l, "client");
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_E_CONNECT);
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", rlc_errmsg());
+    CHECK(occurrences(msg, "cannot connect to 127.0.0.1:1: Connection refused") == 1 &&
+              occurrences(msg, "127.0.0.1:1") == 1 && occurrences(msg, "'x'") == 1,
+          "one connect failure, its address and the lock once each: %s", msg);
+    rlc_lock_free(l);
+    l = NULL;
+    int64_t t0 = check_now_ms();
+    rlc_client_free(c);
+    c = NULL;
+    int64_t took = check_now_ms() - t0;
+    CHECK(took < 500, "rlc_client_free took %lld ms with nothing ever sent (the bound is "
+          "2000 ms, for what is pending)", (long long)took);
+
+    c = client("redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3", NULL);
+    l = lock(c, "x", 0);
+    CHECK(c && l, "client");
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_E_NO_QUORUM);
+    snprintf(msg, sizeof msg, "%s", rlc_errmsg());
+    for (int port = 1; port <= 3; port++) {
+        char want[80];
+        snprintf(want, sizeof want, "cannot connect to 127.0.0.1:%d: Connection refused", port);
+        CHECK(occurrences(msg, want) == 1, "'%s' once in: %s", want, msg);
+    }
+    CHECK(occurrences(msg, "'x'") == 1, "the lock once: %s", msg);
+    rlc_lock_free(l);
+    l = NULL;
+    t0 = check_now_ms();
+    rlc_client_free(c);
+    c = NULL;
+    took = check_now_ms() - t0;
+    CHECK(took < 500, "rlc_client_free over three refusing nodes took %lld ms", (long long)took);
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+}
+
+/* What was sent is another matter: a release the server never answered
+ * goes out again while the client is freed, within the documented bound
+ * (connect_timeout_ms + io_timeout_ms). The server keeps its keys on disk,
+ * so the restarted one still has the lock until that release arrives. */
+TEST(freeing_sends_a_pending_release_to_a_restarted_node_within_the_bound)
+{
+    START(s, "--appendonly", "yes", "--appendfsync", "always", );
+    rlc_client *c = client(s.uri, "connect_timeout_ms=500;io_timeout_ms=500;loss_push=0");
+    rlc_lock *l = lock(c, "pending", 0);
+    CHECK(c && l, "client");
+    CHECK_RC(rlc_lock_acquire(l, 0, 60000), RLC_OK);
+    rs_kill(&s);
+    int rc = rlc_lock_release(l);
+    CHECK(rc == RLC_E_CONNECT || rc == RLC_E_TIMEOUT, "release to a dead node: %d (%s)", rc,
+          rlc_errmsg());
+    CHECK(rs_restart(&s) == 0, "the server came back");
+    CHECK(rs_int(&s, "EXISTS pending") == 1, "the restarted server has the lock from disk");
+    rlc_lock_free(l);
+    l = NULL;
+    int64_t t0 = check_now_ms();
+    rlc_client_free(c);
+    c = NULL;
+    int64_t took = check_now_ms() - t0;
+    CHECK(rs_int(&s, "EXISTS pending") == 0, "the pending release was sent before free returned");
+    CHECK(took < 1000 + 1000, "rlc_client_free took %lld ms (bound 1000 ms, 1000 ms to spare)",
+          (long long)took);
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(fifty_waiters_make_no_more_script_calls_than_one),
           CASE(an_uncontended_cycle_runs_seventeen_calls_inside_its_scripts),
           CASE(waiters_try_again_at_once_after_the_subscriber_reconnects),
@@ -572,4 +664,6 @@ RUN_TESTS(CASE(fifty_waiters_make_no_more_script_calls_than_one),
           CASE(slow_on_lost_callback_does_not_delay_renewals),
           CASE(lost_owner_callback_is_told_the_owner),
           CASE(freeing_waits_for_a_running_callback),
-          CASE(silent_dns_server_bounds_calls_and_never_stalls_renewals))
+          CASE(silent_dns_server_bounds_calls_and_never_stalls_renewals),
+          CASE(freeing_after_refused_connects_returns_at_once_and_the_message_says_each_fact_once),
+          CASE(freeing_sends_a_pending_release_to_a_restarted_node_within_the_bound))

@@ -87,7 +87,7 @@ static int connect_resolved(struct dconn *c, const struct resolved *a, int n, ch
     for (int i = 0; i < n && rc != 0 && rc != -EINPROGRESS; i++)
         rc = connect_one(c, (const struct sockaddr *)&a[i].sa, a[i].len, a[i].family);
     if (rc != 0 && rc != -EINPROGRESS) {
-        snprintf(err, err_len, "cannot connect to %s: %s", c->host, strerror(-rc));
+        snprintf(err, err_len, "%s", strerror(-rc)); /* the engine names the address */
         dconn_close(c);
         return RLC_E_CONNECT;
     }
@@ -101,7 +101,9 @@ int dconn_start(struct dconn *c, const char *host, int port, struct resolver *re
     err[0] = '\0';
     c->tls = tls;
     snprintf(c->host, sizeof c->host, "%s", host);
-    if (port)
+    if (port && strchr(host, ':'))
+        snprintf(c->label, sizeof c->label, "[%s]:%d", host, port);
+    else if (port)
         snprintf(c->label, sizeof c->label, "%s:%d", host, port);
     else
         snprintf(c->label, sizeof c->label, "%s", host);
@@ -114,7 +116,7 @@ int dconn_start(struct dconn *c, const char *host, int port, struct resolver *re
         memcpy(sa.sun_path, host, strlen(host) + 1);
         int rc = connect_one(c, (struct sockaddr *)&sa, sizeof sa, AF_UNIX);
         if (rc != 0 && rc != -EINPROGRESS) {
-            snprintf(err, err_len, "cannot connect to %s: %s", host, strerror(-rc));
+            snprintf(err, err_len, "%s", strerror(-rc));
             return RLC_E_CONNECT;
         }
         return connected(c, rc, err, err_len);
@@ -186,7 +188,7 @@ int dconn_progress(struct dconn *c, short revents, char *err, size_t err_len)
         if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &sl) != 0)
             e = errno;
         if (e) {
-            snprintf(err, err_len, "cannot connect: %s", strerror(e));
+            snprintf(err, err_len, "%s", strerror(e));
             return -1;
         }
         c->state = c->ssl ? DC_HANDSHAKE : DC_UP;
@@ -225,7 +227,7 @@ ssize_t dconn_read(struct dconn *c, char *buf, size_t len, char *err, size_t err
         return r;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return 0;
-    snprintf(err, err_len, "%s", r == 0 ? "connection closed by the server" : strerror(errno));
+    snprintf(err, err_len, "%s", r == 0 ? "closed by the server" : strerror(errno));
     return -1;
 }
 

@@ -38,7 +38,10 @@ void dconn_init(struct dconn *c);
  * of its own, never here), with TLS when tls is not NULL (the certificate
  * must carry host, or tls_server_name). RLC_OK: DC_RESOLVING,
  * DC_CONNECTING, or DC_UP when a plain socket connected at once;
- * otherwise a status, err says why, and c stays DC_CLOSED. */
+ * otherwise a status, err says why, and c stays DC_CLOSED. An err of a
+ * socket names no address ("Connection refused"): the engine's message
+ * does, and the driver puts the reason behind it (dio_explain); TLS's
+ * errors name c's label. */
 int dconn_start(struct dconn *c, const char *host, int port, struct resolver *res,
                 struct tls_ctx *tls, char *err, size_t err_len);
 

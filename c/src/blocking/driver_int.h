@@ -105,6 +105,13 @@ struct edrv {
     char why[DRV_MSGLEN];   /* the last connection that failed, and why: the
                                 engine's message on RLC_E_CONNECT says which node,
                                 this says what went wrong (a certificate...) */
+    struct conn_why {        /* per connection: why it last failed (NULL once */
+        char at[200];        /* it is up again), where it went (A, as the */
+        char what[DRV_MSGLEN]; /* engine names it) and what went wrong */
+    } **why_of;
+    int why_k;               /* the connection d->why is about (-1: none) */
+    bool ever_up;            /* a data connection was up once: bytes of ours may
+                                be on a server (edrv_free waits for them) */
     int n_to_post;
     struct thread_sem *bg_ts; /* the background thread sleeps on it */
     int64_t caller_left;     /* when a caller last stopped leading (ms) */
@@ -161,5 +168,13 @@ void dio_serve(struct edrv *d, int np, int ready, int64_t now);
 /* Closes every socket and forgets the name lookups (at the end); in a
  * forked child, with dconn_abandon (child). */
 void dio_close_all(struct edrv *d, bool child);
+
+/* The engine's message msg, with what the driver read of each connection
+ * it names ("cannot connect to A", "connection to A lost") put behind it,
+ * into out: "cannot connect to 127.0.0.1:1: Connection refused". A reason
+ * that names A itself (a TLS handshake's) stands in for the phrase. On
+ * RLC_E_CONNECT (connect) a message that names no such connection gets the
+ * last failure, if any, in parentheses. */
+void dio_explain(const struct edrv *d, const char *msg, bool connect, char *out, size_t size);
 
 #endif

@@ -6,6 +6,7 @@
  * other threads may write under the mutex, and a write that fails there
  * only marks the connection broken.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,12 +42,60 @@ static void close_conn(struct edrv *d, int k, int64_t now)
     rlc_engine_closed(d->e, k, now);
 }
 
+/* An address as the engine's messages name it (engine_conn.c): host:port,
+ * [v6]:port, or a unix socket's path. */
+static void address_text(char *out, size_t size, const char *host, int port)
+{
+    if (port == 0)
+        snprintf(out, size, "%.150s", host);
+    else if (strchr(host, ':'))
+        snprintf(out, size, "[%.150s]:%d", host, port);
+    else
+        snprintf(out, size, "%.150s:%d", host, port);
+}
+
+static bool is_discovery(const struct edrv *d, int k)
+{
+    return k >= d->first_sentinel && k < d->first_sentinel + d->n_sentinels;
+}
+
+/* Connection k failed, err says why: kept for the messages of what waited
+ * on it (dio_explain) until it is up again. */
 static void note_why(struct edrv *d, int k, const char *err)
 {
     const char *host;
     int port;
-    if (rlc_engine_conn_address(d->e, k, &host, &port, NULL) == RLC_OK && err[0])
-        snprintf(d->why, sizeof d->why, "%s:%d: %s", host, port, err);
+    if (!err[0] || rlc_engine_conn_address(d->e, k, &host, &port, NULL) != RLC_OK)
+        return;
+    char at[200];
+    address_text(at, sizeof at, host, port);
+    if (is_discovery(d, k)) { /* the engine's messages name its master, not it */
+        char addr[sizeof at];
+        snprintf(addr, sizeof addr, "%s", at);
+        snprintf(at, sizeof at, "sentinel %.180s", addr);
+    }
+    if (strstr(err, at))
+        snprintf(d->why, sizeof d->why, "%s", err);
+    else
+        snprintf(d->why, sizeof d->why, "%s: %s", at, err);
+    d->why_k = k;
+    if (!d->why_of[k] && !(d->why_of[k] = malloc(sizeof *d->why_of[k])))
+        return; /* the message only lacks the reason */
+    snprintf(d->why_of[k]->at, sizeof d->why_of[k]->at, "%s", at);
+    snprintf(d->why_of[k]->what, sizeof d->why_of[k]->what, "%s", err);
+}
+
+/* Connection k is up: the engine hears of it, and its last failure no
+ * longer says anything about it. */
+static void conn_up(struct edrv *d, int k, int64_t now)
+{
+    free(d->why_of[k]);
+    d->why_of[k] = NULL;
+    if (d->why_k == k)
+        d->why[0] = '\0';
+    if (!is_discovery(d, k))
+        d->ever_up = true; /* a sentinel's answers hold nothing of ours */
+    rlc_engine_connected(d->e, k, now);
 }
 
 /* host:port's resolver, made the first time (NULL without memory). */
@@ -92,10 +141,10 @@ static void start_conn(struct edrv *d, int k, int64_t now)
         rlc_engine_closed(d->e, k, now);
         return;
     }
-    if (k >= d->first_sentinel && k < d->first_sentinel + d->n_sentinels)
+    if (is_discovery(d, k))
         snprintf(d->c[k].label, sizeof d->c[k].label, "sentinel %s:%d", host, port);
     if (d->c[k].state == DC_UP)
-        rlc_engine_connected(d->e, k, now);
+        conn_up(d, k, now);
 }
 
 void dio_open_wanted(struct edrv *d, int64_t now)
@@ -143,6 +192,7 @@ static void flush_conn(struct edrv *d, int k, bool leader, int64_t now)
             continue;
         }
         if (w < 0) {
+            note_why(d, k, err);
             if (leader)
                 close_conn(d, k, now);
             else
@@ -246,7 +296,7 @@ void dio_serve(struct edrv *d, int np, int ready, int64_t now)
                 note_why(d, k, err);
                 close_conn(d, k, now);
             } else if (p > 0) {
-                rlc_engine_connected(d->e, k, now);
+                conn_up(d, k, now);
             }
             continue;
         }
@@ -263,6 +313,10 @@ void dio_close_all(struct edrv *d, bool child)
         else
             dconn_close(&d->c[k]);
     }
+    for (int k = 0; d->why_of && k < d->n; k++) {
+        free(d->why_of[k]);
+        d->why_of[k] = NULL;
+    }
     for (int i = 0; i < d->n_res; i++) {
         resolver_unref(d->res[i].r);
         free(d->res[i].host);
@@ -270,4 +324,62 @@ void dio_close_all(struct edrv *d, bool child)
     free(d->res);
     d->res = NULL;
     d->n_res = 0;
+}
+
+/* Where the phrase lead + at + tail is in text, not followed by more of an
+ * address (127.0.0.1:1 is not 127.0.0.1:10); NULL if nowhere. */
+static char *find_phrase(char *text, const char *lead, const char *at, const char *tail)
+{
+    size_t ll = strlen(lead), al = strlen(at), tl = strlen(tail);
+    for (char *p = strstr(text, lead); p; p = strstr(p + 1, lead)) {
+        const char *end = p + ll + al;
+        if (strncmp(p + ll, at, al) != 0 || strncmp(end, tail, tl) != 0)
+            continue;
+        end += tl;
+        if (!tl && (isalnum((unsigned char)*end) || *end == '.' || *end == ']'))
+            continue;
+        return p;
+    }
+    return NULL;
+}
+
+/* One connection's reason put in text (of size): true if its phrase is
+ * there (told before, or now). */
+static bool splice(char *text, size_t size, const char *lead, const char *tail,
+                   const struct conn_why *w)
+{
+    char *p = find_phrase(text, lead, w->at, tail);
+    if (!p)
+        return false;
+    size_t len = strlen(lead) + strlen(w->at) + strlen(tail);
+    if (p[len] == ':')
+        return true; /* a reason follows already (a connection's pair) */
+    char phrase[sizeof w->at + 64], out[2 * DRV_MSGLEN];
+    snprintf(phrase, sizeof phrase, "%.*s", (int)len, p);
+    if (strstr(w->what, w->at)) /* it names the address: it says it all */
+        snprintf(out, sizeof out, "%.*s%s%s", (int)(p - text), text, w->what, p + len);
+    else
+        snprintf(out, sizeof out, "%.*s%s: %s%s", (int)(p - text), text, phrase, w->what,
+                 p + len);
+    snprintf(text, size, "%s", out);
+    return true;
+}
+
+void dio_explain(const struct edrv *d, const char *msg, bool connect, char *out, size_t size)
+{
+    snprintf(out, size, "%s", msg ? msg : "");
+    bool told = false;
+    for (int k = 0; k < d->n; k++) {
+        const struct conn_why *w = d->why_of[k];
+        if (!w)
+            continue;
+        told = splice(out, size, "cannot connect to ", "", w) || told;
+        told = splice(out, size, "connection to ", " lost", w) || told;
+    }
+    /* A failure the message cannot point at (a sentinel's, a lookup's):
+     * the last one, as the likeliest cause. */
+    if (connect && !told && d->why[0] && !strstr(out, d->why)) {
+        size_t n = strlen(out);
+        snprintf(out + n, size - n, " (%s)", d->why);
+    }
 }

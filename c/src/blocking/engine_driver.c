@@ -135,11 +135,8 @@ static void finish(struct edrv *d, struct waiter *w, const rlc_engine_event *ev)
     o->count = ev->count;
     if (o->status == RLC_E_CLOSED)
         snprintf(o->message, sizeof o->message, "client closed while waiting");
-    else if (ev->status == RLC_E_CONNECT && d->why[0])
-        snprintf(o->message, sizeof o->message, "%s (%s)", ev->message ? ev->message : "",
-                 d->why);
     else
-        snprintf(o->message, sizeof o->message, "%s", ev->message ? ev->message : "");
+        dio_explain(d, ev->message, ev->status == RLC_E_CONNECT, o->message, sizeof o->message);
     for (struct waiter **p = &d->waiters; *p; p = &(*p)->next)
         if (*p == w) {
             *p = w->next;
@@ -647,10 +644,12 @@ int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char 
     d->n_sentinels = count_sentinels(nodes);
     d->c = calloc((size_t)d->n, sizeof *d->c);
     d->broken = calloc((size_t)d->n, sizeof *d->broken);
+    d->why_of = calloc((size_t)d->n, sizeof *d->why_of);
+    d->why_k = -1;
     d->pfd = calloc((size_t)d->n + 1, sizeof *d->pfd);
     d->pidx = calloc((size_t)d->n + 1, sizeof *d->pidx);
     d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (!d->c || !d->broken || !d->pfd || !d->pidx || d->wake_fd < 0) {
+    if (!d->c || !d->broken || !d->why_of || !d->pfd || !d->pidx || d->wake_fd < 0) {
         rc = rlc_fail(RLC_E_NOMEM, "out of memory (or descriptors) for the driver");
         goto fail;
     }
@@ -686,6 +685,7 @@ fail:
         close(d->wake_fd);
     free(d->c);
     free(d->broken);
+    free(d->why_of);
     free(d->pfd);
     free(d->pidx);
     if (d->have_opts)
@@ -720,6 +720,7 @@ static void free_all(struct edrv *d, bool child)
     }
     free(d->c);
     free(d->broken);
+    free(d->why_of);
     free(d->pfd);
     free(d->pidx);
     free(d);
@@ -735,7 +736,11 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
     }
     pthread_mutex_lock(&d->mu);
     int64_t end = dio_now_ms() + (drain_ms > 0 ? drain_ms : 0);
-    while (d->bg_started && !rlc_engine_idle(d->e) && dio_now_ms() < end) {
+    /* Only bytes that reached a server can land late or hold a level
+     * there: with no connection ever up, what the engine still queues (the
+     * undo of an acquire refused at its connect) was never needed, and a
+     * process whose Redis is down exits at once. */
+    while (d->bg_started && d->ever_up && !rlc_engine_idle(d->e) && dio_now_ms() < end) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 50 * 1000000L;

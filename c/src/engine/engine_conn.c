@@ -596,6 +596,29 @@ static void end_conn(rlc_engine *e, struct conn *c, int why, const char *msg, in
     schedule(e, c);
 }
 
+/* What the driver's close means, naming the address once: "cannot
+ * connect to A" for a connect that failed, "connection to A lost" for one
+ * that was up (A is host:port, or a socket's path). The node's label is
+ * the round's to add (round_fail), and why it ended the driver's, which
+ * read it (the errno, a TLS alert): it puts that behind A. */
+static const char *closed_phrase(rlc_engine *e, int k, bool was_up, const char *msg, char *buf,
+                                 size_t size)
+{
+    const char *host;
+    int port;
+    if (conn_at(e, k)->disc || rlc_engine_conn_address(e, k, &host, &port, NULL) != RLC_OK)
+        return msg;
+    char at[200];
+    if (port == 0)
+        snprintf(at, sizeof at, "%.150s", host);
+    else if (strchr(host, ':'))
+        snprintf(at, sizeof at, "[%.150s]:%d", host, port);
+    else
+        snprintf(at, sizeof at, "%.150s:%d", host, port);
+    snprintf(buf, size, was_up ? "connection to %s lost" : "cannot connect to %s", at);
+    return buf;
+}
+
 void conn_closed(rlc_engine *e, int k, int64_t now, int why, const char *msg)
 {
     (void)now;
@@ -608,7 +631,8 @@ void conn_closed(rlc_engine *e, int k, int64_t now, int why, const char *msg)
     bool was_up = c->state == C_UP;
     if (!was_up)
         count_attempt(e, c); /* a connect that failed */
-    end_conn(e, c, why, msg, C_DOWN);
+    char said[240];
+    end_conn(e, c, why, closed_phrase(e, k, was_up, msg, said, sizeof said), C_DOWN);
     if (c->master >= 0)
         e->topo->closed(e, c, was_up);
 }

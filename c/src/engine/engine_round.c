@@ -161,10 +161,13 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
         why = unknown;
         first = RLC_E_CONNECT;
     }
+    /* A connection's end names its address already ("cannot connect to
+     * 127.0.0.1:1"): the node is not named again. */
+    bool named = strstr(why, e->addrs[node].label) != NULL;
     if (e->n > 1) {
         int len = snprintf(msg, size, "only %d of %d nodes answered for lock '%s' (quorum %d); "
-                           "%s: %s", e->n - failed, e->n, RLC_SHOWN(op->hold->lock->name), e->q,
-                           e->addrs[node].label, why);
+                           "%s%s%s", e->n - failed, e->n, RLC_SHOWN(op->hold->lock->name), e->q,
+                           named ? "" : e->addrs[node].label, named ? "" : ": ", why);
         /* every other node that failed, by name, while there is room */
         for (int i = node + 1; i < e->n && len > 0 && (size_t)len < size; i++) {
             const struct node_reply *r = &op->rep[i];
@@ -174,12 +177,17 @@ int round_fail(const rlc_engine *e, const struct eng_op *op, char *msg, size_t s
                             : r->status == 1 ? "no answer in time"
                                              : rlc_strerror(r->status == RLC_OK ? RLC_E_SERVER
                                                                                 : r->status);
-            len += snprintf(msg + len, size - (size_t)len, "; %s: %s", e->addrs[i].label, w);
+            bool own = strstr(w, e->addrs[i].label) != NULL;
+            len += snprintf(msg + len, size - (size_t)len, "; %s%s%s", own ? "" : e->addrs[i].label,
+                            own ? "" : ": ", w);
         }
         return RLC_E_NO_QUORUM;
     }
-    snprintf(msg, size, "%s for key '%s' at %s", why, RLC_SHOWN(op->hold->lock->key),
-             e->addrs[node].label);
+    if (named)
+        snprintf(msg, size, "%s (lock '%s')", why, RLC_SHOWN(op->hold->lock->name));
+    else
+        snprintf(msg, size, "%s for key '%s' at %s", why, RLC_SHOWN(op->hold->lock->key),
+                 e->addrs[node].label);
     return first;
 }
 
