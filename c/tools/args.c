@@ -118,6 +118,16 @@ void cli_err(const char *fmt, ...)
     va_end(ap);
 }
 
+void cli_err_lock(const char *what, const char *name, const char *msg)
+{
+    char quoted[600];
+    snprintf(quoted, sizeof quoted, "'%s'", name);
+    if (strstr(msg, quoted)) /* the library's message names the lock already */
+        cli_err("%s: %s", what, msg);
+    else
+        cli_err("%s %s: %s", what, quoted, msg);
+}
+
 static int usage_error(const char *fmt, const char *what)
 {
     fputs("redlockc: ", stderr);

@@ -66,6 +66,10 @@ int cli_family(int argc, char **argv);
 /* Prints "redlockc: " + the formatted message + newline to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A failed call on lock name: "redlockc: cannot lock 'NAME': msg", without
+ * the name when the library's msg says it already (each fact once). */
+void cli_err_lock(const char *what, const char *name, const char *msg);
+
 /* The exit status for a failed library call (CLI_UNAVAILABLE, ...). */
 int cli_status_exit(int rc);
 

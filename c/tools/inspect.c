@@ -72,7 +72,7 @@ int cli_status(rlc_lock *l, const struct cli_args *a)
     struct look s;
     look_at(l, &s);
     if (s.rc != RLC_OK) {
-        cli_err("cannot query lock '%s': %s", a->name, s.err);
+        cli_err_lock("cannot query lock", a->name, s.err);
         return cli_status_exit(s.rc);
     }
     if (a->json) {

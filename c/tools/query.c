@@ -13,7 +13,7 @@ int cli_release(rlc_lock *l, const struct cli_args *a)
     if (rc == RLC_OK)
         rc = rlc_lock_force_release(l);
     if (rc != RLC_OK) {
-        cli_err("cannot release lock '%s': %s", a->name, rlc_errmsg());
+        cli_err_lock("cannot release lock", a->name, rlc_errmsg());
         return cli_status_exit(rc);
     }
     printf(was ? "released lock '%s'\n" : "lock '%s' was not held\n", a->name);

@@ -160,9 +160,12 @@ static int acquire(struct run *r, int *sig)
             int64_t pause = backoff;
             if (wait >= 0 && deadline - now_ms() < pause)
                 pause = deadline - now_ms();
-            if (r->a->verbose)
-                cli_err("cannot reach Redis for lock '%s' (%s); retrying in %" PRId64
-                        " ms (waiting since %s)", r->a->name, rlc_errmsg(), pause, since_s);
+            if (r->a->verbose) {
+                char what[300];
+                snprintf(what, sizeof what, "cannot reach Redis; retrying in %" PRId64
+                         " ms (waiting since %s)", pause, since_s);
+                cli_err_lock(what, r->a->name, rlc_errmsg());
+            }
             nap(r, pause);
             backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
             continue;
@@ -344,7 +347,7 @@ int cli_run(rlc_lock *l, const struct cli_args *a, const sigset_t *orig_mask)
             cli_err("lock '%s' is busy: another owner holds it", a->name);
             status = a->conflict_exit;
         } else {
-            cli_err("cannot lock '%s': %s", a->name, rlc_errmsg());
+            cli_err_lock("cannot lock", a->name, rlc_errmsg());
             status = cli_status_exit(rc);
         }
     } else if ((status = start_cmd(&r, orig_mask)) == 0) {
