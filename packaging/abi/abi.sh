@@ -28,7 +28,7 @@ ABI_HEADERS=$ABI_TOP/c/include
 
 # abi_require_debug_info LIB: abidw reads DWARF; a build without -g has none.
 abi_require_debug_info() {
-  if ! readelf -S "$1" | grep -q '\.debug_info'; then
+  if ! grep -q '\.debug_info' <<<"$(readelf -S "$1")"; then
     echo "abi: $1 has no debug info; build with CMAKE_BUILD_TYPE RelWithDebInfo or Debug" >&2
     return 1
   fi

@@ -122,8 +122,12 @@ installed() {
     [ -f "$f" ] || { echo "missing after install: $f"; return 1; }
   done
   echo "RUNPATH: $(readelf -d "$so" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')"
-  echo "ldd: $(env -u LD_LIBRARY_PATH ldd "$so" | grep redlockc)"
-  env -u LD_LIBRARY_PATH ldd "$so" | grep -q "=> $prefix/.*libredlockc.so.1" || {
+  # ldd's output is captured, not piped into grep -q: under pipefail a grep
+  # that stops reading at its match makes ldd die of SIGPIPE, failing the check.
+  local deps
+  deps=$(env -u LD_LIBRARY_PATH ldd "$so") || { echo "ldd $so failed"; return 1; }
+  echo "ldd: $(grep redlockc <<<"$deps")"
+  grep -q "=> $prefix/.*libredlockc.so.1" <<<"$deps" || {
     echo "the installed module does not find $prefix's libredlockc.so.1 by itself"
     return 1
   }
@@ -134,8 +138,8 @@ installed() {
   local p
   p=$(cache CMAKE_INSTALL_PREFIX)
   if [ "$p" = /usr/local ] || [ "$p" = /usr ]; then
-    plain_lua -e 'print(package.cpath)' | tr ';' '\n' | grep -qx "$p/$cmod/?.so" &&
-      plain_lua -e 'print(package.path)' | tr ';' '\n' | grep -qx "$p/$lmod/?.lua" || {
+    grep -qx "$p/$cmod/?.so" <<<"$(plain_lua -e 'print(package.cpath)' | tr ';' '\n')" &&
+      grep -qx "$p/$lmod/?.lua" <<<"$(plain_lua -e 'print(package.path)' | tr ';' '\n')" || {
       echo "$p/$cmod or $p/$lmod is not on lua5.4's default search path"
       return 1
     }

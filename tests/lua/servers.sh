@@ -148,7 +148,7 @@ sentinel_group_start() {
   redis-cli -p "${!m}" CONFIG SET repl-diskless-sync-delay 0 >/dev/null
   redis-cli -p "${!r}" REPLICAOF 127.0.0.1 "${!m}" >/dev/null
   for i in $(seq 300); do # in sync within 15 s
-    redis-cli -p "${!r}" INFO replication | grep -q "master_link_status:up" && break
+    grep -q "master_link_status:up" <<<"$(redis-cli -p "${!r}" INFO replication)" && break
     sleep 0.05
   done
   for j in 1 2 3; do
@@ -204,7 +204,7 @@ cluster_start() {
     local ok=1
     for j in 1 2 3 4 5 6; do
       p=${name}_${j}_PORT
-      redis-cli -p "${!p}" CLUSTER INFO 2>/dev/null | grep -q "cluster_state:ok" || ok=0
+      grep -q "cluster_state:ok" <<<"$(redis-cli -p "${!p}" CLUSTER INFO 2>/dev/null)" || ok=0
     done
     [ "$ok" = 1 ] && break
     sleep 0.05

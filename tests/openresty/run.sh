@@ -439,8 +439,8 @@ for i in $(seq 400); do # the new master named and promoted (20 s)
   nm=$(sentinel_master_port "$SEN_SPORT" rlcor)
   # promoted, and the old master demoted (until then it answers as a master too)
   [ -n "$nm" ] && [ "$nm" != "$sm" ] &&
-    redis-cli -p "$nm" INFO replication | grep -q "role:master" &&
-    redis-cli -p "$sm" INFO replication | grep -q "role:slave" && break
+    grep -q "role:master" <<<"$(redis-cli -p "$nm" INFO replication)" &&
+    grep -q "role:slave" <<<"$(redis-cli -p "$sm" INFO replication)" && break
   sleep 0.05
 done
 seen=
