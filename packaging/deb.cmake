@@ -5,14 +5,29 @@
 #   python3-redlockc, lua-redlockc: the bindings, when they were built and
 #                     install into the components "python" and "lua"
 # Debian's own paths want CMAKE_INSTALL_PREFIX=/usr at configure time (then
-# GNUInstallDirs gives lib/<multiarch>); see packaging/README-packaging.md.
-set(RLC_DEB_MAINTAINER "libredlockc developers <redlockc@localhost>" CACHE STRING
-  "Maintainer field of the Debian packages")
+# GNUInstallDirs gives lib/<multiarch>); see the Packaging section of README.md.
+# The project has no mail address of its own: the default names the project
+# and an address under the reserved .invalid domain (RFC 2606: it can never
+# reach a stranger); a distribution that builds these packages sets its own.
+set(rlc_deb_maintainer "libredlockc maintainers <maintainers@libredlockc.invalid>")
+set(RLC_DEB_MAINTAINER "${rlc_deb_maintainer}" CACHE STRING "Maintainer field of the Debian packages")
+# A build directory configured by an older tree caches the localhost
+# placeholder this default replaces; tests/packaging/metadata_check.py refuses it.
+if(RLC_DEB_MAINTAINER STREQUAL "libredlockc developers <redlockc@localhost>")
+  set_property(CACHE RLC_DEB_MAINTAINER PROPERTY VALUE "${rlc_deb_maintainer}")
+endif()
+# Where the project lives (the Go module's path names it too).
+set(RLC_HOMEPAGE "https://github.com/libredlockc/libredlockc")
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME redlockc)
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "distributed locks on Redis")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "${RLC_DEB_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${RLC_HOMEPAGE}")
+# Values reach CPackConfig.cmake escaped, so a description may hold quotes
+# (without it `require "redlockc"` came out as `require ;redlockc"`).
+set(CPACK_VERBATIM_VARIABLES ON)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
@@ -21,7 +36,7 @@ set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 # Depends from the binaries' real needs (libc6, libhiredis0.14, libssl3), by dpkg-shlibdeps.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # libredlockc1 gets a shlibs file (and ldconfig in postinst), so that packages
-# built against it depend on "libredlockc1 (>= 1.0.0)".
+# built against it depend on "libredlockc1 (>= <this version>)".
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 

@@ -40,7 +40,7 @@ local setmetatable, getmetatable = setmetatable, getmetatable
 local math_type, math_tointeger = math.type, math.tointeger
 local concat, sort, format, find = table.concat, table.sort, string.format, string.find
 
-local _M = { _VERSION = "1.0.0" }
+local _M = { _VERSION = "1.1.0" }
 
 -- ---- status codes ----------------------------------------------------------
 
@@ -65,7 +65,7 @@ function _M.errname(code)
   return name_of[code]
 end
 
--- The C library's version string, e.g. "1.0.0".
+-- The C library's version string, e.g. "1.1.0".
 function _M.version()
   return core.rlc_version()
 end

@@ -137,4 +137,4 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
-setup(ext_modules=[extension()], cmdclass={"build_ext": BuildExt})
+setup(version=project_version(), ext_modules=[extension()], cmdclass={"build_ext": BuildExt})

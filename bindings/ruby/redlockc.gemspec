@@ -2,10 +2,12 @@
 
 # The Ruby binding as a gem: pure Ruby over Fiddle (nothing to compile); it
 # loads libredlockc.so.1 at run time (REDLOCKC_LIBRARY names another path).
-#   gem build redlockc.gemspec && gem install --local ./redlockc-1.0.0.gem
+#   gem build redlockc.gemspec && gem install --local ./redlockc-<version>.gem
 Gem::Specification.new do |s|
   s.name = "redlockc"
-  s.version = "1.0.0"
+  # The C library's version: the project() line of this checkout's CMakeLists.txt.
+  s.version = File.read(File.expand_path("../../CMakeLists.txt", __dir__))[
+    /^project\(redlockc VERSION ([0-9.]+)/, 1]
   s.summary = "Redisson-compatible distributed locks and Redlock on Redis, over libredlockc"
   s.description = <<~TEXT
     Reentrant locks in Redisson's data layout, kept alive by a watchdog, and

@@ -121,7 +121,7 @@ pcall(ffi.cdef, [[
 pcall(ffi.cdef, "typedef struct { long tv_sec; long tv_nsec; } rlc_luajit_timespec;")
 pcall(ffi.cdef, "int clock_gettime(int clk_id, void *tp);")
 
-local _M = { _VERSION = "1.0.0" } -- the project's version (CMakeLists.txt)
+local _M = { _VERSION = "1.1.0" } -- the project's version (CMakeLists.txt)
 
 local errors = blocking.errors
 _M.errors = errors

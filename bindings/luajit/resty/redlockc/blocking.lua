@@ -83,7 +83,7 @@ pcall(ffi.cdef, [[
 -- For owner ids outside nginx; another module may have declared it already.
 pcall(ffi.cdef, "int getpid(void);")
 
-local _M = { _VERSION = "1.0.0" }
+local _M = { _VERSION = "1.1.0" }
 
 -- ---- status codes (the same table as the Lua 5.4 module's) ------------------
 

@@ -2,19 +2,19 @@
 -- redlockc_core from bindings/swig/redlockc.i and it is compiled against an
 -- installed libredlockc (the libredlockc-dev package, or `cmake --install`
 -- into a prefix given as REDLOCKC_DIR=<prefix>). From a checkout:
---   luarocks --lua-version 5.4 make packaging/redlockc-1.0.0-1.rockspec [REDLOCKC_DIR=<prefix>]
+--   luarocks --lua-version 5.4 make packaging/redlockc-1.1.0-1.rockspec [REDLOCKC_DIR=<prefix>]
 -- Needs swig (4.x) and a C compiler. The C module gets an absolute RUNPATH to
 -- the libredlockc it was built against (LuaRocks moves the module, so the
 -- $ORIGIN-relative RUNPATH of the CMake install would not hold).
 rockspec_format = "3.0"
 package = "redlockc"
-version = "1.0.0-1"
+version = "1.1.0-1"
 
 source = {
   -- `luarocks make` builds the checkout it runs in; a published rockspec
   -- names the release archive here.
   url = "git+file:///libredlockc",
-  tag = "v1.0.0",
+  tag = "v1.1.0",
 }
 
 description = {
