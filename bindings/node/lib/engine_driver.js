@@ -26,10 +26,10 @@ const net = require('node:net');
 const path = require('node:path');
 const tls = require('node:tls');
 const { koffi } = require('./native.js');
-const { ensureBuilt } = require('../build.js');
+const { loadNative } = require('../build.js');
 const { STATUS } = require('./errors.js');
 
-const lib = koffi.load(ensureBuilt());
+const lib = loadNative(koffi);
 const efn = {
   engineNew: lib.func('void *rlcn_engine_new(const char *nodes, const char *uuid, const char *options, void *res)'),
   address: lib.func('int rlcn_engine_node_address(void *e, int node, void *res)'),

@@ -11,13 +11,13 @@
 // failures reject with the error class of their status; a wait that runs
 // out resolves false (null for a permit). close() frees the native handle
 // once no call is in flight (holds are not released: they expire).
-const { ensureBuilt } = require('../build.js');
+const { loadNative } = require('../build.js');
 // koffi as native.js found it (in this package, or in the application).
 const { getChannel, scratch, syncResult, koffi } = require('./native.js');
 const errors = require('./errors.js');
 
 const { STATUS, errorFor, ClosedError, InvalidArgumentError } = errors;
-const lib = koffi.load(ensureBuilt());
+const lib = loadNative(koffi);
 const ffn = {
   call: lib.func('void *rlcn_fcall_new(void *h, int64_t a, int64_t b, int64_t c, const char *s)'),
   rwNew: lib.func('void *rlcn_rwlock_new(void *c, const char *name, uint64_t owner, void *res)'),

@@ -9,7 +9,7 @@
 // read here as a socket, so a result is an ordinary event on the JS thread.
 const koffi = loadKoffi();
 const net = require('node:net');
-const { ensureBuilt } = require('../build.js');
+const { loadNative } = require('../build.js');
 
 // koffi, the package's one dependency. Installed from a tarball or a
 // registry, npm puts it where require() finds it. `npm install <folder>`
@@ -37,7 +37,7 @@ function loadKoffi() {
     "redlockc (npm pack, a registry); with a linked folder run `npm install koffi` too");
 }
 
-const lib = koffi.load(ensureBuilt());
+const lib = loadNative(koffi);
 
 const fn = {
   channelOpen: lib.func('int rlcn_channel_open(_Out_ void **out)'),
