@@ -8,9 +8,12 @@ package redlockc
 // tries once; lease 0 lets the watchdog renew the hold until release. A wait
 // that runs out is (false, nil), not an error; failures are *Error.
 //
-// A waiting call cannot be interrupted (the library's wait sleeps on the
-// unlock message); bound it with wait. A fair waiter keeps its place in the
-// queue only inside one call, so it is not sliced the way LockContext is.
+// The family is not an engine operation yet: it runs on the library's
+// blocking API (a client of its own, made at the first family call), so a
+// waiting call blocks its goroutine and the OS thread under it for at most
+// its wait plus the I/O timeouts. It cannot be interrupted (the library's
+// wait sleeps on the unlock message); bound it with wait. A fair waiter
+// keeps its place in the queue only inside one call.
 
 /*
 #include <stdio.h>
@@ -131,11 +134,12 @@ func newFamily(c *Client, kind C.int, name string, owner uint64, tw int64, names
 		}
 	}
 	c.mu.Lock() // not while Close frees the client
-	if c.handle == nil {
+	blk, err := c.blocking("new " + name)
+	if err != nil {
 		c.mu.Unlock()
-		return nil, errorf(StatusClosed, "new "+name, "the client is closed")
+		return nil, err
 	}
-	r := C.rlcgo_fnew(kind, c.handle, cname, C.uint64_t(owner), C.int64_t(tw), cnames,
+	r := C.rlcgo_fnew(kind, blk, cname, C.uint64_t(owner), C.int64_t(tw), cnames,
 		C.int(len(names)), &f.h)
 	c.mu.Unlock()
 	if err := check("new", r); err != nil {

@@ -13,7 +13,8 @@ import "unsafe"
 // whose lock expired while it was paused cannot overwrite what a later
 // holder wrote. It reports whether the value was written (false: a larger
 // token is stored; nothing was written). The client must have one node: the
-// Redis that holds the resource. Close waits for a call in progress.
+// Redis that holds the resource. It runs on the library's blocking API (one round
+// trip on this goroutine's thread); Close waits for a call in progress.
 func (c *Client) FencedSet(key string, value []byte, token uint64) (bool, error) {
 	if token == 0 {
 		return false, errorf(StatusInvalid, "fenced set", "token must be >= 1")
@@ -27,10 +28,11 @@ func (c *Client) FencedSet(key string, value []byte, token uint64) (bool, error)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.handle == nil {
-		return false, ErrClosed
+	blk, err := c.blocking("fenced set")
+	if err != nil {
+		return false, err
 	}
-	r := C.rlcgo_fenced_set(c.handle, ckey, p, C.size_t(len(value)), C.uint64_t(token))
+	r := C.rlcgo_fenced_set(blk, ckey, p, C.size_t(len(value)), C.uint64_t(token))
 	if err := check("fenced set", r); err != nil {
 		return false, err
 	}

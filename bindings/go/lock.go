@@ -1,7 +1,9 @@
 package redlockc
 
-// #include <stdlib.h>
-// #include "shim.h"
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
 import "C"
 
 import (
@@ -14,16 +16,12 @@ import (
 	"unsafe"
 )
 
-// Explicit owner ids, unique in this process and never 0 (0 = "the calling
-// thread", meaningless for goroutines). Also the id of the lost notices.
+// Explicit owner ids, unique in this process and never 0.
 var nextOwner atomic.Uint64
 
-// cancelAgain: how often a context that ended cancels the wait again, until
-// the C call has returned (see cancelOnDone).
-const cancelAgain = 20 * time.Millisecond
-
-// Lock is a distributed lock (sync.Locker) for one name. See the package
-// comment for owners. Create it with Client.NewLock; Close it when done.
+// Lock is a distributed lock for one name, run by the client's engine. See
+// the package comment for owners. Create it with Client.NewLock; Close it
+// when done.
 type Lock struct {
 	name  string
 	owner uint64
@@ -32,10 +30,10 @@ type Lock struct {
 	turn  chan struct{} // one goroutine at a time holds this Lock value
 	lost  chan error
 
-	mu      sync.Mutex // guards handle, calls, closing
-	handle  *C.rlc_lock
-	calls   int // C calls in flight: the handle is freed after the last
-	closing bool
+	mu      sync.Mutex // guards holding, token, closed
+	holding bool       // acquired and not released (it may be lost meanwhile)
+	token   uint64
+	closed  bool
 }
 
 // LockOption configures NewLock.
@@ -55,18 +53,15 @@ func (c *Client) NewLock(name string, opts ...LockOption) (*Lock, error) {
 	for _, o := range opts {
 		o(l)
 	}
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	c.mu.Lock() // not while Close frees the client
-	if c.handle == nil {
-		c.mu.Unlock()
-		return nil, errorf(StatusClosed, "new lock", "the client is closed")
+	if name == "" {
+		return nil, errorf(StatusInvalid, "new lock", "the lock name is empty")
 	}
-	lostChannels.Store(uintptr(l.owner), l.lost)
-	r := C.rlcgo_lock_new(c.handle, cname, C.uint64_t(l.owner), C.uintptr_t(l.owner), &l.handle)
-	c.mu.Unlock()
-	if err := check("new lock", r); err != nil {
-		lostChannels.Delete(uintptr(l.owner))
+	if err := c.d.do("new lock", func() {
+		if c.d.closing {
+			return
+		}
+		c.d.lost[l.owner] = l.lost
+	}); err != nil {
 		return nil, err
 	}
 	runtime.SetFinalizer(l, (*Lock).Close)
@@ -76,50 +71,80 @@ func (c *Client) NewLock(name string, opts ...LockOption) (*Lock, error) {
 // Name is the lock's name (without the client's key_prefix).
 func (l *Lock) Name() string { return l.name }
 
-// call runs one library call with the handle kept alive meanwhile.
-func (l *Lock) call(op C.int, name string, a, b int64) (int64, error) {
+func (l *Lock) checkOpen(what string) error {
 	l.mu.Lock()
-	if l.closing {
-		l.mu.Unlock()
-		return 0, errorf(StatusClosed, name, "lock %q is closed", l.name)
+	defer l.mu.Unlock()
+	if l.closed {
+		return errorf(StatusClosed, what, "lock %q is closed", l.name)
 	}
-	l.calls++
-	h := l.handle
-	l.mu.Unlock()
-	r := C.rlcgo_call(op, h, C.int64_t(a), C.int64_t(b))
-	l.mu.Lock()
-	l.calls--
-	l.freeIfDone()
-	l.mu.Unlock()
-	return int64(r.value), check(name, r)
+	return nil
 }
 
-// acquire: wait < 0 waits forever (Lock), 0 tries once.
-func (l *Lock) acquire(wait time.Duration) error {
+// run starts an operation and waits for its end (not cancellable).
+func (l *Lock) run(kind opKind, what string, a, b int64) (done, error) {
+	if err := l.checkOpen(what); err != nil {
+		return done{}, err
+	}
+	p, err := l.c.d.start(kind, what, l.name, l.owner, a, b)
+	if err != nil {
+		return done{}, err
+	}
+	r := l.c.d.wait(p)
+	return r, statusError(what, r)
+}
+
+// statusError is nil for RLC_OK, else an *Error with the event's message.
+func statusError(what string, r done) error {
+	if r.status == StatusOK {
+		return nil
+	}
+	return &Error{Status: r.status, Op: what, Detail: r.message}
+}
+
+// acquire waits for the lock at most wait (< 0 forever, 0 one try) or
+// until ctx ends (then ctx.Err(); the engine cancels the wait).
+func (l *Lock) acquire(ctx context.Context, wait time.Duration) error {
+	if err := l.checkOpen("acquire"); err != nil {
+		return err
+	}
 	w := int64(-1)
 	if wait >= 0 {
-		w = int64((wait + time.Millisecond - 1) / time.Millisecond)
+		w = ms(wait)
 	}
-	lease := int64((l.lease + time.Millisecond - 1) / time.Millisecond)
-	_, err := l.call(C.RLCGO_ACQUIRE, "acquire", w, lease)
-	if err == nil {
-		select { // a notice about an earlier hold is stale now
-		case <-l.lost:
-		default:
-		}
+	lease := int64(0)
+	if l.lease > 0 {
+		lease = ms(l.lease)
 	}
-	return err
+	p, err := l.c.d.start(opAcquire, "acquire", l.name, l.owner, w, lease)
+	if err != nil {
+		return err
+	}
+	var r done
+	select {
+	case r = <-p.ch:
+	case <-ctx.Done():
+		l.c.d.abandon(p)
+		return ctx.Err()
+	case <-l.c.d.dead:
+		r = l.c.d.wait(p)
+	}
+	if err := statusError("acquire", r); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.holding, l.token = true, r.token
+	l.mu.Unlock()
+	select { // a notice about an earlier hold is stale now
+	case <-l.lost:
+	default:
+	}
+	return nil
 }
 
-// Lock waits until the lock is held (sync.Locker). It panics with an *Error
-// if the library fails (connection, auth...); use LockContext to get it.
-func (l *Lock) Lock() {
-	l.turn <- struct{}{}
-	if err := l.acquire(-1); err != nil {
-		<-l.turn
-		panic(err)
-	}
-}
+// Lock waits until the lock is held, or returns the library's failure
+// (ErrConnect, ErrClosed...): it never panics. As LockContext with a
+// context that never ends.
+func (l *Lock) Lock() error { return l.LockContext(context.Background()) }
 
 // TryLock tries once: true when held, false when busy. Unlike
 // sync.Mutex.TryLock it also returns the library's failures.
@@ -129,7 +154,7 @@ func (l *Lock) TryLock() (bool, error) {
 	default:
 		return false, nil // another goroutine holds this Lock value
 	}
-	err := l.acquire(0)
+	err := l.acquire(context.Background(), 0)
 	if err == nil {
 		return true, nil
 	}
@@ -140,94 +165,55 @@ func (l *Lock) TryLock() (bool, error) {
 	return false, err
 }
 
-// LockContext waits until the lock is held or ctx ends (then ctx.Err()).
-// The wait is one library call; when ctx ends, a goroutine cancels it
-// (rlc_lock_cancel), so it returns at once with nothing kept.
+// LockContext waits until the lock is held or ctx ends (then ctx.Err(), and
+// nothing is kept: the wait is cancelled, and a grant that crossed the
+// cancel is given back). The waiting goroutine takes no OS thread.
 func (l *Lock) LockContext(ctx context.Context) error {
 	select {
 	case l.turn <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	for {
-		if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
+		<-l.turn
+		return err
+	}
+	wait := time.Duration(-1) // forever: the context's end cancels it
+	deadline, bounded := ctx.Deadline()
+	if bounded {
+		wait = time.Until(deadline)
+		if wait < time.Millisecond { // the engine's wait has ms resolution
 			<-l.turn
-			return err
-		}
-		wait := time.Duration(-1) // forever: the context's end cancels it
-		if deadline, ok := ctx.Deadline(); ok {
-			wait = time.Until(deadline)
-			if wait < time.Millisecond { // the C wait has ms resolution
-				<-l.turn
-				return context.DeadlineExceeded
-			}
-		}
-		stop := l.cancelOnDone(ctx)
-		err := l.acquire(wait)
-		stop()
-		if err == nil {
-			return nil
-		}
-		// Busy until the deadline, or cancelled: the loop's top says which
-		// (a deadline's timer may fire a moment after the C wait ended).
-		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrCanceled) {
-			<-l.turn
-			return err
+			return context.DeadlineExceeded
 		}
 	}
+	err := l.acquire(ctx, wait)
+	if err == nil {
+		return nil
+	}
+	<-l.turn
+	if bounded && errors.Is(err, ErrNotAcquired) {
+		return context.DeadlineExceeded // busy until the deadline
+	}
+	return err
 }
 
-// cancelOnDone cancels the running acquire once ctx ends. rlc_lock_cancel
-// spares an acquire that has not started yet, and ctx may end just before
-// the C call starts: so it cancels again every cancelAgain until stop. No
-// cancel runs after stop returns, so none can reach a later acquire.
-func (l *Lock) cancelOnDone(ctx context.Context) (stop func()) {
-	if ctx.Done() == nil {
-		return func() {}
-	}
-	quit, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		select {
-		case <-quit:
-			return
-		case <-ctx.Done():
-		}
-		tick := time.NewTicker(cancelAgain)
-		defer tick.Stop()
-		for {
-			_, _ = l.call(C.RLCGO_CANCEL, "cancel", 0, 0)
-			select {
-			case <-quit:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-finished
-	}
-}
+// Unlock releases the lock and returns what the library said: nil,
+// ErrNotOwner (not held), ErrLost (its validity ran out or it was taken
+// meanwhile: the hold is over either way), or an I/O error (then the lock
+// is still held by this Lock value: retry). It never panics.
+func (l *Lock) Unlock() error { return l.Release() }
 
-// Unlock releases the lock (sync.Locker). A hold found lost is not an error
-// here (Lost and Release report it); any other failure panics, as unlocking
-// an unlocked sync.Mutex does. Use Release to get errors instead.
-func (l *Lock) Unlock() {
-	if err := l.Release(); err != nil && !errors.Is(err, ErrLost) {
-		panic(err)
-	}
-}
-
-// Release releases the lock and returns what the library said: nil,
-// ErrNotOwner (not held), ErrLost (it expired or was taken meanwhile), or an
-// I/O error (then the lock is still held by this Lock value: retry).
+// Release is Unlock.
 func (l *Lock) Release() error {
 	if len(l.turn) == 0 { // like sync.Mutex, any goroutine may unlock a held value
 		return errorf(StatusNotOwner, "release", "lock %q is not held by this Lock value", l.name)
 	}
-	_, err := l.call(C.RLCGO_RELEASE, "release", 0, 0)
+	_, err := l.run(opRelease, "release", 0, 0)
 	if err == nil || errors.Is(err, ErrLost) || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrClosed) {
+		l.mu.Lock()
+		l.holding, l.token = false, 0
+		l.mu.Unlock()
 		<-l.turn
 	}
 	return err
@@ -242,39 +228,62 @@ func (l *Lock) Lost() <-chan error { return l.lost }
 // Extend sets a fixed lease from now, or with lease <= 0 hands the hold back
 // to the watchdog.
 func (l *Lock) Extend(lease time.Duration) error {
-	ms := int64(0)
+	v := int64(0)
 	if lease > 0 {
-		ms = int64((lease + time.Millisecond - 1) / time.Millisecond)
+		v = ms(lease)
 	}
-	_, err := l.call(C.RLCGO_EXTEND, "extend", ms, 0)
+	_, err := l.run(opExtend, "extend", v, 0)
 	return err
 }
 
 // ForceRelease deletes the lock whoever holds it, and wakes its waiters.
+// It runs on the library's blocking API (one round trip on this goroutine's
+// thread).
 func (l *Lock) ForceRelease() error {
-	_, err := l.call(C.RLCGO_FORCE_RELEASE, "force release", 0, 0)
-	return err
+	if err := l.checkOpen("force release"); err != nil {
+		return err
+	}
+	cname := C.CString(l.name)
+	defer C.free(unsafe.Pointer(cname))
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	blk, err := l.c.blocking("force release")
+	if err != nil {
+		return err
+	}
+	return check("force release", C.rlcgo_force_release(blk, cname, C.size_t(len(l.name))))
 }
 
 // Locked says whether anyone holds the lock (on a quorum).
 func (l *Lock) Locked() (bool, error) {
-	v, err := l.call(C.RLCGO_IS_LOCKED, "is locked", 0, 0)
-	return v == 1, err
+	r, err := l.run(opQuery, "is locked", C.RLC_Q_LOCKED, 0)
+	return err == nil && r.count == 1, err
 }
 
 // Held says whether this Lock value holds it now: false once its validity
 // has run out (a fixed lease that ended, a watchdog hold not renewed in
 // time), then without asking the servers; else it asks a quorum.
 func (l *Lock) Held() (bool, error) {
-	v, err := l.call(C.RLCGO_IS_HELD, "is held", 0, 0)
-	return v == 1, err
+	v, err := l.Validity()
+	if err != nil || v == 0 {
+		return false, err
+	}
+	r, err := l.run(opQuery, "is held", C.RLC_Q_HELD, 0)
+	return err == nil && r.count == 1, err
 }
 
-// HoldCount is this Lock value's level count on the server: 1 while held (a
-// Lock value is not reentrant), 0 when not held and once its validity has
-// run out.
+// HoldCount is this Lock value's level count: 1 while held (a Lock value is
+// not reentrant), 0 when not held and once its validity has run out. No
+// network I/O.
 func (l *Lock) HoldCount() (int64, error) {
-	return l.call(C.RLCGO_HOLD_COUNT, "hold count", 0, 0)
+	if err := l.checkOpen("hold count"); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := l.local("hold count", func(e *C.rlc_engine, name *C.char, size C.size_t) {
+		n = int64(C.rlc_engine_hold_count(e, name, size, C.uint64_t(l.owner)))
+	})
+	return n, err
 }
 
 // Validity is how long the hold is certainly still held, at this call, from
@@ -283,35 +292,64 @@ func (l *Lock) HoldCount() (int64, error) {
 // held, lost, or run out. A healthy watchdog hold stays above about 2/3 of
 // the watchdog timeout (it is renewed every third). No network I/O.
 func (l *Lock) Validity() (time.Duration, error) {
-	v, err := l.call(C.RLCGO_VALIDITY, "validity", 0, 0)
+	if err := l.checkOpen("validity"); err != nil {
+		return 0, err
+	}
+	var v int64
+	err := l.local("validity", func(e *C.rlc_engine, name *C.char, size C.size_t) {
+		v = int64(C.rlc_engine_validity_ms(e, name, size, C.uint64_t(l.owner), C.int64_t(nowMs())))
+	})
 	return time.Duration(v) * time.Millisecond, err
+}
+
+// local runs one of the engine's local answers on the loop.
+func (l *Lock) local(what string, f func(e *C.rlc_engine, name *C.char, size C.size_t)) error {
+	b := []byte(l.name)
+	return l.c.d.do(what, func() {
+		f(l.c.d.e, (*C.char)(unsafe.Pointer(&b[0])), C.size_t(len(b)))
+	})
 }
 
 // FencingToken is the token of the current hold; it grows with each holder.
 // ErrNotOwner when not held, ErrLost once its validity has run out. No
 // network I/O.
 func (l *Lock) FencingToken() (uint64, error) {
-	v, err := l.call(C.RLCGO_FENCING_TOKEN, "fencing token", 0, 0)
-	return uint64(v), err
+	v, err := l.Validity()
+	if err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	holding, token := l.holding, l.token
+	l.mu.Unlock()
+	switch {
+	case !holding:
+		return 0, errorf(StatusNotOwner, "fencing token", "lock %q is not held by this Lock value", l.name)
+	case v == 0:
+		return 0, errorf(StatusLost, "fencing token", "the hold of %q was lost (its validity ran out)", l.name)
+	}
+	return token, nil
 }
 
-// Close frees the handle once no call is in flight. A hold is not released
-// on the server: it stops being renewed and expires. Idempotent.
+// Close ends this Lock value: a hold is not released on the server (it
+// stops being renewed and expires), and calls then fail with ErrClosed.
+// Idempotent.
 func (l *Lock) Close() error {
 	runtime.SetFinalizer(l, nil)
 	l.mu.Lock()
-	l.closing = true
-	l.freeIfDone()
+	was := l.closed
+	l.closed = true
 	l.mu.Unlock()
-	return nil
-}
-
-// Under l.mu. After rlc_lock_free no lost notice can come, so the channel
-// entry goes with it.
-func (l *Lock) freeIfDone() {
-	if l.closing && l.calls == 0 && l.handle != nil {
-		C.rlc_lock_free(l.handle)
-		l.handle = nil
-		lostChannels.Delete(uintptr(l.owner))
+	if was {
+		return nil
 	}
+	b := []byte(l.name)
+	_ = l.c.d.do("close", func() {
+		delete(l.c.d.lost, l.owner)
+		delete(l.c.d.holds, holdKey{l.name, l.owner})
+		if !l.c.d.closing {
+			C.rlc_engine_forget(l.c.d.e, (*C.char)(unsafe.Pointer(&b[0])), C.size_t(len(b)),
+				C.uint64_t(l.owner), C.int64_t(nowMs()))
+		}
+	})
+	return nil
 }

@@ -27,15 +27,26 @@ type WaitBucket struct {
 	Count uint64
 }
 
-// Metrics reads the client's counters (no network I/O).
+// Metrics reads the client's counters (no network I/O): its engine's (Lock
+// values) and, once the lock family or ForceRelease has been used, those of
+// the library's blocking client too, added up (the same counters).
 func (c *Client) Metrics() (Metrics, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.handle == nil {
-		return Metrics{}, &Error{Status: StatusClosed, Op: "metrics", Detail: "the client is closed"}
-	}
 	var v [64]C.uint64_t
-	n := int(C.rlc_client_metrics(c.handle, (*C.uint64_t)(unsafe.Pointer(&v[0])), 64))
+	n := 0
+	if err := c.d.do("metrics", func() {
+		n = int(C.rlc_engine_metrics(c.d.e, (*C.uint64_t)(unsafe.Pointer(&v[0])), 64))
+	}); err != nil {
+		return Metrics{}, err
+	}
+	c.mu.Lock()
+	if c.blk != nil {
+		var b [64]C.uint64_t
+		C.rlc_client_metrics(c.blk, (*C.uint64_t)(unsafe.Pointer(&b[0])), 64)
+		for i := range v {
+			v[i] += b[i]
+		}
+	}
+	c.mu.Unlock()
 	if n > 64 {
 		n = 64
 	}
