@@ -1,5 +1,6 @@
 # Type stubs for redlockc. Times are seconds (int or float).
 import builtins
+import os
 from types import TracebackType
 from typing import (Any, Callable, ContextManager, Iterable, Iterator, Optional, Protocol,
                     TypeVar, Union)
@@ -8,6 +9,7 @@ __version__: str
 __all__: list[str]
 
 _Seconds = Union[int, float]
+_Path = Union[str, os.PathLike[str]]
 _F = TypeVar("_F", bound=Callable[["Lock", "Error"], object])
 
 class _Counted(Protocol):
@@ -56,14 +58,27 @@ class Client:
         node_timeout: Optional[_Seconds] = ...,
         connect_timeout: Optional[_Seconds] = ...,
         retry_jitter: Optional[_Seconds] = ...,
+        sync_timeout: Optional[_Seconds] = ...,
         drift_factor: Optional[float] = ...,
         pool_size: Optional[int] = ...,
+        sync_replicas: Optional[int] = ...,
         key_prefix: Optional[str] = ...,
+        loss_push: Optional[bool] = ...,
+        restart_guard: Optional[bool] = ...,
+        tls_ca_file: Optional[_Path] = ...,
+        tls_ca_dir: Optional[_Path] = ...,
+        tls_cert_file: Optional[_Path] = ...,
+        tls_key_file: Optional[_Path] = ...,
+        tls_server_name: Optional[str] = ...,
+        tls_verify: Optional[bool] = ...,
+        sentinel_user: Optional[str] = ...,
+        sentinel_password: Optional[str] = ...,
         watchdog_timeout_ms: Optional[int] = ...,
         io_timeout_ms: Optional[int] = ...,
         node_timeout_ms: Optional[int] = ...,
         connect_timeout_ms: Optional[int] = ...,
         retry_jitter_ms: Optional[int] = ...,
+        sync_timeout_ms: Optional[int] = ...,
     ) -> None: ...
     def lock(
         self,

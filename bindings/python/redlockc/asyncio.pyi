@@ -1,5 +1,6 @@
 # Type stubs for redlockc.asyncio. Times are seconds (int or float).
 import asyncio
+import os
 from types import TracebackType
 import ssl
 from typing import Any, Callable, Iterable, Optional, TypeVar, Union
@@ -11,11 +12,42 @@ from . import (AuthenticationError, ClosedError, ConnectionError, Error, Invalid
 __all__: list[str]
 
 _Seconds = Union[int, float]
+_Path = Union[str, os.PathLike[str]]
 _F = TypeVar("_F", bound=Callable[["Lock", Error], object])
 
 class Client:
-    def __init__(self, nodes: Union[str, Iterable[str]], *,
-                 ssl_context: Optional[ssl.SSLContext] = ..., **options: Any) -> None: ...
+    def __init__(
+        self,
+        nodes: Union[str, Iterable[str]],
+        *,
+        ssl_context: Optional[ssl.SSLContext] = ...,
+        watchdog_timeout: Optional[_Seconds] = ...,
+        io_timeout: Optional[_Seconds] = ...,
+        node_timeout: Optional[_Seconds] = ...,
+        connect_timeout: Optional[_Seconds] = ...,
+        retry_jitter: Optional[_Seconds] = ...,
+        sync_timeout: Optional[_Seconds] = ...,
+        drift_factor: Optional[float] = ...,
+        pool_size: Optional[int] = ...,
+        sync_replicas: Optional[int] = ...,
+        key_prefix: Optional[str] = ...,
+        loss_push: Optional[bool] = ...,
+        restart_guard: Optional[bool] = ...,
+        tls_ca_file: Optional[_Path] = ...,
+        tls_ca_dir: Optional[_Path] = ...,
+        tls_cert_file: Optional[_Path] = ...,
+        tls_key_file: Optional[_Path] = ...,
+        tls_server_name: Optional[str] = ...,
+        tls_verify: Optional[bool] = ...,
+        sentinel_user: Optional[str] = ...,
+        sentinel_password: Optional[str] = ...,
+        watchdog_timeout_ms: Optional[int] = ...,
+        io_timeout_ms: Optional[int] = ...,
+        node_timeout_ms: Optional[int] = ...,
+        connect_timeout_ms: Optional[int] = ...,
+        retry_jitter_ms: Optional[int] = ...,
+        sync_timeout_ms: Optional[int] = ...,
+    ) -> None: ...
     def lock(self, name: str, owner: Optional[int] = ..., *, timeout: Optional[_Seconds] = ...,
              lease: Optional[_Seconds] = ...) -> Lock: ...
     async def close(self, timeout: Optional[_Seconds] = ...) -> None: ...
