@@ -11,9 +11,10 @@
 --
 -- Globals used from C: reset(n), compile(source) -> runner or nil, err;
 -- runner(node, now, keys, argv) -> the script's raw result; exists(node, key,
--- now); dump(node, key, now). sim_publish(channel) and sim_touch(node, key)
--- (a key was written, deleted or expired: CLIENT TRACKING's invalidation)
--- are provided by C.
+-- now); dump(node, key, now); keys_of(node, now) and move_key(from, to, key,
+-- now) (a cluster's slot migration). sim_publish(channel),
+-- sim_spublish(channel) and sim_touch(node, key) (a key was written, deleted
+-- or expired: CLIENT TRACKING's invalidation) are provided by C.
 
 local NODES = {}
 local cur -- the node the running script acts on
@@ -215,6 +216,10 @@ end
 function C.publish(_, ch, msg)
   return sim_publish(ch, msg)
 end
+-- A sharded cluster's release scripts (scripts.c's twins).
+function C.spublish(_, ch, msg)
+  return sim_spublish(ch, msg)
+end
 
 local function arg_string(a)
   if type(a) == "number" then
@@ -288,6 +293,37 @@ function exists(node, key, now)
   local n = NODES[node]
   n.now = now
   return n:entry(key) ~= nil
+end
+
+-- A cluster's live keys on one node, sorted (so a seed replays): the slot
+-- migration picks those of its slot.
+function keys_of(node, now)
+  local n, ks = NODES[node], {}
+  n.now = now
+  for k in pairs(n.db) do ks[#ks + 1] = k end
+  table.sort(ks)
+  local live = {}
+  for _, k in ipairs(ks) do if n:entry(k) then live[#live + 1] = k end end
+  return live
+end
+
+-- MIGRATE of one key: a copy with its TTL on `to`, then gone from `from`,
+-- in one step (as Redis' MIGRATE, which blocks the source meanwhile).
+function move_key(from, to, key, now)
+  local a, b = NODES[from], NODES[to]
+  a.now, b.now = now, now
+  local e = a:entry(key)
+  if not e then return false end
+  local c = { t = e.t, v = e.v, n = e.n, exp = e.exp }
+  if e.h then
+    c.h = {}
+    for f, v in pairs(e.h) do c.h[f] = v end
+  end
+  b.db[key] = c
+  a.db[key] = nil
+  touch(a, key)
+  touch(b, key)
+  return true
 end
 
 -- A key's content as one line, for traces.

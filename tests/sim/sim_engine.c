@@ -76,12 +76,14 @@
 #include "redlockc.h"
 #include "scripts.h"
 #include "sha1.h"
+#include "slot.h"
 
 #ifndef SIM_NODE_LUA
 #define SIM_NODE_LUA "node.lua"
 #endif
 
-#define MAX_NODES 5
+#define MAX_NODES 5   /* simulated servers: standalone nodes and cluster masters */
+#define MAX_CONNS 160 /* an engine's connections: a cluster node has 2 per master it may name */
 #define MAX_CLIENTS 4
 #define MAX_TASKS 3
 #define MAX_LOCKS 3
@@ -193,6 +195,7 @@ enum ev_kind {
     EV_RESUME,     /* a: client: its process runs again */
     EV_FAULT,
     EV_QUIET,      /* faults stop */
+    EV_CLUSTER,    /* a: what the cluster does next (enum cl_step), op: its generation */
 };
 
 struct event {
@@ -223,6 +226,9 @@ struct pipe {
     redisReader *rd;
     char **subs;          /* channels this connection subscribed to (node side) */
     int nsubs, capsubs;
+    char **ssubs;         /* shard channels (SSUBSCRIBE: a cluster master) */
+    int nssubs, capssubs;
+    bool asking;          /* ASKING came: the next command may use an importing slot */
     int track_to;         /* CLIENT TRACKING ON REDIRECT: that pipe + 1; 0 off */
     char **tkeys;         /* keys it read since their last invalidation */
     int ntkeys, captkeys;
@@ -267,7 +273,8 @@ struct client {
     int64_t clk_off, clk_ppm; /* local = off + t + t*ppm/1e6 */
     int64_t paused_until;
     int64_t wake_t;
-    int pipe[4 * MAX_NODES]; /* command, subscriber per node; loss push's pair per node */
+    int pipe[MAX_CONNS]; /* command, subscriber per node (a cluster's: per master); loss
+                            push's pairs */
     int ntasks;
     struct task task[MAX_TASKS];
     int nq; /* queries in flight (rlc_engine_query), answered by events */
@@ -294,6 +301,8 @@ struct stats {
     long commands, messages, events, claims;
     long queries, query_answers; /* rlc_engine_query: sent, answered RLC_OK */
     long invalidations;   /* loss push: CLIENT TRACKING messages sent */
+    long cluster_schedules, moved, ask, asking, tryagain, clusterdown, migrations,
+        keys_migrated, slot_maps, sunsubscribes;
 };
 
 struct config {
@@ -305,8 +314,30 @@ struct config {
     int rounds;
     bool faults;
     const char *prefix;   /* key_prefix ("" or "app:") */
-    bool password;        /* nodes want AUTH and SELECT 3 */
+    bool password;        /* nodes want AUTH and SELECT 3 (a cluster: AUTH) */
+    /* a cluster schedule: node 0 of the engines is a redis-cluster:// node of
+     * `masters` masters, servers first_master.. (standalone nodes before) */
+    bool cluster;
+    int servers, first_master, masters;
+    bool redis7;          /* TRYAGAIN on a migrating source, sharded pub/sub */
+    bool tagged;          /* the names share one {hash tag}: multi-locks allowed */
 };
+
+/* The cluster's state: each master's own view of who owns a slot (they agree
+ * but while a migration ends: the target learns first, then the source, then
+ * the others), one migration at a time, CLUSTERDOWN moments. */
+enum cl_step { CL_NEXT, CL_MOVE_KEY, CL_SOURCE_KNOWS, CL_ALL_KNOW };
+static struct {
+    uint8_t view[MAX_NODES][RLC_SLOTS]; /* server n's owner of each slot (a server index) */
+    bool mig;                /* a slot is MIGRATING on mfrom (and IMPORTING on mto until
+                                mto owns it) */
+    bool importing;
+    int stage;               /* 0: every view agrees; else a migration is under way */
+    unsigned mslot;
+    int mfrom, mto;
+    uint64_t gen;            /* steps of an earlier generation are moot (settled) */
+    int64_t down_until;      /* CLUSTERDOWN for keyed commands until then */
+} CL;
 
 static struct {
     lua_State *L;
@@ -315,6 +346,7 @@ static struct {
     int verbose;
     const char *mutate;
     int no_flush; /* flush=0: no SCRIPT FLUSH faults (to tell causes apart) */
+    int cluster_mode; /* cluster=0|1: no schedule has a cluster, every one; -1: a quarter */
     char unknown[256]; /* names of commands the node did not know */
 
     /* per schedule */
@@ -340,8 +372,12 @@ static struct {
     struct stats st;
 } S;
 
-/* In byte order: a set's first name in byte order is its lowest index. */
-static const char *lock_names[MAX_LOCKS] = {"lk0", "lk1", "lk2"};
+/* In byte order: a set's first name in byte order is its lowest index. A
+ * cluster schedule's names may share a hash tag (one slot: a multi-lock can
+ * take them). */
+static const char *const plain_names[MAX_LOCKS] = {"lk0", "lk1", "lk2"};
+static const char *const tagged_names[MAX_LOCKS] = {"{t}0", "{t}1", "{t}2"};
+static const char *const *lock_names = plain_names;
 
 static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void trace(const char *fmt, ...)
@@ -629,6 +665,31 @@ static void to_client(int p, const char *d, size_t n)
     at(t, EV_BACK, p, 0, 0);
 }
 
+static bool is_master(int n)
+{
+    return S.cfg.cluster && n >= S.cfg.first_master && n < S.cfg.servers;
+}
+
+/* The server a connection reaches: its address (a cluster's connections
+ * follow the engine's map); "10.0.0.N" is standalone server N-1, "10.0.1.J"
+ * the cluster's master J-1. */
+static int server_of_conn(int client, int conn)
+{
+    const char *host = NULL;
+    int port = 0, tls = 0, k = 0;
+    if (S.cl[client].e &&
+        rlc_engine_conn_address(S.cl[client].e, conn, &host, &port, &tls) == RLC_OK && host &&
+        sscanf(host, "10.0.%*d.%d", &k) == 1 && k >= 1) {
+        int n = strncmp(host, "10.0.1.", 7) == 0 ? S.cfg.first_master + k - 1 : k - 1;
+        if (n >= 0 && n < S.cfg.servers && (strncmp(host, "10.0.1.", 7) == 0) == is_master(n))
+            return n;
+    }
+    S.st.protocol++;
+    trace("PROTOCOL c%d conn%d: opened to an address the simulation does not have (%s)", client,
+          conn, host ? host : "none");
+    return 0;
+}
+
 static int pipe_new(int client, int conn)
 {
     if (S.npipes == S.cappipes) {
@@ -641,7 +702,10 @@ static int pipe_new(int client, int conn)
     p->conn = conn;
     /* the engine's layout (engine_conn.c): 2 per node, then (no sentinel,
      * no cluster here) loss push's pair per node */
-    p->node = conn < 2 * S.cfg.nodes ? conn / 2 : (conn - 2 * S.cfg.nodes) / 2;
+    if (S.cfg.cluster)
+        p->node = server_of_conn(client, conn);
+    else
+        p->node = conn < 2 * S.cfg.nodes ? conn / 2 : (conn - 2 * S.cfg.nodes) / 2;
     p->state = P_CONNECTING;
     p->fwd_last = p->back_last = S.now;
     return S.npipes++;
@@ -652,6 +716,9 @@ static void pipe_unsubscribe_all(struct pipe *p)
     for (int i = 0; i < p->nsubs; i++)
         free(p->subs[i]);
     p->nsubs = 0;
+    for (int i = 0; i < p->nssubs; i++)
+        free(p->ssubs[i]);
+    p->nssubs = 0;
     for (int i = 0; i < p->ntkeys; i++)
         free(p->tkeys[i]);
     p->ntkeys = 0;
@@ -677,6 +744,7 @@ static void pipes_free(void)
             redisReaderFree(p->rd);
         pipe_unsubscribe_all(p);
         free(p->subs);
+        free(p->ssubs);
         free(p->tkeys);
     }
     S.npipes = 0;
@@ -813,12 +881,31 @@ static bool is(const redisReply *a, const char *name)
     return a->len == strlen(name) && strncasecmp(a->str, name, a->len) == 0;
 }
 
-static int sub_index(const struct pipe *p, const char *ch, size_t n)
+static int list_index(char *const *list, int count, const char *ch, size_t n)
 {
-    for (int i = 0; i < p->nsubs; i++)
-        if (strlen(p->subs[i]) == n && memcmp(p->subs[i], ch, n) == 0)
+    for (int i = 0; i < count; i++)
+        if (strlen(list[i]) == n && memcmp(list[i], ch, n) == 0)
             return i;
     return -1;
+}
+
+static void list_add(char ***list, int *count, int *cap, const char *ch, size_t n)
+{
+    if (list_index(*list, *count, ch, n) >= 0)
+        return;
+    if (*count == *cap) {
+        *cap = *cap ? *cap * 2 : 4;
+        *list = xrealloc(*list, (size_t)*cap * sizeof **list);
+    }
+    char *c = xmalloc(n + 1);
+    memcpy(c, ch, n);
+    c[n] = 0;
+    (*list)[(*count)++] = c;
+}
+
+static int sub_index(const struct pipe *p, const char *ch, size_t n)
+{
+    return list_index(p->subs, p->nsubs, ch, n);
 }
 
 static void note_unknown(const redisReply *a)
@@ -829,10 +916,188 @@ static void note_unknown(const redisReply *a)
         strcat(S.unknown, name);
 }
 
+/* ------------------------------------------------------------ cluster */
+
+static void master_addr(int n, char *buf, size_t size)
+{
+    snprintf(buf, size, "10.0.1.%d:6379", n - S.cfg.first_master + 1);
+}
+
+static bool key_exists(int n, const char *key, size_t len)
+{
+    lua_getglobal(S.L, "exists");
+    lua_pushinteger(S.L, n + 1);
+    lua_pushlstring(S.L, key, len);
+    lua_pushinteger(S.L, S.now);
+    S.cur_node = n;
+    lua_call(S.L, 3, 1);
+    bool there = lua_toboolean(S.L, -1);
+    lua_pop(S.L, 1);
+    return there;
+}
+
+/* The command's keys (a script's declared ones) or shard channels. */
+static size_t command_keys(redisReply **a, size_t argc, size_t *first, bool *shard)
+{
+    *first = 1;
+    *shard = false;
+    if ((is(a[0], "evalsha") || is(a[0], "eval")) && argc >= 3) {
+        char *end;
+        long k = strtol(a[2]->str, &end, 10);
+        *first = 3;
+        return *end || k < 0 || (size_t)k > argc - 3 ? 0 : (size_t)k;
+    }
+    if ((is(a[0], "hexists") || is(a[0], "hget") || is(a[0], "pttl")) && argc >= 2)
+        return 1;
+    if (is(a[0], "exists"))
+        return argc - 1;
+    if (is(a[0], "ssubscribe")) {
+        *shard = true;
+        return argc - 1;
+    }
+    return 0;
+}
+
+/* Redis' getNodeByQuery on master n: whether the command is redirected or
+ * refused (the reply is in out) rather than run. Keys of a slot under
+ * migration: on the source (MIGRATING) a command whose keys are all there
+ * runs, one whose keys are all gone is ASKed to the target, and one with
+ * some of each is TRYAGAIN (Redis 7; Redis 6 ASKs it); on the target
+ * (IMPORTING) it runs only right after ASKING, and a multi-key one only if
+ * every key is there (else TRYAGAIN); without ASKING it is MOVED to the
+ * owner. Shard channels count no keys and ride out CLUSTERDOWN
+ * (cluster-allow-pubsubshard-when-down). */
+static bool cluster_gate(int p, redisReply **a, size_t argc, bool asking, struct buf *out)
+{
+    int n = S.pipes[p].node;
+    size_t first;
+    bool shard;
+    size_t nk = command_keys(a, argc, &first, &shard);
+    if (nk == 0)
+        return false;
+    unsigned slot = slot_of(a[first]->str, a[first]->len);
+    int owner = CL.view[n][slot];
+    bool here = CL.mig && CL.mslot == slot;
+    bool migrating = here && owner == n && CL.mfrom == n;
+    bool importing = here && !migrating && CL.importing && CL.mto == n;
+    bool multiple = false;
+    int missing = 0, existing = 0;
+    for (size_t i = first; i < first + nk; i++) {
+        if (slot_of(a[i]->str, a[i]->len) != slot) {
+            S.st.protocol++; /* the engine keeps a call in one slot (C1) */
+            buf_printf(out, "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+            return true;
+        }
+        if (a[i]->len != a[first]->len || memcmp(a[i]->str, a[first]->str, a[i]->len) != 0)
+            multiple = true;
+        if ((migrating || importing) && !shard)
+            key_exists(n, a[i]->str, a[i]->len) ? existing++ : missing++;
+    }
+    char to[32];
+    if (!shard && CL.down_until > S.now) {
+        S.st.clusterdown++;
+        buf_printf(out, "-CLUSTERDOWN The cluster is down\r\n");
+        return true;
+    }
+    if (migrating && missing) {
+        if (S.cfg.redis7 && existing) {
+            S.st.tryagain++;
+            buf_printf(out, "-TRYAGAIN Multiple keys request during rehashing of slot\r\n");
+        } else {
+            S.st.ask++;
+            master_addr(CL.mto, to, sizeof to);
+            buf_printf(out, "-ASK %u %s\r\n", slot, to);
+        }
+        return true;
+    }
+    if (importing && asking) {
+        if (!(multiple && missing))
+            return false;
+        S.st.tryagain++;
+        buf_printf(out, "-TRYAGAIN Multiple keys request during rehashing of slot\r\n");
+        return true;
+    }
+    if (owner == n)
+        return false;
+    S.st.moved++;
+    master_addr(owner, to, sizeof to);
+    buf_printf(out, "-MOVED %u %s\r\n", slot, to);
+    return true;
+}
+
+/* CLUSTER SLOTS as master n sees it: ranges of slots with one owner. */
+static void cluster_slots(int n, struct buf *out)
+{
+    struct buf b = {0};
+    int ranges = 0;
+    for (int lo = 0; lo < RLC_SLOTS;) {
+        int hi = lo;
+        while (hi + 1 < RLC_SLOTS && CL.view[n][hi + 1] == CL.view[n][lo])
+            hi++;
+        char id[41];
+        snprintf(id, sizeof id, "%040d", CL.view[n][lo] - S.cfg.first_master + 1);
+        buf_printf(&b, "*3\r\n:%d\r\n:%d\r\n*3\r\n$8\r\n10.0.1.%d\r\n:6379\r\n", lo, hi,
+                   CL.view[n][lo] - S.cfg.first_master + 1);
+        buf_bulk(&b, id, 40);
+        ranges++;
+        lo = hi + 1;
+    }
+    buf_printf(out, "*%d\r\n", ranges);
+    buf_add(out, b.p, b.len);
+    free(b.p);
+    S.st.slot_maps++;
+}
+
+/* The commands only a cluster master knows; false if it is none of them. */
+static bool cluster_command(int p, redisReply **a, size_t argc, struct buf *out)
+{
+    struct pipe *pp = &S.pipes[p];
+    if (is(a[0], "asking") && argc == 1) {
+        pp->asking = true;
+        S.st.asking++;
+        buf_printf(out, "+OK\r\n");
+    } else if (is(a[0], "cluster") && argc == 2 && is(a[1], "slots")) {
+        cluster_slots(pp->node, out);
+    } else if (is(a[0], "pubsub") && argc >= 2 && is(a[1], "shardnumsub")) {
+        if (!S.cfg.redis7) {
+            buf_printf(out, "-ERR unknown subcommand 'SHARDNUMSUB'. Try PUBSUB HELP.\r\n");
+            return true;
+        }
+        buf_printf(out, "*%zu\r\n", 2 * (argc - 2));
+        for (size_t i = 2; i < argc; i++) {
+            buf_bulk(out, a[i]->str, a[i]->len);
+            buf_printf(out, ":0\r\n");
+        }
+    } else if (is(a[0], "ssubscribe") && argc >= 2 && S.cfg.redis7) {
+        for (size_t i = 1; i < argc; i++) {
+            list_add(&pp->ssubs, &pp->nssubs, &pp->capssubs, a[i]->str, a[i]->len);
+            buf_printf(out, "*3\r\n$10\r\nssubscribe\r\n");
+            buf_bulk(out, a[i]->str, a[i]->len);
+            buf_printf(out, ":%d\r\n", pp->nssubs);
+        }
+    } else if (is(a[0], "sunsubscribe") && argc >= 2 && S.cfg.redis7) {
+        for (size_t i = 1; i < argc; i++) {
+            int k = list_index(pp->ssubs, pp->nssubs, a[i]->str, a[i]->len);
+            if (k >= 0) {
+                free(pp->ssubs[k]);
+                pp->ssubs[k] = pp->ssubs[--pp->nssubs];
+            }
+            buf_printf(out, "*3\r\n$12\r\nsunsubscribe\r\n");
+            buf_bulk(out, a[i]->str, a[i]->len);
+            buf_printf(out, ":%d\r\n", pp->nssubs);
+        }
+    } else {
+        return false;
+    }
+    return true;
+}
+
 static void node_exec(int p, redisReply *r, struct buf *out)
 {
     struct pipe *pp = &S.pipes[p];
     int n = pp->node;
+    bool asking = pp->asking; /* ASKING holds for the next command only */
+    pp->asking = false;
     S.st.commands++;
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
         S.st.protocol++;
@@ -861,20 +1126,23 @@ static void node_exec(int p, redisReply *r, struct buf *out)
         }
         goto done;
     }
-    if (S.cfg.password && !pp->selected && !is(a[0], "select")) {
+    if (S.cfg.password && !pp->selected && !is_master(n) && !is(a[0], "select")) {
         S.st.protocol++; /* a command before SELECT would use the wrong database */
         buf_printf(out, "-ERR the simulation wants SELECT 3 before '%.*s'\r\n", (int)a[0]->len,
                    a[0]->str);
         goto done;
     }
-    if (pp->nsubs > 0 && !is(a[0], "subscribe") && !is(a[0], "unsubscribe") &&
-        !is(a[0], "ping") && !is(a[0], "quit")) {
+    if (pp->nsubs + pp->nssubs > 0 && !is(a[0], "subscribe") && !is(a[0], "unsubscribe") &&
+        !is(a[0], "ssubscribe") && !is(a[0], "sunsubscribe") && !is(a[0], "ping") &&
+        !is(a[0], "quit")) {
         buf_printf(out, "-ERR Can't execute '%.*s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
                         "PING / QUIT / RESET are allowed in this context\r\n",
                    (int)a[0]->len, a[0]->str);
         S.st.protocol++;
         goto done;
     }
+    if (is_master(n) && (cluster_gate(p, a, argc, asking, out) || cluster_command(p, a, argc, out)))
+        goto done;
     if (is(a[0], "evalsha") && argc >= 3) {
         char sha[41];
         snprintf(sha, sizeof sha, "%.*s", (int)(a[1]->len > 40 ? 40 : a[1]->len), a[1]->str);
@@ -940,7 +1208,7 @@ static void node_exec(int p, redisReply *r, struct buf *out)
             buf_printf(out, ":%d\r\n", pp->nsubs);
         }
     } else if (is(a[0], "ping")) {
-        if (pp->nsubs > 0)
+        if (pp->nsubs + pp->nssubs > 0)
             buf_printf(out, "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
         else
             buf_printf(out, "+PONG\r\n");
@@ -1057,20 +1325,27 @@ static int lua_touch(lua_State *L)
 }
 
 /* PUBLISH from a script on S.cur_node: every subscriber connection of that
- * node gets the message, after its own delay. */
-static int lua_publish(lua_State *L)
+ * node gets the message, after its own delay (on a cluster, of every master:
+ * a cluster spreads PUBLISH to all its nodes). SPUBLISH: the shard
+ * subscribers of that master only. */
+static int publish(lua_State *L, bool shard)
 {
     size_t n, mlen;
     const char *ch = luaL_checklstring(L, 1, &n);
     const char *msg = luaL_optlstring(L, 2, "0", &mlen);
+    bool everywhere = !shard && is_master(S.cur_node);
     int count = 0;
     for (int p = 0; p < S.npipes; p++) {
         struct pipe *pp = &S.pipes[p];
-        if (pp->state == P_CUT || pp->node != S.cur_node || pp->nsubs == 0 ||
-            sub_index(pp, ch, n) < 0)
+        bool there = pp->node == S.cur_node || (everywhere && is_master(pp->node));
+        if (pp->state == P_CUT || !there ||
+            (shard ? list_index(pp->ssubs, pp->nssubs, ch, n) : sub_index(pp, ch, n)) < 0)
             continue;
         struct buf b = {0};
-        buf_printf(&b, "*3\r\n$7\r\nmessage\r\n");
+        if (shard)
+            buf_printf(&b, "*3\r\n$8\r\nsmessage\r\n");
+        else
+            buf_printf(&b, "*3\r\n$7\r\nmessage\r\n");
         buf_bulk(&b, ch, n);
         buf_bulk(&b, msg, mlen);
         to_client(p, b.p, b.len);
@@ -1080,6 +1355,16 @@ static int lua_publish(lua_State *L)
     }
     lua_pushinteger(L, count);
     return 1;
+}
+
+static int lua_publish(lua_State *L)
+{
+    return publish(L, false);
+}
+
+static int lua_spublish(lua_State *L)
+{
+    return publish(L, true);
 }
 
 /* ------------------------------------------------------------ clients */
@@ -2025,12 +2310,12 @@ static void fault(void)
         trace("c%d conn%d stalls until %" PRId64, S.pipes[p].client, S.pipes[p].conn,
               S.pipes[p].stall_until);
     } else if (k < 55) {
-        int n = (int)rnd(0, S.cfg.nodes - 1);
+        int n = (int)rnd(0, S.cfg.servers - 1);
         S.node_paused[n] = S.now + rnd(S.cfg.io / 2, 3 * S.cfg.io);
         S.st.node_pauses++;
         trace("node n%d paused until %" PRId64, n, S.node_paused[n]);
     } else if (k < 67) {
-        int n = (int)rnd(0, S.cfg.nodes - 1);
+        int n = (int)rnd(0, S.cfg.servers - 1);
         if (S.no_flush)
             goto next;
         S.node_scripts[n] = 0;
@@ -2039,7 +2324,7 @@ static void fault(void)
     } else if (k < 75) {
         /* a restart (with its data kept, as with AOF): every connection to
          * it breaks, connects fail until it is back, its script cache is empty */
-        int n = (int)rnd(0, S.cfg.nodes - 1);
+        int n = (int)rnd(0, S.cfg.servers - 1);
         S.node_down[n] = S.now + rnd(5, 3 * S.cfg.io);
         S.node_runs[n]++; /* a new run_id: the restart guard keeps it out a while */
         S.node_scripts[n] = 0;
@@ -2074,6 +2359,188 @@ next:
     at(S.now + rnd(5, 80), EV_FAULT, 0, 0, 0);
 }
 
+/* ------------------------------------------------------------ migrations */
+
+static unsigned lock_slot(int l)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s%s", S.cfg.prefix, lock_names[l]);
+    return slot_of(key, strlen(key));
+}
+
+static void cluster_at(int64_t t, enum cl_step what)
+{
+    at(t, EV_CLUSTER, what, 0, CL.gen);
+}
+
+/* MIGRATE of the first key (in byte order) of the migrating slot still on
+ * the source; false when none is left. */
+static bool migrate_one_key(void)
+{
+    lua_getglobal(S.L, "keys_of");
+    lua_pushinteger(S.L, CL.mfrom + 1);
+    lua_pushinteger(S.L, S.now);
+    S.cur_node = CL.mfrom;
+    lua_call(S.L, 2, 1);
+    char key[128] = "";
+    lua_Integer n = luaL_len(S.L, -1);
+    for (lua_Integer i = 1; i <= n && !key[0]; i++) {
+        lua_rawgeti(S.L, -1, i);
+        size_t len;
+        const char *k = lua_tolstring(S.L, -1, &len);
+        if (len < sizeof key && slot_of(k, len) == CL.mslot)
+            memcpy(key, k, len + 1);
+        lua_pop(S.L, 1);
+    }
+    lua_pop(S.L, 1);
+    if (!key[0])
+        return false;
+    lua_getglobal(S.L, "move_key");
+    lua_pushinteger(S.L, CL.mfrom + 1);
+    lua_pushinteger(S.L, CL.mto + 1);
+    lua_pushstring(S.L, key);
+    lua_pushinteger(S.L, S.now);
+    lua_call(S.L, 4, 1);
+    lua_pop(S.L, 1);
+    S.st.keys_migrated++;
+    trace("cluster: MIGRATE %s from n%d to n%d", key, CL.mfrom, CL.mto);
+    return true;
+}
+
+/* The source gives the slot up (SETSLOT NODE): Redis 7 drops the shard
+ * channels of the slot there, telling each subscriber (sunsubscribe). */
+static void source_gives_up(void)
+{
+    CL.view[CL.mfrom][CL.mslot] = (uint8_t)CL.mto;
+    CL.mig = false;
+    S.st.migrations++;
+    trace("cluster: n%d knows n%d owns slot %u", CL.mfrom, CL.mto, CL.mslot);
+    for (int p = 0; p < S.npipes; p++) {
+        struct pipe *pp = &S.pipes[p];
+        for (int i = 0; pp->node == CL.mfrom && pp->state != P_CUT && i < pp->nssubs;) {
+            if (slot_of(pp->ssubs[i], strlen(pp->ssubs[i])) != CL.mslot) {
+                i++;
+                continue;
+            }
+            char *ch = pp->ssubs[i];
+            pp->ssubs[i] = pp->ssubs[--pp->nssubs];
+            struct buf b = {0};
+            buf_printf(&b, "*3\r\n$12\r\nsunsubscribe\r\n");
+            buf_bulk(&b, ch, strlen(ch));
+            buf_printf(&b, ":%d\r\n", pp->nssubs);
+            to_client(p, b.p, b.len);
+            free(b.p);
+            free(ch);
+            S.st.sunsubscribes++;
+        }
+    }
+}
+
+static void all_know(void)
+{
+    for (int n = S.cfg.first_master; n < S.cfg.servers; n++)
+        CL.view[n][CL.mslot] = (uint8_t)CL.mto;
+    CL.stage = 0;
+}
+
+/* The target owns the slot (SETSLOT NODE on it first): no longer importing. */
+static void target_owns(void)
+{
+    CL.view[CL.mto][CL.mslot] = (uint8_t)CL.mto;
+    CL.importing = false;
+    trace("cluster: slot %u is n%d's", CL.mslot, CL.mto);
+}
+
+/* A lock's slot starts moving to another master (MIGRATING on its owner,
+ * IMPORTING on the target). */
+static void start_migration(void)
+{
+    unsigned slot = lock_slot((int)rnd(0, S.cfg.locks - 1));
+    int from = CL.view[S.cfg.first_master][slot];
+    int to = S.cfg.first_master + (int)rnd(0, S.cfg.masters - 2);
+    if (to >= from)
+        to++;
+    CL.mig = CL.importing = true;
+    CL.stage = 1;
+    CL.mslot = slot;
+    CL.mfrom = from;
+    CL.mto = to;
+    trace("cluster: slot %u migrates from n%d to n%d", slot, from, to);
+    cluster_at(S.now + rnd(1, S.cfg.io), CL_MOVE_KEY);
+}
+
+/* What the cluster does now and then while faults last: a migration of a
+ * lock's slot, or a moment of CLUSTERDOWN. */
+static void cluster_step(const struct event *ev)
+{
+    if (ev->op != CL.gen)
+        return; /* settled meanwhile */
+    switch (ev->a) {
+    case CL_NEXT:
+        if (S.quiet)
+            return;
+        if (CL.stage == 0 && chance(0.7)) {
+            start_migration();
+        } else if (chance(0.4)) {
+            CL.down_until = S.now + rnd(S.cfg.io / 4, 2 * S.cfg.io);
+            trace("cluster: CLUSTERDOWN until %" PRId64, CL.down_until);
+        }
+        cluster_at(S.now + rnd(20, 400), CL_NEXT);
+        break;
+    case CL_MOVE_KEY:
+        if (migrate_one_key()) {
+            cluster_at(S.now + rnd(1, S.cfg.io / 2), CL_MOVE_KEY);
+        } else {
+            target_owns();
+            cluster_at(S.now + rnd(0, 5), CL_SOURCE_KNOWS);
+        }
+        break;
+    case CL_SOURCE_KNOWS:
+        source_gives_up();
+        cluster_at(S.now + rnd(0, S.cfg.io), CL_ALL_KNOW);
+        break;
+    case CL_ALL_KNOW:
+        all_know();
+        break;
+    }
+}
+
+/* Faults stop: the migration under way ends at once (its keys moved, every
+ * master knows), and so does a CLUSTERDOWN. */
+static void cluster_settle(void)
+{
+    CL.down_until = S.now;
+    if (CL.stage == 0)
+        return;
+    if (CL.mig) {
+        while (migrate_one_key())
+            ;
+        if (CL.importing)
+            target_owns();
+        source_gives_up();
+    }
+    all_know();
+    CL.gen++;
+}
+
+/* The cluster of a schedule: slots split evenly among the masters, then
+ * each lock's slot given to a master at random. */
+static void cluster_init(void)
+{
+    memset(&CL, 0, sizeof CL);
+    for (int n = S.cfg.first_master; n < S.cfg.servers; n++)
+        for (int sl = 0; sl < RLC_SLOTS; sl++)
+            CL.view[n][sl] = (uint8_t)(S.cfg.first_master + sl * S.cfg.masters / RLC_SLOTS);
+    for (int l = 0; l < S.cfg.locks; l++) {
+        unsigned sl = lock_slot(l);
+        int owner = S.cfg.first_master + (int)rnd(0, S.cfg.masters - 1);
+        for (int n = S.cfg.first_master; n < S.cfg.servers; n++)
+            CL.view[n][sl] = (uint8_t)owner;
+    }
+    if (S.cfg.faults)
+        cluster_at(rnd(0, 200), CL_NEXT);
+}
+
 static void on_resume(int ci)
 {
     struct client *c = &S.cl[ci];
@@ -2091,7 +2558,9 @@ static void go_quiet(void)
 {
     S.quiet = true;
     trace("faults stop");
-    for (int n = 0; n < S.cfg.nodes; n++)
+    if (S.cfg.cluster)
+        cluster_settle();
+    for (int n = 0; n < S.cfg.servers; n++)
         if (S.node_paused[n] > S.now) {
             S.node_paused[n] = S.now;
             for (int p = 0; p < S.npipes; p++)
@@ -2197,6 +2666,9 @@ static void dispatch(const struct event *ev)
     case EV_QUIET:
         go_quiet();
         break;
+    case EV_CLUSTER:
+        cluster_step(ev);
+        break;
     }
 }
 
@@ -2210,7 +2682,7 @@ static bool all_idle(void)
 
 static void check_residue(void)
 {
-    for (int n = 0; n < S.cfg.nodes; n++)
+    for (int n = 0; n < S.cfg.servers; n++)
         for (int l = 0; l < S.cfg.locks; l++) {
             char key[64];
             snprintf(key, sizeof key, "%s%s", S.cfg.prefix, lock_names[l]);
@@ -2236,6 +2708,18 @@ static void check_residue(void)
         }
 }
 
+/* Whether schedule `seed` has a cluster: a quarter of them (cluster=0|1:
+ * none, all), told by the seed alone, not by the schedule's random stream,
+ * so that the others are the very schedules they were before clusters. */
+static bool cluster_schedule(uint64_t seed)
+{
+    if (S.cluster_mode >= 0)
+        return S.cluster_mode == 1;
+    uint64_t z = seed * 0xbf58476d1ce4e5b9ULL + 0x94d049bb133111ebULL;
+    z = (z ^ (z >> 31)) * 0x9e3779b97f4a7c15ULL;
+    return ((z ^ (z >> 29)) & 3) == 0;
+}
+
 static void make_config(void)
 {
     struct config *g = &S.cfg;
@@ -2256,6 +2740,23 @@ static void make_config(void)
     g->password = chance(0.3);
     g->quiet_at = g->faults ? rnd(0, 3000) : 0;
     g->settled_at = g->faults ? g->quiet_at + 2 * g->lease_max + 2 * (g->io + g->connect) + 100 : 0;
+    g->cluster = g->redis7 = g->tagged = false;
+    g->servers = g->first_master = g->nodes;
+    g->masters = 0;
+    lock_names = plain_names;
+    if (!cluster_schedule(S.seed))
+        return;
+    /* node 0 is a cluster of 2-3 masters; at times 2 standalone nodes beside
+     * it (a Redlock of 3 votes, one of them the cluster) */
+    g->cluster = true;
+    g->masters = (int)rnd(2, 3);
+    g->first_master = chance(0.3) ? 2 : 0;
+    g->nodes = 1 + g->first_master;
+    g->servers = g->first_master + g->masters;
+    g->redis7 = chance(0.6);
+    g->tagged = chance(0.5);
+    if (g->tagged)
+        lock_names = tagged_names;
 }
 
 /* Runs schedule `seed`: 0 when every rule held. */
@@ -2275,16 +2776,24 @@ static int schedule(uint64_t seed)
     memset(S.last_token, 0, sizeof S.last_token);
     make_config();
     struct config *g = &S.cfg;
-    for (int n = 0; n < g->nodes; n++)
+    for (int n = 0; n < g->servers; n++)
         S.node_scripts[n] = 0;
     lua_getglobal(S.L, "reset");
-    lua_pushinteger(S.L, g->nodes);
+    lua_pushinteger(S.L, g->servers);
     lua_call(S.L, 1, 0);
 
     char nodes[512] = "", options[512];
-    for (int n = 0; n < g->nodes; n++) {
+    if (g->cluster) {
+        S.st.cluster_schedules++;
+        cluster_init();
+        snprintf(nodes, sizeof nodes, "redis-cluster://%s", g->password ? ":s3cret@" : "");
+        for (int j = 0; j < g->masters; j++)
+            snprintf(nodes + strlen(nodes), sizeof nodes - strlen(nodes), "%s10.0.1.%d:6379",
+                     j ? "," : "", j + 1);
+    }
+    for (int n = 0; n < g->first_master; n++) {
         char one[64];
-        snprintf(one, sizeof one, "%sredis://%s10.0.0.%d:6379%s", n ? "," : "",
+        snprintf(one, sizeof one, "%sredis://%s10.0.0.%d:6379%s", n || g->cluster ? "," : "",
                  g->password ? ":s3cret@" : "", n + 1, g->password ? "/3" : "");
         strcat(nodes, one);
     }
@@ -2296,6 +2805,10 @@ static int schedule(uint64_t seed)
     trace("schedule seed=%" PRIu64 ": %d nodes%s, %d clients, %d locks, faults %s until %" PRId64
           ", %s", seed, g->nodes, g->password ? " (AUTH, SELECT 3)" : "", g->clients, g->locks,
           g->faults ? "on" : "off", g->quiet_at, options);
+    if (g->cluster)
+        trace("  node 0 is a cluster of %d masters (n%d..n%d, Redis %d rules), names %s: %s",
+              g->masters, g->first_master, g->servers - 1, g->redis7 ? 7 : 6,
+              g->tagged ? "in one slot" : "in their own slots", nodes);
     S.tasks_left = 0;
     int failed_setup = 0;
     for (int ci = 0; ci < g->clients; ci++) {
@@ -2306,7 +2819,7 @@ static int schedule(uint64_t seed)
         c->clk_off = rnd(0, 1000000000);
         c->clk_ppm = rnd(-8000, 8000); /* within drift_factor 0.01 */
         c->wake_t = -1;
-        for (int k = 0; k < 4 * MAX_NODES; k++)
+        for (int k = 0; k < MAX_CONNS; k++)
             c->pipe[k] = -1;
         if (rlc_engine_new(&c->e, nodes, c->uuid, options) != RLC_OK) {
             fprintf(stderr, "sim: rlc_engine_new: %s\n", rlc_errmsg());
@@ -2319,7 +2832,8 @@ static int schedule(uint64_t seed)
             struct task *t = &c->task[ti];
             t->owner = (uint64_t)(ti + 1) * 7;
             t->rounds = g->rounds;
-            t->multi = chance(0.25);
+            /* a cluster's multi-lock needs its names in one slot */
+            t->multi = chance(0.25) && (!g->cluster || g->tagged);
             t->st = T_IDLE;
             S.tasks_left++;
             app_next(ci, ti, rnd(0, 20));
@@ -2582,6 +3096,7 @@ int main(int argc, char **argv)
 {
     uint64_t seed = 1;
     long count = 1000;
+    S.cluster_mode = -1;
     int replay = 0, self = 0, expect_violations = 0, found = 0;
     const char *lua_path = SIM_NODE_LUA;
     for (int i = 1; i < argc; i++) {
@@ -2598,6 +3113,8 @@ int main(int argc, char **argv)
             replay = atoi(a + 7);
         else if (strcmp(a, "flush=0") == 0)
             S.no_flush = 1;
+        else if (strncmp(a, "cluster=", 8) == 0)
+            S.cluster_mode = atoi(a + 8) ? 1 : 0;
         else if (strcmp(a, "expect=violations") == 0)
             expect_violations = 1;
         else if (strcmp(a, "selftest") == 0)
@@ -2606,7 +3123,7 @@ int main(int argc, char **argv)
             lua_path = a + 4;
         else {
             fprintf(stderr, "usage: %s [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME] "
-                            "[replay=1] [expect=violations] [lua=node.lua] | selftest\n", argv[0]);
+                            "[replay=1] [expect=violations] [lua=node.lua] [cluster=0|1] | selftest\n", argv[0]);
             return 2;
         }
     }
@@ -2615,6 +3132,7 @@ int main(int argc, char **argv)
     S.L = luaL_newstate();
     luaL_openlibs(S.L);
     lua_register(S.L, "sim_publish", lua_publish);
+    lua_register(S.L, "sim_spublish", lua_spublish);
     lua_register(S.L, "sim_touch", lua_touch);
     if (luaL_dofile(S.L, lua_path) != LUA_OK) {
         fprintf(stderr, "sim: %s\n", lua_tostring(S.L, -1));
@@ -2664,8 +3182,8 @@ int main(int argc, char **argv)
         if (rc) {
             if (bad < 20)
                 snprintf(failures[bad], sizeof failures[bad],
-                         "seed=%" PRIu64 " nodes=%d clients=%d: overlaps %ld tokens %ld residue %ld "
-                         "liveness %ld protocol %ld contract %ld", sd, S.cfg.nodes, S.cfg.clients,
+                         "seed=%" PRIu64 " nodes=%d%s clients=%d: overlaps %ld tokens %ld residue %ld "
+                         "liveness %ld protocol %ld contract %ld", sd, S.cfg.nodes, S.cfg.cluster ? " (cluster)" : "", S.cfg.clients,
                          st.overlaps, st.tokens, st.residue, st.liveness, st.protocol, st.contract);
             bad++;
         }
@@ -2690,6 +3208,10 @@ int main(int argc, char **argv)
            "protocol %ld, contract %ld%s\n", tot.overlaps, tot.tokens, tot.residue, tot.liveness,
            tot.protocol, tot.contract,
            replay ? (nondet ? ", NOT DETERMINISTIC" : ", every seed replayed the same") : "");
+    printf("sim_engine: cluster schedules %ld: MOVED %ld, ASK %ld (ASKING %ld), TRYAGAIN %ld, "
+           "CLUSTERDOWN %ld, CLUSTER SLOTS %ld, migrations %ld (keys moved %ld), sunsubscribes "
+           "%ld\n", tot.cluster_schedules, tot.moved, tot.ask, tot.asking, tot.tryagain,
+           tot.clusterdown, tot.slot_maps, tot.migrations, tot.keys_migrated, tot.sunsubscribes);
     if (S.unknown[0])
         printf("sim_engine: commands the node does not know: %s\n", S.unknown);
     for (long i = 0; i < bad && i < 20; i++)
