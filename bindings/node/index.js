@@ -80,12 +80,6 @@ function leaseMs(lease, where = 'acquire') {
 }
 
 const ACQUIRE_OPTIONS = ['wait', 'lease', 'signal'];
-const CLIENT_OPTIONS = ['watchdog_timeout_ms', 'io_timeout_ms', 'node_timeout_ms', 'connect_timeout_ms',
-  'retry_jitter_ms', 'drift_factor', 'pool_size', 'key_prefix'];
-// TLS to rediss:// nodes (the engine driver's Node TLS, and the blocking
-// client's own OpenSSL): tls_verify also takes true/false.
-const TLS_OPTIONS = ['tls_ca_file', 'tls_ca_dir', 'tls_cert_file', 'tls_key_file', 'tls_server_name',
-  'tls_verify'];
 
 // An AbortSignal, or nothing.
 function signalOption(where, signal) {
@@ -107,17 +101,53 @@ function parseOptions(text) {
   return out;
 }
 
-// {watchdog_timeout_ms: 600} -> "watchdog_timeout_ms=600"
+// Client options as Node users write them (watchdogTimeoutMs) or as
+// redlockc.h names them (watchdog_timeout_ms): 'ioTimeoutMs' -> 'io_timeout_ms'.
+function snakeName(name) {
+  return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+// {watchdogTimeoutMs: 600, loss_push: false} -> {text:
+// "watchdog_timeout_ms=600;loss_push=0", given: Map(snake -> as written)}.
+// The names are not listed here: the library's option table is the one list
+// (c/src/engine/options.c), and the library refuses a name it does not know
+// ("unknown option"), so every option it takes is taken here, under either
+// spelling. Only what the text form cannot say is checked here: a value
+// with ';' (it would start another option), a name given twice.
 function optionString(options) {
-  if (typeof options === 'string') return options;
-  checkNames('new Client', options, [...CLIENT_OPTIONS, ...TLS_OPTIONS]);
-  return Object.entries(options || {}).map(([k, v]) => {
-    if (k === 'tls_verify' && typeof v === 'boolean') v = v ? 1 : 0;
-    if (k.endsWith('_ms') && (typeof v !== 'number' || !Number.isInteger(v))) {
-      throw invalid(`new Client: ${k} must be a whole number of milliseconds, got ${JSON.stringify(v)}`);
+  if (typeof options === 'string') return { text: options, given: new Map() };
+  if (options === undefined || options === null) return { text: '', given: new Map() };
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw new TypeError(`new Client: options must be an object like {watchdogTimeoutMs: 30000}, got ${typeof options}`);
+  }
+  const given = new Map();
+  const parts = [];
+  for (const [name, value] of Object.entries(options)) {
+    if (value === undefined) continue;
+    const key = snakeName(name);
+    if (given.has(key)) throw invalid(`new Client: option ${key} is given twice ('${given.get(key)}' and '${name}')`);
+    given.set(key, name);
+    let v = value;
+    if (typeof v === 'boolean') v = v ? 1 : 0;
+    if (key.endsWith('_ms') && (typeof v !== 'number' || !Number.isInteger(v))) {
+      throw invalid(`new Client: ${name} must be a whole number of milliseconds, got ${JSON.stringify(value)}`);
     }
-    return `${k}=${v}`;
-  }).join(';');
+    if (typeof v !== 'number' && typeof v !== 'string') {
+      throw invalid(`new Client: ${name} must be a number, a string or a boolean, got ${typeof value}`);
+    }
+    if (String(v).includes(';')) throw invalid(`new Client: ${name} must not contain ';'`);
+    parts.push(`${key}=${v}`);
+  }
+  return { text: parts.join(';'), given };
+}
+
+// The library's "unknown option 'io_timeout'" names the option as the
+// program wrote it ('ioTimeout').
+function asWritten(err, given) {
+  const m = /unknown option '([^']*)'/.exec(err.message);
+  const name = m && given.get(m[1]);
+  if (name && name !== m[1]) err.message = err.message.replace(m[0], `unknown option '${name}'`);
+  return err;
 }
 
 const MAX_NAME_BYTES = 65536;
@@ -156,12 +186,14 @@ function abandon(driver, key, owner, leaseMs) {
 
 class Client extends EventEmitter {
   // nodes: "redis://host:port" or a comma-separated list (>= 2: Redlock).
-  // options: {watchdog_timeout_ms, io_timeout_ms, ...} as in redlockc.h.
+  // options: every option of redlockc.h, camelCase ({watchdogTimeoutMs,
+  // ioTimeoutMs, lossPush, syncReplicas, ...}) or snake_case as there
+  // ({watchdog_timeout_ms, ...}); booleans for the 0/1 ones.
   // Events: 'log' ({level, message}) with the library's log lines, from the
   // first listener on (silent without one).
   constructor(nodes, options = {}) {
     super();
-    const text = optionString(options);
+    const { text, given: written } = optionString(options);
     const given = parseOptions(text);
     this._watchdogMs = Number(given.watchdog_timeout_ms) || 30000;
     const state = makeState(this);
@@ -186,14 +218,14 @@ class Client extends EventEmitter {
         },
       });
     } catch (e) {
-      if (e instanceof StartError) throw errorFor(e.status, e.message, strerror);
+      if (e instanceof StartError) throw asWritten(errorFor(e.status, e.message, strerror), written);
       throw e;
     }
     // The blocking client (queries, fencedSet, the lock family, the
     // library's log) after the engine; over rediss:// it does its own TLS.
     this._handle = fn.clientNew(nodes, text, scratch);
     if (!this._handle) {
-      const err = fail(syncResult());
+      const err = asWritten(fail(syncResult()), written);
       this._driver.close(0);
       throw err;
     }

@@ -122,3 +122,39 @@ for (const lib of ["librlcnode.so", "libhiredis.so", "libredlockc"]) {
   if (at.length !== want.length) { console.error(`${lib} loaded from ${at}`); process.exit(1); }
 }') || fail "the process did not load the prebuilt helper and its own hiredis"
 echo "  loaded: the prebuilt helper and the hiredis beside it"
+
+# ---- 3. TypeScript: the README's examples under tsc --strict --------------
+ts=$W/ts # typescript and @types/node from npm, in a directory of their own
+mkdir -p "$ts" && (cd "$ts" && user npm init -y >/dev/null) || fail "npm init"
+(cd "$ts" && step "npm install typescript @types/node" "${as_user[@]}" npm install typescript@5 @types/node@20) || exit 1
+# The CommonJS example is checked as JavaScript (checkJs): in a .cts file
+# require() would be `any`, in a .cjs file tsc types it from index.d.ts.
+block node-cjs >"$app/main.cjs" && block node-esm >"$app/main-esm.mts" && block node-ts >"$app/main-ts.mts" || exit 1
+cat >"$app/tsconfig.json" <<JSON
+{
+  "compilerOptions": {
+    "strict": true, "noEmit": true, "skipLibCheck": false, "allowJs": true, "checkJs": true,
+    "module": "nodenext", "moduleResolution": "nodenext", "target": "es2022",
+    "types": ["node"], "typeRoots": ["$ts/node_modules/@types"]
+  },
+  "files": ["main.cjs", "main-esm.mts", "main-ts.mts"]
+}
+JSON
+(cd "$app" && step "tsc --strict --noEmit on the README's examples" "${as_user[@]}" node "$ts/node_modules/typescript/bin/tsc" -p tsconfig.json) || exit 1
+echo "  tsc --strict: the README's examples pass"
+# The TypeScript example, compiled, runs too.
+(cd "$app" && step "tsc (emit) the TypeScript example" "${as_user[@]}" node "$ts/node_modules/typescript/bin/tsc" \
+  -p tsconfig.json --noEmit false --outDir out) || exit 1
+(cd "$app" && expect_out "README example (TypeScript, compiled)" "with the lock: 42" "${as_user[@]}" node out/main-ts.mjs) || exit 1
+# The declarations are not `any`: a misspelt option fails to compile.
+cat >"$app/wrong.mts" <<'TS'
+import { Client } from 'redlockc';
+const client = new Client('redis://127.0.0.1:6379', { watchdogTimeout: 10000 });
+await client.lock('x').acquire({ timeout: 500 });
+TS
+sed -i 's/"main-ts.mts"\]/"main-ts.mts", "wrong.mts"]/' "$app/tsconfig.json"
+out=$(cd "$app" && "${as_user[@]}" node "$ts/node_modules/typescript/bin/tsc" -p tsconfig.json 2>&1) &&
+  fail "tsc passed a misspelt option"
+grep -q "wrong.mts(2,.*'watchdogTimeout' does not exist" <<<"$out" && grep -q "wrong.mts(3,.*'timeout' does not exist" <<<"$out" ||
+  fail "tsc did not name the misspelt options: $out"
+echo "  tsc --strict: misspelt options are errors"

@@ -34,7 +34,7 @@ part "Debian packages" bash tests/packaging/deb_check.sh
 part "CLI" env PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cli
 part "README examples, each binding installed its documented way" bash tests/packaging/readme_examples.sh
 part "Python wheel: python -m build, auditwheel, no compiler, README examples and mypy" bash tests/packaging/python_wheel.sh
-part "Node tarball: prebuilt, no compiler, README examples" bash tests/packaging/node_tarball.sh
+part "Node tarball: prebuilt, no compiler, README examples and tsc" bash tests/packaging/node_tarball.sh
 part "quick-start demo" env DEMO_PORT="$demo_port" bash scripts/quickstart.sh
 
 ((${#failed[@]})) && echo "failed: ${failed[*]}"
