@@ -11,6 +11,15 @@
 -- Redis itself is spoken to over a cosocket (mini RESP client below), so the
 -- counter's GET and SET yield like any OpenResty I/O.
 
+-- A value as the checks read it: an integral number in full (a fencing
+-- token is about 2^51: tostring would give 14 digits and an exponent).
+local function shown(v)
+  if type(v) == "number" and v == math.floor(v) and math.abs(v) < 2^53 then
+    return string.format("%d", v)
+  end
+  return tostring(v)
+end
+
 local ffi = require "ffi"
 local redlockc = require "resty.redlockc"
 
@@ -130,8 +139,8 @@ function _M.selftest()
     return (tostring(redlockc.errors[k]):gsub("%-", "%%-"))
   end })
   local function check(what, expected, ...)
-    local seen = table.concat({ tostring((select(1, ...))), tostring((select(2, ...))),
-                                tostring((select(3, ...))) }, " ")
+    local seen = table.concat({ shown((select(1, ...))), shown((select(2, ...))),
+                                shown((select(3, ...))) }, " ")
     if not seen:find(expected) then
       ngx.say("FAIL ", what, ": expected /", expected, "/, saw ", seen)
     end

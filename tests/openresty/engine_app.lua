@@ -29,6 +29,15 @@
 -- `fast` with a 1.5 s watchdog (renewals every 0.5 s), `red` over REDIS_PORT,
 -- REDIS_PORT2, REDIS_PORT3 (Redlock).
 
+-- A value as the checks read it: an integral number in full (a fencing
+-- token is about 2^51: tostring would give 14 digits and an exponent).
+local function shown(v)
+  if type(v) == "number" and v == math.floor(v) and math.abs(v) < 2^53 then
+    return string.format("%d", v)
+  end
+  return tostring(v)
+end
+
 local redlockc = require "resty.redlockc"
 
 local _M = {}
@@ -288,7 +297,7 @@ function _M.redlock()
   end
   local token = lock:fencing_token()
   local rok, rerr, rcode = lock:release()
-  ngx.say("acquired nodes_with_key=", have, " token=", tostring(token), " release=",
+  ngx.say("acquired nodes_with_key=", have, " token=", shown(token), " release=",
           tostring(rok or redlockc.errname(rcode)), rok and "" or (" " .. tostring(rerr)))
 end
 
@@ -342,8 +351,8 @@ end
 -- failed check, then "engine selftest done".
 function _M.selftest()
   local function check(what, expected, ...)
-    local seen = table.concat({ tostring((select(1, ...))), tostring((select(2, ...))),
-                                tostring((select(3, ...))) }, " ")
+    local seen = table.concat({ shown((select(1, ...))), shown((select(2, ...))),
+                                shown((select(3, ...))) }, " ")
     if not seen:find(expected) then
       ngx.say("FAIL ", what, ": expected /", expected, "/, saw ", seen)
     end

@@ -8,6 +8,15 @@
 --   /family/stats     what the counters saw
 -- One client per worker, from app.lua's init_worker.
 
+-- A value as the checks read it: an integral number in full (a fencing
+-- token is about 2^51: tostring would give 14 digits and an exponent).
+local function shown(v)
+  if type(v) == "number" and v == math.floor(v) and math.abs(v) < 2^53 then
+    return string.format("%d", v)
+  end
+  return tostring(v)
+end
+
 local redlockc = require "resty.redlockc.blocking" -- the family stays blocking
 
 local _M = {}
@@ -76,8 +85,8 @@ function _M.selftest()
   local c = get_client()
   local E = redlockc.errors
   local function check(what, expected, ...)
-    local seen = table.concat({ tostring((select(1, ...))), tostring((select(2, ...))),
-                                tostring((select(3, ...))) }, " ")
+    local seen = table.concat({ shown((select(1, ...))), shown((select(2, ...))),
+                                shown((select(3, ...))) }, " ")
     if seen ~= expected then
       ngx.say("FAIL ", what, ": expected '", expected, "', saw '", seen, "'")
     end

@@ -32,7 +32,8 @@ function _M.try()
     ngx.say("release failed: ", err, " (", redlockc.errname(code), ")")
     return
   end
-  ngx.say("ok token=", tostring(token), " second=", tostring(second))
+  ngx.say("ok token=", type(token) == "number" and string.format("%d", token) or tostring(token),
+          " second=", tostring(second))
 end
 
 return _M
