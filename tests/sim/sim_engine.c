@@ -16,6 +16,32 @@
  * Everything happens in one event loop on one simulated clock, driven by one
  * seed: a failing seed replays exactly (`seed=N schedules=1 verbose=1`).
  *
+ * A quarter of the seeds (told by the seed alone, not by its random stream,
+ * so the other schedules are byte for byte what they were before) are
+ * cluster schedules: node 0 of the engines is a redis-cluster:// node backed
+ * by 2-3 simulated masters (at times with 2 standalone nodes beside it, a
+ * Redlock of 3 votes). Each master answers CLUSTER SLOTS from its own view
+ * of the slot table and routes every keyed command by its hash slot
+ * (slot.c), as Redis' getNodeByQuery does: MOVED to the owner it knows,
+ * CROSSSLOT (a protocol violation: the engine keeps a call in one slot),
+ * CLUSTERDOWN for a moment now and then. A lock's slot migrates between
+ * masters: MIGRATING on the source, IMPORTING on the target; on the source
+ * a command whose keys are all there runs, one whose keys are all gone is
+ * ASKed to the target, one with some of each gets TRYAGAIN (Redis 7 rules;
+ * Redis 6 ASKs it); on the target it runs only right after ASKING on that
+ * connection, and a multi-key one only with every key there (else
+ * TRYAGAIN); without ASKING it is MOVED back. The keys move one by one over
+ * simulated time (MIGRATE: a copy with its TTL, then gone from the source),
+ * then the target owns the slot, then the source knows (it drops the slot's
+ * shard channels: sunsubscribe), then the other masters. A Redis 7 cluster
+ * answers PUBSUB SHARDNUMSUB (the engine then SSUBSCRIBEs and its releases
+ * SPUBLISH to the slot's master's shard subscribers); a Redis 6 one refuses
+ * it (SUBSCRIBE, and PUBLISH reaches the subscribers of every master). Half
+ * the cluster schedules name their locks in one {hash tag} (multi-locks
+ * allowed), half in their own slots. When faults stop, the migration under
+ * way ends at once and every master knows the owner (cluster=0|1: no
+ * cluster schedule, or only cluster schedules).
+ *
  * An owner holds a stack of units, newest on top: a plain acquire's one name,
  * or a multi-lock's names (rlc_engine_acquire_multi: all of 1-3 names, given
  * unsorted and at times with a duplicate, or none). A unit is one more level
@@ -53,7 +79,7 @@
  *              first name in byte order, or an RLC_OK of it gives a token
  *
  *   sim_engine [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME]
- *              [replay=1] [expect=violations] [lua=PATH/node.lua]
+ *              [replay=1] [expect=violations] [lua=PATH/node.lua] [cluster=0|1]
  *   sim_engine selftest
  * Exits 0 when every schedule kept every rule, 1 otherwise. replay=1 runs
  * each schedule twice and compares the traces. expect=violations (for the
@@ -2998,6 +3024,79 @@ static void st_expect(int p, const char *want, const char *what)
     free(got.p);
 }
 
+/* A cluster of two masters: MOVED, then a migration of lk0's slot from
+ * master 0 to master 1 (ASK, ASKING, TRYAGAIN), then its end. */
+static void selftest_cluster(void)
+{
+    S.cfg = (struct config){.cluster = true, .masters = 2, .servers = 2, .nodes = 1,
+                            .redis7 = true, .locks = 1, .prefix = ""};
+    S.now = 0;
+    lock_names = plain_names;
+    lua_getglobal(S.L, "reset");
+    lua_pushinteger(S.L, 2);
+    lua_call(S.L, 1, 0);
+    memset(&CL, 0, sizeof CL); /* every slot master 0's */
+    int m0 = pipe_new(0, 0), m1 = pipe_new(0, 2);
+    S.pipes[m1].node = 1;
+    S.pipes[m0].state = S.pipes[m1].state = P_OPEN;
+    unsigned slot = slot_of("lk0", 3);
+    char want[160];
+    const char *slots[] = {"CLUSTER", "SLOTS"};
+    st_send(m1, slots, 2);
+    st_expect(m1, "*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$8\r\n10.0.1.1\r\n:6379\r\n$40\r\n"
+                  "0000000000000000000000000000000000000001\r\n", "CLUSTER SLOTS: one range");
+    const char *pttl[] = {"PTTL", "lk0"};
+    st_send(m1, pttl, 2);
+    snprintf(want, sizeof want, "-MOVED %u 10.0.1.1:6379\r\n", slot);
+    st_expect(m1, want, "a key of another master's slot: MOVED");
+    const char *acq[] = {"EVAL", script_acquire.source, "3", "lk0", "redisson_lock_token:{lk0}",
+                         "redlockc_attempts:{lk0}", "500", "u1:7", "u1:1", ""};
+    st_send(m0, acq, 10);
+    st_expect(m0, "*4\r\n:1\r\n:1700000000000000\r\n:-2\r\n:0\r\n", "acquire on the owner");
+    CL.mig = CL.importing = true;
+    CL.stage = 1;
+    CL.mslot = slot;
+    CL.mfrom = 0;
+    CL.mto = 1;
+    st_send(m0, pttl, 2);
+    st_expect(m0, ":500\r\n", "migrating, the key still on the source: it runs there");
+    migrate_one_key(); /* lk0, first in byte order */
+    st_send(m0, pttl, 2);
+    snprintf(want, sizeof want, "-ASK %u 10.0.1.2:6379\r\n", slot);
+    st_expect(m0, want, "the key moved: ASK");
+    st_send(m1, pttl, 2);
+    snprintf(want, sizeof want, "-MOVED %u 10.0.1.1:6379\r\n", slot);
+    st_expect(m1, want, "on the importing target without ASKING: MOVED back");
+    const char *asking[] = {"ASKING"};
+    st_send(m1, asking, 1);
+    st_send(m1, pttl, 2);
+    st_expect(m1, "+OK\r\n:500\r\n", "ASKING, then the key runs on the target with its TTL");
+    st_send(m1, pttl, 2);
+    st_expect(m1, want, "ASKING holds for one command");
+    st_send(m0, acq, 10);
+    st_expect(m0, "-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+              "a script with keys on both sides, on the source: TRYAGAIN");
+    st_send(m1, asking, 1);
+    st_send(m1, acq, 10);
+    st_expect(m1, "+OK\r\n-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+              "and on the target after ASKING: TRYAGAIN");
+    while (migrate_one_key())
+        ;
+    target_owns();
+    source_gives_up();
+    all_know();
+    const char *acq2[] = {"EVAL", script_acquire.source, "3", "lk0", "redisson_lock_token:{lk0}",
+                          "redlockc_attempts:{lk0}", "500", "u2:7", "u2:1", ""};
+    st_send(m1, acq2, 10);
+    st_expect(m1, "*3\r\n:0\r\n:500\r\n$4\r\nu1:7\r\n",
+              "the slot moved: the hold is on the new owner (busy for another attempt)");
+    st_send(m0, pttl, 2);
+    snprintf(want, sizeof want, "-MOVED %u 10.0.1.2:6379\r\n", slot);
+    st_expect(m0, want, "and the old owner answers MOVED");
+    S.cfg = (struct config){0};
+    pipes_free();
+}
+
 static int selftest(void)
 {
     S.cfg.nodes = 1;
@@ -3086,6 +3185,7 @@ static int selftest(void)
     st_expect(a, ":0\r\n", "the release script frees one name of a multi-lock");
     S.st.protocol = 0;
     pipes_free();
+    selftest_cluster();
     printf("selftest: %s\n", st_fail ? "FAILED" : "passed");
     return st_fail ? 1 : 0;
 }
