@@ -67,6 +67,7 @@ expect_run "build" cmake --build "$DEBBUILD" -j"$(nproc)"
 rm -f "$DEBBUILD"/*.deb
 (cd "$DEBBUILD" && expect_run "cpack -G DEB" cpack -G DEB) || true
 deb() { ls "$DEBBUILD/$1"_*.deb 2>/dev/null | head -n 1; }
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$DEBBUILD/CMakeCache.txt")
 for p in "${PACKAGES[@]}"; do
   [ -n "$(deb "$p")" ] && pass "package $p built" || fail "package $p built" "$DEBBUILD/${p}_*.deb" "none"
 done
@@ -80,7 +81,7 @@ files() { dpkg-deb -c "$1" | awk '{print $6}' | sed 's|^\./|/|' | grep -v '/$' |
 field() { dpkg-deb -f "$1" "$2"; }
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 expect_eq "libredlockc1 holds the runtime library only (and its copyright file)" \
-  "/usr/lib/$ma/libredlockc.so.1 /usr/lib/$ma/libredlockc.so.1.0.0 /usr/share/doc/libredlockc1/copyright" \
+  "/usr/lib/$ma/libredlockc.so.1 /usr/lib/$ma/libredlockc.so.$version /usr/share/doc/libredlockc1/copyright" \
   "$(files "$(deb libredlockc1)")"
 expect_match "libredlockc1 depends on libhiredis0.14 (dpkg-shlibdeps)" "libhiredis0\.14" \
   "$(field "$(deb libredlockc1)" Depends)"
@@ -105,6 +106,20 @@ for p in libredlockc1 libredlockc-dev redlockc; do
 done
 expect_match "redlockc depends on libredlockc1" "libredlockc1" "$(field "$(deb redlockc)" Depends)"
 
+echo "--- control fields of every package built (the bindings' too)"
+for f in "$DEBBUILD"/*.deb; do
+  p=$(field "$f" Package)
+  expect_eq "$p's Version is the project's" "$version-1" "$(field "$f" Version)"
+  expect_match "$p has a Homepage" "^https://[^ ]+$" "$(field "$f" Homepage)"
+  expect_no_match "$p's Maintainer is no local placeholder" "@localhost>|@example\.|\.(local|test)>" \
+    "$(field "$f" Maintainer)"
+  expect_match "$p's synopsis is its own" "^distributed locks on Redis - .+" \
+    "$(field "$f" Description | sed -n 1p)"
+  # A list separator or an odd number of quotes: a quoted word lost on the way to CPack.
+  expect_no_match "$p's Description is intact" ';|^[^"]*("[^"]*"[^"]*)*"[^"]*$' \
+    "$(field "$f" Description)"
+done
+
 echo "--- dpkg -i, then consumers of the system copy"
 debs=()
 for p in "${PACKAGES[@]}"; do debs+=("$(deb "$p")"); done
@@ -120,7 +135,7 @@ expect_output "the consumer runs against /usr/lib/$ma/libredlockc.so.1" "acquire
   env -u LD_LIBRARY_PATH "$work/app" "$REDIS_URI" consumer-deb
 expect_match "it loaded the system copy" "=> (/usr)?/lib/$ma/libredlockc\.so\.1 " \
   "$(env -u LD_LIBRARY_PATH ldd "$work/app" | grep redlockc)"
-expect_output "/usr/bin/redlockc runs" "^token=1$" \
+expect_output "/usr/bin/redlockc runs" "^token=[1-9][0-9]*$" \
   /usr/bin/redlockc --nodes "$REDIS_URI" cli-deb -- sh -c 'echo "token=$REDLOCKC_FENCING_TOKEN"'
 
 echo "--- dpkg --purge"

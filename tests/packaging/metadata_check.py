@@ -125,6 +125,8 @@ def check_debian():
     names = ["CPACK_PACKAGE_VERSION", "CPACK_PACKAGE_CONTACT", "CPACK_DEBIAN_PACKAGE_HOMEPAGE",
              "CPACK_PACKAGE_DESCRIPTION_SUMMARY"] + \
         [f"CPACK_DEBIAN_{c}_DESCRIPTION" for c in DEB_COMPONENTS]
+    # CPack puts a summary other than its default before each package's own
+    # synopsis ("distributed locks on Redis\n distributed locks on Redis - ...").
     v = cpack_values(names)
     if not v:
         return
@@ -136,7 +138,10 @@ def check_debian():
         problems.append(f"Debian Maintainer {maint!r} is not 'Name <address>'")
     if not re.fullmatch(r"https://\S+", v["CPACK_DEBIAN_PACKAGE_HOMEPAGE"]):
         problems.append(f"Debian Homepage {v['CPACK_DEBIAN_PACKAGE_HOMEPAGE']!r} is not a URL")
-    for name in names[3:]:
+    if v["CPACK_PACKAGE_DESCRIPTION_SUMMARY"] != "redlockc built using CMake":
+        problems.append("CPACK_PACKAGE_DESCRIPTION_SUMMARY is set: CPack would put it before "
+                        "each package's own synopsis")
+    for name in names[4:]:
         text = v[name]
         lines = text.split("\n")
         if not text.strip():
@@ -147,7 +152,7 @@ def check_debian():
             problems.append(f"{name} has an unbalanced double quote: {text!r}")
         elif len(lines[0]) > 80:
             problems.append(f"{name}: synopsis longer than 80 characters: {lines[0]!r}")
-        elif name != "CPACK_PACKAGE_DESCRIPTION_SUMMARY" and len(lines) < 2:
+        elif len(lines) < 2:
             problems.append(f"{name} has no extended description")
 
 

@@ -11,6 +11,8 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 BUILD=${RLC_BUILD_DIR:-$TOP/build}
+# The project's version (CMakeLists.txt), which every package is named by.
+VERSION=$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
 PARTS=(python python-wheel python-cmake node-tarball node-folder go ruby lua)
 if (($#)); then PARTS=("$@"); fi
 source "$HERE/redis.sh"
@@ -82,7 +84,7 @@ part_python-wheel() { # pip wheel with the library compiled in, installed into a
   /usr/bin/python3 -m venv "$W/venv2" &&
     step "pip wheel" env REDLOCKC_LINK=bundle "$W/venv2/bin/pip" wheel --no-build-isolation \
       -w "$W/wheels" "$TOP/bindings/python" &&
-    step "pip install wheel" "$W/venv2/bin/pip" install "$W"/wheels/redlockc-1.0.0-*.whl &&
+    step "pip install wheel" "$W/venv2/bin/pip" install "$W"/wheels/redlockc-"$VERSION"-*.whl &&
     block bindings/python/README.md python >"$W/example.py" &&
     (cd "$W" && expect_out "python example (wheel, bundled library)" "fencing token" \
       env -u PKG_CONFIG_PATH "$W/venv2/bin/python" example.py)
@@ -110,7 +112,7 @@ export npm_config_cache=$W/npm-cache npm_config_audit=false npm_config_fund=fals
 part_node-tarball() { # npm pack, npm install <tarball>: koffi comes with it
   step "npm pack" npm pack --pack-destination "$W" "$TOP/bindings/node" &&
     npm_fresh "$W/app-tgz" &&
-    (cd "$W/app-tgz" && step "npm install tarball" npm install "$W/redlockc-1.0.0.tgz") &&
+    (cd "$W/app-tgz" && step "npm install tarball" npm install "$W/redlockc-$VERSION.tgz") &&
     [ -d "$W/app-tgz/node_modules/koffi" ] &&
     block bindings/node/README.md node-cjs >"$W/app-tgz/main.js" &&
     block bindings/node/README.md node-esm >"$W/app-tgz/main.mjs" &&
@@ -149,7 +151,7 @@ part_ruby() { # gem build, gem install --local into a new GEM_HOME
   mkdir -p "$W/gemsrc" && cp -r "$TOP/bindings/ruby/." "$W/gemsrc" &&
     (cd "$W/gemsrc" && step "gem build" gem build redlockc.gemspec) &&
     (export GEM_HOME=$W/gems GEM_PATH=$W/gems &&
-      step "gem install" gem install --local --no-document "$W/gemsrc/redlockc-1.0.0.gem" &&
+      step "gem install" gem install --local --no-document "$W/gemsrc/redlockc-$VERSION.gem" &&
       block bindings/ruby/README.md ruby >"$W/example.rb" &&
       cd "$W" && expect_out "ruby example (gem)" "fencing token" \
         env REDLOCKC_LIBRARY="$LIBDIR/libredlockc.so.1" ruby example.rb)
@@ -157,7 +159,7 @@ part_ruby() { # gem build, gem install --local into a new GEM_HOME
 
 part_lua() { # luarocks make with the rockspec, into a new tree
   (cd "$TOP" && step "luarocks make" luarocks --lua-version 5.4 --tree "$W/rocks" make \
-    packaging/redlockc-1.0.0-1.rockspec REDLOCKC_DIR="$PREFIX" REDLOCKC_LIBDIR="$LIBDIR") &&
+    "packaging/redlockc-$VERSION-1.rockspec" REDLOCKC_DIR="$PREFIX" REDLOCKC_LIBDIR="$LIBDIR") &&
     rm -rf "$TOP/build.luarocks" &&
     block bindings/lua/README.md lua >"$W/example.lua" &&
     (cd "$W" && expect_out "lua example (luarocks)" "holding orders" \
