@@ -32,6 +32,7 @@ import "C"
 import (
 	"context"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -98,6 +99,7 @@ func (c *Client) ping(ctx context.Context) error {
 	}
 	select {
 	case r := <-p.ch:
+		r.message = strings.Replace(r.message, " (lock 'redlockc:ping')", "", 1)
 		return statusError("connect", r)
 	case <-ctx.Done():
 		return ctx.Err()
