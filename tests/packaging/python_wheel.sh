@@ -89,7 +89,10 @@ echo "  wheel: $(basename "$wheel")"
 # (timeout is coreutils': the app's PATH gets that one program too.)
 $PY -m venv "$W/app" || fail "venv"
 mkdir -p "$W/appbin" && ln -s "$(command -v timeout)" "$W/appbin/timeout"
-in_app() { env -i HOME="$W/home" PATH="$W/app/bin:$W/appbin" LANG=C.UTF-8 REDLOCKC_NODES="${REDIS_URI:-}" "$@"; }
+in_app() {
+  env -i HOME="$W/home" PATH="$W/app/bin:$W/appbin" LANG=C.UTF-8 REDLOCKC_NODES="${REDIS_URI:-}" \
+    METRICS_PORT="${METRICS_PORT:-}" "$@"
+}
 for tool in cc gcc clang swig pkg-config; do
   ! in_app /bin/sh -c "command -v $tool" >/dev/null || fail "$tool is on the app's PATH"
 done
@@ -122,6 +125,7 @@ done
 echo "  ldd: only the wheel's libraries and glibc"
 
 redis_start || exit 1
+METRICS_PORT=$(redis_free_port) # the prometheus example's HTTP server
 run_example() { # NAME: run as written; python and asyncio show their fencing token
   local name=$1 out
   out=$(cd "$W/examples" && in_app timeout -k 5 120 "$W/app/bin/python" "example_$name.py" 2>&1) ||
@@ -129,6 +133,8 @@ run_example() { # NAME: run as written; python and asyncio show their fencing to
   case $name in
     python|asyncio) [[ $out == *"fencing token"* ]] ||
       fail "README example $name printed no fencing token:"$'\n'"$out" ;;
+    prometheus) [[ $out == *'redlock_acquire_wait_seconds_count{client="orders-api",result="acquired"} 1.0'* ]] ||
+      fail "README example $name printed no acquire:"$'\n'"$out" ;;
   esac
   echo "  README example $name (wheel): ok"
 }

@@ -15,6 +15,7 @@ import pytest_asyncio  # noqa: F401  (the plugin must be there: without it async
 import redlockc
 import redlockc.asyncio as aio
 from aio_wait import aclient, elsewhere, subscribers, until
+from test_metrics import http_registry, sample, scrape  # noqa: F401 (http_registry: a fixture)
 
 pytestmark = pytest.mark.asyncio
 
@@ -157,16 +158,51 @@ async def test_prometheus_text_with_and_without_prometheus_client(server, monkey
         lock = c.lock("prom")
         await lock.acquire()
         await lock.release()
-        texts = [c.prometheus()]
+        texts = [c.prometheus("aio")]
         monkeypatch.setitem(sys.modules, "prometheus_client", None)  # import fails
-        texts.append(c.prometheus())
+        texts.append(c.prometheus("aio"))
         for text in texts:
             line = next(ln for ln in text.splitlines()
-                        if ln.startswith("redlockc_acquires_total{"))
-            assert f'client="{c.uuid}"' in line and float(line.split()[-1]) == 1, line
-            assert "# TYPE redlockc_wait_seconds histogram" in text, text
-            assert 'le="+Inf"' in text and "redlockc_wait_seconds_count" in text, text
-        assert redlockc.prometheus_text(c) == texts[1], "the module function, the same text"
+                        if ln.startswith('redlock_acquire_wait_seconds_count{client="aio",'
+                                         'result="acquired"}'))
+            assert float(line.split()[-1]) == 1, line
+            assert "# TYPE redlock_acquire_wait_seconds histogram" in text, text
+            assert 'redlock_locks_held{client="aio"} 0' in text, text
+        assert redlockc.prometheus_text(c, "aio") == texts[1], "the module function, the same text"
+
+
+async def test_metrics_scraped_over_http_follow_the_operations(server, raw, http_registry):
+    """Scraped from another thread while the loop runs, as a Prometheus server does."""
+    registry, url = http_registry
+    async with aclient(server.uri) as holder_client, aclient(server.uri) as c:
+        redlockc.register_metrics(holder_client, "holder", registry=registry)
+        redlockc.register_metrics(c, "waiter", registry=registry)
+
+        async def scraped():
+            return await asyncio.get_running_loop().run_in_executor(None, scrape, url)
+
+        holder = holder_client.lock("scraped")
+        assert await holder.acquire()
+        waiter = c.lock("scraped")
+        assert await elsewhere(waiter.acquire, timeout=0) is False
+        task = asyncio.ensure_future(waiter.acquire(timeout=10))
+        assert await until(lambda: subscribers(raw, "scraped") >= 1), "the waiter waits"
+        m = await scraped()
+        assert sample(m, "redlock_waiters", client="waiter") == 1, m
+        assert sample(m, "redlock_locks_held", client="holder") == 1, m
+        assert sample(m, "redlock_locks_held", client="waiter") == 0, m
+        await holder.release()
+        assert await asyncio.wait_for(task, 10)
+        m = await scraped()
+        count = "redlock_acquire_wait_seconds_count"
+        assert sample(m, "redlock_waiters", client="waiter") == 0, m
+        assert sample(m, "redlock_locks_held", client="holder") == 0, m
+        assert sample(m, "redlock_locks_held", client="waiter") == 1, m
+        assert sample(m, count, client="holder", result="acquired") == 1, m
+        assert sample(m, count, client="waiter", result="busy") == 1, m
+        assert sample(m, count, client="waiter", result="acquired") == 1, m
+        await waiter.release()
+        assert sample(await scraped(), "redlock_locks_held", client="waiter") == 0
 
 
 async def test_a_reconnect_and_lost_scripts_are_logged_at_info(server, raw, caplog):

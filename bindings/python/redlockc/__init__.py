@@ -26,7 +26,7 @@ from ._errors import (AuthenticationError, CancelledError, ClosedError, Connecti
 from ._lock import Lock
 from ._family import (FairLock, MultiLock, PermitExpirableSemaphore, ReadWriteLock,  # noqa: E402
                       Semaphore)
-from ._metrics import Collector, prometheus_text
+from ._metrics import Collector, prometheus_text, register_metrics, unregister_metrics
 
 # Shown as redlockc.X in help(), tracebacks and pickles (where users name them).
 for _cls in (Client, Lock, Collector, Error, InvalidArgument, OutOfMemoryError, ConnectionError,
@@ -51,7 +51,8 @@ def thread_owner():
 
 
 __all__ = [
-    "Client", "Lock", "thread_owner", "Collector", "prometheus_text",
+    "Client", "Lock", "thread_owner", "Collector", "prometheus_text", "register_metrics",
+    "unregister_metrics",
     "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError", "TimeoutError",
     "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError", "ProtocolError",
     "ClosedError", "AuthenticationError", "CancelledError", "NotAcquiredError",

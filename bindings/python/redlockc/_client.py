@@ -209,6 +209,7 @@ class Client(FamilyClientMixin):
         uris = _node_list(nodes)
         opts = _options(options)
         self._mu = threading.Lock()  # guards _ptr and _handles
+        self._stats = _metrics.Stats()  # what Prometheus reads beside the C counters
         self._ptr = None
         self._handles = {}  # (name, owner) -> _Handle: holds belong to the client
         try:
@@ -254,7 +255,7 @@ class Client(FamilyClientMixin):
             if handle is None:
                 handle = _Handle(_core.rlc_lock_new(self._ptr, name, owner_id), key)
                 # Every loss is at least logged, with or without callbacks.
-                handle.dispatch = _LostDispatch(name)
+                handle.dispatch = _LostDispatch(name, self._stats)
                 _core.rlcpy_on_lost(handle.ptr, handle.dispatch)
                 self._handles[key] = handle
             handle.users += 1
@@ -300,6 +301,11 @@ class Client(FamilyClientMixin):
         with self._mu:
             return sorted((name, None if owner == 0 else owner)
                           for (name, owner), h in self._handles.items() if h.levels > 0)
+
+    def _locks_held(self):
+        """How many (name, owner) holds have levels now (Prometheus's gauge)."""
+        with self._mu:
+            return sum(1 for h in self._handles.values() if h.levels > 0)
 
     def fenced_set(self, key, value, token):
         """Writes ``value`` at ``key`` only if ``token`` is at least the fence stored with it.
@@ -386,10 +392,12 @@ class Client(FamilyClientMixin):
                 raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
             return _metrics.read(self._ptr)
 
-    def prometheus(self):
-        """metrics() in Prometheus's text format (``prometheus_client`` renders
-        it when it is importable); label ``client`` is the client's uuid."""
-        return _metrics.prometheus_text(self)
+    def prometheus(self, label="default"):
+        """This client's Prometheus metrics in the text format
+        (``prometheus_client`` renders it when it is importable), labelled
+        ``client=<label>``; ``redlockc.register_metrics(client, label)``
+        serves them with the application's other metrics."""
+        return _metrics.prometheus_text(self, label)
 
     def __enter__(self):
         """``with Client(...) as client:`` closes it when the block ends."""

@@ -89,13 +89,15 @@ class _LostDispatch:
     would keep them alive forever); a loss is also logged on the ``redlockc``
     logger, so that a hold lost after its Lock objects went away is not silent.
     """
-    __slots__ = ("name", "callbacks")
+    __slots__ = ("name", "callbacks", "stats")
 
-    def __init__(self, name):
+    def __init__(self, name, stats):
         self.name = name
         self.callbacks = {}  # id(lock) -> (weakref to the Lock, fn)
+        self.stats = stats  # the client's (_metrics.Stats): losses by reason
 
     def __call__(self, reason):
+        self.stats.lost(reason)
         if reason == _core.RLC_E_LOST:
             detail = (f"lock {self.name!r} was lost: its fixed lease ran out, or a renewal "
                       "found its key or this owner's field gone")
@@ -225,11 +227,17 @@ class Lock:
         # runs right after a C call returns) gives that level back first:
         # the caller never got True, so nobody else would release it.
         got = [False]
+        stats = self._client._stats
+        start, result = stats.enter(), "error"
         try:
-            taken = self._acquire(wait, lease, got)
-        except BaseException:
-            _undo_acquire(self._ptr, got)
-            raise
+            try:
+                taken = self._acquire(wait, lease, got)
+            except BaseException:
+                _undo_acquire(self._ptr, got)
+                raise
+            result = "acquired" if taken else "busy"
+        finally:
+            stats.leave(start, result)
         if taken:
             self._client._count_level(self._handle, 1)
         return taken

@@ -116,6 +116,7 @@ class Client:
         # with a hold leaves it held, as a thread does in the blocking API).
         self._tasks = weakref.WeakKeyDictionary()
         self._holds = {}  # (name, owner id) -> _Hold, from the grant to the last release
+        self._stats = _metrics.Stats()  # what Prometheus reads beside the engine's counters
         self._watchers = {}  # name -> WeakSet of its Locks that have on_lost callbacks
         # Not closed: the engine is freed with the client (sockets with the loop).
         weakref.finalize(self, _free_engine, self._driver)
@@ -178,6 +179,7 @@ class Client:
     def _lost(self, name, owner, status, message):
         """The engine found (name, owner)'s hold lost: its signals, and the
         on_lost callbacks of the Locks that act for that owner."""
+        self._stats.lost(status)
         if not message:
             message = f"lock {name!r} was lost: it expired or was taken"
         _log.warning("%s", message)
@@ -242,11 +244,15 @@ class Client:
             raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")
         return _metrics.read_engine(e)
 
-    def prometheus(self):
-        """metrics() in Prometheus's text format (``prometheus_client`` renders
-        it when it is importable); label ``client`` is the client's uuid.
-        ``redlockc.Collector(client)`` takes asyncio clients too."""
-        return _metrics.prometheus_text(self)
+    def _locks_held(self):
+        """How many (name, owner) holds are held now (Prometheus's gauge)."""
+        return len(self._holds)
+
+    def prometheus(self, label="default"):
+        """This client's Prometheus metrics in the text format, labelled
+        ``client=<label>``, as :meth:`redlockc.Client.prometheus`;
+        ``redlockc.register_metrics(client, label)`` takes asyncio clients too."""
+        return _metrics.prometheus_text(self, label)
 
     async def __aenter__(self):
         return self
@@ -392,12 +398,18 @@ class Lock:
         except InvalidArgument as e:
             raise _lease_refused(e, lease) from None
         client = self._client
+        stats = client._stats
+        start, result = stats.enter(), "error"
         fut = d.start(_aio.ACQUIRE, op, client)
         try:
             ev = await fut
         except _asyncio.CancelledError:
             d.abandon(op, fut, client)
             raise
+        else:
+            result = "acquired" if ev[1] == _OK else "busy" if ev[1] == _NOT_ACQUIRED else "error"
+        finally:
+            stats.leave(start, result)
         status = ev[1]
         if status == _OK:
             return True
