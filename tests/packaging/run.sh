@@ -35,6 +35,7 @@ part "CLI" env PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cac
 part "README examples, each binding installed its documented way" bash tests/packaging/readme_examples.sh
 part "Python wheel: python -m build, auditwheel, no compiler, README examples and mypy" bash tests/packaging/python_wheel.sh
 part "Node tarball: prebuilt, no compiler, README examples and tsc" bash tests/packaging/node_tarball.sh
+part "Go module: go get from a GOPROXY directory, pkg-config, README example" bash tests/packaging/go_proxy.sh
 part "quick-start demo" env DEMO_PORT="$demo_port" bash scripts/quickstart.sh
 
 ((${#failed[@]})) && echo "failed: ${failed[*]}"
