@@ -4,9 +4,9 @@
 
 The version has one source, `project(redlockc VERSION x.y.z)` in
 CMakeLists.txt. The build takes it from there (rlc_version(), the .so's real
-name, redlockc.pc, redlockcConfigVersion.cmake, the Debian packages), so do
-setup.py (the Python package) and the gemspec; package.json and its lock, the
-rockspec and the Lua modules' _VERSION carry it written out. Checks:
+name, redlockc.pc, redlockcConfigVersion.cmake, the Debian packages), and so
+does setup.py (the Python package); package.json and its lock, the gemspec,
+the rockspec and the Lua modules' _VERSION carry it written out. Checks:
 - LICENSE is MIT for "libredlockc authors", and the packages' copies are it;
 - each artifact above says the version: the built library and CMake package
   file and CPack's configuration in RLC_BUILD_DIR (default build/, configured
