@@ -287,6 +287,21 @@ export declare class ClosedError extends RedlockcError {}
 export declare class AuthError extends RedlockcError {}
 export declare class CanceledError extends RedlockcError {}
 
+export interface RegisterMetricsOptions {
+  /** A prom-client Registry (default: prom-client's global register). */
+  registry?: unknown;
+  /** The value of the `client` label: a name you choose, stable across restarts (default 'default'). */
+  label?: string;
+  /** The prom-client module, if this package cannot require it. */
+  promClient?: unknown;
+}
+
+/** Registers the client's Prometheus metrics (redlock_acquire_wait_seconds,
+ * redlock_locks_held, redlock_waiters, redlock_lock_lost_total,
+ * redlock_renewals_total) on a prom-client Registry under a client label.
+ * Returns a function that removes them again. prom-client is an optional peer. */
+export declare function registerMetrics(client: Client, options?: RegisterMetricsOptions): () => void;
+
 /** The library's version (rlc_version()). */
 export declare const version: string;
 export declare function strerror(status: number): string;

@@ -20,11 +20,13 @@ const { randomUUID } = require('node:crypto');
 const { fn, OP, scratch, syncResult, getChannel } = require('./lib/native.js');
 const { EngineDriver, StartError } = require('./lib/engine_driver.js');
 const errors = require('./lib/errors.js');
+const observe = require('./lib/observe.js');
 
 const { STATUS, errorFor, NotAcquiredError, ClosedError, LockLostError, NotOwnerError } = errors;
 const strerror = (rc) => fn.strerror(rc);
 const fail = (rec) => errorFor(rec.rc, rec.msg, strerror);
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
+const VERSION = fn.version(); // the tracer's instrumentation version
 
 // Explicit owner ids: unique in this process, never 0 (0 means "the thread").
 let nextOwner = 1;
@@ -230,6 +232,8 @@ class Client extends EventEmitter {
       throw err;
     }
     this._closed = null;
+    this._waiters = 0;        // Lock acquires in progress (redlock_waiters)
+    this._sinks = new Set();  // registered metrics (registerMetrics)
     this._id = nextClientId++;
     this._sink = null;
     clientRegistry.register(this, { handle: this._handle, driver: this._driver }, this);
@@ -292,6 +296,16 @@ class Client extends EventEmitter {
       }
     }
     return out;
+  }
+
+  // Locks of this client held now: their validity is not over (no I/O).
+  _heldNow() {
+    let n = 0;
+    for (const ref of this._state.locks.values()) {
+      const lock = ref.deref();
+      if (lock && lock._depth > 0 && !lock._closing && lock._validity() > 0) n++;
+    }
+    return n;
   }
 
   // The UUID in the hash fields of this client's Lock holds
@@ -416,6 +430,8 @@ class Lock extends EventEmitter {
     this._controller = null;
     this._token = 0n;
     this._lostKnown = false; // its 'lost' was emitted (the next hold is a fresh one)
+    this._fixed = false;     // the hold has a fixed lease (else the watchdog renews it)
+    this._holdSpan = null;   // OpenTelemetry: the current hold's span
     this._state.locks.set(this.owner, new WeakRef(this));
     lockRegistry.register(this, {
       driver: this._driver, key, owner: this.owner, query: this._query,
@@ -482,6 +498,30 @@ class Lock extends EventEmitter {
     const l = leaseMs(lease, 'lock.acquire');
     const sig = signalOption('lock.acquire', signal);
     if (sig && sig.aborted) throw sig.reason;
+    // Watched: the wait's time and result (metrics), its span (OpenTelemetry).
+    const client = this.client;
+    const start = performance.now();
+    const span = observe.startAcquire(this, VERSION, w, l);
+    client._waiters++;
+    let result = 'error';
+    let error = null;
+    try {
+      const held = await this._acquire(w, l, sig);
+      result = held ? 'acquired' : 'busy';
+      return held;
+    } catch (e) {
+      error = e;
+      if ((sig && sig.aborted && e === sig.reason) || e instanceof ClosedError) result = 'canceled';
+      throw e;
+    } finally {
+      client._waiters--;
+      const seconds = (performance.now() - start) / 1000;
+      for (const sink of client._sinks) sink.waited(result, seconds);
+      observe.endAcquire(span, result, error);
+    }
+  }
+
+  async _acquire(w, l, sig) {
     let cancel = null;
     let ev;
     try {
@@ -494,7 +534,7 @@ class Lock extends EventEmitter {
       if (cancel) sig.removeEventListener('abort', cancel);
     }
     if (ev.status === STATUS.OK) {
-      this._held(ev);
+      this._held(ev, l > 0);
       if (this._closing) abandon(this._driver, this._key, this.owner, this.client._watchdogMs);
       return true;
     }
@@ -506,14 +546,23 @@ class Lock extends EventEmitter {
     throw this._fail(ev);
   }
 
-  _held(ev) {
+  _held(ev, fixed) {
     const fresh = this._depth === 0 || this._lostKnown || !this._controller;
     this._depth = ev.count;
     this._token = ev.token;
     if (fresh) {
       this._lostKnown = false;
       this._controller = new AbortController();
+      this._fixed = fixed;
+      this._endHold(null);
+      if (!this._closing) this._holdSpan = observe.startHold(this, VERSION, ev.token);
     }
+  }
+
+  _endHold(err) {
+    const span = this._holdSpan;
+    this._holdSpan = null;
+    observe.endHold(span, err);
   }
 
   async tryAcquire(options = {}) {
@@ -527,10 +576,14 @@ class Lock extends EventEmitter {
     const ev = await this._engine(() => this._driver.release(this._key, this.owner));
     if (ev.status === STATUS.OK) {
       this._depth = ev.count;
+      if (ev.count === 0) this._endHold(null);
       return;
     }
     if (ev.status === STATUS.E_LOST) this._lost(ev.status, ev.message);
-    if (ev.status === STATUS.E_LOST || ev.status === STATUS.E_NOT_OWNER) this._depth = 0;
+    if (ev.status === STATUS.E_LOST || ev.status === STATUS.E_NOT_OWNER) {
+      this._depth = 0;
+      this._endHold(null);
+    }
     throw this._fail(ev);
   }
 
@@ -542,6 +595,7 @@ class Lock extends EventEmitter {
       if (ev.status === STATUS.E_LOST) this._lost(ev.status, ev.message);
       throw this._fail(ev);
     }
+    this._fixed = l > 0;
   }
 
   // Deletes the lock whoever holds it, and wakes waiters.
@@ -618,6 +672,11 @@ class Lock extends EventEmitter {
     const err = new LockLostError(STATUS.E_LOST,
       `lock '${this.name}' was lost (${strerror(reason)})${detail ? `: ${detail}` : ''}`);
     err.reason = reason;
+    // Why, for redlock_lock_lost_total: a fixed lease's end, its key found
+    // gone or taken, or renewals that failed until its validity ran out.
+    const why = reason !== STATUS.E_LOST ? 'renewal_failed' : this._fixed ? 'expired' : 'taken';
+    for (const sink of this.client._sinks) sink.lostHold(why, !this._fixed);
+    this._endHold(err);
     controller.abort(err);
     this.emit('lost', err);
   }
@@ -628,6 +687,7 @@ class Lock extends EventEmitter {
   close() {
     if (this._closing) return;
     this._closing = true;
+    this._endHold(null);
     this._state.locks.delete(this.owner);
     lockRegistry.unregister(this);
     abandon(this._driver, this._key, this.owner, this.client._watchdogMs);
@@ -652,6 +712,34 @@ class Lock extends EventEmitter {
 
 const family = require('./lib/family.js');
 
+// The wait buckets in seconds: the library's (rlc_metric_bucket_ms), the
+// last (forever) left to Prometheus' +Inf.
+function waitBounds() {
+  const out = [];
+  for (let i = 0; i < 64; i++) {
+    const ms = Number(fn.metricBucketMs(i));
+    if (ms < 0 || ms >= Number.MAX_SAFE_INTEGER) break;
+    out.push(ms / 1000);
+  }
+  return out;
+}
+
+// Registers client's Prometheus metrics (observe.js lists them) on a
+// prom-client Registry, labelled client="<label>": a name the program
+// chooses, stable across restarts. One label per client on a registry.
+// prom-client is an optional peer dependency: passed as promClient, or
+// required from this package's place or the application's. Returns a
+// function that removes the client's series again.
+function registerMetrics(client, { registry, label = 'default', promClient } = {}) {
+  if (!(client instanceof Client)) throw new TypeError('registerMetrics: client must be a redlockc Client');
+  if (typeof label !== 'string' || label === '') throw invalid('registerMetrics: label must be a non-empty string');
+  const prom = promClient || observe.optional('prom-client');
+  if (!prom) throw new Error("registerMetrics needs prom-client: npm install prom-client");
+  const reg = registry || prom.register;
+  client._native('registerMetrics'); // throws once closed
+  return observe.register(prom, reg, client, label, waitBounds());
+}
+
 family.install(Client);
 
 module.exports = {
@@ -664,6 +752,7 @@ module.exports = {
   MultiLock: family.MultiLock,
   version: fn.version(),
   strerror,
+  registerMetrics,
   ...errors,
 };
 delete module.exports.errorFor;

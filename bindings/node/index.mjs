@@ -3,7 +3,7 @@ import redlockc from './index.js';
 
 export const {
   Client, Lock, ReadWriteLock, FairLock, Semaphore, PermitExpirableSemaphore, MultiLock,
-  version, strerror, STATUS, RedlockcError, NotAcquiredError,
+  version, strerror, registerMetrics, STATUS, RedlockcError, NotAcquiredError,
   InvalidArgumentError, OutOfMemoryError, ConnectionError, TimeoutError, NotOwnerError,
   LockLostError, NoQuorumError, ServerError, ProtocolError, ClosedError, AuthError, CanceledError,
 } = redlockc;
