@@ -200,8 +200,11 @@ func (l *Lock) LockContext(ctx context.Context) error {
 
 // Unlock releases the lock and returns what the library said: nil,
 // ErrNotOwner (not held), ErrLost (its validity ran out or it was taken
-// meanwhile: the hold is over either way), or an I/O error (then the lock
-// is still held by this Lock value: retry). It never panics.
+// meanwhile: the hold is over either way), or an I/O error (ErrConnect,
+// ErrTimeout...: the release stays queued in the engine and is delivered
+// when the node answers again; until then the key expires with its lease,
+// no longer renewed). Either way this Lock value is free again. It never
+// panics.
 func (l *Lock) Unlock() error { return l.Release() }
 
 // Release is Unlock.
@@ -210,12 +213,10 @@ func (l *Lock) Release() error {
 		return errorf(StatusNotOwner, "release", "lock %q is not held by this Lock value", l.name)
 	}
 	_, err := l.run(opRelease, "release", 0, 0)
-	if err == nil || errors.Is(err, ErrLost) || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrClosed) {
-		l.mu.Lock()
-		l.holding, l.token = false, 0
-		l.mu.Unlock()
-		<-l.turn
-	}
+	l.mu.Lock()
+	l.holding, l.token = false, 0
+	l.mu.Unlock()
+	<-l.turn
 	return err
 }
 

@@ -211,3 +211,49 @@ func TestNewFailsWhenNoNodeAnswers(t *testing.T) {
 		t.Errorf("the error does not name the node %s: %v", addr, err)
 	}
 }
+
+// The log hook gets the engine's lines (rlc_engine_next_log): a command
+// connection made again is "reconnecting to <node>", at LogInfo.
+func TestLoggerGetsTheEnginesLines(t *testing.T) {
+	p := startProxy(t)
+	lines := make(chan string, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := New(ctx, p.uri(), WithLogger(func(level LogLevel, msg string) {
+		lines <- level.String() + ": " + msg
+	}))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer c.Close()
+	l := newLock(t, c, name(t))
+	if ok, err := l.TryLock(); !ok || err != nil {
+		t.Fatalf("TryLock: (%v, %v)", ok, err)
+	}
+	p.cut() // the node closes the connection; the release makes it again
+	// The release may meet the closed connection (ErrConnect): it stays
+	// queued in the engine and goes out on the next connection (E4).
+	if err := l.Unlock(); err != nil && !errors.Is(err, ErrConnect) {
+		t.Fatalf("Unlock after the cut: %v", err)
+	}
+	if n, err := l.HoldCount(); n != 0 || err != nil {
+		t.Fatalf("HoldCount after Unlock: expected (0, nil), saw (%d, %v)", n, err)
+	}
+	waitUntil(t, 10*time.Second, "the lock released on the server", func() bool {
+		locked, err := l.Locked()
+		return err == nil && !locked
+	})
+	want := "info: reconnecting to " + strings.TrimPrefix(p.uri(), "redis://")
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case line := <-lines:
+			if strings.HasPrefix(line, want) {
+				return
+			}
+			t.Logf("log: %s", line)
+		case <-deadline:
+			t.Fatalf("no %q line within 10 s", want)
+		}
+	}
+}

@@ -93,7 +93,7 @@ func makeClient(nodes string, opts []Option) (*Client, error) {
 
 // ping asks a quorum whether a lock exists (a name nobody uses).
 func (c *Client) ping(ctx context.Context) error {
-	p, err := c.d.start(opQuery, "connect", "redlockc:ping", 1, C.RLC_Q_LOCKED, 0)
+	p, err := c.d.start(opQuery, "connect", "redlockc:ping", nextOwner.Add(1), C.RLC_Q_LOCKED, 0)
 	if err != nil {
 		return err
 	}

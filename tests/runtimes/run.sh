@@ -77,7 +77,9 @@ suite_ruby() {
     timeout -k 5 300 ruby -Ibindings/ruby/lib bindings/ruby/test/test_redlockc.rb
 }
 
-# No module downloads (the package uses the standard library only). Go 1.19
+# The redlockc module uses the standard library only (no download:
+# GOPROXY=off); its promredlock module (Prometheus) gets client_golang from
+# the Go module proxy, checked against its go.sum. Go 1.19
 # does not count pkg-config's output in its build cache key, so a package
 # built against an earlier scratch prefix would link with that prefix's
 # (deleted) -L. CGO_* flags are counted: name the prefix and the header's
@@ -88,7 +90,9 @@ export GOPROXY=off GOFLAGS=-buildvcs=false CGO_ENABLED=1 \
   CGO_LDFLAGS="-g -O2 -L$RT_LIBDIR -Wl,-rpath,$RT_LIBDIR"
 suite_go() {
   (cd bindings/go && go vet ./... &&
-    LD_LIBRARY_PATH=$RT_LIBDIR RLC_TEST_REDIS=$REDIS_URIS go test -race -count=1 -timeout 180s -v ./...)
+    LD_LIBRARY_PATH=$RT_LIBDIR RLC_TEST_REDIS=$REDIS_URIS go test -race -count=1 -timeout 180s -v ./...) &&
+    (cd bindings/go/promredlock && export GOPROXY=https://proxy.golang.org,direct && go vet ./... &&
+      LD_LIBRARY_PATH=$RT_LIBDIR RLC_TEST_REDIS=$REDIS_URIS go test -race -count=1 -timeout 120s -v ./...)
 }
 
 suite_cross() {
