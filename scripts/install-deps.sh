@@ -30,8 +30,21 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Valkey 8 (the suites also run against it: tests/valkey/run.sh) comes from
+# bookworm-backports, whose source is added once.
+if ! command -v valkey-server >/dev/null; then
+  src=/etc/apt/sources.list.d/bookworm-backports.sources
+  if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' \
+      'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' >"$src"
+  fi
+  echo "installing: valkey-server (bookworm-backports)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends -t bookworm-backports valkey-server >/dev/null
+fi
 # Debian starts the packaged services; the tests start their own servers.
-for svc in redis-server nginx; do
+for svc in redis-server valkey-server nginx; do
   if command -v service >/dev/null && service "$svc" status >/dev/null 2>&1; then
     service "$svc" stop >/dev/null 2>&1 || true
   fi

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export RLC_BUILD_DIR=${RLC_BUILD_DIR:-$PWD/build}
 
-SUITES=(c python lua openresty packaging runtimes fault fuzz)
+SUITES=(c python lua openresty packaging runtimes fault fuzz valkey)
 if (($#)); then SUITES=("$@"); fi
 
 # -Werror here (and in CI), not for users: see RLC_WERROR in CMakeLists.txt.
@@ -25,6 +25,7 @@ declare -A SCRIPT=(
   [runtimes]=tests/runtimes/run.sh
   [fault]="tests/fault/run.sh short"
   [fuzz]="tests/fuzz/run.sh 60"
+  [valkey]=tests/valkey/run.sh
 )
 
 failed=()

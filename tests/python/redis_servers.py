@@ -14,6 +14,10 @@ import time
 
 import redis
 
+# The server to test against: redis-server, or valkey-server (RLC_SERVER; the
+# "valkey" suite of tests/run_all.sh).
+SERVER = os.environ.get("RLC_SERVER") or "redis-server"
+
 
 FREE_PORT = "FREE_PORT"  # in RedisServer's arguments: a free port picked at each start attempt
 
@@ -74,7 +78,7 @@ class RedisServer:
         raise RuntimeError("redis-server did not start")
 
     def _spawn(self):
-        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+        args = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--daemonize", "no",
                 "--dir", self.dir, "--unixsocket", self.socket, "--unixsocketperm", "700",
                 "--logfile", "redis.log", "--protected-mode", "no", *self.args]

@@ -16,7 +16,7 @@ import tempfile
 
 import redis
 
-from redis_servers import RedisServer, free_port, wait_until
+from redis_servers import SERVER, RedisServer, free_port, wait_until
 
 
 class Sentinel:
@@ -43,7 +43,7 @@ class Sentinel:
                 lines.append(f"requirepass {self.password}")
             with open(self.conf, "w") as f:
                 f.write("\n".join(lines) + "\n")
-            self.proc = subprocess.Popen(["redis-server", self.conf, "--sentinel"],
+            self.proc = subprocess.Popen([SERVER, self.conf, "--sentinel"],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL)
             if wait_until(lambda: self.proc.poll() is not None or self.master() is not None,

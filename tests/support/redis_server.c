@@ -67,7 +67,12 @@ static int spawn(struct redis_server *s)
                             "--dir", s->dir, "--unixsocket", s->socket,
                             "--unixsocketperm", "700", "--logfile", "redis.log",
                             "--protected-mode", "no", NULL};
-    const char *argv[48] = {"redis-server"};
+    /* RLC_SERVER names the server to test against (valkey-server; the
+     * suites run on both, tests/run_all.sh's "valkey" suite) */
+    const char *bin = getenv("RLC_SERVER");
+    if (!bin || !*bin)
+        bin = "redis-server";
+    const char *argv[48] = {bin};
     int n = 1;
     if (s->conf[0]) { /* the config file must come first */
         argv[n++] = s->conf;
@@ -87,7 +92,7 @@ static int spawn(struct redis_server *s)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(127);
-        execvp("redis-server", (char *const *)argv);
+        execvp(bin, (char *const *)argv);
         _exit(127);
     }
     s->pid = pid;
