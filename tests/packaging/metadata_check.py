@@ -262,7 +262,9 @@ def check_links():
         text = read(doc)
         if "../shared" in text:
             problems.append(f"{doc} refers to ../shared, outside the tree")
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        # Code is not a link: `logger[level](message)` names no file.
+        prose = re.sub(r"`[^`\n]*`", "", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S))
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", prose):
             if re.match(r"[a-z]+:", target):
                 continue
             path = os.path.normpath(os.path.join(TOP, os.path.dirname(doc), target))
