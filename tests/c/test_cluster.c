@@ -591,6 +591,40 @@ done:
     rc_stop(&rc);
 }
 
+/* One cluster, through the blocking API: a master restarted without
+ * persistence before its replica took over has forgotten the lock, and
+ * on_lost fires once that master serves again (it answers CLUSTERDOWN for
+ * its first 2 s), not at the next renewal (10 s away with a 30 s lease).
+ * Before, the verify answered CLUSTERDOWN was never asked again: no on_lost
+ * within 1 s of the master serving. */
+TEST(a_master_restarted_empty_fires_on_lost_once_it_serves)
+{
+    START_RC(rc)
+    rlc_client *c = client(rc.uri, "watchdog_timeout_ms=30000");
+    rlc_lock *l = c ? lock(c, "brs{h}", 0) : NULL;
+    int m = rc_master_of(&rc, (int)slot_of("h", 1));
+    CHECK(c && l && m >= 0, "a client, a lock, the slot's master");
+    atomic_store(&pushed_calls, 0);
+    CHECK_RC(rlc_lock_on_lost(l, on_pushed, "brs{h}"), RLC_OK);
+    long long before = tracked_keys(&rc.node[m]);
+    CHECK_RC(rlc_lock_acquire(l, 5000, -1), RLC_OK);
+    CHECK(WAIT_UNTIL(tracked_keys(&rc.node[m]) > before, 5000), "registered on its master");
+    CHECK(rs_restart(&rc.node[m]) == 0, "restarted");
+    CHECK(WAIT_UNTIL(atomic_load(&pushed_calls) > 0 || rs_int(&rc.node[m], "EXISTS brs{h}") == 0,
+                     10000),
+          "the restarted master serves again");
+    CHECK(WAIT_UNTIL(atomic_load(&pushed_calls) > 0, PUSH_MS),
+          "no on_lost within %d ms of the restarted master serving", PUSH_MS);
+    CHECK(atomic_load(&pushed_calls) == 1 && strcmp(pushed_name, "brs{h}") == 0, "lost %d: %s",
+          atomic_load(&pushed_calls), pushed_name);
+    CHECK(is_held(l) == 0, "not held");
+    CHECK(rc_master_of(&rc, (int)slot_of("h", 1)) == m, "no failover");
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rc_stop(&rc);
+}
+
 struct writer {
     rlc_rwlock *l;
     int rc;
@@ -664,4 +698,5 @@ RUN_TESTS(CASE(locks_on_many_names_go_to_the_master_of_their_slot),
           CASE(a_master_killed_and_its_replica_promoted),
           CASE(a_master_killed_and_its_replica_promoted_with_sync_replicas),
           CASE(loss_is_pushed_from_every_master_and_follows_a_moved_slot),
-          CASE(a_waiting_writer_is_woken_by_a_sharded_read_unlock))
+          CASE(a_waiting_writer_is_woken_by_a_sharded_read_unlock),
+          CASE(a_master_restarted_empty_fires_on_lost_once_it_serves))

@@ -612,6 +612,220 @@ done:
     rc_stop(&rc);
 }
 
+
+/* L's connections open to port (a master's, whichever their kind). */
+static int open_to(struct eloop *L, int port)
+{
+    int n = 0;
+    for (int k = 0; k < rlc_engine_conns(L->e); k++) {
+        const char *host;
+        int p;
+        if (L->fd[k] >= 0 && rlc_engine_conn_address(L->e, k, &host, &p, NULL) == RLC_OK &&
+            p == port)
+            n++;
+    }
+    return n;
+}
+
+/* Restarts cluster node m without persistence (SIGKILL, then the same
+ * port and nodes.conf): it comes back as the master of its slots, empty,
+ * before its replica could take over (node timeout 2 s). 0, or -1. */
+static int restart_empty(struct redis_cluster *rc, int m)
+{
+    if (rs_restart(&rc->node[m]) != 0 || rc_await_stable(rc, 20000) != 0)
+        return -1;
+    return rs_int(&rc->node[m], "DBSIZE") == 0 ? 0 : -1;
+}
+
+/* The restart guard on a cluster (engine_guard.c): Redlock over a cluster
+ * and two standalone masters (N = 3, the guard's default). L1 holds rg{g}
+ * on the cluster and S2 (S1 had another owner's key, which expires); the
+ * cluster's master of the slot restarts empty. L2, which saw that master
+ * before, then gets yes from it and from S1: two of three, a second holder
+ * while L1's lease runs. With a record per master, read in the handshake
+ * of each master's command connection, the restarted master's yes does
+ * not count until the longest lease has passed, and the message names it.
+ * Before, a cluster node had no record: L2 got RLC_OK. */
+TEST(a_restarted_cluster_master_is_kept_from_voting)
+{
+    START_RC(rc)
+    struct eloop L1, L2;
+    struct redis_server s1, s2;
+    memset(&L1, 0, sizeof L1);
+    memset(&L2, 0, sizeof L2);
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    CHECK(rs_start(&s1, NULL) == 0 && rs_start(&s2, NULL) == 0, "standalone servers");
+    char nodes[600];
+    snprintf(nodes, sizeof nodes, "%s,%s,%s", rc.uri, s1.uri, s2.uri);
+    CHECK_RC(el_init(&L1, nodes, UUID_A, "node_timeout_ms=2000"), RLC_OK);
+    CHECK_RC(el_init(&L2, nodes, UUID_B, "node_timeout_ms=2000"), RLC_OK);
+    const char *name = "rg{g}";
+    int m = rc_master_of(&rc, (int)slot_of("g", 1));
+    CHECK(m >= 0, "the slot's master");
+    /* each engine's connection to that master records its run id */
+    CHECK_RC(el_acquire(&L1, "warm{g}", 1, 0, 5000, NULL), RLC_OK);
+    CHECK_RC(el_release(&L1, "warm{g}", 1), RLC_OK);
+    CHECK_RC(el_acquire(&L2, "warm{g}", 1, 0, 5000, NULL), RLC_OK);
+    CHECK_RC(el_release(&L2, "warm{g}", 1), RLC_OK);
+    freeReplyObject(rs_cmd(&s1, "HSET %s other:1 1", name));
+    freeReplyObject(rs_cmd(&s1, "PEXPIRE %s 300", name));
+    CHECK_RC(el_acquire(&L1, name, 1, 0, 30000, NULL), RLC_OK); /* the cluster and S2 */
+    for (int64_t until = el_now() + 5000; rs_int(&s1, "EXISTS %s", name) != 0 && el_now() < until;)
+        el_turn(&L1, 5);
+    CHECK(rs_int(&s1, "EXISTS %s", name) == 0, "S1's foreign key expired");
+    CHECK(restart_empty(&rc, m) == 0, "the master restarted empty");
+    CHECK(rc_master_of(&rc, (int)slot_of("g", 1)) == m, "and serves the slot again");
+    /* L2 reads the end of its connections to the restarted master; its
+     * acquire opens a new one, whose handshake looks at the server */
+    for (int64_t until = el_now() + 5000; open_to(&L2, rc.node[m].port) > 0 && el_now() < until;)
+        el_turn(&L2, 5);
+    const struct el_done *d = NULL;
+    int got = el_acquire(&L2, name, 1, 0, 30000, &d);
+    CHECK(got == RLC_NOT_ACQUIRED, "a second holder while the first is valid: %d (%s)", got,
+          d ? d->message : "no outcome");
+    char master[64];
+    snprintf(master, sizeof master, "(master 127.0.0.1:%d) restar", rc.node[m].port);
+    CHECK(strstr(d->message, master), "the message names the restarted master: %s", d->message);
+done:
+    if (L1.e)
+        el_free(&L1);
+    if (L2.e)
+        el_free(&L2);
+    rs_stop(&s1);
+    rs_stop(&s2);
+    rc_stop(&rc);
+}
+
+/* One cluster (no guard: nothing to outvote, as for one standalone
+ * master): a master restarted without persistence before its replica took
+ * over has forgotten the lock, and the holder hears so by loss push once
+ * the master serves again (it answers CLUSTERDOWN for its first 2 s), not
+ * at its next renewal (10 s away with a 30 s lease); another owner then
+ * takes the lock. Before, the verify answered CLUSTERDOWN counted as no
+ * answer and was never asked again: no lost event within 8 s. */
+TEST(a_master_restarted_empty_reports_the_hold_lost)
+{
+    START_RC(rc)
+    struct eloop A;
+    int rc_init = el_init(&A, rc.uri, UUID_A, "watchdog_timeout_ms=30000");
+    const char *name = "rs{h}";
+    int m = rc_master_of(&rc, (int)slot_of("h", 1));
+    CHECK(m >= 0, "the slot's master");
+    CHECK_RC(rc_init, RLC_OK);
+    long long before = tracked_keys(&rc.node[m]);
+    CHECK_RC(el_acquire(&A, name, 1, 0, -1, NULL), RLC_OK); /* watchdog */
+    CHECK(tracks_more(&A, &rc.node[m], before, 3000) == 0, "registered on its master");
+    CHECK(rs_restart(&rc.node[m]) == 0, "restarted");
+    /* until the master serves reads again (or the loss came) */
+    for (int64_t end = el_now() + 10000; A.lost == 0 && el_now() < end;) {
+        redisReply *r = rs_cmd(&rc.node[m], "EXISTS %s", name);
+        bool serving = r && r->type == REDIS_REPLY_INTEGER;
+        if (r)
+            freeReplyObject(r);
+        if (serving)
+            break;
+        el_turn(&A, 10);
+    }
+    CHECK(A.lost || rs_int(&rc.node[m], "EXISTS %s", name) == 0, "the master serves, empty");
+    CHECK(A.lost || lost_within(&A, PUSH_MS) >= 0,
+          "no lost event within %d ms of the restarted master serving again", PUSH_MS);
+    CHECK(A.lost == 1 && strcmp(A.lost_name, name) == 0, "lost %d: %s", A.lost, A.lost_name);
+    CHECK(rc_master_of(&rc, (int)slot_of("h", 1)) == m, "no failover");
+    const struct el_done *d = NULL;
+    int got = el_acquire(&A, name, 2, 0, 5000, &d);
+    CHECK(got == RLC_OK, "another owner: %d (%s)", got, d ? d->message : "no outcome");
+    CHECK_RC(el_release(&A, name, 2), RLC_OK);
+done:
+    el_free(&A);
+    rc_stop(&rc);
+}
+
+/* Shard subscribers of channel on s (PUBSUB SHARDNUMSUB). */
+static long long shard_subs(const struct redis_server *s, const char *channel)
+{
+    redisReply *r = rs_cmd(s, "PUBSUB SHARDNUMSUB %s", channel);
+    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer
+                                                                         : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* The id of the first client of s with a shard channel, or -1. */
+static long long shard_subscriber(const struct redis_server *s)
+{
+    redisReply *r = rs_cmd(s, "CLIENT LIST");
+    long long id = -1;
+    for (char *line = r && r->type == REDIS_REPLY_STRING ? r->str : NULL; line && *line;) {
+        char *end = strchr(line, '\n');
+        char *ssub = strstr(line, " ssub=");
+        if (ssub && (!end || ssub < end) && ssub[6] != '0' && strncmp(line, "id=", 3) == 0) {
+            id = atoll(line + 3);
+            break;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    if (r)
+        freeReplyObject(r);
+    return id;
+}
+
+/* A waiter whose subscription meets CLUSTERDOWN (its master serves the
+ * slot no more: CLUSTER DELSLOTS, and the subscriber connection is made
+ * again meanwhile) keeps waiting: the map is asked again and the
+ * subscription sent again, and once the slot is served (ADDSLOTS) the
+ * waiter is subscribed and gets the lock when its holder lets go. Before,
+ * the answer was taken for an ACL refusal: every waiter of the lock ended
+ * RLC_E_SERVER "refused SUBSCRIBE (CLUSTERDOWN Hash slot not served)". */
+TEST(a_waiter_rides_out_clusterdown_on_its_subscription)
+{
+    START_RC(rc)
+    struct eloop A, B;
+    memset(&A, 0, sizeof A);
+    memset(&B, 0, sizeof B);
+    const char *name = "sd{w}", *channel = "redisson_lock__channel:sd{w}";
+    int slot = (int)slot_of("w", 1);
+    int m = rc_master_of(&rc, slot);
+    CHECK(m >= 0, "master");
+    CHECK_RC(el_init(&A, rc.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_init(&B, rc.uri, UUID_B, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&A, name, 1, 0, 20000, NULL), RLC_OK);
+    uint64_t op = 0;
+    CHECK_RC(rlc_engine_acquire(B.e, name, strlen(name), 1, 20000, 5000, el_now(), &op), RLC_OK);
+    for (int64_t end = el_now() + 5000; shard_subs(&rc.node[m], channel) != 1 && el_now() < end;)
+        el_turn(&B, 5);
+    CHECK(shard_subs(&rc.node[m], channel) == 1, "B waits, subscribed");
+    long long sub_id = shard_subscriber(&rc.node[m]);
+    CHECK(sub_id > 0, "B's subscriber on the master");
+    redisReply *r = rs_cmd(&rc.node[m], "CLUSTER DELSLOTS %d", slot);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "DELSLOTS");
+    freeReplyObject(r);
+    /* B's subscriber is made again and subscribes while the slot is not
+     * served */
+    CHECK(rs_int(&rc.node[m], "CLIENT KILL ID %lld", sub_id) == 1, "B's subscriber closed");
+    const struct el_done *d = wait_two_loops(&B, &A, op, 1000);
+    CHECK(!d, "the wait ended on CLUSTERDOWN: %d (%s)", d ? d->status : 0, d ? d->message : "");
+    r = rs_cmd(&rc.node[m], "CLUSTER ADDSLOTS %d", slot);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "ADDSLOTS");
+    freeReplyObject(r);
+    for (int64_t end = el_now() + 5000; shard_subs(&rc.node[m], channel) != 1 && el_now() < end;)
+        el_turn(&B, 5);
+    CHECK(shard_subs(&rc.node[m], channel) == 1, "B subscribed again after ADDSLOTS");
+    CHECK(!el_wait(&B, op, 0), "B still waits");
+    CHECK_RC(el_release(&A, name, 1), RLC_OK);
+    d = wait_two_loops(&B, &A, op, 10000);
+    CHECK(d && d->status == RLC_OK, "B got it: %d (%s)", d ? d->status : -100,
+          d ? d->message : "no outcome");
+    CHECK_RC(el_release(&B, name, 1), RLC_OK);
+done:
+    if (A.e)
+        el_free(&A);
+    if (B.e)
+        el_free(&B);
+    rc_stop(&rc);
+}
+
 RUN_TESTS(CASE(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_the_blocking_api),
           CASE(a_half_moved_slot_is_tried_again_not_failed),
           CASE(a_wait_rides_out_a_slot_migration),
@@ -619,4 +833,7 @@ RUN_TESTS(CASE(engine_routes_by_slot_wakes_through_sharded_pubsub_and_excludes_t
           CASE(a_wait_rides_out_clusterdown),
           CASE(a_redirected_write_waits_for_the_replica_of_the_master_that_ran_it),
           CASE(loss_is_pushed_from_every_master_and_follows_a_moved_slot),
-          CASE(a_master_turned_replica_loses_its_tracking_pair))
+          CASE(a_master_turned_replica_loses_its_tracking_pair),
+          CASE(a_restarted_cluster_master_is_kept_from_voting),
+          CASE(a_master_restarted_empty_reports_the_hold_lost),
+          CASE(a_waiter_rides_out_clusterdown_on_its_subscription))

@@ -96,8 +96,10 @@ in_app() {
 for tool in cc gcc clang swig pkg-config; do
   ! in_app /bin/sh -c "command -v $tool" >/dev/null || fail "$tool is on the app's PATH"
 done
-# prometheus_client and opentelemetry-api: the optional extras, pure Python.
-in_app timeout -k 5 600 "$W/app/bin/pip" install "$wheel[prometheus]" >"$W/step.log" 2>&1 ||
+# prometheus_client and opentelemetry-api: the optional extras, pure Python
+# (and the OpenTelemetry SDK, the application's, for the README's example).
+in_app timeout -k 5 600 "$W/app/bin/pip" install "$wheel[prometheus,otel]" opentelemetry-sdk \
+  >"$W/step.log" 2>&1 ||
   fail "pip install the wheel:"$'\n'"$(tail -40 "$W/step.log")"
 echo "  pip install the wheel (no compiler on PATH): ok"
 ext=$(ls "$W"/app/lib/python3*/site-packages/redlockc/_redlockc_core*.so 2>/dev/null)
@@ -133,6 +135,8 @@ run_example() { # NAME: run as written; python and asyncio show their fencing to
   case $name in
     python|asyncio) [[ $out == *"fencing token"* ]] ||
       fail "README example $name printed no fencing token:"$'\n'"$out" ;;
+    otel) [[ $out == *'"name": "redlock.hold"'* && $out == *'"name": "redlock.acquire"'* ]] ||
+      fail "README example $name printed no redlock spans:"$'\n'"$out" ;;
     prometheus) [[ $out == *'redlock_acquire_wait_seconds_count{client="orders-api",result="acquired"} 1.0'* ]] ||
       fail "README example $name printed no acquire:"$'\n'"$out" ;;
   esac

@@ -6,7 +6,7 @@ import threading
 import weakref
 
 from . import redlockc_core as _core
-from . import _metrics, _units
+from . import _metrics, _otel, _units
 from ._errors import ClosedError, InvalidArgument, invalid
 from ._family import FamilyClientMixin
 from ._lock import Lock, _Handle, _LostDispatch
@@ -263,11 +263,18 @@ class Client(FamilyClientMixin):
 
     def _count_level(self, handle, delta):
         """Levels held through a handle: +1 acquired, -1 released, None: none left."""
+        ended = None
         with self._mu:
+            before = handle.levels
             handle.levels = 0 if delta is None else max(0, handle.levels + delta)
+            if before == 0 and handle.levels > 0:  # a new hold: its span, in this context
+                handle.dispatch.hold_span = _otel.hold_started(handle.key[0])
+            elif before > 0 and handle.levels == 0:
+                ended, handle.dispatch.hold_span = handle.dispatch.hold_span, None
             drop = handle.users == 0 and handle.levels == 0
             if drop:
                 self._forget(handle)
+        _otel.hold_ended(ended)  # outside the lock: an SDK may export here
         if drop:
             handle.free()
 

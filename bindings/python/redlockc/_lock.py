@@ -6,7 +6,7 @@ import sys
 import threading
 import weakref
 
-from . import _interrupt
+from . import _interrupt, _otel
 from . import redlockc_core as _core
 from ._errors import InvalidArgument, LockLostError, NotAcquiredError, NotOwnerError, error_for
 from ._units import lease_ms as _lease_ms
@@ -89,12 +89,13 @@ class _LostDispatch:
     would keep them alive forever); a loss is also logged on the ``redlockc``
     logger, so that a hold lost after its Lock objects went away is not silent.
     """
-    __slots__ = ("name", "callbacks", "stats")
+    __slots__ = ("name", "callbacks", "stats", "hold_span")
 
     def __init__(self, name, stats):
         self.name = name
         self.callbacks = {}  # id(lock) -> (weakref to the Lock, fn)
         self.stats = stats  # the client's (_metrics.Stats): losses by reason
+        self.hold_span = None  # the OpenTelemetry span of the hold, while held
 
     def __call__(self, reason):
         self.stats.lost(reason)
@@ -104,6 +105,8 @@ class _LostDispatch:
         else:
             detail = f"lock {self.name!r} was lost: renewals failed until its validity ran out"
         _log.warning("%s", detail)
+        span, self.hold_span = self.hold_span, None
+        _otel.hold_ended(span, error_for(reason, detail))
         first = None
         for ref, fn in list(self.callbacks.values()):
             lock = ref()
@@ -228,16 +231,18 @@ class Lock:
         # the caller never got True, so nobody else would release it.
         got = [False]
         stats = self._client._stats
-        start, result = stats.enter(), "error"
+        span = _otel.acquire_started(self._name)
+        start, result, error = stats.enter(), "error", None
         try:
-            try:
-                taken = self._acquire(wait, lease, got)
-            except BaseException:
-                _undo_acquire(self._ptr, got)
-                raise
+            taken = self._acquire(wait, lease, got)
             result = "acquired" if taken else "busy"
+        except BaseException as e:
+            _undo_acquire(self._ptr, got)
+            error = e
+            raise
         finally:
             stats.leave(start, result)
+            _otel.acquire_ended(span, result, error)
         if taken:
             self._client._count_level(self._handle, 1)
         return taken

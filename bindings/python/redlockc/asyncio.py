@@ -37,7 +37,7 @@ import logging
 import weakref
 
 from . import redlockc_core as _core
-from . import _aio, _metrics, _units
+from . import _aio, _metrics, _otel, _units
 from ._client import _in_seconds, _node_list, _options, _shown, _split_nodes
 from ._errors import (AuthenticationError, ClosedError, ConnectionError, Error,  # noqa: F401
                       InvalidArgument, LockLostError, NoQuorumError, NotAcquiredError,
@@ -174,7 +174,10 @@ class Client:
                 if ev[7] == 1 or key not in self._holds:  # a new hold, not a nested level
                     self._holds[key] = _Hold(ev[5])
         elif kind == _aio.RELEASE and ev[7] <= 0:
-            self._holds.pop((ev[4], ev[3]), None)
+            hold = self._holds.pop((ev[4], ev[3]), None)
+            if hold is not None:
+                span, hold.span = hold.span, None
+                _otel.hold_ended(span)
 
     def _lost(self, name, owner, status, message):
         """The engine found (name, owner)'s hold lost: its signals, and the
@@ -186,6 +189,8 @@ class Client:
         error = error_for(status, message)
         hold = self._holds.get((name, owner))
         if hold is not None:
+            span, hold.span = hold.span, None
+            _otel.hold_ended(span, error)
             hold.was_lost(name, error)
         watchers = self._watchers.get(name)
         if watchers is not None:
@@ -279,10 +284,11 @@ class Client:
 class _Hold:
     """What the client keeps of one (name, owner)'s hold besides the engine's
     count: its fencing token and, once it is lost, why, and who hears it."""
-    __slots__ = ("token", "lost_error", "event", "cancel_tasks")
+    __slots__ = ("token", "lost_error", "event", "cancel_tasks", "span")
 
     def __init__(self, token):
         self.token = token
+        self.span = None  # its OpenTelemetry span, started by the acquire that made it
         self.lost_error = None
         self.event = None  # the asyncio.Event of lock.lost, made when asked for
         self.cancel_tasks = None  # tasks to cancel when it is lost (cancel_on_lost)
@@ -399,19 +405,26 @@ class Lock:
             raise _lease_refused(e, lease) from None
         client = self._client
         stats = client._stats
-        start, result = stats.enter(), "error"
+        span = _otel.acquire_started(self._name)
+        start, result, error = stats.enter(), "error", None
         fut = d.start(_aio.ACQUIRE, op, client)
         try:
             ev = await fut
-        except _asyncio.CancelledError:
-            d.abandon(op, fut, client)
+        except BaseException as e:
+            if isinstance(e, _asyncio.CancelledError):
+                d.abandon(op, fut, client)
+            error = e
             raise
         else:
             result = "acquired" if ev[1] == _OK else "busy" if ev[1] == _NOT_ACQUIRED else "error"
         finally:
             stats.leave(start, result)
+            _otel.acquire_ended(span, result, error)
         status = ev[1]
         if status == _OK:
+            hold = client._holds.get((self._name, owner))
+            if hold is not None and hold.span is None and hold.lost_error is None:
+                hold.span = _otel.hold_started(self._name)  # in the acquiring task's context
             return True
         if status == _NOT_ACQUIRED:
             return False

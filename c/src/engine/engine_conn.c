@@ -748,7 +748,7 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
         return;
     }
     if (r->kind == R_INFO) {
-        guard_reply(e, c->node, reply, e->now);
+        guard_reply(e, c, reply, e->now);
         req_free(e, r);
         return;
     }

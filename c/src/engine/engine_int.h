@@ -214,6 +214,8 @@ struct eng_lock {
     int waiters;
     bool subscribed;       /* SUBSCRIBE sent on the nodes' subscribers */
     uint64_t confirms;     /* bit i: node i confirmed the subscription */
+    uint64_t resub;        /* bit i: cluster node i turned it away (CLUSTERDOWN...):
+                              sent again at the lock's timer (engine_sub.c) */
     struct timer timer;    /* the holder's lease end or the safety poll */
     int64_t timer_want;
     bool missed_wake;      /* a wake found no sleeper: the next busy try retries */
@@ -380,8 +382,9 @@ struct rlc_engine {
     /* and that a request waiting for its connection went out on it */
     void (*went_out)(rlc_engine *e, struct req *r, int64_t now);
     int64_t n_ops;            /* operations not yet ended */
-    /* the restart guard (engine_guard.c): per node, NULL while it is off */
-    struct node_life *life;
+    /* the restart guard (engine_guard.c): a record per node, per master of
+     * a cluster node; NULL while it is off */
+    struct eng_guard *guard;
     int64_t max_lease_ms;     /* the longest lease this engine used */
     struct rlc_cmd *guard_info; /* INFO server */
     struct eng_op *ops_by_id[ENG_BUCKETS];
@@ -512,11 +515,14 @@ void guard_free(rlc_engine *e);
 struct rlc_cmd *guard_handshake(const rlc_engine *e, const struct conn *c);
 /* A try with this lease: the longest one is how long a restarted node waits. */
 void guard_lease(rlc_engine *e, int64_t lease);
-void guard_reply(rlc_engine *e, int node, const struct redisReply *r, int64_t now);
-/* How long node's grants do not count yet (0: they count). */
+/* c's INFO server answer (NULL: none): the record of c's server (its
+ * node's, or on a cluster node its master's). */
+void guard_reply(rlc_engine *e, const struct conn *c, const struct redisReply *r, int64_t now);
+/* How long node's grants do not count yet (0: they count); a cluster
+ * node's, while any of its masters restarted within the longest lease. */
 int64_t guard_left_ms(rlc_engine *e, int node, int64_t now);
 /* Appends the node's phrase for the error message; returns the length. */
-size_t guard_why(const rlc_engine *e, int node, int64_t left_ms, int64_t now, char *why,
+size_t guard_why(rlc_engine *e, int node, int64_t left_ms, int64_t now, char *why,
                  size_t size, size_t len);
 
 /* engine_track.c: loss push. A watchdog hold joins TRACK_GRACE_MS after it

@@ -58,8 +58,10 @@ static void each_node_sub(rlc_engine *e, bool subscribe, struct eng_lock *l)
 
 bool sub_wanted(const rlc_engine *e, int node)
 {
-    (void)node;
-    return e->n_subscribed > 0;
+    /* a cluster node waits on its masters' subscribers (engine_cluster.c),
+     * never on this one: a seed's plain SUBSCRIBE would confirm for the
+     * node a subscription the slot's master does not have */
+    return e->n_subscribed > 0 && !is_cluster(e, node);
 }
 
 void sub_join(rlc_engine *e, struct eng_op *op)
@@ -79,7 +81,7 @@ void sub_join(rlc_engine *e, struct eng_op *op)
     l->waiters++;
     if (!l->subscribed) {
         l->subscribed = true;
-        l->confirms = 0;
+        l->confirms = l->resub = 0;
         e->n_subscribed++;
         each_node_sub(e, true, l);
     }
@@ -102,7 +104,7 @@ void sub_leave(rlc_engine *e, struct eng_op *op)
     op->wnext = op->wprev = NULL;
     if (--l->waiters == 0) {
         l->subscribed = false;
-        l->confirms = 0;
+        l->confirms = l->resub = 0;
         l->missed_wake = false;
         l->own_msgs = 0;
         e->n_subscribed--;
@@ -150,10 +152,27 @@ void sub_holder_expires(rlc_engine *e, struct eng_lock *l, int64_t at, int64_t n
         timer_set(e, &l->timer, T_CHAN, l, at);
 }
 
+/* Subscriptions a cluster turned away (resub): sent again to the slot's
+ * master of now, while they are not confirmed. */
+static void resend_subs(rlc_engine *e, struct eng_lock *l)
+{
+    for (int i = 0; i < e->n && l->resub; i++) {
+        uint64_t bit = UINT64_C(1) << i;
+        if (!(l->resub & bit))
+            continue;
+        l->resub &= ~bit;
+        struct conn *c = cluster_sub_conn(e, i, l->slot);
+        if (!(l->confirms & bit) && c->state == C_UP)
+            send_sub(e, c, cluster_sub_verb(e, i, true), l); /* else sent when it connects */
+    }
+}
+
 void sub_timer(rlc_engine *e, struct eng_lock *l, int64_t now)
 {
     if (!l->waiters)
         return;
+    if (l->subscribed)
+        resend_subs(e, l);
     sub_wake_one(e, l, now);
     if (l->waiters)
         timer_set(e, &l->timer, T_CHAN, l, now + QUORUM_SAFETY_POLL_MS);
@@ -196,6 +215,20 @@ void sub_on_closed(rlc_engine *e, struct conn *c)
     for_each_lock(e, unconfirm, &c->node);
 }
 
+/* A lock whose subscription on cluster subscriber c was answered MOVED,
+ * ASK, TRYAGAIN or CLUSTERDOWN, or dropped by the server (its slot moved
+ * or is served no more): it did not subscribe there, and is sent again at
+ * the lock's next timer (if the map moves it first, move_subs sends it). */
+static void redirected_sub(rlc_engine *e, struct eng_lock *l, void *arg)
+{
+    const struct conn *c = arg;
+    uint64_t bit = UINT64_C(1) << c->node;
+    if (!l->subscribed || (l->confirms & bit) || cluster_sub_conn(e, c->node, l->slot) != c)
+        return;
+    l->resub |= bit;
+    sub_holder_expires(e, l, -1, e->now); /* its timer runs by the safety poll */
+}
+
 struct refusal {
     int node;
     const char *why;
@@ -224,8 +257,12 @@ static void refuse(rlc_engine *e, struct eng_lock *l, void *arg)
 static void on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t now)
 {
     if (r->type == REDIS_REPLY_ERROR) {
-        if (c->master >= 0 && strncmp(r->str, "MOVED ", 6) == 0) {
-            cluster_sub_moved(e, c, r); /* SSUBSCRIBE to a master that lost the slot */
+        if (c->master >= 0 && cmap_is_redirect(r)) {
+            /* not a refusal: its master lost the slot (MOVED, ASK), or the
+             * slot is not served for now (TRYAGAIN, CLUSTERDOWN); the map
+             * is asked again and the subscription sent again */
+            for_each_lock(e, redirected_sub, c);
+            cluster_sub_moved(e, c, r);
             return;
         }
         if (strstr(r->str, "NOAUTH") || strstr(r->str, "WRONGPASS")) {
@@ -263,6 +300,7 @@ static void on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t
          * waiters poll until the map moves the subscription (they retry on
          * their holder's lease or the safety poll, never miss the lock). */
         l->confirms &= ~(UINT64_C(1) << c->node);
+        redirected_sub(e, l, c);
         cluster_sub_moved(e, c, r);
     }
 }

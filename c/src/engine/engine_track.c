@@ -38,8 +38,9 @@
  * also registers it there. A key that moves (a resharding's MIGRATE, a
  * failover) is deleted where it was or that master's pair closes: either
  * way the hold is verified again, on its new master once the map says so. A
- * MOVED answer is no answer: the map is asked for, and the hold is verified
- * again a moment later.
+ * verify answered MOVED, ASK, TRYAGAIN or CLUSTERDOWN (a master restarted
+ * answers CLUSTERDOWN until it has rejoined) did not run: it is no answer,
+ * the map is asked for, and the hold is verified again a moment later.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,8 @@
 
 #define CHUNK 256
 #define REFUSED_RETRY_MS 60000
-#define MOVED_RECHECK_MS 100 /* a MOVED verify: again once the map had time */
+#define MOVED_RECHECK_MS 100 /* a redirected verify: again once the map had time, */
+#define MOVED_RECHECK_MAX 3    /* doubling while it is redirected in a row (to 400 ms) */
 #define CHANNEL "__redis__:invalidate"
 
 /* A pair: node's, or on a cluster node one master's of its map. */
@@ -89,7 +91,9 @@ struct tracker {
     signed char *v;
     int64_t deadline;
     bool kick;              /* dirty holds wait for the next round */
-    int64_t not_before;     /* no round before this (after a MOVED) */
+    int64_t not_before;     /* no round before this (after a redirected verify) */
+    int redirected;         /* rounds in a row with a redirected verify */
+    bool round_redirected;  /* the round in flight had one */
     struct timer timer;
 };
 
@@ -420,6 +424,9 @@ static void decide(rlc_engine *e)
         hold_maybe_free(e, h);
     }
     round_forget(t);
+    if (!t->round_redirected)
+        t->redirected = 0;
+    t->round_redirected = false;
     if (t->n_dirty)
         t->kick = true;
     schedule(e);
@@ -704,13 +711,19 @@ int track_sub_received(rlc_engine *e, struct conn *c, const char *data, size_t l
     return RLC_OK;
 }
 
-/* A cluster verify that found the slot elsewhere (MOVED, ASK): no answer;
- * the map is asked for and the chunk's holds are verified again soon. */
+/* A cluster verify that did not run (MOVED, ASK: the slot is elsewhere;
+ * TRYAGAIN; CLUSTERDOWN: a master that restarted says so until it has
+ * rejoined): no answer; the map is asked for and the chunk's holds are
+ * verified again soon, and again while they are redirected (else a key
+ * lost in that restart would be found only at the next renewal). */
 static void verify_moved(rlc_engine *e, struct track_unit *tu, int k)
 {
     struct tracker *t = e->track;
     cluster_refresh(e, tu->node);
-    t->not_before = e->now + MOVED_RECHECK_MS;
+    if (!t->round_redirected && t->redirected < MOVED_RECHECK_MAX)
+        t->redirected++;
+    t->round_redirected = true;
+    t->not_before = e->now + ((int64_t)MOVED_RECHECK_MS << (t->redirected - 1));
     for (int j = tu->cut[k]; j < tu->cut[k + 1]; j++)
         mark_dirty(e, t->rh[tu->rows[j]]);
 }
@@ -732,8 +745,7 @@ void track_reader_reply(rlc_engine *e, struct conn *c, struct req *r, const redi
     if (r->kind != R_VERIFY || !t->active || !tu->in_round)
         return; /* EXISTS: it registered the keys, its count says nothing */
     int k = tu->answered++;
-    if (tu->master >= 0 && reply->type == REDIS_REPLY_ERROR &&
-        (strncmp(reply->str, "MOVED ", 6) == 0 || strncmp(reply->str, "ASK ", 4) == 0)) {
+    if (tu->master >= 0 && cmap_is_redirect(reply)) {
         verify_moved(e, tu, k);
     } else {
         for (int j = tu->cut[k]; j < tu->cut[k + 1]; j++) {
