@@ -56,8 +56,8 @@ enum {
     RLC_E_CANCELED = -12    /* the wait was cancelled (rlc_lock_cancel, rlc_engine_cancel); since 1.1 */
 };
 
-/* "1.0.0": the library's version (not the ABI's: symbol versions REDLOCKC_1.0,
- * and REDLOCKC_1.1 for rlc_lock_on_lost_owner). */
+/* "1.1.0": the library's version, which names the newest ABI it carries
+ * (symbol versions REDLOCKC_1.0, and REDLOCKC_1.1 for what 1.1 added). */
 RLC_API const char *rlc_version(void);
 
 /* A static English phrase for a status ("lock lost"); never NULL. */
