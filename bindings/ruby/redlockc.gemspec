@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # The Ruby binding as a gem: pure Ruby over Fiddle (nothing to compile); it
-# loads libredlockc.so.1 at run time (REDLOCKC_LIBRARY names another path).
+# loads libredlockc.so.1 at run time, found through pkg-config or the standard paths.
 #   gem build redlockc.gemspec && gem install --local ./redlockc-<version>.gem
 Gem::Specification.new do |s|
   s.name = "redlockc"

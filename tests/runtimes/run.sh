@@ -74,7 +74,8 @@ suite_node() {
 
 suite_ruby() {
   REDLOCKC_LIBRARY=$RT_LIBDIR/libredlockc.so.1 RLC_TEST_REDIS=$REDIS_URIS \
-    timeout -k 5 300 ruby -Ibindings/ruby/lib bindings/ruby/test/test_redlockc.rb
+    timeout -k 5 300 ruby -Ibindings/ruby/lib bindings/ruby/test/test_redlockc.rb &&
+    RLC_TEST_REDIS=$REDIS_URIS timeout -k 5 120 ruby bindings/ruby/test/test_install.rb
 }
 
 # The redlockc module uses the standard library only (no download:

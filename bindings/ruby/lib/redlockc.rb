@@ -7,8 +7,8 @@
 #   client = Redlockc::Client.new("redis://127.0.0.1:6379")
 #   client.lock("orders").synchronize { ... }
 #
-# The library is found as "libredlockc.so.1" on the loader's path, or at the
-# path in REDLOCKC_LIBRARY.
+# libredlockc.so.1 is found through REDLOCKC_LIBRARY, pkg-config, the
+# loader's path or the standard directories (see Redlockc::Native).
 module Redlockc
 end
 

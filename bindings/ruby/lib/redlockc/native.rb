@@ -12,7 +12,10 @@ module Redlockc
   # reads the failing call's message. (Ruby 3.3's opt-in M:N threads,
   # RUBY_MN_THREADS=1, could move a thread between OS threads; not supported.)
   module Native
-    LIBRARY = ENV.fetch("REDLOCKC_LIBRARY", "libredlockc.so.1")
+    SONAME = "libredlockc.so.1"
+    # Tried after pkg-config and the loader's own search: where `cmake
+    # --install` and Debian's libredlockc1 put the library.
+    STANDARD_DIRS = ["/usr/local/lib", "/usr/lib/x86_64-linux-gnu"].freeze
 
     P = Fiddle::TYPE_VOIDP
     I = Fiddle::TYPE_INT
@@ -50,11 +53,40 @@ module Redlockc
       rlc_fenced_set: [[P, S, P, Fiddle::TYPE_SIZE_T, U64, P], I],
     }.freeze
 
-    begin
-      handle = Fiddle.dlopen(LIBRARY)
-    rescue Fiddle::DLError => e
-      raise LoadError, "redlockc: cannot load #{LIBRARY} (set REDLOCKC_LIBRARY): #{e.message}"
+    # The library's libdir from pkg-config (nil without pkg-config or redlockc.pc).
+    def self.pkg_config_libdir
+      out = IO.popen(["pkg-config", "--variable=libdir", "redlockc"], err: File::NULL, &:read)
+      dir = out.to_s.strip
+      $?.success? && !dir.empty? ? dir : nil
+    rescue SystemCallError
+      nil # no pkg-config on PATH
     end
+
+    # The paths to try, in order: REDLOCKC_LIBRARY alone when set; else
+    # pkg-config's libdir, the dynamic loader's search (ld.so.cache,
+    # LD_LIBRARY_PATH), then STANDARD_DIRS.
+    def self.candidates
+      explicit = ENV["REDLOCKC_LIBRARY"]
+      return [explicit] if explicit && !explicit.empty?
+
+      libdir = pkg_config_libdir
+      from_pc = libdir ? [File.join(libdir, SONAME)] : []
+      from_pc + [SONAME] + STANDARD_DIRS.map { |d| File.join(d, SONAME) }
+    end
+
+    def self.open_library
+      errors = []
+      candidates.each do |path|
+        return [path, Fiddle.dlopen(path)]
+      rescue Fiddle::DLError => e
+        errors << e.message
+      end
+      raise LoadError, "redlockc: cannot load #{SONAME} (tried REDLOCKC_LIBRARY, pkg-config's " \
+                       "libdir, the loader's search and #{STANDARD_DIRS.join(', ')}): #{errors.join('; ')}"
+    end
+
+    # The path the library was loaded from, for messages and tests.
+    LIBRARY, handle = open_library
 
     FUNCTIONS = SIGNATURES.to_h do |name, (args, ret)|
       [name, Fiddle::Function.new(handle[name.to_s], args, ret)]
