@@ -523,13 +523,23 @@ void rlc_engine_tick(rlc_engine *e, int64_t now_ms)
     }
 }
 
+/* A request parked after TRYAGAIN or CLUSTERDOWN that still goes out again:
+ * its op waits for it, or it is a redo (a release, an undo). */
+static bool parked_needed(const struct conn *c)
+{
+    for (const struct req *r = c->parked; r; r = r->next)
+        if (r->op || r->redo)
+            return true;
+    return false;
+}
+
 int rlc_engine_idle(const rlc_engine *e)
 {
     if (!e)
         return 1;
     for (int k = 0; k < e->n_conns; k++)
         if (!e->conns[k].sub && !e->conns[k].disc && !e->conns[k].track &&
-            (e->conns[k].head || e->conns[k].qhead))
+            (e->conns[k].head || e->conns[k].qhead || parked_needed(&e->conns[k])))
             return 0;
     return e->n_ops == 0;
 }
