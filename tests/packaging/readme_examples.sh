@@ -67,7 +67,7 @@ unset PIP_FIND_LINKS PYTHONPATH
 
 part_python() { # pip install ./bindings/python into a new venv, against the prefix's library
   /usr/bin/python3 -m venv "$W/venv" &&
-    step "pip install" "$W/venv/bin/pip" install "$TOP/bindings/python" &&
+    step "pip install" "$W/venv/bin/pip" install --no-build-isolation "$TOP/bindings/python" &&
     block bindings/python/README.md python >"$W/example.py" &&
     (cd "$W" && expect_out "python example (pip, pkg-config)" "fencing token" \
       "$W/venv/bin/python" example.py) &&
