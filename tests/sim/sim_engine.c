@@ -1493,9 +1493,12 @@ static int64_t engine_count(int ci, const struct task *t, int l)
     return rlc_engine_hold_count(S.cl[ci].e, name, strlen(name), t->owner);
 }
 
-/* The engine's own word, rlc_engine_validity_ms() and
- * rlc_engine_hold_count(): while it says the hold is
- * still certainly held, no other owner may hold a valid grant of the lock. */
+/* The engine's own word, rlc_engine_validity_ms() now: while it says the
+ * hold is still certainly held, no other owner may hold a valid grant of
+ * the lock. (rlc_engine_hold_count is by the latest time the engine was
+ * given: an owner that acts at the moment its process runs again, before
+ * the engine's tick, may see its count of before the pause; "held now" is
+ * a validity above 0, redlockc.h.) */
 static void check_claim(int ci, int ti, int l)
 {
     struct client *c = &S.cl[ci];
@@ -1503,8 +1506,8 @@ static void check_claim(int ci, int ti, int l)
     const char *name = lock_names[l];
     int64_t v = rlc_engine_validity_ms(c->e, name, strlen(name), me->owner, local_now(c));
     int64_t n = engine_count(ci, me, l);
-    if (v <= 0 && n <= 0)
-        return; /* says it holds nothing: neither a validity nor a count */
+    if (v <= 0)
+        return; /* says it does not hold it now */
     S.st.claims++;
     for (int cj = 0; cj < S.cfg.clients; cj++) {
         if (client_paused(cj))
