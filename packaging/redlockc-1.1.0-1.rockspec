@@ -3,6 +3,12 @@
 -- installed libredlockc (the libredlockc-dev package, or `cmake --install`
 -- into a prefix given as REDLOCKC_DIR=<prefix>). From a checkout:
 --   luarocks --lua-version 5.4 make packaging/redlockc-1.1.0-1.rockspec [REDLOCKC_DIR=<prefix>]
+-- From the source archive the build makes (scripts/lua_source_archive.sh, or
+-- `cmake --build <build> --target lua_source_archive`, into
+-- <build>/packaging/lua, with a copy of this rockspec naming the archive by
+-- its file:// URL, and the two packed into a .src.rock):
+--   luarocks --lua-version 5.4 install <dir>/redlockc-1.1.0-1.src.rock [REDLOCKC_DIR=<prefix>]
+--   luarocks --lua-version 5.4 install <dir>/redlockc-1.1.0-1.rockspec [REDLOCKC_DIR=<prefix>]
 -- Needs swig (4.x) and a C compiler. The C module gets an absolute RUNPATH to
 -- the libredlockc it was built against (LuaRocks moves the module, so the
 -- $ORIGIN-relative RUNPATH of the CMake install would not hold).
@@ -11,10 +17,11 @@ package = "redlockc"
 version = "1.1.0-1"
 
 source = {
-  -- `luarocks make` builds the checkout it runs in; a published rockspec
-  -- names the release archive here.
-  url = "git+file:///libredlockc",
-  tag = "v1.1.0",
+  -- The archive scripts/lua_source_archive.sh makes, beside this rockspec
+  -- (a relative file URL: luarocks resolves it in the directory it runs in).
+  -- `luarocks make` builds the checkout it runs in and reads no archive.
+  url = "redlockc-1.1.0.tar.gz",
+  dir = "redlockc-1.1.0",
 }
 
 description = {

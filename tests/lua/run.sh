@@ -163,8 +163,30 @@ rockspec() {
   echo "rock-installed module: $out"
   [ "$out" = "acquired, owned=true, count=1, released" ]
 }
+# The source archive the build makes (target lua_source_archive): luarocks
+# install of its .src.rock and of its rockspec, each into a tree of its own.
+rock_archive() {
+  local dir=$BUILD/packaging/lua what out
+  rm -rf "$dir"
+  cmake --build "$BUILD" --target lua_source_archive >"$work/archive.log" 2>&1 || {
+    cat "$work/archive.log"
+    return 1
+  }
+  for what in src.rock rockspec; do
+    (cd "$work" && env -u LUA_PATH -u LUA_CPATH luarocks --lua-version 5.4 --tree "$work/tree-$what" \
+      install "$(ls "$dir"/redlockc-*."$what")" REDLOCKC_DIR="$prefix") >"$work/luarocks-$what.log" 2>&1 || {
+      cat "$work/luarocks-$what.log"
+      return 1
+    }
+    out=$(env -u LD_LIBRARY_PATH LUA_CPATH="$work/tree-$what/lib/lua/5.4/?.so" \
+      LUA_PATH="$work/tree-$what/share/lua/5.4/?.lua" lua5.4 "$HERE/smoke.lua" "$REDIS_URI" lua:$what 2>&1)
+    echo "installed from the $what: $out"
+    [ "$out" = "acquired, owned=true, count=1, released" ] || return 1
+  done
+}
 if command -v luarocks >/dev/null; then
   run "rockspec (luarocks make)" rockspec
+  run "source archive (luarocks install)" rock_archive
 else
   echo "--- lua: skip rockspec (luarocks make): luarocks is not installed"
 fi
