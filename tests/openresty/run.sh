@@ -73,6 +73,7 @@ prefix=$work/nginx
 NGINX_PID=
 DUO_PID=
 TLS_PID=
+README_PID=
 # stop_nginx PIDVAR: graceful (the workers finish, exit), SIGKILL after 10 s.
 stop_nginx() {
   local var=${1:-NGINX_PID} pid i
@@ -94,6 +95,7 @@ cleanup() {
   stop_nginx NGINX_PID
   stop_nginx DUO_PID
   stop_nginx TLS_PID
+  stop_nginx README_PID
   redis_stop_all
   rm -rf "$work"
 }
@@ -556,6 +558,9 @@ if bash "$TOP/tests/tls/make_certs.sh" "$work/certs" &&
 else
   fail "TLS certificates and redis-servers with --tls-port" "started" "not started"
 fi
+
+echo "--- bindings/luajit/README.md's nginx example, as written, in a fresh nginx"
+source "$HERE/readme_snippet.sh" && readme_snippet || fail "the README's nginx example ran" "its checks" "a failure"
 
 log_checks
 
