@@ -58,7 +58,7 @@ end
 _M.errors = errors
 
 local OK, NOT_ACQUIRED, E_INVAL, E_CLOSED = core.RLC_OK, errors.NOT_ACQUIRED, errors.E_INVAL, errors.E_CLOSED
-local E_NOT_OWNER, E_LOST = errors.E_NOT_OWNER, errors.E_LOST
+local E_NOT_OWNER, E_LOST, E_NOMEM = errors.E_NOT_OWNER, errors.E_LOST, errors.E_NOMEM
 
 -- errname(-6) -> "E_LOST"; nil for a number that is no status (or 0).
 function _M.errname(code)
@@ -272,6 +272,9 @@ local function free_client(self)
   if h then
     self._h = nil
     core.rlc_client_free(h)
+    -- Only now: once rlc_client_free returned, nothing pushes to the queue.
+    core.rlclua_log_free(self._logq)
+    self._logq = nil
   end
 end
 
@@ -346,6 +349,25 @@ function Client:metrics()
     end
   end
   return out
+end
+
+local LOG_LEVELS = { "error", "warn", "info", "debug" }
+
+-- client:logs() -> { {level = "warn" | "info" | ..., message = text}, ... },
+-- dropped: the client's log lines since the last call, oldest first (lost
+-- holds at "warn"; reconnects and script reloads at "info"), and how many
+-- were dropped because 256 were already waiting. The library hands lines
+-- over on its own threads too, where no Lua state may be entered, so they
+-- wait in a queue until this call takes them. After close(): {}, 0.
+function Client:logs()
+  client_self(self)
+  local out = {}
+  if not self._logq then return out, 0 end
+  local lines, dropped = core.rlclua_log_take(self._logq)
+  for i, line in ipairs(lines) do
+    out[i] = { level = LOG_LEVELS[line[1]] or tostring(line[1]), message = line[2] }
+  end
+  return out, dropped
 end
 
 -- client:close(): stops the watchdog and closes the connections now. Holds
@@ -437,7 +459,20 @@ function _M.client(nodes, opts)
   end
   local rc, detail, h = core.rlc_client_new(nodes, options)
   if rc ~= OK then return failed(rc, detail) end
-  return setmetatable({ _h = h }, Client)
+  local self = setmetatable({ _h = h }, Client)
+  -- The queue client:logs() drains, fed from the start (info and above).
+  local q = core.rlclua_log_new()
+  if q == nil then
+    free_client(self)
+    return nil, "out of memory", E_NOMEM
+  end
+  self._logq = q
+  rc, detail = core.rlclua_log_attach(h, 3, q)
+  if rc ~= OK then
+    free_client(self)
+    return failed(rc, detail)
+  end
+  return self
 end
 
 -- ---- the lock family (REDLOCKC_1.1; docs/FAMILY.md) ------------------------

@@ -399,8 +399,9 @@ PyObject *rlcpy_undo_acquire(rlc_lock *l, PyObject *got)
 #endif
 
 #ifdef SWIGLUA
-/* Metrics one counter at a time (rlclua_metric); no log callback: it would
- * run on other threads, where no lua_State may be entered. */
+/* Metrics one counter at a time (rlclua_metric). The log callback runs on
+ * other threads too (the watchdog's), where no lua_State may be entered: Lua
+ * gets the lines through a queue (rlclua_log_*, below) it drains itself. */
 %ignore rlc_client_metrics;
 %ignore rlc_client_set_log;
 %ignore rlc_metric_bucket_ms;
@@ -523,6 +524,116 @@ int rlclua_bucket_ms(int i, int64_t *out)
         return (int)ms;
     *out = ms;
     return RLC_OK;
+}
+%}
+
+/* client:logs(): rlclua_log_push, the client's rlc_client_set_log callback,
+ * queues each line on whatever thread the library calls it from;
+ * rlclua_log_take, on the Lua thread, takes them all. At most RLCLUA_LOG_MAX
+ * wait; past that the newest are counted as dropped. The queue outlives
+ * the callback: rlclua_log_free only after rlc_client_free has returned. */
+%{
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#define RLCLUA_LOG_MAX 256
+struct rlclua_line {
+    struct rlclua_line *next;
+    int level;
+    char text[]; /* NUL-terminated */
+};
+struct rlclua_logq {
+    pthread_mutex_t mu;
+    struct rlclua_line *head, *tail;
+    size_t n, dropped;
+};
+
+static void rlclua_log_push(int level, const char *message, void *user)
+{
+    struct rlclua_logq *q = user;
+    size_t len = strlen(message);
+    struct rlclua_line *line = malloc(sizeof *line + len + 1);
+    pthread_mutex_lock(&q->mu);
+    if (!line || q->n >= RLCLUA_LOG_MAX) {
+        q->dropped++;
+        free(line);
+    } else {
+        line->next = NULL;
+        line->level = level;
+        memcpy(line->text, message, len + 1);
+        if (q->tail)
+            q->tail->next = line;
+        else
+            q->head = line;
+        q->tail = line;
+        q->n++;
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+%}
+%inline %{
+typedef struct rlclua_logq rlclua_logq;
+
+/* A new, empty queue (nil when out of memory). */
+rlclua_logq *rlclua_log_new(void)
+{
+    rlclua_logq *q = calloc(1, sizeof *q);
+    if (q && pthread_mutex_init(&q->mu, NULL) != 0) {
+        free(q);
+        q = NULL;
+    }
+    return q;
+}
+
+/* Routes c's lines at or below max_level into q: status, detail. */
+int rlclua_log_attach(rlc_client *c, int max_level, rlclua_logq *q)
+{
+    return rlc_client_set_log(c, max_level, rlclua_log_push, q);
+}
+
+/* Frees q and its lines; the client that fed it must be freed already. */
+void rlclua_log_free(rlclua_logq *q)
+{
+    if (!q)
+        return;
+    while (q->head) {
+        struct rlclua_line *next = q->head->next;
+        free(q->head);
+        q->head = next;
+    }
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+%}
+%native(rlclua_log_take) int rlclua_log_take(lua_State *L);
+%wrapper %{
+/* rlclua_log_take(q) -> { {level, text}, ... }, dropped: every queued line,
+ * oldest first, and how many were dropped since the last take. */
+static int rlclua_log_take(lua_State *L)
+{
+    rlclua_logq *q = NULL;
+    if (!SWIG_IsOK(SWIG_ConvertPtr(L, 1, (void **)&q, SWIGTYPE_p_rlclua_logq, 0)) || !q)
+        return luaL_argerror(L, 1, "a log queue");
+    pthread_mutex_lock(&q->mu);
+    struct rlclua_line *line = q->head;
+    size_t dropped = q->dropped;
+    q->head = q->tail = NULL;
+    q->n = q->dropped = 0;
+    pthread_mutex_unlock(&q->mu);
+    lua_newtable(L);
+    for (lua_Integer i = 1; line; i++) {
+        struct rlclua_line *next = line->next;
+        lua_createtable(L, 2, 0);
+        lua_pushinteger(L, line->level);
+        lua_rawseti(L, -2, 1);
+        lua_pushstring(L, line->text); /* may raise on ENOMEM: the rest leak */
+        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, i);
+        free(line);
+        line = next;
+    }
+    lua_pushinteger(L, (lua_Integer)dropped);
+    return 2;
 }
 %}
 

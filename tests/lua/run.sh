@@ -5,6 +5,7 @@
 #   test_api.lua        results, integers, reentrancy, leases, errors, <close>, GC
 #   test_exclusion.lua  two lua5.4 processes, one lock, a racy counter file
 #   test_family.lua     read-write lock, fair lock, semaphores, multi-name lock
+#   test_logs.lua       client:logs(), the log lines queued from library threads
 #   gc_loop.lua         10,000 dropped lock handles under valgrind: no leak
 #   smoke.lua           also over rediss:// (tests/tls/make_certs.sh certificates)
 # Fails (never skips) when lua5.4, valgrind or the built module is missing.
@@ -65,6 +66,7 @@ run() { # NAME CMD...: a part of the suite, timed
 run "api" lua5.4 "$HERE/test_api.lua"
 run "two processes" lua5.4 "$HERE/test_exclusion.lua"
 run "lock family" lua5.4 "$HERE/test_family.lua"
+run "client:logs()" lua5.4 "$HERE/test_logs.lua"
 
 # rediss://: the blocking client's own TLS (the C library's OpenSSL), against
 # a TLS-only server; a CA that did not sign its certificate is nil, err.
