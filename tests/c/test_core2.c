@@ -8,6 +8,7 @@
  * they are what any operator of the Redis would see.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <net/if.h>
@@ -657,6 +658,57 @@ done:
     rs_stop(&s);
 }
 
+/* How many of this process's threads are named `name` (/proc/self/task/<tid>/comm). */
+static int threads_named(const char *name)
+{
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* the thread exited meanwhile */
+        if (fgets(comm, sizeof comm, f))
+            comm[strcspn(comm, "\n")] = 0;
+        fclose(f);
+        n += strcmp(comm, name) == 0;
+    }
+    closedir(dir);
+    return n;
+}
+
+/* The library's threads say whose they are in top -H, gdb and /proc. */
+TEST(the_client_threads_are_named)
+{
+    START(s, );
+    int engine0 = threads_named("rlc-engine"), cb0 = threads_named("rlc-lost-cb");
+    rlc_client *c = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "named", 0);
+    CHECK(c && l, "client");
+    CHECK_RC(rlc_lock_acquire(l, 0, 60000), RLC_OK);
+    CHECK(WAIT_UNTIL(threads_named("rlc-engine") == engine0 + 1, 5000),
+          "one more thread named rlc-engine: %d before, %d now", engine0, threads_named("rlc-engine"));
+    CHECK(WAIT_UNTIL(threads_named("rlc-lost-cb") == cb0 + 1, 5000),
+          "one more thread named rlc-lost-cb: %d before, %d now", cb0, threads_named("rlc-lost-cb"));
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    rlc_lock_free(l);
+    l = NULL;
+    rlc_client_free(c);
+    c = NULL;
+    CHECK(WAIT_UNTIL(threads_named("rlc-engine") == engine0 && threads_named("rlc-lost-cb") == cb0, 5000),
+          "the named threads ended with the client");
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(fifty_waiters_make_no_more_script_calls_than_one),
           CASE(an_uncontended_cycle_runs_seventeen_calls_inside_its_scripts),
           CASE(waiters_try_again_at_once_after_the_subscriber_reconnects),
@@ -666,4 +718,5 @@ RUN_TESTS(CASE(fifty_waiters_make_no_more_script_calls_than_one),
           CASE(freeing_waits_for_a_running_callback),
           CASE(silent_dns_server_bounds_calls_and_never_stalls_renewals),
           CASE(freeing_after_refused_connects_returns_at_once_and_the_message_says_each_fact_once),
-          CASE(freeing_sends_a_pending_release_to_a_restarted_node_within_the_bound))
+          CASE(freeing_sends_a_pending_release_to_a_restarted_node_within_the_bound),
+          CASE(the_client_threads_are_named))

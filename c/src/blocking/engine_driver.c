@@ -318,6 +318,8 @@ static void run(struct edrv *d, struct waiter *w)
 static void *background(void *arg)
 {
     struct edrv *d = arg;
+    /* Named for top -H, gdb and /proc/<pid>/task/<tid>/comm (15 chars at most). */
+    (void)pthread_setname_np(pthread_self(), "rlc-engine");
     struct thread_sem *me = thread_sem_self();
     pthread_mutex_lock(&d->mu);
     d->bg_ts = me;
@@ -350,6 +352,7 @@ static void *background(void *arg)
 static void *callbacks(void *arg)
 {
     struct edrv *d = arg;
+    (void)pthread_setname_np(pthread_self(), "rlc-lost-cb");
     pthread_mutex_lock(&d->lost_mu);
     for (;;) {
         struct lost *l = d->lost_head;
