@@ -696,6 +696,18 @@ TEST(the_client_threads_are_named)
           "one more thread named rlc-engine: %d before, %d now", engine0, threads_named("rlc-engine"));
     CHECK(WAIT_UNTIL(threads_named("rlc-lost-cb") == cb0 + 1, 5000),
           "one more thread named rlc-lost-cb: %d before, %d now", cb0, threads_named("rlc-lost-cb"));
+    {
+        /* and none of the library's keeps the program's name (a thread
+         * inherits it until it names itself): only the main thread has it */
+        char self[32] = "";
+        FILE *f = fopen("/proc/self/comm", "r");
+        if (f && fgets(self, sizeof self, f))
+            self[strcspn(self, "\n")] = 0;
+        if (f)
+            fclose(f);
+        CHECK(self[0] && threads_named(self) == 1, "%d threads named '%s' (the program's name)",
+              threads_named(self), self);
+    }
     CHECK_RC(rlc_lock_release(l), RLC_OK);
     rlc_lock_free(l);
     l = NULL;

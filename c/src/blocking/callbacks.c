@@ -7,6 +7,7 @@
  * redlockc.h).
  */
 #include <stdbool.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "callbacks.h"
@@ -27,6 +28,7 @@ static __thread uint64_t callback_owner;
 static void *callback_main(void *arg)
 {
     rlc_client *c = arg;
+    (void)pthread_setname_np(pthread_self(), "rlc-callbacks");
     on_callback_thread = true;
     pthread_mutex_lock(&c->mu);
     for (;;) {

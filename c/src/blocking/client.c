@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -98,6 +99,7 @@ static void destroy(rlc_client *c)
 static void *thread_main(void *arg)
 {
     rlc_client *c = arg;
+    (void)pthread_setname_np(pthread_self(), "rlc-client"); /* seen in top -H, gdb */
     while (!atomic_load(&c->stopping)) {
         int64_t (*family_renew)(rlc_client *) = atomic_load(&c->family_renew);
         int64_t next = family_renew ? family_renew(c) : RLC_FOREVER_NS;

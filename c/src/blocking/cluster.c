@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -435,6 +436,7 @@ static void resend(struct cluster *cl, struct deferred *d)
 static void *thread_main(void *arg)
 {
     struct cluster *cl = arg;
+    (void)pthread_setname_np(pthread_self(), "rlc-cluster-map");
     /* Like every connection of a client, the map is first read when the
      * first command needs it (cluster_pick), then kept fresh. */
     int64_t next_full = RLC_FOREVER_NS, not_before = 0;

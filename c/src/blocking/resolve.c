@@ -347,6 +347,7 @@ static int ask_sentinels(const struct sentinels *s, struct addrinfo **res, char 
 static void *lookup_main(void *arg)
 {
     struct resolver *r = arg;
+    (void)pthread_setname_np(pthread_self(), "rlc-resolve");
     struct addrinfo hints, *res = NULL;
     char why[200];
     const char *failed = NULL;
