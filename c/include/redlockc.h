@@ -427,6 +427,27 @@ enum {
 typedef void (*rlc_log_fn)(int level, const char *message, void *user);
 RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user);
 
+/* Since 1.2 (REDLOCKC_1.2). The client's log lines, taken by polling on the
+ * caller's own thread, for callers that may not be called on a library
+ * thread (a VM whose callbacks must run on its threads: Ruby's Fiddle).
+ * Nothing is kept until rlc_client_keep_log(c, max_level) asks for the
+ * lines at or below max_level (RLC_LOG_ERROR..RLC_LOG_DEBUG); max_level 0
+ * stops keeping them and empties the queue. Independent of
+ * rlc_client_set_log: both may be on, each gets every line of its level.
+ * RLC_OK, or RLC_E_INVAL (c NULL, max_level outside 0..RLC_LOG_DEBUG). */
+RLC_API int rlc_client_keep_log(rlc_client *c, int max_level);
+
+/* Since 1.2 (REDLOCKC_1.2). The contract of rlc_engine_next_log, for the
+ * lines rlc_client_keep_log keeps: takes the oldest line not yet taken, its
+ * level into *level (if not NULL), its text into buf (NUL-terminated, cut
+ * to fit size), and returns the text's full length, or 0 when there is
+ * none (or c is NULL); with buf NULL or size 0 it only says the level and
+ * length and the line stays. At most 64 wait; past that the newest are
+ * dropped, and the line taken just before them ends with "(and N more log
+ * lines, dropped)". Lines are cut at 255 bytes when kept. Safe from any
+ * thread, and from inside a log callback. */
+RLC_API size_t rlc_client_next_log(rlc_client *c, int *level, char *buf, size_t size);
+
 
 /* ---- Engine (1.1): the lock protocol without I/O ------------------------
  *

@@ -721,6 +721,88 @@ done:
     rs_stop(&s);
 }
 
+/* ---- issue 35 point 5: the polled log (REDLOCKC_1.2) -------------------- */
+
+static uint64_t script_reloads(rlc_client *c)
+{
+    uint64_t v[RLC_M_SCRIPT_RELOADS + 1] = {0};
+    rlc_client_metrics(c, v, RLC_M_SCRIPT_RELOADS + 1);
+    return v[RLC_M_SCRIPT_RELOADS];
+}
+
+/* SCRIPT FLUSH, then an acquire and a release: each finds its script gone
+ * and logs it (RLC_LOG_INFO). */
+static int flush_and_cycle(struct redis_server *s, rlc_lock *l)
+{
+    freeReplyObject(rs_cmd(s, "SCRIPT FLUSH"));
+    int rc = rlc_lock_acquire(l, 0, -1);
+    return rc == RLC_OK ? rlc_lock_release(l) : rc;
+}
+
+/* Lines are kept only once asked for, taken oldest first on the caller's
+ * thread, peeked without being taken, cut to fit; past 64 the newest are
+ * dropped and the last line kept says how many. */
+TEST(the_client_log_is_polled_on_the_callers_thread)
+{
+    START(s, );
+    rlc_client *c = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "polled", 0);
+    CHECK(c && l, "client");
+    char buf[512];
+    int level = -1;
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK); /* the scripts are loaded */
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    CHECK_RC(flush_and_cycle(&s, l), RLC_OK);
+    CHECK(script_reloads(c) >= 1, "the flush made a reload");
+    CHECK(rlc_client_next_log(c, &level, buf, sizeof buf) == 0, "nothing kept unless asked");
+
+    CHECK_RC(rlc_client_keep_log(c, RLC_LOG_INFO), RLC_OK);
+    CHECK_RC(rlc_client_keep_log(c, RLC_LOG_DEBUG + 1), RLC_E_INVAL);
+    CHECK_RC(flush_and_cycle(&s, l), RLC_OK);
+    CHECK(WAIT_UNTIL(rlc_client_next_log(c, NULL, NULL, 0) > 0, 5000), "a line is kept");
+    size_t len = rlc_client_next_log(c, &level, NULL, 0);
+    CHECK(rlc_client_next_log(c, NULL, NULL, 0) == len, "a peek leaves the line");
+    CHECK(level == RLC_LOG_INFO, "level %d", level);
+    char small[8];
+    CHECK(rlc_client_next_log(c, NULL, small, sizeof small) == len, "the full length");
+    CHECK(strlen(small) == sizeof small - 1, "cut to fit: '%s'", small);
+    size_t n = rlc_client_next_log(c, &level, buf, sizeof buf);
+    CHECK(n > 0 && level == RLC_LOG_INFO && strstr(buf, "had lost the scripts (NOSCRIPT)"),
+          "the next line: %zu '%s'", n, n ? buf : "");
+    for (int i = 0; i < 100 && rlc_client_next_log(c, NULL, buf, sizeof buf) > 0; i++)
+        ;
+    CHECK(rlc_client_next_log(c, NULL, NULL, 0) == 0, "drained");
+
+    /* more lines than are kept: the first 64 stay, the 64th counts the rest */
+    uint64_t before = script_reloads(c);
+    for (int i = 0; i < 40; i++)
+        CHECK_RC(flush_and_cycle(&s, l), RLC_OK);
+    uint64_t made = script_reloads(c) - before;
+    CHECK(made > 64, "%llu lines made", (unsigned long long)made);
+    int taken = 0;
+    unsigned dropped = 0;
+    for (; taken < 100; taken++) {
+        n = rlc_client_next_log(c, &level, buf, sizeof buf);
+        if (n == 0)
+            break;
+        CHECK(n == strlen(buf) && strstr(buf, "had lost the scripts"), "line %d: '%s'", taken, buf);
+        const char *note = strstr(buf, " more log lines, dropped)");
+        CHECK(!note == (taken != 63), "only the 64th says the drop: line %d '%s'", taken, buf);
+        if (note)
+            dropped = (unsigned)atoi(strrchr(buf, '(') + strlen("(and "));
+    }
+    CHECK(taken == 64, "%d lines taken", taken);
+    CHECK(dropped + 64 == made, "%u dropped + 64 kept, %llu made", dropped, (unsigned long long)made);
+
+    CHECK_RC(rlc_client_keep_log(c, 0), RLC_OK);
+    CHECK_RC(flush_and_cycle(&s, l), RLC_OK);
+    CHECK(rlc_client_next_log(c, NULL, NULL, 0) == 0, "nothing kept once stopped");
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(fifty_waiters_make_no_more_script_calls_than_one),
           CASE(an_uncontended_cycle_runs_seventeen_calls_inside_its_scripts),
           CASE(waiters_try_again_at_once_after_the_subscriber_reconnects),
@@ -731,4 +813,5 @@ RUN_TESTS(CASE(fifty_waiters_make_no_more_script_calls_than_one),
           CASE(silent_dns_server_bounds_calls_and_never_stalls_renewals),
           CASE(freeing_after_refused_connects_returns_at_once_and_the_message_says_each_fact_once),
           CASE(freeing_sends_a_pending_release_to_a_restarted_node_within_the_bound),
-          CASE(the_client_threads_are_named))
+          CASE(the_client_threads_are_named),
+          CASE(the_client_log_is_polled_on_the_callers_thread))

@@ -1,5 +1,6 @@
 /*
- * metrics.c - per-client counters and the log callback (REDLOCKC_1.1).
+ * metrics.c - per-client counters and the log callback (REDLOCKC_1.1), and
+ * the polled log (REDLOCKC_1.2).
  *
  * Counters are relaxed atomics in a block the client points to: the hot
  * path (an acquire) pays one or two atomic adds and nothing else. Rare
@@ -13,6 +14,12 @@
  * for client->mu. They are queued (a small ring; the oldest line is dropped
  * when it is full, and the drop is counted in the next line) and handed
  * over by metrics_flush_log(), which the core calls where it holds nothing.
+ *
+ * The polled log (rlc_client_keep_log, rlc_client_next_log) is a second,
+ * separate queue for callers that may not be called on a library thread
+ * (Ruby's Fiddle): lines wait there until the caller takes them on its own
+ * thread. It keeps the oldest: past KEEP_LINES the newest are dropped and
+ * counted on the newest line kept, which then says how many followed it.
  */
 #include "metrics.h"
 
@@ -35,8 +42,16 @@
 #define LOG_RING 64
 #define LOG_LINE 256
 
+#define KEEP_LINES 64
+
 struct log_line {
     int level;
+    char text[LOG_LINE];
+};
+
+struct kept_line {
+    int level;
+    unsigned dropped_after; /* lines dropped right after this one (queue full) */
     char text[LOG_LINE];
 };
 
@@ -58,6 +73,10 @@ struct rlc_metrics {
     int head, count, dropped;
     atomic_int pending; /* lines queued: lets flush skip the mutex when 0 */
     pthread_mutex_t deliver_mu; /* one deliverer at a time keeps the lines in order */
+    /* the polled log, under log_mu too; keep_level 0: nothing is kept */
+    int keep_level;
+    struct kept_line kept[KEEP_LINES];
+    int kept_head, kept_count;
 
     struct rlc_metrics *next; /* the live list */
 };
@@ -114,29 +133,55 @@ static void add(struct rlc_metrics *m, int which, uint64_t n)
         atomic_fetch_add_explicit(&m->counters[which], n, memory_order_relaxed);
 }
 
-/* Queues a line if a callback wants this level. */
+/* Into the callback's ring (under log_mu): when full, the oldest goes. */
+static void ring_push(struct rlc_metrics *m, int level, const char *text)
+{
+    if (m->count == LOG_RING) {
+        m->head = (m->head + 1) % LOG_RING;
+        m->count--;
+        m->dropped++;
+    }
+    struct log_line *ln = &m->ring[(m->head + m->count) % LOG_RING];
+    ln->level = level;
+    snprintf(ln->text, sizeof ln->text, "%s", text);
+    m->count++;
+    atomic_store(&m->pending, m->count);
+}
+
+/* Into the polled queue (under log_mu): when full, this newest line is
+ * dropped and counted on the newest kept, so the reader learns where the
+ * gap is. */
+static void keep_push(struct rlc_metrics *m, int level, const char *text)
+{
+    if (m->kept_count == KEEP_LINES) {
+        m->kept[(m->kept_head + KEEP_LINES - 1) % KEEP_LINES].dropped_after++;
+        return;
+    }
+    struct kept_line *ln = &m->kept[(m->kept_head + m->kept_count) % KEEP_LINES];
+    ln->level = level;
+    ln->dropped_after = 0;
+    snprintf(ln->text, sizeof ln->text, "%s", text);
+    m->kept_count++;
+}
+
+/* Queues a line for the callback and the polled log, if they want its
+ * level. */
 static void logf_(struct rlc_metrics *m, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void logf_(struct rlc_metrics *m, int level, const char *fmt, ...)
 {
     if (!m)
         return;
+    char text[LOG_LINE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
     pthread_mutex_lock(&m->log_mu);
-    if (m->fn && level <= m->max_level) {
-        if (m->count == LOG_RING) { /* full: the oldest goes */
-            m->head = (m->head + 1) % LOG_RING;
-            m->count--;
-            m->dropped++;
-        }
-        struct log_line *ln = &m->ring[(m->head + m->count) % LOG_RING];
-        ln->level = level;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(ln->text, sizeof ln->text, fmt, ap);
-        va_end(ap);
-        m->count++;
-        atomic_store(&m->pending, m->count);
-    }
+    if (m->fn && level <= m->max_level)
+        ring_push(m, level, text);
+    if (level <= m->keep_level)
+        keep_push(m, level, text);
     pthread_mutex_unlock(&m->log_mu);
 }
 
@@ -320,6 +365,56 @@ int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user)
         pthread_mutex_unlock(&m->deliver_mu);
     }
     return RLC_OK;
+}
+
+int rlc_client_keep_log(rlc_client *c, int max_level)
+{
+    if (!c)
+        return rlc_fail(RLC_E_INVAL, "rlc_client_keep_log: client is NULL");
+    if (max_level < 0 || max_level > RLC_LOG_DEBUG)
+        return rlc_fail(RLC_E_INVAL, "log level %d is outside 0..%d", max_level, RLC_LOG_DEBUG);
+    struct rlc_metrics *m = c->metrics;
+    if (!m)
+        return rlc_fail(RLC_E_NOMEM, "this client has no metrics block (out of memory)");
+    pthread_mutex_lock(&m->log_mu);
+    m->keep_level = max_level;
+    if (max_level == 0)
+        m->kept_count = 0;
+    pthread_mutex_unlock(&m->log_mu);
+    return RLC_OK;
+}
+
+/* The text the line is taken as: its own, and how many were dropped after
+ * it if any. */
+static int render_kept(const struct kept_line *ln, char *buf, size_t size)
+{
+    if (ln->dropped_after > 0)
+        return snprintf(buf, size, "%s (and %u more log lines, dropped)", ln->text,
+                        ln->dropped_after);
+    return snprintf(buf, size, "%s", ln->text);
+}
+
+size_t rlc_client_next_log(rlc_client *c, int *level, char *buf, size_t size)
+{
+    struct rlc_metrics *m = c ? c->metrics : NULL;
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&m->log_mu);
+    int n = 0;
+    if (m->kept_count > 0) {
+        const struct kept_line *ln = &m->kept[m->kept_head];
+        if (level)
+            *level = ln->level;
+        if (!buf || size == 0) {
+            n = render_kept(ln, NULL, 0); /* its length; it stays queued */
+        } else {
+            n = render_kept(ln, buf, size);
+            m->kept_head = (m->kept_head + 1) % KEEP_LINES;
+            m->kept_count--;
+        }
+    }
+    pthread_mutex_unlock(&m->log_mu);
+    return n > 0 ? (size_t)n : 0;
 }
 
 void metrics_close(rlc_client *c)
