@@ -5,6 +5,7 @@
 require "minitest/autorun"
 require "socket"
 require "timeout"
+require "uri"
 require "redlockc"
 
 class RedlockcTest < Minitest::Test
@@ -228,6 +229,63 @@ class RedlockcTest < Minitest::Test
     end
     assert_nil again, "one notice per lost hold"
     waiter.unlock
+  end
+
+  # SCRIPT FLUSH on each test server, by hand (RESP inline command): the
+  # next script call finds its script gone, and the library logs it.
+  def script_flush
+    @uri.split(",").each do |u|
+      uri = URI(u)
+      TCPSocket.open(uri.host, uri.port) do |s|
+        s.write("SCRIPT FLUSH\r\n")
+        assert_equal "+OK", s.gets.to_s.chomp, "SCRIPT FLUSH on #{uri.host}:#{uri.port}"
+      end
+    end
+  end
+
+  # A cycle first: a script's first call on a connection is no reload.
+  def flush_and_cycle(lock)
+    lock.lock
+    lock.unlock
+    script_flush
+    lock.lock
+    lock.unlock
+  end
+
+  # Taken on the caller's thread: no library thread ever calls into Ruby.
+  def test_logs_are_taken_on_the_callers_thread
+    c = client
+    l = lock(c, unique("logs"))
+    flush_and_cycle(l)
+    seen = []
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    until seen.any? || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      seen.concat(c.logs)
+      sleep 0.02
+    end
+    assert seen.any? { |level, msg| level == :info && msg.include?("had lost the scripts (NOSCRIPT)") },
+           "a script reload line: #{seen.inspect}"
+    assert_equal [], c.logs, "each line is taken once"
+    c.close
+    assert_raises(Redlockc::ClosedError) { c.logs }
+  end
+
+  # on_log: a thread of the client's own polls and calls the block; #close
+  # stops it.
+  def test_on_log_block_runs_on_the_clients_polling_thread_until_close
+    c = client
+    l = lock(c, unique("onlog"))
+    lines = Queue.new
+    c.on_log { |level, msg| lines << [level, msg, Thread.current] }
+    flush_and_cycle(l)
+    level, msg, thread = Timeout.timeout(5) { lines.pop }
+    assert_equal :info, level
+    assert_includes msg, "had lost the scripts (NOSCRIPT)"
+    refute_same Thread.current, thread, "called on the client's thread"
+    assert thread.alive?, "polling while the client is open"
+    l.close
+    c.close
+    refute thread.alive?, "stopped by close"
   end
 
   def test_forked_child_gets_closed_and_can_make_a_new_client

@@ -17,7 +17,12 @@ module Redlockc
       @mu = Mutex.new
       @watched = {}   # Lock => callback, polled by @watcher
       @watcher = nil
+      @log_callback = nil # on_log's block, called by @log_thread
+      @log_thread = nil
+      @log_mu = Mutex.new # with @log_cv: wakes @log_thread's sleep to stop it
+      @log_cv = ConditionVariable.new
       ObjectSpace.define_finalizer(self, self.class.finalizer(@box))
+      keep_logs
     end
 
     # Frees the C client when the Client is collected without #close.
@@ -61,9 +66,41 @@ module Redlockc
       end
     end
 
+    LOG_LEVELS = { 1 => :error, 2 => :warn, 3 => :info, 4 => :debug }.freeze
+
+    # The client's log lines since the last call, oldest first, taken on the
+    # calling thread (libredlockc 1.2, rlc_client_next_log): [[level,
+    # message], ...], level :warn (lost holds) or :info (reconnects, script
+    # reloads). At most 64 wait; past that the newest are dropped and the
+    # last line kept ends "(and N more log lines, dropped)". No network I/O.
+    def logs
+      @mu.synchronize do
+        raise Redlockc.error_for(ClosedError::STATUS, "the client is closed") if closed?
+
+        take_logs
+      end
+    end
+
+    # Calls the block with (level, message) for each log line, from a thread
+    # of the client's own that takes them (#logs) every
+    # Redlockc.log_poll_interval seconds; a later on_log replaces the block,
+    # on_log without a block stops that thread. #close takes the last lines
+    # and stops it. Lines taken by the thread are not returned by #logs.
+    def on_log(&block)
+      stop_log_thread unless block
+      @mu.synchronize do
+        raise Redlockc.error_for(ClosedError::STATUS, "the client is closed") if closed?
+
+        @log_callback = block
+        @log_thread ||= Thread.new { poll_logs } if block
+      end
+      self
+    end
+
     # Stops the watchdog and closes connections. Held locks are not released
     # on the server (they expire); their Lock objects then raise ClosedError.
     def close
+      stop_log_thread # its last look at the lines, while the client lives
       h = @mu.synchronize do
         @watched.clear
         @box[0].tap { @box[0] = nil }
@@ -120,6 +157,62 @@ module Redlockc
 
     private
 
+    # From Client.new: the library keeps the lines for #logs (libredlockc
+    # 1.2; an older one has no polled log, and #logs raises KeyError).
+    def keep_logs
+      return unless Native::FUNCTIONS.key?(:rlc_client_keep_log)
+
+      Native.call(:rlc_client_keep_log, @box[0], 3) # RLC_LOG_INFO
+    end
+
+    # Under @mu, the client open: the lines waiting, oldest first.
+    def take_logs
+      buf = Fiddle::Pointer.malloc(512, Fiddle::RUBY_FREE)
+      level = Native.out8
+      lines = []
+      256.times do # bounded: at most 64 wait, a few may come meanwhile
+        n = Native.plain(:rlc_client_next_log, @box[0], level, buf, 512)
+        break if n.zero?
+
+        text = buf.to_s.force_encoding(Encoding::UTF_8)
+        lines << [LOG_LEVELS.fetch(Native.int32(level), :debug), text]
+      end
+      lines
+    end
+
+    # @log_thread: takes and hands over the lines until stop_log_thread
+    # marks it (a mark of its own: on_log may start the next one meanwhile).
+    # A stop seen before a look gets that look, so #close loses no line.
+    def poll_logs
+      me = Thread.current
+      loop do
+        stop = @log_mu.synchronize { me.thread_variable_get(:redlockc_stop) }
+        lines = @mu.synchronize { closed? ? [] : take_logs }
+        lines.each do |level, message|
+          @log_callback&.call(level, message)
+        rescue StandardError => e
+          warn "redlockc: on_log block raised #{e.class}: #{e.message}"
+        end
+        break if stop
+
+        @log_mu.synchronize do
+          @log_cv.wait(@log_mu, Redlockc.log_poll_interval) unless me.thread_variable_get(:redlockc_stop)
+        end
+      end
+    end
+
+    def stop_log_thread
+      thread = @log_thread
+      return unless thread
+
+      @log_mu.synchronize do
+        thread.thread_variable_set(:redlockc_stop, true)
+        @log_cv.broadcast
+      end
+      @mu.synchronize { @log_thread = nil if @log_thread.equal?(thread) }
+      thread.join unless thread == Thread.current # from the block: it ends once the block returns
+    end
+
     def poll_lost
       until closed?
         @mu.synchronize { @watched.dup }.each do |lock, callback|
@@ -140,6 +233,9 @@ module Redlockc
   class << self
     # Seconds between two looks at the watched locks' validity (Lock#on_lost).
     attr_accessor :lost_poll_interval
+    # Seconds between two looks at a client's log lines (Client#on_log).
+    attr_accessor :log_poll_interval
   end
   self.lost_poll_interval = 0.1
+  self.log_poll_interval = 0.15
 end

@@ -53,6 +53,12 @@ module Redlockc
       rlc_fenced_set: [[P, S, P, Fiddle::TYPE_SIZE_T, U64, P], I],
     }.freeze
 
+    # Since REDLOCKC_1.2 (the polled log), looked up the same way.
+    SIGNATURES_1_2 = {
+      rlc_client_keep_log: [[P, I], I],
+      rlc_client_next_log: [[P, P, P, Fiddle::TYPE_SIZE_T], Fiddle::TYPE_SIZE_T],
+    }.freeze
+
     # The library's libdir from pkg-config (nil without pkg-config or redlockc.pc).
     def self.pkg_config_libdir
       out = IO.popen(["pkg-config", "--variable=libdir", "redlockc"], err: File::NULL, &:read)
@@ -91,7 +97,7 @@ module Redlockc
     FUNCTIONS = SIGNATURES.to_h do |name, (args, ret)|
       [name, Fiddle::Function.new(handle[name.to_s], args, ret)]
     end
-    SIGNATURES_1_1.each do |name, (args, ret)|
+    SIGNATURES_1_1.merge(SIGNATURES_1_2).each do |name, (args, ret)|
       FUNCTIONS[name] = Fiddle::Function.new(handle[name.to_s], args, ret)
     rescue Fiddle::DLError
       nil # an older libredlockc: calling it raises KeyError
