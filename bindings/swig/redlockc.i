@@ -180,6 +180,8 @@ static int rlcpy_is_record(PyObject *got)
 /* An out-array and a callback: rlcpy_metrics and rlcpy_set_log replace them. */
 %ignore rlc_client_metrics;
 %ignore rlc_client_set_log;
+%ignore rlc_client_keep_log;
+%ignore rlc_client_next_log;
 
 /* These never block: keep the GIL (cheaper). rlcpy_register_error must:
  * it touches Python objects. */
@@ -404,6 +406,8 @@ PyObject *rlcpy_undo_acquire(rlc_lock *l, PyObject *got)
  * gets the lines through a queue (rlclua_log_*, below) it drains itself. */
 %ignore rlc_client_metrics;
 %ignore rlc_client_set_log;
+%ignore rlc_client_keep_log;
+%ignore rlc_client_next_log;
 %ignore rlc_metric_bucket_ms;
 /* ---- Lua 5.4 (owned by bindings/lua) ----
  * The generated module redlockc_core is private: bindings/lua/redlockc.lua

@@ -427,7 +427,7 @@ enum {
 typedef void (*rlc_log_fn)(int level, const char *message, void *user);
 RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void *user);
 
-/* Since 1.2 (REDLOCKC_1.2). The client's log lines, taken by polling on the
+/* Since 1.1 (REDLOCKC_1.1). The client's log lines, taken by polling on the
  * caller's own thread, for callers that may not be called on a library
  * thread (a VM whose callbacks must run on its threads: Ruby's Fiddle).
  * Nothing is kept until rlc_client_keep_log(c, max_level) asks for the
@@ -437,7 +437,7 @@ RLC_API int rlc_client_set_log(rlc_client *c, int max_level, rlc_log_fn fn, void
  * RLC_OK, or RLC_E_INVAL (c NULL, max_level outside 0..RLC_LOG_DEBUG). */
 RLC_API int rlc_client_keep_log(rlc_client *c, int max_level);
 
-/* Since 1.2 (REDLOCKC_1.2). The contract of rlc_engine_next_log, for the
+/* Since 1.1 (REDLOCKC_1.1). The contract of rlc_engine_next_log, for the
  * lines rlc_client_keep_log keeps: takes the oldest line not yet taken, its
  * level into *level (if not NULL), its text into buf (NUL-terminated, cut
  * to fit size), and returns the text's full length, or 0 when there is

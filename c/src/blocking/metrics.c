@@ -1,6 +1,6 @@
 /*
  * metrics.c - per-client counters and the log callback (REDLOCKC_1.1), and
- * the polled log (REDLOCKC_1.2).
+ * the polled log (REDLOCKC_1.1).
  *
  * Counters are relaxed atomics in a block the client points to: the hot
  * path (an acquire) pays one or two atomic adds and nothing else. Rare

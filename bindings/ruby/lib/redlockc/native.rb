@@ -53,7 +53,7 @@ module Redlockc
       rlc_fenced_set: [[P, S, P, Fiddle::TYPE_SIZE_T, U64, P], I],
     }.freeze
 
-    # Since REDLOCKC_1.2 (the polled log), looked up the same way.
+    # Since REDLOCKC_1.1 (the polled log), looked up the same way.
     SIGNATURES_1_2 = {
       rlc_client_keep_log: [[P, I], I],
       rlc_client_next_log: [[P, P, P, Fiddle::TYPE_SIZE_T], Fiddle::TYPE_SIZE_T],
