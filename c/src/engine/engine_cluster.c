@@ -322,8 +322,12 @@ void cluster_conn_closed(rlc_engine *e, struct conn *c, bool was_up)
 {
     struct eng_cluster *cl = e->clusters[c->node];
     const struct node_addr *a = &e->addrs[c->node];
-    if (!cl->map.loaded && c->master == 0 && !was_up && a->n_seeds > 1) {
-        /* master 0 stands for a seed until the map is known: try the next */
+    if (!cl->map.loaded && c->master == 0 && !c->sub && !was_up && a->n_seeds > 1) {
+        /* master 0 stands for a seed until the map is known: try the next.
+         * Its command connection tells: the subscriber's failed connect must
+         * not move master 0 under a command connection up (or being opened)
+         * to this seed, which would stay there while the map names the seed
+         * another master: a MOVED to master 0 would come back to it. */
         cl->seed = (cl->seed + 1) % a->n_seeds;
         struct cmap_master *m = &cl->map.m[0];
         snprintf(m->host, sizeof m->host, "%s", a->seeds[cl->seed].host);
