@@ -72,7 +72,8 @@
  *              verify found it gone on too many nodes);
  *              and every owner finishes, every engine is idle, within a bound
  *   protocol   the engine refused the node's bytes, or sent a command the
- *              node does not know, or its hold count disagrees with its events,
+ *              node does not know (or keys of two slots to a cluster master),
+ *              or its hold count disagrees with its events,
  *              or a query answered RLC_OK with a number it cannot give
  *   contract   a query was refused; an acquire or extend ended RLC_OK with
  *              validity_ms <= 0; a multi-lock's DONE names other than its
@@ -707,8 +708,11 @@ static int server_of_conn(int client, int conn)
         rlc_engine_conn_address(S.cl[client].e, conn, &host, &port, &tls) == RLC_OK && host &&
         sscanf(host, "10.0.%*d.%d", &k) == 1 && k >= 1) {
         int n = strncmp(host, "10.0.1.", 7) == 0 ? S.cfg.first_master + k - 1 : k - 1;
-        if (n >= 0 && n < S.cfg.servers && (strncmp(host, "10.0.1.", 7) == 0) == is_master(n))
+        if (n >= 0 && n < S.cfg.servers && (strncmp(host, "10.0.1.", 7) == 0) == is_master(n)) {
+            if (S.verbose > 1)
+                trace("c%d conn%d opens to %s (n%d)", client, conn, host, n);
             return n;
+        }
     }
     S.st.protocol++;
     trace("PROTOCOL c%d conn%d: opened to an address the simulation does not have (%s)", client,
