@@ -223,9 +223,12 @@ int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names, const size
     op->wait_ms = wait_ms;
     op->lease_req = lease_ms;
     /* every place in one call: the op heads its queues in the order it
-     * took them (M1) */
+     * took them (M1). The op may end inside the enqueue that places it last
+     * (a name whose hold is lost refuses it at once, E5b): nothing of it is
+     * read after that call. */
+    int members = op->n_members;
     enqueue(e, op);
-    for (int i = 1; i < op->n_members; i++)
+    for (int i = 1; i < members; i++)
         enqueue(e, op->places[i]);
     return RLC_OK;
 }
