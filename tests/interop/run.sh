@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The interop suite: real Redisson (Java, from Maven Central at test time)
+# against this library's Python binding on the same names, same server.
+#   bash tests/interop/run.sh [scenario ...]   (lock rw fair sem psem multi; default all)
+# Needs Java 17 and Maven; the module from a build tree made with
+# -DRLC_PYTHON=ON (RLC_BUILD_DIR, default ./build); RLC_SERVER picks the server.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=$(cd "${RLC_BUILD_DIR:-$PWD/build}" 2>/dev/null && pwd) || BUILD=${RLC_BUILD_DIR:-$PWD/build}
+PKG=$BUILD/bindings/python
+if [ ! -f "$PKG/redlockc/__init__.py" ]; then
+  echo "no Python module in $PKG: configure $BUILD with -DRLC_PYTHON=ON and build it" >&2
+  exit 1
+fi
+cmake --build "$BUILD" --target rlc_python_core -j"$(nproc)" >/dev/null
+
+# The Java side: compiled into the build tree; Redisson resolved by Maven
+# (offline once the local repository has it).
+OUT=$BUILD/interop-redisson
+mvn_build() {
+  mvn -q -B "$@" -f tests/interop/redisson/pom.xml compile dependency:build-classpath \
+    -Dinterop.target="$OUT" -Dmdep.outputFile="$OUT/classpath.txt"
+}
+mvn_build -o >/dev/null 2>&1 || mvn_build
+CP=$OUT/classes:$(cat "$OUT/classpath.txt")
+
+export PYTHONPATH=$PKG${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONDONTWRITEBYTECODE=1 PYTHONFAULTHANDLER=1
+exec /usr/bin/python3 tests/interop/redisson/judge.py "$CP" "$@"
