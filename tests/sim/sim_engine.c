@@ -8,8 +8,9 @@
  * Between them a simulated network carries the engine's RESP bytes: per
  * connection in order, with delays that reorder across connections, short
  * writes and split reads, stalls, cuts (what was in flight may or may not
- * have run on the node), node pauses, client pauses, SCRIPT FLUSH and
- * subscriber connections that receive the "0" the release script publishes.
+ * have run on the node), node pauses, client pauses, SCRIPT FLUSH, a
+ * SCRIPT LOAD refused now and then (an ACL), and subscriber connections
+ * that receive the "0" the release script publishes.
  * Each engine reads its own clock: an offset, a drift within the engine's
  * drift_factor, and it stops running while its process is paused.
  *
@@ -325,6 +326,7 @@ struct stats {
     long multi_grants, multi_busy, multi_failed, multi_canceled;
     long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes, restarts;
     long counters_lost; /* fencing counters a restart took */
+    long loads, loads_refused; /* SCRIPT LOAD answered, refused (an ACL) */
     long commands, messages, events, claims;
     long queries, query_answers; /* rlc_engine_query: sent, answered RLC_OK */
     long invalidations;   /* loss push: CLIENT TRACKING messages sent */
@@ -1191,7 +1193,15 @@ static void node_exec(int p, redisReply *r, struct buf *out)
         }
         S.node_scripts[n] |= 1u << k;
         run_script(n, k, a + 2, argc - 2, out);
+    } else if (is(a[0], "script") && argc >= 2 && is(a[1], "load") && argc == 3 &&
+               !S.quiet && S.cfg.faults && chance(0.01)) {
+        /* an ACL without SCRIPT LOAD: the engine's calls go as EVAL after
+         * NOSCRIPT (engine_conn.c, load_answered) */
+        S.st.loads_refused++;
+        buf_printf(out, "-NOPERM User default has no permissions to run the 'script|load' "
+                        "command\r\n");
     } else if (is(a[0], "script") && argc >= 2 && is(a[1], "load") && argc == 3) {
+        S.st.loads++;
         int k = script_add(a[2]->str, a[2]->len, NULL);
         if (k >= 0)
             S.node_scripts[n] |= 1u << k;
@@ -3311,6 +3321,7 @@ int main(int argc, char **argv)
            "flushes %ld, short writes %ld, fencing counters lost %ld\n", tot.commands,
            tot.messages, tot.invalidations, tot.noscript, tot.cuts, tot.stalls, tot.node_pauses,
            tot.restarts, tot.client_pauses, tot.flushes, tot.short_writes, tot.counters_lost);
+    printf("sim_engine: SCRIPT LOAD %ld, refused %ld\n", tot.loads, tot.loads_refused);
     printf("sim_engine: overlaps %ld, token regressions %ld, residue %ld, liveness %ld, "
            "protocol %ld, contract %ld%s\n", tot.overlaps, tot.tokens, tot.residue, tot.liveness,
            tot.protocol, tot.contract,

@@ -267,6 +267,8 @@ static void write_req(rlc_engine *e, struct conn *c, struct req *r)
 {
     r->next = NULL;
     r->sent_at = e->now;
+    /* a server applies ASKING to the next command, whatever it is */
+    r->asked = c->tail && c->tail->kind == R_ASKING;
     if (c->tail)
         c->tail->next = r;
     else
@@ -387,8 +389,12 @@ struct req *conn_send(rlc_engine *e, int node, const struct eng_lock *l, int kin
         /* An undo goes as EVAL: a NOSCRIPT answer's re-send would go out
          * behind what was sent after it (the owner's next try) and run
          * after it, where the PTTL it may put back cuts that try's lease
-         * (its mark then froze the try: it was refused, the lock free). An
-         * undo only follows a try that failed: its bytes are paid rarely. */
+         * (its mark then froze the try: it was refused, the lock free).
+         * The loads make NOSCRIPT rare (a flush mid-connection), not
+         * impossible, and an EVAL is never answered NOSCRIPT; an undo only
+         * follows a try that failed, so its bytes are paid rarely. Its
+         * script is loaded all the same (write_loads): an EVAL of a loaded
+         * script leaves it loaded, never in EVAL's evictable cache alone. */
         struct rlc_cmd *ev = cmd_evalsha_to_eval(r->cmd, s);
         if (!ev)
             abort();
@@ -421,6 +427,40 @@ static void count_attempt(rlc_engine *e, struct conn *c)
         eng_count(e, RLC_M_RECONNECTS);
         eng_log(e, RLC_LOG_INFO, "reconnecting to %s", e->addrs[c->node].label);
     }
+}
+
+/* SCRIPT LOAD of every script the engine may call, pipelined on c: a
+ * loaded script stays on the server (Redis 7.4+ and Valkey 8 evict what
+ * came by EVAL, beyond 500 scripts), so the EVALSHAs behind find theirs
+ * from the first call, whatever other clients EVAL. A cluster master's
+ * connection loads the SPUBLISH twins too. Their answers are checked as
+ * they come (load_answered). */
+static void write_loads(rlc_engine *e, struct conn *c)
+{
+    const struct script *all[SCRIPTS_ENGINE_MAX];
+    size_t n = scripts_engine(all, c->master >= 0);
+    for (size_t i = 0; i < n; i++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", all[i]->source};
+        size_t lens[3] = {6, 4, strlen(all[i]->source)};
+        struct rlc_cmd *cmd = cmd_format(3, argv, lens);
+        if (!cmd)
+            abort();
+        write_req(e, c, conn_own_req(e, c->node, R_LOAD, cmd));
+    }
+    c->loads_end = c->appended;
+}
+
+/* A refused SCRIPT LOAD (an ACL without it, a proxy) costs nothing but
+ * bytes: on this connection NOSCRIPT sends the call as EVAL. Said once. */
+static void load_answered(rlc_engine *e, struct conn *c, const redisReply *reply)
+{
+    if (reply->type != REDIS_REPLY_ERROR)
+        return;
+    c->load_refused = true;
+    if (!c->load_said)
+        eng_log(e, RLC_LOG_WARN, "%s refused SCRIPT LOAD (%.200s): scripts it lost go as EVAL",
+                e->addrs[c->node].label, reply->str);
+    c->load_said = true;
 }
 
 void conn_connected(rlc_engine *e, int k, int64_t now)
@@ -461,6 +501,10 @@ void conn_connected(rlc_engine *e, int k, int64_t now)
     }
     if (fifo_less(c))
         return; /* its subscriptions are engine_sub.c's, engine_track.c's (called next) */
+    if (!c->track) {
+        c->load_refused = false;
+        write_loads(e, c);
+    }
     write_queue(e, c, now);
     schedule(e, c);
 }
@@ -485,7 +529,7 @@ static void settle(rlc_engine *e, struct conn *c, int why, const char *msg, bool
     while (r) {
         struct req *next = r->next;
         bool unsent = connected && r->end_at > c->taken;
-        bool hello = r->kind == R_HELLO || r->kind == R_INFO;
+        bool hello = r->kind == R_HELLO || r->kind == R_INFO || r->kind == R_LOAD;
         if (r->kind == R_SYNC) {
             /* a WAIT says something only behind its write, on its
              * connection: on another one it would count nothing */
@@ -710,10 +754,11 @@ static bool is_noscript(const redisReply *r)
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-/* The metrics' script reloads: a NOSCRIPT for a script this server had run
- * (it restarted, or SCRIPT FLUSH), as the blocking API counts them; the
- * first call of a script on a server is answered NOSCRIPT too, and loads
- * it, but nothing was lost (the blocking API loads them as it connects). */
+/* Where SCRIPT LOAD is refused, the metrics' script reloads: a NOSCRIPT
+ * for a script this server had run (SCRIPT FLUSH, eviction); the first
+ * call of a script there is answered NOSCRIPT too, and its EVAL caches it,
+ * but nothing was lost. (Where the loads are taken, resend_noscript counts
+ * each loss once.) */
 static void note_script(rlc_engine *e, struct conn *c, const struct script *s, bool noscript)
 {
     int at = -1, free_at = -1;
@@ -733,6 +778,43 @@ static void note_script(rlc_engine *e, struct conn *c, const struct script *s, b
     }
 }
 
+/* r was answered NOSCRIPT: the server lost the scripts since they were
+ * loaded (SCRIPT FLUSH). They are loaded again, once per loss: only a
+ * request written after the last loads on c says the server lost them
+ * since; one written before was answered before those loads ran. Then the
+ * same call goes again, behind them (and behind ASKING again if its copy
+ * went behind one: ASKING holds for one command), and gets its own WAIT
+ * (E9). It goes as EVAL, which needs no cache, on its second NOSCRIPT (the
+ * scripts lost again in between) or where SCRIPT LOAD is refused: a call
+ * is answered within three copies. Like the EVAL it was before, the re-sent
+ * copy runs behind what was pipelined after the first (E8 bounds that). */
+static void resend_noscript(rlc_engine *e, struct conn *c, struct req *r)
+{
+    bool asked = r->asked;
+    r->noscripts++;
+    if (!c->load_refused && r->end_at > c->loads_end) {
+        eng_count(e, RLC_M_SCRIPT_RELOADS);
+        eng_log(e, RLC_LOG_INFO, "%s had lost the scripts (NOSCRIPT): sent as EVAL",
+                e->addrs[c->node].label);
+        write_loads(e, c);
+    }
+    if (c->load_refused || r->noscripts > 1) {
+        struct rlc_cmd *ev = cmd_evalsha_to_eval(r->cmd, r->script);
+        if (!ev)
+            abort();
+        cmd_unref(r->cmd);
+        r->cmd = ev;
+        r->eval = true;
+    }
+    if (asked) {
+        struct rlc_cmd *ask = cmd_words(1, (const char *const[]){"ASKING"});
+        if (!ask)
+            abort();
+        write_req(e, c, conn_own_req(e, r->node, R_ASKING, ask));
+    }
+    write_req(e, c, r);
+}
+
 static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
 {
     struct req *r = c->head;
@@ -749,6 +831,11 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
     }
     if (r->kind == R_INFO) {
         guard_reply(e, c, reply, e->now);
+        req_free(e, r);
+        return;
+    }
+    if (r->kind == R_LOAD) {
+        load_answered(e, c, reply);
         req_free(e, r);
         return;
     }
@@ -782,26 +869,19 @@ static void on_reply(rlc_engine *e, struct conn *c, redisReply *reply)
         req_free(e, r);
         return;
     }
-    /* After SCRIPT FLUSH or a restart, or a script's first call on a
-     * server: the same call as EVAL, if anyone still needs its answer. An
-     * abandoned acquire is never sent again (E3). An abandoned extend or
-     * renewal is: it runs as late as a server that read it late would run
-     * it, which its TTL mark already bounds (E8), whether or not that
-     * server had the script (the blocking API's calls always had it). */
-    if (r->script)
+    /* After SCRIPT FLUSH mid-connection: the scripts loaded again and the
+     * same call, if anyone still needs its answer. An abandoned acquire is
+     * never sent again (E3). An abandoned extend or renewal is: it runs as
+     * late as a server that read it late would run it, which its TTL mark
+     * already bounds (E8), whether or not that server had the script. */
+    if (r->script && c->load_refused)
         note_script(e, c, r->script, is_noscript(reply));
     bool late_ttl = r->kind == R_EXTEND || r->kind == R_RENEW;
     if (is_noscript(reply) && r->script && !r->eval && (r->op || r->redo || late_ttl)) {
-        struct rlc_cmd *ev = cmd_evalsha_to_eval(r->cmd, r->script);
-        if (ev) {
-            cmd_unref(r->cmd);
-            r->cmd = ev;
-            r->eval = true;
-            if (wait)
-                wait->op = NULL;
-            write_req(e, c, r);
-            return;
-        }
+        if (wait)
+            wait->op = NULL;
+        resend_noscript(e, c, r);
+        return;
     }
     r->wait = wait; /* the round takes it with the answer (round_note) */
     req_answered(e, r); /* it ran (or, NOSCRIPT, never will): its TTL is known */

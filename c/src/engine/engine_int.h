@@ -54,6 +54,7 @@ struct timer {
 enum req_kind { R_HELLO = 1, R_ACQUIRE, R_UNDO, R_RELEASE, R_RENEW, R_EXTEND, R_FLOOR, R_SYNC,
                 R_QUERY, /* a query's read (engine_query.c) */
                 R_INFO, /* the restart guard's INFO server, in the handshake (engine_guard.c) */
+                R_LOAD, /* SCRIPT LOAD, after the handshake and after a NOSCRIPT */
                 /* loss push's, on a node's tracking reader (engine_track.c) */
                 R_TRACK_ON, R_EXISTS, R_VERIFY,
                 /* a cluster node's own (engine_cluster.c): no operation waits */
@@ -69,7 +70,9 @@ struct req {
     const struct script *script;
     struct rlc_cmd *cmd;
     bool redo;          /* must be answered: sent again on the next connection */
-    bool eval;          /* already sent as EVAL (after NOSCRIPT) */
+    bool eval;          /* sent as EVAL (an undo; or after NOSCRIPT, as a last resort) */
+    int noscripts;      /* NOSCRIPT answers it had */
+    bool asked;         /* its last copy went right behind ASKING (a cluster's ASK) */
     int64_t sent_at;    /* when it was written (its connection was up) */
     uint64_t end_at;    /* its connection's `appended` after its bytes */
     uint64_t instance;  /* the connection instance it was last written on */
@@ -120,7 +123,12 @@ struct conn {
                               attempts after its first */
     const struct script *ran[CONN_SCRIPTS]; /* scripts its server has run: a
                               NOSCRIPT for one of them is a reload (metrics);
-                              for another, the script's first call there */
+                              for another, the script's first call there
+                              (counted so only where SCRIPT LOAD is refused) */
+    uint64_t loads_end;    /* `appended` after the last SCRIPT LOADs written */
+    bool load_refused;     /* a SCRIPT LOAD of this connection was refused (an
+                              ACL): NOSCRIPT sends the call as EVAL */
+    bool load_said;        /* that refusal was logged (once per connection) */
 };
 
 /* A node's loss-push pair: TRK_SUB subscribes to the invalidations, TRK_RD

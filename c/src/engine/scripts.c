@@ -7,8 +7,17 @@
  * what wakes a Redisson waiter as well as ours. These are our own scripts;
  * only the data they leave behind has to match Redisson's.
  *
- * They run by EVALSHA; a node that answers NOSCRIPT (restarted, SCRIPT
- * FLUSH) gets the same call as EVAL, which also caches the source again.
+ * They are loaded with SCRIPT LOAD on every command connection, right after
+ * its handshake and before any call (scripts_engine() lists them), and run
+ * by EVALSHA. Redis 7.4+ and Valkey 8 keep at most 500 scripts that came by
+ * EVAL and evict the oldest; a loaded script stays until SCRIPT FLUSH or a
+ * restart, so another client's EVALs cannot evict ours. A node that answers
+ * NOSCRIPT anyway (flushed mid-connection) gets the scripts loaded again and
+ * the same EVALSHA; a second NOSCRIPT for one call, or a node that refuses
+ * SCRIPT LOAD (an ACL), gets the call as EVAL, which needs no cache. Undos
+ * and loss push's verify always go as EVAL (engine_conn.c, lock_calls.c:
+ * a re-send would be out of order); their scripts are loaded all the same,
+ * and an EVAL of a loaded script leaves it loaded.
  */
 #include <pthread.h>
 #include <string.h>
@@ -433,6 +442,22 @@ static void compute_shas(void)
                             &script_multi_acquire};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sha1_hex(all[i]->source, strlen(all[i]->source), all[i]->sha);
+}
+
+size_t scripts_engine(const struct script **out, bool twins)
+{
+    static const struct script *const all[] = {
+        &script_acquire,       &script_release,     &script_undo,
+        &script_renew,         &script_verify,      &script_force_release,
+        &script_token_floor,   &script_multi_acquire};
+    size_t n = 0;
+    scripts_init();
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        out[n++] = all[i];
+        if (twins && all[i]->sharded)
+            out[n++] = all[i]->sharded;
+    }
+    return n;
 }
 
 void scripts_init(void)

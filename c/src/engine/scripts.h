@@ -4,6 +4,7 @@
 #ifndef RLC_SCRIPTS_H
 #define RLC_SCRIPTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct script {
@@ -60,6 +61,13 @@ const struct script *script_sharded_twin(const struct script *s);
  * any thread can ask for it (the lock family's scripts make theirs at
  * their own init). Returns buf's bytes used (0: none, or they did not fit). */
 size_t script_make_sharded(struct script *s, struct script *twin, char *buf, size_t size);
+
+/* The scripts the engine may call (with twins: their SPUBLISH twins too,
+ * for a cluster's masters), written to out (room for SCRIPTS_ENGINE_MAX);
+ * returns how many. What a command connection loads with SCRIPT LOAD
+ * before its first call (engine_conn.c). */
+#define SCRIPTS_ENGINE_MAX 16
+size_t scripts_engine(const struct script **out, bool twins);
 
 /* Computes the SHA-1 names. Idempotent and thread-safe. */
 void scripts_init(void);
