@@ -12,13 +12,19 @@ if [ ! -f "$PKG/redlockc/__init__.py" ]; then
   echo "no Python module in $PKG: configure $BUILD with -DRLC_PYTHON=ON and build it" >&2
   exit 1
 fi
+for tool in java mvn; do
+  command -v $tool >/dev/null || {
+    echo "interop: no $tool on PATH (Debian: apt-get install openjdk-17-jdk-headless maven)" >&2
+    exit 1
+  }
+done
 cmake --build "$BUILD" --target rlc_python_core -j"$(nproc)" >/dev/null
 
 # The Java side: compiled into the build tree; Redisson resolved by Maven
 # (offline once the local repository has it).
 OUT=$BUILD/interop-redisson
 mvn_build() {
-  mvn -q -B "$@" -f tests/interop/redisson/pom.xml compile dependency:build-classpath \
+  mvn -q -B -Dstyle.color=never "$@" -f tests/interop/redisson/pom.xml compile dependency:build-classpath \
     -Dinterop.target="$OUT" -Dmdep.outputFile="$OUT/classpath.txt"
 }
 mvn_build -o >/dev/null 2>&1 || mvn_build
