@@ -32,8 +32,9 @@ for san in ASAN TSAN; do
 done
 
 echo "--- C tests under valgrind memcheck"
-# One valgrind per case, several at once: most cases wait on servers and
-# timers, not on the CPU. Each case's log is kept and printed in order.
+# One valgrind per case, one per core (valgrind runs a program's threads
+# one at a time, and its cases time their servers: more at once made some
+# miss their bounds). Each case's log is kept and printed in order.
 logs=$(mktemp -d)
 for exe in "$BUILD"/tests/test_*; do
   [ -x "$exe" ] || continue
@@ -43,7 +44,7 @@ for exe in "$BUILD"/tests/test_*; do
   done
 done >"$logs/cases"
 # shellcheck disable=SC2016
-xargs -a "$logs/cases" -P "$((jobs + 1))" -n 2 bash -c '
+xargs -a "$logs/cases" -P "$jobs" -n 2 bash -c '
   logs=$1 exe=$2 case=$3 area=$(basename "$2"); area=${area#test_}
   if valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
        --suppressions="$0/tests/c/valgrind.supp" \
