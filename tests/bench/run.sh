@@ -95,6 +95,20 @@ else
   echo "asyncio: not run (no Python module in $build)"
 fi
 
+# The server's own time per lock cycle (tests/bench/server_cost.py): SET NX
+# PX, Redisson's scripts and this library on one server, on Redis and, when
+# installed, Valkey. --quick: 2,000 cycles and names.
+if [[ -f $build/bindings/python/redlockc/__init__.py ]]; then
+  cost_args=()
+  [[ " ${args[*]:-} " == *" --quick "* ]] && cost_args=(--cycles 2000 --names 2000)
+  for server in redis-server valkey-server; do
+    command -v "$server" >/dev/null || continue
+    PYTHONPATH=$build/bindings/python /usr/bin/python3 "$root/tests/bench/server_cost.py" \
+      --server "$server" "${cost_args[@]}" 2>>"$out/bench.log" | tee -a "$out/server_cost.txt" ||
+      echo "run.sh: the server-cost benchmark failed (see $out/bench.log)" >&2
+  done
+fi
+
 # The Node binding on the engine (tests/bench/node/engine_bench.js): 10,000
 # acquires waiting at once over 100 locks, and 64 tasks' cycles over one
 # connection beside a bare client and node-redlock (when npm installed it).
