@@ -144,11 +144,10 @@ TEST(renewals_script_reloads_reconnects_and_a_loss_are_counted)
     CHECK(rs_int(&s, "EXISTS r") == 1, "still held");
     CHECK(metric(&L, RLC_M_RECONNECTS) == 0, "no reconnect yet");
 
-    /* Each script's first call on this new server was answered NOSCRIPT
-     * and loaded it: that is no reload (the blocking API loads them as it
-     * connects). Then the server forgets them: the release's NOSCRIPT is
-     * one (its script ran here before), and a renewal's if one was on the
-     * wire. */
+    /* The connection loaded the scripts as it was made: no script's first
+     * call is a reload. Then the server forgets them: the release's
+     * NOSCRIPT is one (they are loaded again, once; a renewal on the wire
+     * then adds none). */
     CHECK_RC(el_acquire(&L, "warm", 1, 0, 5000, NULL), RLC_OK);
     CHECK_RC(el_release(&L, "warm", 1), RLC_OK);
     CHECK(metric(&L, RLC_M_SCRIPT_RELOADS) == 0, "a script's first call is no reload: %llu",
