@@ -8,9 +8,9 @@ jobs=$(nproc)
 
 echo "--- C tests"
 cmake --build "$BUILD" -j"$jobs" >/dev/null
-# Most cases wait on servers and timers: three per core. The simulation is
+# Most cases wait on servers and timers: two per core. The simulation is
 # all CPU: it runs after them, one schedule range per core.
-ctest --test-dir "$BUILD" -L '^c$' -E '^sim\.' -j"$((3 * jobs))" --output-on-failure
+ctest --test-dir "$BUILD" -L '^c$' -E '^sim\.' -j"$((2 * jobs))" --output-on-failure
 ctest --test-dir "$BUILD" -L '^c$' -R '^sim\.' -j"$jobs" --output-on-failure
 
 # clang compiles everything with its own warnings as errors and runs the

@@ -15,8 +15,8 @@ echo "--- against $(valkey-server --version)"
 fail=0
 echo "--- C tests (plain build) against Valkey"
 cmake --build "$BUILD" -j"$(nproc)" >/dev/null
-# Three cases per core: most of them wait on servers and timers.
-ctest --test-dir "$BUILD" -L '^c$' -E '^sim\.' -j"$((3 * $(nproc)))" --output-on-failure || fail=1
+# Two cases per core: most of them wait on servers and timers.
+ctest --test-dir "$BUILD" -L '^c$' -E '^sim\.' -j"$((2 * $(nproc)))" --output-on-failure || fail=1
 echo "--- Python tests against Valkey"
 bash tests/python/run.sh || fail=1
 echo "--- fault suite (short) against Valkey"
