@@ -767,6 +767,79 @@ done:
     rs_stop(&s);
 }
 
+/* Attempt ids of every hash on the server that start with the client's
+ * uuid and hold a record ("<pttl>|<epoch>|<field>"); -1 on a failure. */
+static int attempt_ids(const struct redis_server *s, const char *uuid, char ids[][96], int max)
+{
+    redisContext *rc = rs_connect(s);
+    if (!rc)
+        return -1;
+    int n = 0;
+    redisReply *keys = redisCommand(rc, "KEYS *");
+    for (size_t i = 0; keys && keys->type == REDIS_REPLY_ARRAY && i < keys->elements; i++) {
+        redisReply *t = redisCommand(rc, "TYPE %s", keys->element[i]->str);
+        bool hash = t && t->type == REDIS_REPLY_STATUS && strcmp(t->str, "hash") == 0;
+        if (t)
+            freeReplyObject(t);
+        redisReply *all = hash ? redisCommand(rc, "HGETALL %s", keys->element[i]->str) : NULL;
+        for (size_t j = 0; all && all->type == REDIS_REPLY_ARRAY && j + 1 < all->elements; j += 2) {
+            const char *f = all->element[j]->str, *v = all->element[j + 1]->str;
+            if (strncmp(f, uuid, strlen(uuid)) == 0 && strchr(v, '|') && n < max)
+                snprintf(ids[n++], 96, "%s", f);
+        }
+        if (all)
+            freeReplyObject(all);
+    }
+    if (keys)
+        freeReplyObject(keys);
+    redisFree(rc);
+    return n;
+}
+
+/* One attempt-id space per client: the engine's locks and the family's
+ * kinds draw from one counter, so no two of a client's attempt records
+ * share an id (two counters under one uuid let a fair try's undo delete
+ * a plain lock's record, and a release's "up to" scan take a level that
+ * was not its own). */
+TEST(one_attempt_id_space_for_every_kind)
+{
+    START(s);
+    rlc_client *c = client(s.uri, NULL);
+    rlc_lock *la = NULL, *lb = NULL;
+    rlc_fairlock *f = NULL;
+    rlc_rwlock *rw = NULL, *rr = NULL;
+    CHECK(c, "client");
+    CHECK_RC(rlc_lock_new(c, "ida", 1, &la), RLC_OK);
+    CHECK_RC(rlc_lock_new(c, "idb", 1, &lb), RLC_OK);
+    CHECK_RC(rlc_fairlock_new(c, "idc", 1, 0, &f), RLC_OK);
+    CHECK_RC(rlc_rwlock_new(c, "idd", 1, &rw), RLC_OK);
+    CHECK_RC(rlc_rwlock_new(c, "ide", 1, &rr), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(la, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_fairlock_acquire(f, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_acquire(rw, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_rwlock_read_acquire(rr, 0, 60000), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(lb, 0, 60000), RLC_OK);
+    char ids[16][96];
+    int n = attempt_ids(&s, rlc_client_uuid(c), ids, 16);
+    CHECK(n >= 5, "%d attempt records of 5 holds", n);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            CHECK(strcmp(ids[i], ids[j]) != 0, "attempt id %s recorded twice", ids[i]);
+    CHECK_RC(rlc_lock_release(la), RLC_OK);
+    CHECK_RC(rlc_lock_release(lb), RLC_OK);
+    CHECK_RC(rlc_fairlock_release(f), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_release(rw), RLC_OK);
+    CHECK_RC(rlc_rwlock_read_release(rr), RLC_OK);
+done:
+    rlc_lock_free(la);
+    rlc_lock_free(lb);
+    rlc_fairlock_free(f);
+    rlc_rwlock_free(rw);
+    rlc_rwlock_free(rr);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(rwlock_keys_and_messages_are_redissons),
           CASE(rwlock_write_hold_whose_lease_ran_out_counts_nothing),
           CASE(rwlock_readers_overlap_writers_exclude_everyone),
@@ -780,4 +853,5 @@ RUN_TESTS(CASE(rwlock_keys_and_messages_are_redissons),
           CASE(psemaphore_layout_and_lease_expiry),
           CASE(psemaphore_never_exceeds_n_under_sigstop_and_killed_connections),
           CASE(multilock_overlapping_sets_no_deadlock_no_overlap),
-          CASE(multilock_takes_all_or_none))
+          CASE(multilock_takes_all_or_none),
+          CASE(one_attempt_id_space_for_every_kind))

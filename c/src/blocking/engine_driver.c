@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attempt_ids.h"
 #include "driver_int.h"
 #include "engine_driver.h"
 #include "uri.h"
@@ -559,6 +560,11 @@ void edrv_forget(struct edrv *d, const char *name, size_t name_len, uint64_t own
     drain(d); /* what was asked before this call first */
     rlc_engine_forget(d->e, name, name_len, owner, dio_now_ms());
     unlock(d);
+}
+
+uint64_t edrv_new_attempt(struct edrv *d)
+{
+    return eng_new_attempt(d->e);
 }
 
 int edrv_metrics(struct edrv *d, uint64_t *out, int n)

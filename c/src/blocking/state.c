@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "engine_driver.h"
 #include "error.h"
 #include "lock_calls.h"
 #include "state.h"
@@ -27,7 +28,7 @@ struct mux *client_mux(rlc_client *c, int node, uint64_t owner)
 
 uint64_t client_new_attempt(rlc_client *c)
 {
-    return ++c->next_attempt;
+    return edrv_new_attempt(c->drv);
 }
 
 int client_attempt_name(const rlc_client *c, uint64_t attempt, char *buf, size_t size)

@@ -49,7 +49,6 @@ struct rlc_client {
     /* Everything below is guarded by mu. */
     pthread_mutex_t mu;
     atomic_bool closed;
-    uint64_t next_attempt;      /* attempt ids of the lock family, see scripts.c */
     rlc_lock *handles;          /* every live lock handle (hnext, hprev) */
     rlc_lock *in_callback;      /* the lock whose on_lost runs now, or NULL */
     pthread_cond_t callback_done;
@@ -126,7 +125,8 @@ void client_wake_thread(rlc_client *c);
 /* The hash field "<uuid>:<owner>" for owner (0: the calling thread). */
 int client_field(const rlc_client *c, uint64_t owner, char *buf, size_t size);
 
-/* A new attempt id, unique within the client (never 0). Under mu. */
+/* A new attempt id, unique within the client whatever the lock kind (never
+ * 0): the engine's one counter (attempt_ids.h). Any thread. */
 uint64_t client_new_attempt(rlc_client *c);
 
 /* The attempt's name on the server, "<uuid>:<attempt>" in hex. */

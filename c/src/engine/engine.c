@@ -13,6 +13,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "attempt_ids.h"
 #include "engine_int.h"
 #include "error.h"
 #include "quorum.h"
@@ -754,4 +755,14 @@ const char *rlc_engine_option(const rlc_engine *e, const char *name)
 const char *rlc_engine_uuid(const rlc_engine *e)
 {
     return e ? e->uuid : NULL;
+}
+
+uint64_t eng_new_attempt(rlc_engine *e)
+{
+    return atomic_fetch_add(&e->next_attempt, 1) + 1;
+}
+
+uint64_t eng_last_attempt(const rlc_engine *e)
+{
+    return atomic_load(&e->next_attempt);
 }

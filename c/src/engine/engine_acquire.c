@@ -19,6 +19,7 @@
 #include <hiredis/hiredis.h>
 
 #include "acquire_outcome.h"
+#include "attempt_ids.h"
 #include "engine_int.h"
 #include "error.h"
 #include "quorum.h"
@@ -30,7 +31,7 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     struct hold *h = op->hold;
     struct eng_lock *l = h->lock;
     op->phase = P_ROUND;
-    op->attempt = ++e->next_attempt;
+    op->attempt = eng_new_attempt(e);
     guard_lease(e, op->lease);
     round_begin(e, op, now);
     struct lock_names names = eng_names(l);

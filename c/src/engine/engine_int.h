@@ -20,6 +20,7 @@
 #ifndef RLC_ENGINE_INT_H
 #define RLC_ENGINE_INT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -373,7 +374,8 @@ struct rlc_engine {
     struct hold **hbuckets;   /* holds by (lock, owner); hcap of them */
     size_t hcap, n_holds;
     int n_subscribed;         /* locks with waiters */
-    uint64_t next_op, next_attempt;
+    uint64_t next_op;
+    _Atomic uint64_t next_attempt; /* attempt_ids.h: the family draws too */
     uint64_t rng;
     int64_t now;              /* the latest time passed in */
     uint64_t instances;       /* connections made so far (conn->instance) */

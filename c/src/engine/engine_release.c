@@ -18,6 +18,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "attempt_ids.h"
 #include "engine_int.h"
 #include "error.h"
 #include "quorum.h"
@@ -53,7 +54,7 @@ bool hold_take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool rel
         return false;
     int why = h->lost;
     if (release && --h->count == 0 && h->n_levels > 0) {
-        struct rlc_cmd *cmd = cmd_release(e, h, h->levels[0], e->next_attempt, h->levels + 1,
+        struct rlc_cmd *cmd = cmd_release(e, h, h->levels[0], eng_last_attempt(e), h->levels + 1,
                                           h->n_levels - 1);
         for (int i = 0; i < e->n; i++)
             /* it may leave a level of this owner at its lease (E8) */
@@ -85,7 +86,7 @@ static void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
      * blocking API always did. */
     op->had_hold = h->count > 0;
     op->level = op->had_hold ? hold_pop_level(h) : 0;
-    uint64_t upto = h->count <= 1 ? e->next_attempt : 0;
+    uint64_t upto = h->count <= 1 ? eng_last_attempt(e) : 0;
     /* what the release leaves a level still held (its mark) */
     op->lease = op->had_hold ? h->lease_ms : e->opts.watchdog_timeout_ms;
     op->phase = P_ROUND;

@@ -265,9 +265,7 @@ static int try_once(void *arg, struct fam_try *t)
     uint64_t hold_id = h->id;
     h->pending++;
     pthread_mutex_unlock(&fam_mu);
-    pthread_mutex_lock(&c->mu);
     uint64_t attempt = client_new_attempt(c);
-    pthread_mutex_unlock(&c->mu);
 
     const struct script *s;
     struct rlc_cmd *cmd = build(l, OP_ACQUIRE, a->side, a->owner, lease, attempt, a->enqueue, &s);

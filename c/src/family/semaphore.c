@@ -232,9 +232,7 @@ static int sem_try_once(void *arg, struct fam_try *t)
         id[15] = (uint8_t)a->n;
         hex(id, 16, a->rec);
     } else {
-        pthread_mutex_lock(&c->mu);
         uint64_t att = client_new_attempt(c);
-        pthread_mutex_unlock(&c->mu);
         client_attempt_name(c, att, a->rec, sizeof a->rec);
     }
     int64_t tomb = fam_tomb_ms(c, a->lease > 0 ? a->lease : 0);
@@ -381,9 +379,7 @@ int rlc_semaphore_release(rlc_semaphore *s, int64_t n)
     int rc = client_enter(c);
     if (rc != RLC_OK)
         return rc;
-    pthread_mutex_lock(&c->mu);
     uint64_t att = client_new_attempt(c);
-    pthread_mutex_unlock(&c->mu);
     struct sem_try a;
     memset(&a, 0, sizeof a);
     a.s = m;
