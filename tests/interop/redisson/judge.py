@@ -7,7 +7,10 @@ in threads) on the same names. Every critical section of either side goes
 through checker.lua on that server, which flags overlaps the kind forbids.
 Prints the interop table; exits 1 if any check failed.
 
-    python3 judge.py CLASSPATH [scenario ...]     (default: every scenario)
+    python3 judge.py CLASSPATH [--cluster] [scenario ...]   (default: every scenario)
+
+--cluster: on a 3+3 Redis Cluster (tests/python/cluster_servers.py) instead,
+where both sides use sharded pub/sub (SSUBSCRIBE/SPUBLISH) on Redis 7.
 """
 import os
 import random
@@ -23,6 +26,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))  # redis_servers
 import redis  # noqa: E402
 
 import redlockc  # noqa: E402  (the build tree's module: run.sh sets PYTHONPATH)
+import redis.cluster  # noqa: E402
+from cluster_servers import RedisCluster  # noqa: E402
 from redis_servers import RedisServer, wait_until  # noqa: E402
 
 CHECKER = os.path.join(HERE, "checker.lua")
@@ -30,19 +35,29 @@ WATCHDOG_MS = 1000  # both sides' watchdog timeout: renewals every third of it
 HOLD_MS = 2500  # watchdog holds last longer than 2 x WATCHDOG_MS
 CONTEND_S = 3
 ROUNDS = 15  # hand-off rounds each way
-NAMES = ["c:0", "c:1", "c:2", "c:3"]
+NAMES = ["c:0", "c:1", "c:2", "c:3"]  # four slots: spread over a cluster's masters
+MULTI_NAMES = [f"{{m}}{i}" for i in range(8)]  # one slot (a cluster needs it); 8: less contention
 PERMITS = 3  # semaphores' count in the contention runs
 
 
 class Judge:
     """The server, the Python client, the Java command line and the findings."""
 
-    def __init__(self, classpath, server):
+    def __init__(self, classpath, server=None, cluster=None):
         self.classpath = classpath
-        self.server = server
-        self.uri = server.uri
-        self.raw = redis.Redis(port=server.port, socket_timeout=40, decode_responses=True)
-        self.checker = self.raw.register_script(open(CHECKER).read())
+        if cluster:
+            self.nodes = cluster.servers
+            self.uri = cluster.uri
+            self.java_uri = "cluster:" + ",".join(f"redis://127.0.0.1:{m.port}"
+                                                  for m in cluster.masters())
+            self.raw = redis.cluster.RedisCluster("127.0.0.1", cluster.masters()[0].port,
+                                                  socket_timeout=40, decode_responses=True)
+        else:
+            self.nodes = [server]
+            self.uri = self.java_uri = server.uri
+            self.raw = redis.Redis(port=server.port, socket_timeout=40, decode_responses=True)
+        self.checker_text = open(CHECKER).read()
+        self.pubsub_seen = set()  # "plain" / "sharded": how the waiters subscribed
         self.rows = []  # (scenario, kind, verdict, detail)
         self.failed = 0
 
@@ -53,7 +68,7 @@ class Judge:
 
     def java(self, *args):
         """Starts Side.java with these mode arguments (a child of ours, ended by pid)."""
-        cmd = ["java", "-cp", self.classpath, "interop.Side", self.uri, str(WATCHDOG_MS), CHECKER,
+        cmd = ["java", "-cp", self.classpath, "interop.Side", self.java_uri, str(WATCHDOG_MS), CHECKER,
                *[str(a) for a in args]]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -87,10 +102,34 @@ class Judge:
     def say(self, name, value="py"):
         self.raw.rpush("ctl:" + name, value)
 
+    def checker(self, keys, args):
+        return self.raw.eval(self.checker_text, len(keys), *keys, *args)
+
+    def flush(self):
+        for node in self.nodes:
+            with node.raw() as r:
+                if r.info("replication").get("role") == "master":
+                    r.flushall()
+
     def subscribed(self, fragment, timeout=5.0):
-        """True once some connection is subscribed to a channel naming `fragment`."""
+        """True once some connection is subscribed to a channel naming `fragment`
+        (plain or sharded, on any node)."""
         pattern = "*" + fragment.replace("[", "\\[") + "*"
-        return bool(wait_until(lambda: self.raw.pubsub_channels(pattern), timeout=timeout))
+
+        def seen():
+            for node in self.nodes:
+                with node.raw() as r:
+                    if r.execute_command("PUBSUB", "CHANNELS", pattern):
+                        self.pubsub_seen.add("plain")
+                        return True
+                    try:
+                        if r.execute_command("PUBSUB", "SHARDCHANNELS", pattern):
+                            self.pubsub_seen.add("sharded")
+                            return True
+                    except redis.ResponseError:  # before Redis 7
+                        pass
+            return False
+        return bool(wait_until(seen, timeout=timeout, interval=0.005))
 
     def row(self, scenario, kind, problems, detail):
         verdict = "pass" if not problems else "FAIL"
@@ -148,14 +187,15 @@ class PyHolder:
 
 def round_names(kind, direction, i):
     base = f"ho:{kind}:{direction}:{i}"
-    return [base + ":a", base + ":b"] if kind == "multi" else [base]
+    # a multi-lock's names share a hash tag: one slot on a cluster
+    return [f"{{{base}}}:a", f"{{{base}}}:b"] if kind == "multi" else [base]
 
 
 # ---- scenarios --------------------------------------------------------------------
 
 def contend(j, kind):
     """Both sides take random names of the kind for CONTEND_S seconds, 3 threads each."""
-    j.raw.flushall()
+    j.flush()
     client = j.client()
     if kind == "sem":
         for n in NAMES:
@@ -163,7 +203,8 @@ def contend(j, kind):
     if kind == "psem":
         for n in NAMES:
             client.permit_semaphore(n, permits=PERMITS)
-    proc = j.java("contend", kind, CONTEND_S, 3, PERMITS, *NAMES)
+    names_of_run = MULTI_NAMES if kind == "multi" else NAMES
+    proc = j.java("contend", kind, CONTEND_S, 3, PERMITS, *names_of_run)
     problems, counts = [], {"held": 0, "busy": 0, "errors": []}
     mu = threading.Lock()
     try:
@@ -174,7 +215,7 @@ def contend(j, kind):
             rnd = random.Random(tid)
             seq = 0
             while time.monotonic() < end:
-                names = rnd.sample(NAMES, 2 if kind == "multi" else 1)
+                names = rnd.sample(names_of_run, 2 if kind == "multi" else 1)
                 h = PyHolder(client, kind, names, rnd)
                 try:
                     if not h.acquire(5):
@@ -208,7 +249,7 @@ def contend(j, kind):
     problems += [f"python: {e}" for e in counts["errors"][:3]]
     rmax = pmax = bad = 0
     sides = {"java": 0, "py": 0}
-    for n in NAMES:
+    for n in names_of_run:
         chk = j.raw.hgetall(f"{{{n}}}:chk")
         if int(chk.get("bad", 0)):
             bad += int(chk["bad"])
@@ -225,7 +266,7 @@ def contend(j, kind):
         problems.append(f"one side never got in: {sides}")
     if kind == "rw" and rmax < 2:
         problems.append(f"readers never overlapped (rmax {rmax})")
-    left = [n for n in NAMES if kind not in ("sem", "psem") and j.raw.exists(n)]
+    left = [n for n in names_of_run if kind not in ("sem", "psem") and j.raw.exists(n)]
     if left:
         problems.append(f"names still held after both sides stopped: {left}")
     if kind in ("sem", "psem"):
@@ -241,7 +282,7 @@ def contend(j, kind):
 
 def handoff(j, kind):
     """ROUNDS hand-offs each way; p50 of release -> the waiter's return (CLOCK_MONOTONIC)."""
-    j.raw.flushall()
+    j.flush()
     client = j.client()
     if kind in ("sem1", "psem"):
         for d in ("jp", "pj"):
@@ -292,7 +333,7 @@ def handoff(j, kind):
                 problems.append(f"pj round {i}: Redisson's waiter did not get it")
             else:
                 pj.append((int(t1) - t0) / 1e6)
-    except AssertionError as e:
+    except (AssertionError, redlockc.Error) as e:
         problems.append(str(e))
     finally:
         checks, _ = j.finish(proc)
@@ -301,13 +342,14 @@ def handoff(j, kind):
     p50 = (lambda xs: f"{statistics.median(xs):.2f} ms" if xs else "-")
     j.row("handoff", kind, problems,
           f"Redisson->library p50 {p50(jp)}, library->Redisson p50 {p50(pj)} "
-          f"({len(jp)}+{len(pj)} rounds)")
+          f"({len(jp)}+{len(pj)} rounds, {'+'.join(sorted(j.pubsub_seen))} pub/sub)")
+    j.pubsub_seen.clear()
     return p50(jp), p50(pj)
 
 
 def watchdog(j):
     """Each side's watchdog hold (no lease) keeps the other out for HOLD_MS > 2 x timeout."""
-    j.raw.flushall()
+    j.flush()
     client = j.client()
     proc = j.java("watchdog", HOLD_MS)
     problems = []
@@ -340,7 +382,7 @@ def watchdog(j):
             problems.append("the library's watchdog hold was lost")
         mine.release()
         j.say("wd:preleased")
-    except AssertionError as e:
+    except (AssertionError, redlockc.Error) as e:
         problems.append(str(e))
     finally:
         checks, results = j.finish(proc)
@@ -353,7 +395,7 @@ def watchdog(j):
 
 def force(j):
     """Redisson's isLocked, remainTimeToLive, getHoldCount and forceUnlock on the library's holds."""
-    j.raw.flushall()
+    j.flush()
     client = j.client()
     proc = j.java("force")
     problems, notes = [], []
@@ -385,7 +427,7 @@ def force(j):
             notes.append(f"its release: {type(e).__name__}")
         waiter.release()
         j.say("fu:done")
-    except AssertionError as e:
+    except (AssertionError, redlockc.Error) as e:
         problems.append(str(e))
     finally:
         checks, _ = j.finish(proc)
@@ -397,7 +439,7 @@ def force(j):
 
 def permits(j):
     """availablePermits and trySetPermits see the library's semaphore holds."""
-    j.raw.flushall()
+    j.flush()
     client = j.client()
     problems = []
     sem = client.semaphore("pm:sem", permits=3)
@@ -407,8 +449,12 @@ def permits(j):
     for kind, name, expected in (("sem", "pm:sem", 1), ("psem", "pm:psem", 2)):
         checks, _ = j.finish(j.java("permits", kind, name, expected))
         problems += [f"java {w}: {d}" for w, ok, d in checks if not ok]
-    sem.release(2)
-    psem.release(pid)
+    for what, release in (("semaphore", lambda: sem.release(2)),
+                          ("expirable semaphore", lambda: psem.release(pid))):
+        try:
+            release()
+        except redlockc.Error as e:
+            problems.append(f"the library's {what} release: {e}")
     client.close()
     j.row("queries", "sem", problems, "availablePermits, trySetPermits on the library's holds")
 
@@ -424,10 +470,13 @@ SCENARIOS = {
 
 
 def main():
-    classpath, chosen = sys.argv[1], sys.argv[2:] or list(SCENARIOS)
-    server = RedisServer().start()
+    classpath, chosen = sys.argv[1], sys.argv[2:]
+    cluster = "--cluster" in chosen
+    chosen = [c for c in chosen if c != "--cluster"] or list(SCENARIOS)
+    server = RedisCluster() if cluster else RedisServer()
     try:
-        j = Judge(classpath, server)
+        server.start()
+        j = Judge(classpath, cluster=server) if cluster else Judge(classpath, server=server)
         for name in chosen:
             SCENARIOS[name](j)
     finally:

@@ -182,7 +182,7 @@ public final class Side {
     static boolean check(String name, String field, int delta, int limit, String who) {
         RScript script = redisson.getScript(StringCodec.INSTANCE);
         List<Object> keys = List.of("{" + name + "}:chk", "{" + name + "}:log");
-        Long bad = script.eval(name, RScript.Mode.READ_WRITE, checker, RScript.ReturnType.INTEGER,
+        Long bad = script.eval((String) keys.get(0), RScript.Mode.READ_WRITE, checker, RScript.ReturnType.INTEGER,
                 keys, field, String.valueOf(delta), String.valueOf(limit), who);
         return bad == 0;
     }
@@ -303,7 +303,9 @@ public final class Side {
 
     static String[] roundNames(String kind, String dir, int i) {
         String base = "ho:" + kind + ":" + dir + ":" + i;
-        return kind.equals("multi") ? new String[] {base + ":a", base + ":b"} : new String[] {base};
+        // a multi-lock's names share a hash tag: one slot on a cluster
+        return kind.equals("multi") ? new String[] {"{" + base + "}:a", "{" + base + "}:b"}
+                : new String[] {base};
     }
 
     /** Watchdog holds of each side keep the other out for hold ms (> 2 x the timeout). */
