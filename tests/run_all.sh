@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export RLC_BUILD_DIR=${RLC_BUILD_DIR:-$PWD/build}
 
-SUITES=(c python lua openresty packaging runtimes fault fuzz valkey)
+SUITES=(c python lua openresty packaging runtimes fault fuzz valkey interop)
 if (($#)); then SUITES=("$@"); fi
 
 # -Werror here (and in CI), not for users: see RLC_WERROR in CMakeLists.txt.
@@ -26,6 +26,7 @@ declare -A SCRIPT=(
   [fault]="tests/fault/run.sh short"
   [fuzz]="tests/fuzz/run.sh 60"
   [valkey]=tests/valkey/run.sh
+  [interop]=tests/interop/run.sh
 )
 
 failed=()

@@ -27,7 +27,11 @@ mvn_build() {
   mvn -q -B -Dstyle.color=never "$@" -f tests/interop/redisson/pom.xml compile dependency:build-classpath \
     -Dinterop.target="$OUT" -Dmdep.outputFile="$OUT/classpath.txt"
 }
-mvn_build -o >/dev/null 2>&1 || mvn_build
+mkdir -p "$OUT"
+mvn_build -o >/dev/null 2>&1 || mvn_build >"$OUT/maven.log" 2>&1 || {
+  cat "$OUT/maven.log" >&2
+  exit 1
+}
 CP=$OUT/classes:$(cat "$OUT/classpath.txt")
 
 export PYTHONPATH=$PKG${PYTHONPATH:+:$PYTHONPATH}
