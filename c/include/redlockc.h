@@ -386,7 +386,7 @@ enum {
     RLC_M_LOST = 4,           /* holds found lost (by the watchdog, or by a release) */
     RLC_M_RECONNECTS = 5,     /* connects after a connection's first: reconnects, and
                                  retries of a node that stays down */
-    RLC_M_SCRIPT_RELOADS = 6, /* NOSCRIPT answers (a node lost the scripts: sent as EVAL) */
+    RLC_M_SCRIPT_RELOADS = 6, /* a node lost the scripts (NOSCRIPT): loaded again */
     RLC_M_WAIT_MS_SUM = 7,    /* total ms spent by the waits of RLC_M_WAITS */
     RLC_M_WAIT_BUCKET = 8     /* 8 + i: waits that took <= rlc_metric_bucket_ms(i) */
 };
@@ -649,7 +649,8 @@ RLC_API int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev);
  * channel, Redis before 6; loss is then found at renewal there), once per
  * connection pair; RLC_LOG_INFO "reconnecting to <node>" (a command
  * connection made again, or tried again while its node is down) and
- * "<node> had lost the scripts (NOSCRIPT): sent as EVAL". Lost holds are
+ * "<node> had lost the scripts (NOSCRIPT): loaded them again" (or, where
+ * the node refuses SCRIPT LOAD, "...: sent as EVAL"). Lost holds are
  * events (RLC_EV_LOST), not lines. Takes the oldest line not yet taken:
  * its level into *level (if not NULL), its text into buf (NUL-terminated,
  * cut to fit size), and returns the text's full length, or 0 when there is

@@ -28,7 +28,7 @@ T.case("a script reload is a line client:logs() returns, once", function()
   for i, line in ipairs(lines) do
     T.eq("line " .. i .. "'s level", "info", line.level)
     T.eq("line " .. i .. " names the reload on this node",
-         "127.0.0.1:" .. PORT .. " had lost the scripts (NOSCRIPT): sent as EVAL", line.message)
+         "127.0.0.1:" .. PORT .. " had lost the scripts (NOSCRIPT): loaded them again", line.message)
   end
   T.eq("none dropped", 0, dropped)
   local again = client:logs()

@@ -390,7 +390,7 @@ class Client(FamilyClientMixin):
 
         ``acquires`` (got the lock), ``busy`` (stayed busy), ``waits`` (found
         it busy and waited), ``renewals`` (watchdog renewals), ``lost`` (holds
-        found lost), ``reconnects``, ``script_reloads`` (NOSCRIPT answers),
+        found lost), ``reconnects``, ``script_reloads`` (scripts a node lost, loaded again),
         ``wait_seconds_sum`` and ``wait_buckets``: ``[(le_seconds, count)]``,
         cumulative, the waits that took at most ``le`` (the last is inf).
         """

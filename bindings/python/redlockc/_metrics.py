@@ -179,7 +179,7 @@ def _families(labelled):
         ("redlock_renewals", "counter", "Watchdog renewals, by result.", renewals),
         ("redlock_reconnects", "counter", "Connections made again after a first one.",
          reconnects),
-        ("redlock_script_reloads", "counter", "NOSCRIPT answers (scripts sent as EVAL).",
+        ("redlock_script_reloads", "counter", "A node lost the scripts (NOSCRIPT): loaded again.",
          reloads),
     ]
 

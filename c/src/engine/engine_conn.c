@@ -794,7 +794,7 @@ static void resend_noscript(rlc_engine *e, struct conn *c, struct req *r)
     r->noscripts++;
     if (!c->load_refused && r->end_at > c->loads_end) {
         eng_count(e, RLC_M_SCRIPT_RELOADS);
-        eng_log(e, RLC_LOG_INFO, "%s had lost the scripts (NOSCRIPT): sent as EVAL",
+        eng_log(e, RLC_LOG_INFO, "%s had lost the scripts (NOSCRIPT): loaded them again",
                 e->addrs[c->node].label);
         write_loads(e, c);
     }
