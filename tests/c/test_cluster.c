@@ -690,6 +690,36 @@ done:
     rc_stop(&rc);
 }
 
+/* An expirable permit is released on any master: its release names only
+ * keys of the name's slot (a key "" in the call, slot 0, made every master
+ * but slot 0's refuse it with CROSSSLOT, and the permit stayed out). */
+TEST(expirable_permits_are_released_on_every_master)
+{
+    START_RC(rc)
+    rlc_client *c = client(rc.uri, NULL);
+    CHECK(c, "client");
+    for (int i = 0; i < 12; i++) {
+        char name[32], id[64] = "";
+        snprintf(name, sizeof name, "psem-%d", i);
+        rlc_psemaphore *p = NULL;
+        int set = 0;
+        CHECK_RC(rlc_psemaphore_new(c, name, &p), RLC_OK);
+        CHECK_RC(rlc_psemaphore_try_set_permits(p, 1, &set), RLC_OK);
+        CHECK_RC(rlc_psemaphore_acquire(p, 1, 0, 30000, id), RLC_OK);
+        int rel = rlc_psemaphore_release(p, id);
+        int64_t left = -1;
+        int av = rlc_psemaphore_available(p, &left);
+        rlc_psemaphore_free(p);
+        CHECK(rel == RLC_OK, "'%s' (slot %d): release gave %d: %s", name,
+              (int)slot_of(name, strlen(name)), rel, rlc_errmsg());
+        CHECK(av == RLC_OK && left == 1, "'%s': %lld permits available after the release",
+              name, (long long)left);
+    }
+done:
+    rlc_client_free(c);
+    rc_stop(&rc);
+}
+
 RUN_TESTS(CASE(locks_on_many_names_go_to_the_master_of_their_slot),
           CASE(watchdog_renews_holds_on_every_master),
           CASE(a_waiter_is_woken_by_a_sharded_unlock_message),
@@ -699,4 +729,5 @@ RUN_TESTS(CASE(locks_on_many_names_go_to_the_master_of_their_slot),
           CASE(a_master_killed_and_its_replica_promoted_with_sync_replicas),
           CASE(loss_is_pushed_from_every_master_and_follows_a_moved_slot),
           CASE(a_waiting_writer_is_woken_by_a_sharded_read_unlock),
-          CASE(a_master_restarted_empty_fires_on_lost_once_it_serves))
+          CASE(a_master_restarted_empty_fires_on_lost_once_it_serves),
+          CASE(expirable_permits_are_released_on_every_master))

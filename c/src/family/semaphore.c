@@ -471,8 +471,11 @@ int rlc_psemaphore_release(rlc_psemaphore *s, const char *id)
         return rc;
     int64_t n = (int64_t)raw[14] << 8 | raw[15];
     char n_s[24];
-    const char *argv[8] = {m->key, m->zset, m->channel, "", n_s, (const char *)raw, "0", "0"};
-    size_t lens[8] = {m->key_len, m->zset_len, m->channel_len, 0,
+    /* KEYS[4], the undo's record, is not touched by a release; it is named
+     * by the permits' own key all the same, since every key of a call must
+     * be in the name's hash slot on a cluster (an empty one is slot 0's). */
+    const char *argv[8] = {m->key, m->zset, m->channel, m->key, n_s, (const char *)raw, "0", "0"};
+    size_t lens[8] = {m->key_len, m->zset_len, m->channel_len, m->key_len,
                       (size_t)snprintf(n_s, sizeof n_s, "%lld", (long long)n), 14, 1, 1};
     int64_t back = 0;
     rc = run_int(m, cmd_evalsha(&fscript_psem_release, 4, 4, argv, lens), &fscript_psem_release,
