@@ -23,6 +23,9 @@ done
 # Node.js: any recent one on PATH will do (koffi supports 16+); else Debian's.
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
+# Java 17 and Maven: the interop suite runs real Redisson (tests/interop).
+command -v java >/dev/null || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null || missing+=(maven)
 
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
