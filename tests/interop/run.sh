@@ -6,19 +6,14 @@
 # -DRLC_PYTHON=ON (RLC_BUILD_DIR, default ./build); RLC_SERVER picks the server.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=$(cd "${RLC_BUILD_DIR:-$PWD/build}" 2>/dev/null && pwd) || BUILD=${RLC_BUILD_DIR:-$PWD/build}
-PKG=$BUILD/bindings/python
-if [ ! -f "$PKG/redlockc/__init__.py" ]; then
-  echo "no Python module in $PKG: configure $BUILD with -DRLC_PYTHON=ON and build it" >&2
-  exit 1
-fi
 for tool in java mvn; do
   command -v $tool >/dev/null || {
     echo "interop: no $tool on PATH (Debian: apt-get install openjdk-17-jdk-headless maven)" >&2
     exit 1
   }
 done
-cmake --build "$BUILD" --target rlc_python_core -j"$(nproc)" >/dev/null
+# BUILD, PKG, the module up to date and on PYTHONPATH.
+source tests/support/python_module.sh
 
 # The Java side: compiled into the build tree; Redisson resolved by Maven
 # (offline once the local repository has it).
@@ -34,6 +29,5 @@ mvn_build -o >/dev/null 2>&1 || mvn_build >"$OUT/maven.log" 2>&1 || {
 }
 CP=$OUT/classes:$(cat "$OUT/classpath.txt")
 
-export PYTHONPATH=$PKG${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONDONTWRITEBYTECODE=1 PYTHONFAULTHANDLER=1
 exec /usr/bin/python3 tests/interop/redisson/judge.py "$CP" "$@"

@@ -5,15 +5,8 @@
 #   bash tests/python/run.sh [pytest args and paths; default: tests/python]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=$(cd "${RLC_BUILD_DIR:-$PWD/build}" 2>/dev/null && pwd) || BUILD=${RLC_BUILD_DIR:-$PWD/build}
-PKG=$BUILD/bindings/python
-if [ ! -f "$PKG/redlockc/__init__.py" ]; then
-  echo "no Python module in $PKG: configure $BUILD with -DRLC_PYTHON=ON and build it" >&2
-  exit 1
-fi
-# Up to date with the sources (as tests/c/run.sh does; quick when it is).
-cmake --build "$BUILD" --target rlc_python_core -j"$(nproc)" >/dev/null
-export PYTHONPATH=$PKG${PYTHONPATH:+:$PYTHONPATH}
+# BUILD, PKG, the module up to date and on PYTHONPATH.
+source tests/support/python_module.sh
 # test_install.py installs this build into a temporary prefix.
 export RLC_BUILD_DIR=$BUILD
 # Faults (a crash of the module) show a Python traceback of every thread.
