@@ -34,6 +34,9 @@ CHECKER = os.path.join(HERE, "checker.lua")
 WATCHDOG_MS = 1000  # both sides' watchdog timeout: renewals every third of it
 HOLD_MS = 2500  # watchdog holds last longer than 2 x WATCHDOG_MS
 CONTEND_S = 3
+# A multi-lock side needs every name of its pair free at once: Redisson's takes
+# them one by one, so it gets fewer turns; a longer window gives both sides some.
+CONTEND_MULTI_S = 6
 ROUNDS = 15  # hand-off rounds each way
 NAMES = ["c:0", "c:1", "c:2", "c:3"]  # four slots: spread over a cluster's masters
 MULTI_NAMES = [f"{{m}}{i}" for i in range(8)]  # one slot (a cluster needs it); 8: less contention
@@ -194,7 +197,7 @@ def round_names(kind, direction, i):
 # ---- scenarios --------------------------------------------------------------------
 
 def contend(j, kind):
-    """Both sides take random names of the kind for CONTEND_S seconds, 3 threads each."""
+    """Both sides take random names of the kind for a few seconds, 3 threads each."""
     j.flush()
     client = j.client()
     if kind == "sem":
@@ -204,12 +207,13 @@ def contend(j, kind):
         for n in NAMES:
             client.permit_semaphore(n, permits=PERMITS)
     names_of_run = MULTI_NAMES if kind == "multi" else NAMES
-    proc = j.java("contend", kind, CONTEND_S, 3, PERMITS, *names_of_run)
+    seconds = CONTEND_MULTI_S if kind == "multi" else CONTEND_S
+    proc = j.java("contend", kind, seconds, 3, PERMITS, *names_of_run)
     problems, counts = [], {"held": 0, "busy": 0, "errors": []}
     mu = threading.Lock()
     try:
         j.take("ready", timeout=60)
-        end = time.monotonic() + CONTEND_S
+        end = time.monotonic() + seconds
 
         def worker(tid):
             rnd = random.Random(tid)
@@ -242,7 +246,7 @@ def contend(j, kind):
         for t in threads:
             t.start()
         for t in threads:
-            t.join(CONTEND_S + 60)
+            t.join(seconds + 60)
     finally:
         checks, results = j.finish(proc)
     problems += [f"java {w}: {d}" for w, ok, d in checks if not ok]

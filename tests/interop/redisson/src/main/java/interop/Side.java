@@ -226,6 +226,15 @@ public final class Side {
         List<String> names = Arrays.asList(Arrays.copyOfRange(a, 4, a.length));
         AtomicLong held = new AtomicLong(), busy = new AtomicLong(), bad = new AtomicLong();
         AtomicLong errors = new AtomicLong();
+        // One cycle before "ready": a JVM's first lock loads Redisson's and
+        // Netty's classes, which on a loaded machine took the whole window
+        // (a CI run saw 0 Java sections of a multi-lock in 3 s).
+        String[] warm = kind.equals("multi") ? new String[] {names.get(0), names.get(1)}
+                : new String[] {names.get(0)};
+        Holder first = holder(kind, warm);
+        if (first.acquire(5000)) {
+            first.release();
+        }
         say("ready", "java");
         List<Thread> ts = new ArrayList<>();
         for (int t = 0; t < threads; t++) {
