@@ -219,8 +219,11 @@ RLC_API int rlc_lock_ttl_ms(rlc_lock *l, int64_t *out);
  * renewed every third). No network I/O. */
 RLC_API int rlc_lock_validity_ms(rlc_lock *l, int64_t *out);
 
-/* *out = the fencing token of the owner's current hold: the value of the
- * counter "redisson_lock_token:{name}" set when the hold began, so it grows
+/* *out = the fencing token of the owner's current hold, with the client's
+ * option fencing=1 (RLC_E_INVAL without it: by default no hold takes a
+ * token, and a released lock leaves no key on the server). The token is the
+ * value of the counter "redisson_lock_token:{name}" set when the hold began,
+ * a key kept after the lock is released (so that it keeps growing), so it grows
  * with each new holder. A counter that did not exist (a new name, or a node
  * restarted without persistence) starts at the node's clock in microseconds
  * (whole ms), so tokens keep growing when counters are lost: large numbers

@@ -123,6 +123,14 @@ int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out)
     if (rc != RLC_OK)
         return rc;
     rlc_client *c = l->client;
+    char name[80];
+    if (!c->opts.fencing) {
+        rc = rlc_fail(RLC_E_INVAL, "lock '%s' has no fencing token: fencing is off (open the "
+                                   "client with the option fencing=1)",
+                      lock_shown(l, name, sizeof name));
+        client_leave(c);
+        return rc;
+    }
     pthread_mutex_lock(&c->mu);
     struct handle_hold *h = hh_find(l, lock_owner(l));
     int lost = h ? h->lost : 0;
@@ -131,7 +139,6 @@ int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out)
     pthread_mutex_unlock(&c->mu);
     if (!lost && count > 0 && !valid_now(l))
         lost = RLC_E_LOST; /* its validity ran out: the token may be stale */
-    char name[80];
     if (!h || (!lost && count == 0))
         rc = rlc_fail(RLC_E_NOT_OWNER, "lock '%s' is not held through this handle",
                       lock_shown(l, name, sizeof name));

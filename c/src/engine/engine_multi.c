@@ -72,7 +72,8 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
         op->nested = op->nested || outer[i];
     }
     struct rlc_cmd *cmd = call_multi_acquire(op->n_members, names, e->uuid, op->lease, h->field,
-                                             h->field_len, op->attempt, outer);
+                                             h->field_len, op->attempt, outer,
+                                             e->opts.fencing);
     free(names);
     free(outer);
     if (!cmd)

@@ -14,15 +14,16 @@ int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size)
 
 struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                              const char *field, size_t field_len, uint64_t attempt,
-                             uint64_t outer_level)
+                             uint64_t outer_level, bool fencing)
 {
     char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX];
-    const char *argv[7] = {n->key, n->token_key, n->attempts_key, lease, field, id, in};
-    size_t lens[7] = {n->key_len, n->token_key_len, n->attempts_key_len,
+    const char *argv[8] = {n->key, n->token_key, n->attempts_key, lease, field, id, in, "1"};
+    size_t lens[8] = {n->key_len, n->token_key_len, n->attempts_key_len,
                       cmd_i64(lease, lease_ms), field_len,
                       (size_t)lock_attempt_id(uuid, attempt, id, sizeof id),
-                      outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0};
-    return cmd_evalsha(&script_acquire, 3, 4, argv, lens);
+                      outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0,
+                      fencing ? 1 : 0};
+    return cmd_evalsha(&script_acquire, 3, 5, argv, lens);
 }
 
 struct rlc_cmd *call_undo(const struct lock_names *n, const char *uuid, uint64_t attempt,
@@ -168,11 +169,11 @@ struct rlc_cmd *call_token_floor(const struct lock_names *n, uint64_t token)
 
 struct rlc_cmd *call_multi_acquire(int m, const struct lock_names *names, const char *uuid,
                                    int64_t lease_ms, const char *field, size_t field_len,
-                                   uint64_t attempt, const uint64_t *outer)
+                                   uint64_t attempt, const uint64_t *outer, bool fencing)
 {
     /* KEYS: m locks, m token counters, m attempts; ARGV: lease, field, id,
-     * and with outer, m nested-in levels */
-    int nargv = 3 + (outer ? m : 0);
+     * fencing, and with outer, m nested-in levels */
+    int nargv = 4 + (outer ? m : 0);
     const char **argv = malloc(sizeof *argv * (size_t)(3 * m + nargv));
     size_t *lens = malloc(sizeof *lens * (size_t)(3 * m + nargv));
     char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)(m + 1));
@@ -190,9 +191,10 @@ struct rlc_cmd *call_multi_acquire(int m, const struct lock_names *names, const 
         av[0] = lease, al[0] = cmd_i64(lease, lease_ms);
         av[1] = field, al[1] = field_len;
         av[2] = ids[m], al[2] = (size_t)lock_attempt_id(uuid, attempt, ids[m], LOCK_ATTEMPT_ID_MAX);
+        av[3] = "1", al[3] = fencing ? 1 : 0;
         for (int j = 0; outer && j < m; j++) {
-            av[3 + j] = ids[j];
-            al[3 + j] = outer[j] ? (size_t)lock_attempt_id(uuid, outer[j], ids[j],
+            av[4 + j] = ids[j];
+            al[4 + j] = outer[j] ? (size_t)lock_attempt_id(uuid, outer[j], ids[j],
                                                            LOCK_ATTEMPT_ID_MAX)
                                  : 0;
         }

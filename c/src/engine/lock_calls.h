@@ -31,10 +31,12 @@ struct lock_names {
 int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size);
 
 /* One try at the lock for field, under attempt; outer_level: a level of the
- * hold it nests in, or 0 for a new hold. */
+ * hold it nests in, or 0 for a new hold; fencing: take a fencing token (the
+ * counter key; without it the answer's token is 0 and no key outlives the
+ * lock). */
 struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                              const char *field, size_t field_len, uint64_t attempt,
-                             uint64_t outer_level);
+                             uint64_t outer_level, bool fencing);
 
 /* Takes back attempt's level wherever it ran, and stops it where it has not
  * arrived yet, for tomb_ms (lock_undo_tomb_ms). */
@@ -84,7 +86,7 @@ struct rlc_cmd *call_release(const struct lock_names *n, const char *uuid, int64
  * or on a grant the first whose nested-in level is gone (0: none). */
 struct rlc_cmd *call_multi_acquire(int m, const struct lock_names *names, const char *uuid,
                                    int64_t lease_ms, const char *field, size_t field_len,
-                                   uint64_t attempt, const uint64_t *outer);
+                                   uint64_t attempt, const uint64_t *outer, bool fencing);
 
 /* Raises the token counter to at least token (fencing, over N nodes). */
 struct rlc_cmd *call_token_floor(const struct lock_names *n, uint64_t token);

@@ -38,6 +38,7 @@ static const struct option_spec specs[] = {
     {"key_prefix", TEXT, FIELD(key_prefix), 0, 1024},
     {"restart_guard", INT, FIELD(restart_guard), 0, 1},
     {"loss_push", INT, FIELD(loss_push), 0, 1},
+    {"fencing", INT, FIELD(fencing), 0, 1},
     /* replica-synced writes (WAIT) */
     {"sync_replicas", INT, FIELD(sync_replicas), 0, 64},
     {"sync_timeout_ms", INT, FIELD(sync_timeout_ms), 1, 3600000},

@@ -17,6 +17,10 @@ struct rlc_options {
     char *key_prefix; /* never NULL after options_parse */
     int64_t restart_guard; /* 1 on, 0 off, -1 (default) on for N >= 3 */
     int64_t loss_push;     /* 1 (default): CLIENT TRACKING pushes loss (tracking.c) */
+    /* 1: each new hold takes a fencing token from the counter
+     * redisson_lock_token:{name}, a key that outlives the lock (it must, for
+     * tokens to keep growing); 0 (default): no token, no key left behind. */
+    int64_t fencing;
     /* Replica-synced writes: an acquire counts on a node only once WAIT says
      * sync_replicas replicas have it, within sync_timeout_ms (0: off). */
     int64_t sync_replicas;

@@ -103,10 +103,13 @@
  * life. If it is not on a quorum, the outer hold was lost (it expired, and
  * this acquire made a new one): the caller must not count it as nested.
  *
- * The token counter only moves when a new hold begins (NEXT_TOKEN), so while
- * an owner holds the lock the counter's value is that owner's token. The INCR
- * comes first: a token key that is not an integer fails the script before it
- * has written anything.
+ * Fencing tokens are taken only when ARGV[5] is "1" (the client's option
+ * fencing=1); otherwise the token counter is never touched, so a released
+ * lock leaves no key behind, and the reply's token is 0. The token counter
+ * only moves when a new hold begins (NEXT_TOKEN), so while an owner holds
+ * the lock the counter's value is that owner's token. The INCR comes first:
+ * a token key that is not an integer fails the script before it has
+ * written anything.
  */
 struct script script_acquire = {
     "acquire",
@@ -115,21 +118,26 @@ struct script script_acquire = {
     "if redis.call('hexists', KEYS[3], ARGV[3]) == 1 then\n"
     "  return {-1, 0}\n"
     "end\n"
-    "local n, token, before, inner = 1, nil, -2, 0\n"
+    "local n, token, before, inner = 1, 0, -2, 0\n"
+    "local fenced = ARGV[5] == '1'\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  local t = next_token(KEYS[2])\n"
-    "  if type(t) == 'table' and t.err then\n"
-    "    return redis.error_reply('ERR token key ' .. KEYS[2] .. ' is unusable (' ..\n"
-    "      t.err .. '); nothing was written')\n"
+    "  if fenced then\n"
+    "    local t = next_token(KEYS[2])\n"
+    "    if type(t) == 'table' and t.err then\n"
+    "      return redis.error_reply('ERR token key ' .. KEYS[2] .. ' is unusable (' ..\n"
+    "        t.err .. '); nothing was written')\n"
+    "    end\n"
+    "    token = t\n"
     "  end\n"
-    "  token = t\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('hset', KEYS[3], 'e', ARGV[3], ARGV[3], '-2|' .. ARGV[3] .. '|' .. ARGV[2])\n"
     "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  before = redis.call('pttl', KEYS[1])\n"
     "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  local v = redis.call('get', KEYS[2])\n"
-    "  if v then token = tonumber(v) or 0 else token = next_token(KEYS[2]) end\n"
+    "  if fenced then\n"
+    "    local v = redis.call('get', KEYS[2])\n"
+    "    if v then token = tonumber(v) or 0 else token = next_token(KEYS[2]) end\n"
+    "  end\n"
     "  if ARGV[4] ~= '' and level_of(KEYS[3], ARGV[4]) then inner = 1 end\n"
     "  local epoch = redis.call('hget', KEYS[3], 'e') or ''\n"
     "  redis.call('hset', KEYS[3], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
@@ -329,9 +337,9 @@ struct script script_token_floor = {
  * the acquire script above would give it (one level more, the same attempt
  * record), with one attempt id for all, so the release, undo, renew and
  * verify scripts work on each name alone. No token is taken: a multi-lock
- * has no fencing token (its counter is still raised, as the acquire's is).
- * ARGV[3 + i]: a level of the hold name i nests in ("" or none: a new
- * hold); the answer names the first whose level is not in this life of
+ * has no fencing token (with fencing on, ARGV[4] "1", its counter is still
+ * raised, as the acquire's is). ARGV[4 + i]: a level of the hold name i
+ * nests in ("" or none: a new hold); the answer names the first whose level is not in this life of
  * its lock (it expired meanwhile: the caller undoes the try, as the
  * acquire's "inner" says for one name). */
 struct script script_multi_acquire = {
@@ -347,7 +355,8 @@ struct script script_multi_acquire = {
     "    return {0, redis.call('pttl', KEYS[i]), i}\n"
     "  end\n"
     "end\n"
-    "for i = 1, m do\n"
+    "local fenced = ARGV[4] == '1'\n"
+    "for i = 1, fenced and m or 0 do\n"
     "  local t = redis.pcall('get', KEYS[m + i])\n"
     "  if type(t) == 'table' or (t and not tonumber(t)) then\n"
     "    return redis.error_reply('ERR token key ' .. KEYS[m + i] .. ' is unusable; nothing was written')\n"
@@ -355,7 +364,7 @@ struct script script_multi_acquire = {
     "end\n"
     "local gone = 0\n"
     "for i = 1, m do\n"
-    "  local outer = ARGV[3 + i]\n"
+    "  local outer = ARGV[4 + i]\n"
     "  if gone == 0 and outer and outer ~= '' and (redis.call('exists', KEYS[i]) == 0 or\n"
     "      not level_of(KEYS[2 * m + i], outer)) then\n"
     "    gone = i\n"
@@ -365,7 +374,7 @@ struct script script_multi_acquire = {
     "  local key, tok, att = KEYS[i], KEYS[m + i], KEYS[2 * m + i]\n"
     "  local before\n"
     "  if redis.call('exists', key) == 0 then\n"
-    "    next_token(tok)\n"
+    "    if fenced then next_token(tok) end\n"
     "    redis.call('hset', key, ARGV[2], 1)\n"
     "    redis.call('hset', att, 'e', ARGV[3])\n"
     "    before = -2\n"
