@@ -82,7 +82,7 @@ async def test_sync_with_and_async_with_mixups_are_type_errors(server):
 
 
 async def test_fencing_tokens_grow_with_each_new_holder(server):
-    async with aclient(server.uri) as c:
+    async with aclient(server.uri, fencing=True) as c:
         lock = c.lock("fence")
         with pytest.raises(aio.NotOwnerError):
             lock.fencing_token

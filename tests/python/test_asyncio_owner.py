@@ -54,7 +54,7 @@ async def test_collecting_the_lock_object_keeps_the_hold(server, raw):
 
 
 async def test_acquire_and_release_through_two_lock_objects_in_one_task(server, raw):
-    async with aclient(server.uri) as c:
+    async with aclient(server.uri, fencing=True) as c:
         assert await c.lock("two").acquire()
         assert c.lock("two").owned() and c.lock("two").hold_count == 1
         token = c.lock("two").fencing_token
@@ -70,7 +70,7 @@ async def test_acquire_and_release_through_two_lock_objects_in_one_task(server, 
 
 
 async def test_release_from_another_task_is_refused(server, raw):
-    async with aclient(server.uri) as c:
+    async with aclient(server.uri, fencing=True) as c:
         lock = c.lock("mine")
         assert await lock.acquire()
 
@@ -135,7 +135,8 @@ async def test_wait_for_and_shield_acquire_for_the_calling_task(server, raw):
 # ---- held means held: the validity at the moment of the question ------------------------
 
 async def test_a_fixed_lease_that_runs_out_is_lost_while_another_takes_it(server, raw):
-    async with aclient(server.uri) as c, aclient(server.uri) as other:
+    async with aclient(server.uri, fencing=True) as c, \
+            aclient(server.uri, fencing=True) as other:
         lock = c.lock("lease")
         seen = []
         lock.on_lost(lambda lk, err: seen.append(err))
@@ -168,7 +169,7 @@ async def test_the_first_look_after_a_loop_blocked_past_the_lease_says_not_held(
     # thread has taken the lock: its lease ran out unrenewed meanwhile.
     sync = redlockc.Client(server.uri)
     try:
-        async with aclient(server.uri, watchdog_timeout=0.6) as c:
+        async with aclient(server.uri, watchdog_timeout=0.6, fencing=True) as c:
             lock = c.lock("blocked")
             assert await lock.acquire()
             taken = threading.Event()

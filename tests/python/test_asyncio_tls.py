@@ -19,7 +19,7 @@ from tls_fixtures import PASSWORD  # certs, tls_server, mtls_server: conftest.py
 
 async def round_trip(uri, **options):
     """Acquire over TLS, a second client kept out, release: the lock worked."""
-    a, b = aio.Client(uri, **options), aio.Client(uri, **options)
+    a, b = aio.Client(uri, fencing=True, **options), aio.Client(uri, **options)
     try:
         la, lb = a.lock("tls:orders"), b.lock("tls:orders")
         assert await asyncio.wait_for(la.acquire(timeout=5), 10)

@@ -41,7 +41,7 @@ def test_paused_holder_is_refused_by_redis_and_postgres(servers3, server, client
     for s, v in ((a, 10), (b, 1), (c, 1)):
         s.raw().set("redisson_lock_token:{acct}", v)
     nodes = [s.uri for s in servers3]
-    holder1 = clients(nodes, node_timeout=2).lock("acct")
+    holder1 = clients(nodes, node_timeout=2, fencing=True).lock("acct")
     assert holder1.acquire(blocking=False, lease=1.5)
     t1 = holder1.fencing_token
     assert t1 == 11
@@ -52,7 +52,7 @@ def test_paused_holder_is_refused_by_redis_and_postgres(servers3, server, client
     a.kill()
     assert wait_until(lambda: not b.raw().exists("acct") and not c.raw().exists("acct"),
                       timeout=10)
-    holder2 = clients(nodes, node_timeout=0.2).lock("acct")
+    holder2 = clients(nodes, node_timeout=0.2, fencing=True).lock("acct")
     assert holder2.acquire(blocking=False, lease=30)
     t2 = holder2.fencing_token
     assert t2 > t1

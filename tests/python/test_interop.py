@@ -106,8 +106,8 @@ def test_our_hold_is_redisson_layout_and_blocks_redissons_try_lock(client, raw):
         "Redisson takes it after our release"
 
 
-def test_channel_and_token_keys_keep_existing_braces(client, raw):
-    lock = client.lock("{tenant}:job")
+def test_channel_and_token_keys_keep_existing_braces(server, clients, raw):
+    lock = clients(server.uri, fencing=True).lock("{tenant}:job")
     with raw.pubsub() as sub:
         sub.subscribe("redisson_lock__channel:{tenant}:job")
         assert sub.get_message(timeout=2)["type"] == "subscribe"
@@ -120,8 +120,8 @@ def test_channel_and_token_keys_keep_existing_braces(client, raw):
         f"published without added braces: {message}"
 
 
-def test_fencing_token_is_redissons_counter(client, raw):
-    lock = client.lock("fenced")
+def test_fencing_token_is_redissons_counter(server, clients, raw):
+    lock = clients(server.uri, fencing=True).lock("fenced")
     lock.acquire()
     assert int(raw.get("redisson_lock_token:{fenced}")) == lock.fencing_token, \
         "the token is the value of redisson_lock_token:{name}"

@@ -75,7 +75,8 @@ def test_ttl_of_a_lock_without_expiry_is_infinite(client, raw):
 
 
 def test_fencing_token_grows_with_each_new_holder(server, clients):
-    la, lb = clients(server.uri).lock("fence"), clients(server.uri).lock("fence")
+    la = clients(server.uri, fencing=True).lock("fence")
+    lb = clients(server.uri, fencing=True).lock("fence")
     with pytest.raises(redlockc.NotOwnerError):
         la.fencing_token
     la.acquire()

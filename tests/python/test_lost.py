@@ -132,8 +132,8 @@ def test_freeing_a_lock_waits_for_its_running_callback(wd_client, raw):
 def test_a_fixed_lease_that_runs_out_is_lost_at_its_end(server, clients):
     """A fixed lease (no watchdog) that ends while another client waits: the
     waiter gets the lock, and the first owner's handle says lost at once."""
-    lock = clients(server.uri).lock("ran-out", owner=1)
-    waiter = clients(server.uri).lock("ran-out", owner=2)
+    lock = clients(server.uri, fencing=True).lock("ran-out", owner=1)
+    waiter = clients(server.uri, fencing=True).lock("ran-out", owner=2)
     calls = []
     fired = threading.Event()
 

@@ -15,7 +15,8 @@ from tls_fixtures import PASSWORD  # certs, tls_server, mtls_server: conftest.py
 
 
 def test_a_lock_over_rediss_is_the_redisson_hash(tls_server, certs):
-    with redlockc.Client(tls_server.tls_uri(), tls_ca_file=f"{certs}/ca.crt") as a, \
+    with redlockc.Client(tls_server.tls_uri(), tls_ca_file=f"{certs}/ca.crt",
+                         fencing=True) as a, \
             redlockc.Client(tls_server.tls_uri("localhost"), tls_ca_file=f"{certs}/ca.crt") as b:
         la, lb = a.lock("tls:orders"), b.lock("tls:orders")
         with la:

@@ -23,7 +23,7 @@ _TIME_OPTIONS = {
 }
 _OTHER_OPTIONS = ("drift_factor", "pool_size", "sync_replicas", "key_prefix")
 # On/off switches: True/False (or 1/0).
-_SWITCH_OPTIONS = ("loss_push", "restart_guard")
+_SWITCH_OPTIONS = ("loss_push", "restart_guard", "fencing")
 # TLS to rediss:// nodes (the blocking Client's is the C library's OpenSSL):
 # paths (str or os.PathLike), a name, and tls_verify (bool).
 _TLS_TEXT_OPTIONS = ("tls_ca_file", "tls_ca_dir", "tls_cert_file", "tls_key_file",
@@ -184,6 +184,11 @@ class Client(FamilyClientMixin):
     - ``drift_factor``: clock drift allowance, a fraction of the lease (0.01)
     - ``pool_size``: pipelined connections per node, shared by all threads (1)
     - ``key_prefix``: prepended to every lock name (``""``)
+    - ``fencing``: True gives each new hold a fencing token
+      (``lock.fencing_token``), from the counter ``redisson_lock_token:{name}``,
+      a key that stays on the server after the lock is released (one per lock
+      name: it keeps the tokens growing). False (default): no token, and a
+      released lock leaves no key
     - ``sentinel_user``, ``sentinel_password``: AUTH to the sentinels of
       redis-sentinel:// nodes (the URI's password is the data nodes')
     - ``tls_ca_file``, ``tls_ca_dir``, ``tls_cert_file``, ``tls_key_file``,

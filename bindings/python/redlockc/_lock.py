@@ -378,9 +378,11 @@ class Lock:
     def fencing_token(self):
         """The fencing token of this owner's current hold (an int): the counter
         ``redisson_lock_token:{name}`` at the moment the hold began, so it grows
-        with each new holder. Raises NotOwnerError when not held through this
-        handle, LockLostError once lost or once its validity has run out (the
-        token may no longer be the newest). No network I/O.
+        with each new holder. Needs the client option ``fencing=True``:
+        without it raises InvalidArgument (no hold takes a token). Raises
+        NotOwnerError when not held through this handle, LockLostError once
+        lost or once its validity has run out (the token may no longer be the
+        newest). No network I/O.
         """
         return _core.rlc_lock_fencing_token(self._ptr)
 

@@ -108,6 +108,9 @@ class Client:
             raise _in_seconds(e, options) from None
         # Weakly: the driver outlives the client in its finalizer.
         self._driver.on_lost = weakref.WeakMethod(self._lost)
+        # fencing=1: holds take tokens (the engine's grants carry them); off,
+        # a grant's token is 0 and fencing_token refuses, as the C call does.
+        self._fencing = int(_core.rlcpy_engine_option(self._driver.engine, "fencing") or 0) != 0
         self._nodes = _split_nodes(uris)
         self._loop = None
         self._closed = False
@@ -537,8 +540,14 @@ class Lock:
     @property
     def fencing_token(self):
         """The fencing token of this owner's current hold (an int, grows with
-        each new holder). Raises NotOwnerError when not held, LockLostError
-        once lost or run out (until it is released). No I/O."""
+        each new holder). Needs the client option ``fencing=True``: without it
+        raises InvalidArgument (no hold takes a token). Raises NotOwnerError
+        when not held, LockLostError once lost or run out (until it is
+        released). No I/O."""
+        if not self._client._fencing:
+            raise InvalidArgument(_core.RLC_E_INVAL,
+                                  f"lock {self._name!r} has no fencing token: fencing is off "
+                                  "(open the client with the option fencing=1)")
         owner = self._caller(False)
         hold = self._hold(owner)
         if hold is not None and self._now_validity_ms(owner) > 0:

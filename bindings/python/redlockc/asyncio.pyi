@@ -33,6 +33,7 @@ class Client:
         key_prefix: Optional[str] = ...,
         loss_push: Optional[bool] = ...,
         restart_guard: Optional[bool] = ...,
+        fencing: Optional[bool] = ...,
         tls_ca_file: Optional[_Path] = ...,
         tls_ca_dir: Optional[_Path] = ...,
         tls_cert_file: Optional[_Path] = ...,
