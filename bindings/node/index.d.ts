@@ -28,6 +28,11 @@ export interface ClientOptions {
   restartGuard?: boolean | 0 | 1;
   /** A watchdog hold is known lost within a round trip of its key being deleted, overwritten or expired (default on). */
   lossPush?: boolean | 0 | 1;
+  /** Each new hold takes a fencing token (fencingToken()) from the counter
+   * redisson_lock_token:{name}, one key per lock name that stays on the
+   * server (it keeps tokens growing); off (default), fencingToken() throws
+   * and a released lock leaves no key. Same name in both spellings. */
+  fencing?: boolean | 0 | 1;
   /** An acquire counts on a node only once WAIT says this many replicas have it (default 0, off). */
   syncReplicas?: number;
   /** How long that WAIT may take (default 1000). */
@@ -170,6 +175,7 @@ export declare class Lock extends EventEmitter {
   ttl(): Promise<number>;
   /** ms the hold is certainly still held (0 when not held). No I/O. */
   validity(): number;
+  /** The current hold's fencing token; throws InvalidArgumentError without the client option fencing. No I/O. */
   fencingToken(): bigint;
   /** Aborted (reason: a LockLostError) when the hold is lost; null when not held. */
   readonly signal: AbortSignal | null;

@@ -198,6 +198,9 @@ class Client extends EventEmitter {
     const { text, given: written } = optionString(options);
     const given = parseOptions(text);
     this._watchdogMs = Number(given.watchdog_timeout_ms) || 30000;
+    // fencing: 1 gives each hold a token (the engine's grants carry it);
+    // off, a grant's token is 0 and fencingToken() refuses, as the C call does.
+    this._fencing = Number(given.fencing || 0) !== 0;
     const state = makeState(this);
     this._state = state;
     // The engine has a UUID of its own: two writers of one UUID would give
@@ -643,11 +646,16 @@ class Lock extends EventEmitter {
     return this._validity();
   }
 
-  // The fencing token (BigInt) of the current hold. No I/O. Throws
-  // NotOwnerError when not held through this object, LockLostError once the
-  // hold's validity is over (a later holder may have a larger token).
+  // The fencing token (BigInt) of the current hold. No I/O. Needs the
+  // client option fencing: true (InvalidArgumentError without it: no hold
+  // takes a token). Throws NotOwnerError when not held through this object,
+  // LockLostError once the hold's validity is over (a later holder may have
+  // a larger token).
   fencingToken() {
     this._usable();
+    if (!this.client._fencing) {
+      throw invalid(`lock '${this.name}' has no fencing token: fencing is off (open the client with the option fencing: true)`);
+    }
     if (this._lostKnown) throw new LockLostError(STATUS.E_LOST, `lock '${this.name}' was lost`);
     if (this._depth === 0) {
       throw new NotOwnerError(STATUS.E_NOT_OWNER, `lock '${this.name}' is not held through this object`);

@@ -70,12 +70,14 @@ function endAcquire(span, result, err) {
   span.end();
 }
 
+// token: the hold's fencing token, 0n without the client option fencing
+// (then the span has no token attribute).
 function startHold(lock, version, token) {
   const t = tracer(version);
   if (!t) return null;
-  return t.startSpan('redlock.hold', {
-    attributes: { 'redlock.lock': lock.name, 'redlock.fencing_token': String(token) },
-  });
+  const attributes = { 'redlock.lock': lock.name };
+  if (token) attributes['redlock.fencing_token'] = String(token);
+  return t.startSpan('redlock.hold', { attributes });
 }
 
 function endHold(span, err) {

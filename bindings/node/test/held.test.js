@@ -48,7 +48,7 @@ function takeInAnotherProcess(name) {
 }
 
 test('a fixed lease that ran out while another owner took the lock is not held', async () => {
-  const client = new Client(serverUri());
+  const client = new Client(serverUri(), { fencing: true });
   const rival = new Client(serverUri());
   const name = uniqueName('fixed-ended');
   const lock = client.lock(name);
@@ -70,7 +70,7 @@ test('a fixed lease that ran out while another owner took the lock is not held',
 });
 
 test('a fixed lease that ran out during synchronous work is not held on the first look', async () => {
-  const client = new Client(serverUri());
+  const client = new Client(serverUri(), { fencing: true });
   const name = uniqueName('fixed-blocked');
   const lock = client.lock(name);
   try {
@@ -139,7 +139,7 @@ test("withLock's signal aborts when its fixed lease runs out", async () => {
 });
 
 test('after the loop was blocked past a watchdog lease, the first synchronous look says not held', async () => {
-  const client = new Client(serverUri(), { watchdog_timeout_ms: 600 });
+  const client = new Client(serverUri(), { watchdog_timeout_ms: 600, fencing: true });
   const name = uniqueName('blocked');
   const lock = client.lock(name);
   try {

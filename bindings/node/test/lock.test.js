@@ -12,7 +12,7 @@ const { serverUri, uniqueName, within } = require('./helpers.js');
 const { Client } = redlockc;
 
 test('two Lock objects exclude each other; one Lock object is reentrant', async () => {
-  const client = new Client(serverUri());
+  const client = new Client(serverUri(), { fencing: true });
   const name = uniqueName('excl');
   const a = client.lock(name);
   const b = client.lock(name);
@@ -215,7 +215,7 @@ test('a Lock collected while held stops being renewed, and its key expires', asy
 });
 
 test('fencedSet writes with a token at least the fence and refuses a smaller one', async () => {
-  const client = new Client(serverUri());
+  const client = new Client(serverUri(), { fencing: true });
   const lock = client.lock(uniqueName('fence'));
   assert.equal(await lock.acquire({ wait: 0, lease: 20000 }), true);
   const token = lock.fencingToken();

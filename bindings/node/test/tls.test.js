@@ -40,7 +40,7 @@ const openUri = (host = '127.0.0.1') => `rediss://:${PASSWORD}@${host}:${open.po
 
 // Takes name on uri, checks a second client is kept out, releases.
 async function roundTrip(uri, options) {
-  const a = new Client(uri, options);
+  const a = new Client(uri, { ...options, fencing: true });
   const b = new Client(uri, options);
   const name = uniqueName('tls');
   try {

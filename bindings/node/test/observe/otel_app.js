@@ -13,7 +13,7 @@ const name = `node-otel-${process.pid}-${Date.now()}`;
 async function main() {
   // A process that waits only for 'lost' keeps itself alive (README).
   const alive = setInterval(() => {}, 1000);
-  const client = new Client(uri);
+  const client = new Client(uri, { fencing: true }); // the hold spans carry the token
   // No SDK: the global tracer is a no-op one.
   const before = client.lock(`${name}-nosdk`);
   if (!(await before.acquire({ wait: 0 }))) throw new Error('acquire without an SDK failed');
