@@ -121,9 +121,10 @@ type retry struct {
 }
 
 type driver struct {
-	e     *C.rlc_engine
-	uuid  string
-	nconn int
+	e       *C.rlc_engine
+	uuid    string
+	nconn   int
+	fencing bool // holds take fencing tokens (option fencing=1): else a grant's token is 0
 
 	calls chan func()   // run on the loop (do)
 	in    chan msg      // from the connections' goroutines
@@ -197,6 +198,11 @@ func newDriver(nodes string, cfg *config) (*driver, error) {
 	if v := d.option("connect_timeout_ms"); v != "" {
 		fmt.Sscan(v, &d.connectMs)
 	}
+	var fencing int64
+	if v := d.option("fencing"); v != "" {
+		fmt.Sscan(v, &fencing)
+	}
+	d.fencing = fencing != 0
 	if err := d.setupTLS(cfg); err != nil {
 		C.rlc_engine_free(d.e)
 		return nil, err

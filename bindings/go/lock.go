@@ -312,9 +312,14 @@ func (l *Lock) local(what string, f func(e *C.rlc_engine, name *C.char, size C.s
 }
 
 // FencingToken is the token of the current hold; it grows with each holder.
-// ErrNotOwner when not held, ErrLost once its validity has run out. No
-// network I/O.
+// It needs the client option WithFencing(true) (fencing=1): ErrInvalid
+// without it, as no hold takes a token. ErrNotOwner when not held, ErrLost
+// once its validity has run out. No network I/O.
 func (l *Lock) FencingToken() (uint64, error) {
+	if !l.c.d.fencing {
+		return 0, errorf(StatusInvalid, "fencing token", "lock %q has no fencing token: fencing is off "+
+			"(open the client with WithFencing(true), the option fencing=1)", l.name)
+	}
 	v, err := l.Validity()
 	if err != nil {
 		return 0, err

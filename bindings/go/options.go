@@ -116,6 +116,15 @@ func WithLossPush(on bool) Option {
 	return func(c *config) { c.set("loss_push", boolText(on)) }
 }
 
+// WithFencing true gives each new hold a fencing token (Lock.FencingToken)
+// from the counter redisson_lock_token:{name}, a key that stays on the
+// server after the lock is released, one per lock name (it keeps the tokens
+// growing). Off (default): FencingToken returns ErrInvalid, and a released
+// lock leaves no key.
+func WithFencing(on bool) Option {
+	return func(c *config) { c.set("fencing", boolText(on)) }
+}
+
 // WithSyncReplicas makes every write wait until n replicas of its node have
 // it (Redis WAIT), for at most timeout (0: the default 1 s).
 func WithSyncReplicas(n int, timeout time.Duration) Option {

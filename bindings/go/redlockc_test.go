@@ -265,7 +265,7 @@ func TestLostIsReportedOnTheChannel(t *testing.T) {
 // A fixed lease that runs out while a Lock value of another client waits:
 // the waiter gets the lock, and the first value says lost from then on.
 func TestAFixedLeaseThatRunsOutIsLost(t *testing.T) {
-	c, other := newClient(t, ""), newClient(t, "")
+	c, other := newClient(t, "fencing=1"), newClient(t, "fencing=1")
 	n := name(t)
 	l, err := c.NewLock(n, WithLease(700*time.Millisecond))
 	if err != nil {

@@ -88,7 +88,8 @@ func TestTLSNode(t *testing.T) {
 		}
 	}
 
-	c, err := New(ctx, uri, WithTLSCAFile(file("ca.crt")), WithTLSClientCert(file("client.crt"), file("client.key")))
+	c, err := New(ctx, uri, WithTLSCAFile(file("ca.crt")), WithTLSClientCert(file("client.crt"), file("client.key")),
+		WithFencing(true))
 	if err != nil {
 		t.Fatalf("New with the tls_* options: %v", err)
 	}
@@ -105,7 +106,8 @@ func TestTLSNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err = New(ctx, uri, WithTLSConfig(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}))
+	c, err = New(ctx, uri, WithTLSConfig(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}),
+		WithFencing(true))
 	if err != nil {
 		t.Fatalf("New with a tls.Config: %v", err)
 	}
