@@ -229,9 +229,10 @@ function Lock:ttl() return query(self, core.rlc_lock_ttl_ms) end
 -- at this call (0: not held, lost, or run out). A healthy watchdog hold stays
 -- above about 2/3 of watchdog_timeout_ms. No network I/O.
 function Lock:validity() return query(self, core.rlc_lock_validity_ms) end
--- lock:fencing_token() -> integer, the token of the current hold; E_NOT_OWNER
--- when this handle does not hold it, E_LOST when it lost it or its validity
--- has run out. No network I/O.
+-- lock:fencing_token() -> integer, the token of the current hold, with the
+-- client option fencing = 1 (E_INVAL without it: no hold takes a token);
+-- E_NOT_OWNER when this handle does not hold it, E_LOST when it lost it or
+-- its validity has run out. No network I/O.
 function Lock:fencing_token() return query(self, core.rlc_lock_fencing_token) end
 
 -- lock:close(): gives back every level taken through this handle (a failed
@@ -443,7 +444,8 @@ end
 --          a list of such strings. N >= 2 nodes: Redlock.
 --   opts   { watchdog_timeout_ms =, io_timeout_ms =, node_timeout_ms =,
 --          connect_timeout_ms =, retry_jitter_ms =, drift_factor =,
---          pool_size =, key_prefix = } (redlockc.h), or the C string form.
+--          pool_size =, key_prefix =, fencing = 0 | 1, ... } (redlockc.h),
+--          or the C string form.
 -- No network I/O: connections are made on first use.
 function _M.client(nodes, opts)
   if type(nodes) == "table" then

@@ -6,6 +6,7 @@
 #   test_exclusion.lua  two lua5.4 processes, one lock, a racy counter file
 #   test_family.lua     read-write lock, fair lock, semaphores, multi-name lock
 #   test_logs.lua       client:logs(), the log lines queued from library threads
+#   test_fencing.lua    the fencing option: no key left by default (a server of its own)
 #   gc_loop.lua         10,000 dropped lock handles under valgrind: no leak
 #   smoke.lua           also over rediss:// (tests/tls/make_certs.sh certificates)
 # Fails (never skips) when lua5.4, valgrind or the built module is missing.
@@ -37,7 +38,7 @@ trap cleanup EXIT
 trap "exit 130" INT
 trap "exit 143" TERM # so that the EXIT trap runs on these too
 
-for s in REDIS NODE1 NODE2 NODE3; do
+for s in REDIS NODE1 NODE2 NODE3 FENCE; do
   redis_start $s || { echo "FAIL - redis-server $s did not start"; exit 1; }
 done
 dead=$(free_port) && dead2=$(free_port) || { echo "FAIL - no free port"; exit 1; }
@@ -46,7 +47,7 @@ dead=$(free_port) && dead2=$(free_port) || { echo "FAIL - no free port"; exit 1;
 # is being tested), the harness from here.
 export LUA_CPATH="$BUILD/bindings/lua/?.so"
 export LUA_PATH="$TOP/bindings/lua/?.lua;$HERE/?.lua"
-export REDIS_URI REDIS_PORT NODE1_URI NODE2_URI NODE3_URI NODE1_PORT NODE2_PORT NODE3_PORT
+export REDIS_URI REDIS_PORT FENCE_URI FENCE_PORT NODE1_URI NODE2_URI NODE3_URI NODE1_PORT NODE2_PORT NODE3_PORT
 export DEAD_URI=redis://127.0.0.1:$dead DEAD2_URI=redis://127.0.0.1:$dead2
 export RLC_HEADER=$TOP/c/include/redlockc.h RLC_LUA_WORK=$work RLC_LUA_TESTS=$HERE
 
@@ -67,6 +68,7 @@ run "api" lua5.4 "$HERE/test_api.lua"
 run "two processes" lua5.4 "$HERE/test_exclusion.lua"
 run "lock family" lua5.4 "$HERE/test_family.lua"
 run "client:logs()" lua5.4 "$HERE/test_logs.lua"
+run "fencing option" lua5.4 "$HERE/test_fencing.lua"
 
 # rediss://: the blocking client's own TLS (the C library's OpenSSL), against
 # a TLS-only server; a CA that did not sign its certificate is nil, err.

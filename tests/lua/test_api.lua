@@ -18,7 +18,8 @@ for k in pairs(_G) do globals_before[k] = true end
 local redlockc = require "redlockc"
 
 local E = redlockc.errors
-local client = assert(redlockc.client(URI, { watchdog_timeout_ms = 30000 }))
+-- fencing = 1: the cases below read fencing tokens.
+local client = assert(redlockc.client(URI, { watchdog_timeout_ms = 30000, fencing = 1 }))
 
 -- The hash field a lock of this client and owner writes.
 local function field(owner) return client:uuid() .. ":" .. owner end
