@@ -198,7 +198,7 @@ TEST(odd_lock_names_are_exact_keys_of_their_own)
         "*", "?", "\x01\x02\x7f", "redisson_lock__channel:{x}", "a\"b'c\\",
     };
     START(s);
-    rlc_client *a = client(s.uri, NULL), *b = client(s.uri, NULL);
+    rlc_client *a = client(s.uri, "fencing=1"), *b = client(s.uri, "fencing=1");
     CHECK(a && b, "clients");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *n = names[i];
@@ -377,7 +377,7 @@ done:
 TEST(release_and_queries_without_acquire)
 {
     START(s);
-    rlc_client *c = client(s.uri, NULL);
+    rlc_client *c = client(s.uri, "fencing=1");
     rlc_lock *l = lock(c, "never", 0);
     int v = -1;
     int64_t n = -1;

@@ -520,7 +520,7 @@ done:
 TEST(channel_name_keeps_existing_braces)
 {
     START(s);
-    rlc_client *c = client(s.uri, NULL);
+    rlc_client *c = client(s.uri, "fencing=1");
     rlc_lock *l = lock(c, "{tenant}:job", 0);
     redisContext *sub = rs_connect(&s);
     freeReplyObject(redisCommand(sub, "SUBSCRIBE redisson_lock__channel:{tenant}:job"));
@@ -758,7 +758,7 @@ done:
 TEST(fencing_token_grows_with_each_new_holder)
 {
     START(s);
-    rlc_client *a = client(s.uri, NULL), *b = client(s.uri, NULL);
+    rlc_client *a = client(s.uri, "fencing=1"), *b = client(s.uri, "fencing=1");
     rlc_lock *la = lock(a, "fence", 0), *lb = lock(b, "fence", 0);
     uint64_t t1 = 0, t1b = 0, t2 = 0;
     CHECK_RC(rlc_lock_fencing_token(la, &t1), RLC_E_NOT_OWNER);

@@ -29,7 +29,7 @@ TEST(acquire_release_in_redisson_format)
 {
     START(s);
     struct eloop L;
-    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_init(&L, s.uri, UUID_A, "fencing=1"), RLC_OK);
     const struct el_done *d = NULL;
     CHECK_RC(el_acquire(&L, "orders", 7, 0, -1, &d), RLC_OK);
     CHECK(d->token >= 1, "token %llu", (unsigned long long)d->token);

@@ -160,7 +160,7 @@ TEST(a_half_moved_slot_is_tried_again_not_failed)
 {
     START_RC(rc)
     struct eloop A;
-    int rc_init = el_init(&A, rc.uri, UUID_A, "io_timeout_ms=5000");
+    int rc_init = el_init(&A, rc.uri, UUID_A, "io_timeout_ms=5000;fencing=1");
     const char *name = "t{half}";
     int slot = (int)slot_of("half", 4);
     int src = rc_master_of(&rc, slot), dst = -1;
@@ -308,7 +308,7 @@ TEST(a_multi_lock_rides_out_tryagain_while_its_keys_are_split)
     int slot = (int)slot_of("mm", 2);
     int src = rc_master_of(&rc, slot), dst = other_master(&rc, src, slot);
     CHECK(src >= 0 && dst >= 0, "masters");
-    CHECK_RC(el_init(&A, rc.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_init(&A, rc.uri, UUID_A, "fencing=1"), RLC_OK);
     /* a cycle of each name leaves their fencing counters */
     for (int i = 0; i < 2; i++) {
         CHECK_RC(el_acquire(&A, names[i], 1, 0, 5000, NULL), RLC_OK);

@@ -28,7 +28,7 @@ TEST(one_thread_acquires_extends_and_releases_in_redisson_format)
     START(s);
     struct edrv *d = NULL;
     struct edrv_outcome o;
-    CHECK_RC(edrv_new(&d, s.uri, UUID_A, NULL, NULL, NULL), RLC_OK);
+    CHECK_RC(edrv_new(&d, s.uri, UUID_A, "fencing=1", NULL, NULL), RLC_OK);
     CHECK_RC(edrv_acquire(d, NAME("orders"), 7, NULL, 0, -1, &o), RLC_OK);
     CHECK(o.token >= 1 && o.count == 1, "token %llu count %lld", (unsigned long long)o.token,
           (long long)o.count);
@@ -775,7 +775,7 @@ TEST(threads_under_server_pauses_stay_exclusive_and_leave_nothing)
     atomic_init(&c.stop, false);
     int started = 0;
     bool chaos_on = false;
-    const char *opts = "node_timeout_ms=200;connect_timeout_ms=300;io_timeout_ms=300";
+    const char *opts = "node_timeout_ms=200;connect_timeout_ms=300;io_timeout_ms=300;fencing=1";
     CHECK_RC(edrv_new(&a, cl.uris, UUID_A, opts, NULL, NULL), RLC_OK);
     CHECK_RC(edrv_new(&b, cl.uris, UUID_B, opts, NULL, NULL), RLC_OK);
     CHECK(pthread_create(&ch, NULL, chaos_thread, &c) == 0, "chaos thread");

@@ -57,7 +57,7 @@ TEST(acquire_fails_when_its_token_cannot_be_stored_on_a_quorum)
     freeReplyObject(rs_cmd(&cl.node[2], "HSET fq other:1 1"));
     freeReplyObject(rs_cmd(&cl.node[2], "PEXPIRE fq 60000"));
     freeReplyObject(rs_cmd(&cl.node[1], "ACL SETUSER default -set"));
-    c = client(cl.uris, "node_timeout_ms=2000");
+    c = client(cl.uris, "node_timeout_ms=2000;fencing=1");
     l = lock(c, "fq", 0);
     int rc = rlc_lock_acquire(l, 0, 30000);
     uint64_t t = 0;
@@ -111,7 +111,7 @@ TEST(paused_holder_is_fenced_off_by_the_next_holders_larger_token)
     CHECK(child >= 0, "fork");
     if (child == 0) {
         /* Holder 1. Exit codes: 10 refused (expected), 11 applied, else a failure. */
-        rlc_client *hc = client(cl.uris, "node_timeout_ms=2000");
+        rlc_client *hc = client(cl.uris, "node_timeout_ms=2000;fencing=1");
         rlc_client *hs = client(res.uri, NULL);
         rlc_lock *hl = hc ? lock(hc, "fp", 0) : NULL;
         uint64_t t = 0;
@@ -139,7 +139,7 @@ TEST(paused_holder_is_fenced_off_by_the_next_holders_larger_token)
     CHECK(WAIT_UNTIL(rs_int(&cl.node[1], "EXISTS fp") == 0 &&
                          rs_int(&cl.node[2], "EXISTS fp") == 0, 10000),
           "holder 1's lease ran out on B and C");
-    c = client(cl.uris, "node_timeout_ms=200");
+    c = client(cl.uris, "node_timeout_ms=200;fencing=1");
     store = client(res.uri, NULL);
     l = lock(c, "fp", 0);
     uint64_t t2 = 0;
@@ -184,7 +184,7 @@ done:
 TEST(agreeing_counters_cost_no_extra_round_trip)
 {
     START_CLUSTER(cl, 3);
-    rlc_client *c = client(cl.uris, NULL);
+    rlc_client *c = client(cl.uris, "fencing=1");
     rlc_lock *l = lock(c, "fe", 0);
     uint64_t t = 0;
     for (int i = 0; i < 3; i++) {
@@ -257,7 +257,7 @@ done:
 TEST(fenced_set_wants_a_single_node_client)
 {
     START_CLUSTER(cl, 3);
-    rlc_client *c = client(cl.uris, NULL);
+    rlc_client *c = client(cl.uris, "fencing=1");
     int applied = -1;
     CHECK_RC(rlc_fenced_set(c, "k", "v", 1, 1, &applied), RLC_E_INVAL);
     CHECK(strstr(rlc_errmsg(), "one Redis"), "message: %s", rlc_errmsg());
@@ -280,7 +280,7 @@ static int second_holder_after_restart(int guard_on, char *msg, size_t size)
     if (cluster_start(&cl, 3) != 0)
         goto out;
     char opts[128];
-    snprintf(opts, sizeof opts, "node_timeout_ms=2000;restart_guard=%d", guard_on);
+    snprintf(opts, sizeof opts, "node_timeout_ms=2000;restart_guard=%d;fencing=1", guard_on);
     c1 = client(cl.uris, opts);
     c2 = client(cl.uris, opts);
     w1 = lock(c1, "warm", 0);
@@ -342,7 +342,7 @@ done:;
 TEST(tokens_keep_growing_across_masters_restarted_without_persistence)
 {
     START_CLUSTER(cl, 3);
-    rlc_client *c = client(cl.uris, "watchdog_timeout_ms=1200");
+    rlc_client *c = client(cl.uris, "watchdog_timeout_ms=1200;fencing=1");
     rlc_lock *l = lock(c, "fr", 0);
     uint64_t t1 = 0, t2 = 0;
     for (int i = 0; i < 3; i++) /* a lock with a history: its tokens are past 100 */

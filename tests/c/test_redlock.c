@@ -309,7 +309,7 @@ done:
 TEST(fencing_token_is_the_largest_counter_of_the_quorum)
 {
     START_CLUSTER(cl, 3);
-    rlc_client *c = client(cl.uris, NULL);
+    rlc_client *c = client(cl.uris, "fencing=1");
     rlc_lock *l = lock(c, "ft", 0);
     uint64_t t1 = 0, t2 = 0, t3 = 0;
     freeReplyObject(rs_cmd(&cl.node[0], "SET redisson_lock_token:{ft} 100"));

@@ -216,7 +216,7 @@ done:
 TEST(unusable_token_key_fails_acquire_without_writing)
 {
     START(s);
-    rlc_client *c = client(s.uri, NULL);
+    rlc_client *c = client(s.uri, "fencing=1");
     rlc_lock *l = lock(c, "tok", 1);
     freeReplyObject(rs_cmd(&s, "SET redisson_lock_token:{tok} abc"));
     CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_E_SERVER);
@@ -368,9 +368,9 @@ static void fixed_lost(rlc_lock *l, int reason, void *user)
 TEST(a_fixed_lease_that_runs_out_is_lost_in_the_blocking_api)
 {
     START(s);
-    rlc_client *c = client(s.uri, NULL);
+    rlc_client *c = client(s.uri, "fencing=1");
     rlc_lock *l = lock(c, "fixed", 1);
-    rlc_client *other = client(s.uri, NULL);
+    rlc_client *other = client(s.uri, "fencing=1");
     rlc_lock *o = lock(other, "fixed", 2);
     atomic_store(&fixed_lost_calls, 0);
     CHECK_RC(rlc_lock_on_lost(l, fixed_lost, NULL), RLC_OK);

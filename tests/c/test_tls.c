@@ -97,7 +97,9 @@ TEST(lock_and_unlock_over_tls_is_the_redisson_hash)
     rlc_client *c = NULL;
     rlc_lock *l = NULL;
     CHECK(env_start(&e, false, true) == 0, "no TLS server");
-    c = client(e.uri, e.opts);
+    char opts[1200];
+    snprintf(opts, sizeof opts, "%s;fencing=1", e.opts);
+    c = client(e.uri, opts);
     CHECK(c, "client");
     l = lock(c, "tls:orders", 7);
     CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);

@@ -195,7 +195,7 @@ static int run_scenario(const struct scenario *sc, bool long_profile)
     r->procs = sc->victim ? 3 : 4;
     r->threads = 4;
     snprintf(r->options, sizeof r->options,
-             "watchdog_timeout_ms=%lld;io_timeout_ms=500;connect_timeout_ms=500",
+             "watchdog_timeout_ms=%lld;io_timeout_ms=500;connect_timeout_ms=500;fencing=1",
              (long long)r->lease_ms);
     fprintf(stderr, "=== %s: %s\n", sc->name, sc->what);
 

@@ -718,7 +718,7 @@ TEST(bad_token_key_acquire_writes_nothing)
     redisReply *r = rs_cmd(&s, "SET redisson_lock_token:{obs9} abc");
     CHECK(r && r->type == REDIS_REPLY_STATUS, "SET");
     freeReplyObject(r);
-    c = client(s.uri, NULL);
+    c = client(s.uri, "fencing=1");
     l = lock(c, "obs9", 1);
     CHECK(l, "setup");
     int rc = rlc_lock_acquire(l, 0, 10000);

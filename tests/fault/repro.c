@@ -203,7 +203,7 @@ done:
 TEST(redlock_fencing_tokens_grow_with_each_new_holder)
 {
     START_NODES(ns, 3);
-    rlc_client *c = client(ns.uris, "retry_jitter_ms=0");
+    rlc_client *c = client(ns.uris, "retry_jitter_ms=0;fencing=1");
     rlc_lock *l = lock(c, "fence");
     uint64_t first = 0, second = 0;
     bool paused = false;

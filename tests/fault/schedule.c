@@ -434,7 +434,8 @@ static int run_schedule(uint64_t seed, int64_t load_ms, struct totals *tot)
     for (int i = 0; i < PROCS * THREADS; i++)
         s->cfg.lease[i] = rnd(&rs) % 2 ? 0 : rnd_in(&rs, 1000, 3000);
     snprintf(s->cfg.options, sizeof s->cfg.options,
-             "watchdog_timeout_ms=1500;io_timeout_ms=%d;connect_timeout_ms=300;pool_size=%d",
+             "watchdog_timeout_ms=1500;io_timeout_ms=%d;connect_timeout_ms=300;pool_size=%d;"
+             "fencing=1",
              s->cfg.nodes == 1 ? 300 : 500, s->cfg.pool);
     memset(sh, 0, sizeof *sh);
     for (; started < s->cfg.nodes; started++)

@@ -350,6 +350,7 @@ struct config {
     int servers, first_master, masters;
     bool redis7;          /* TRYAGAIN on a migrating source, sharded pub/sub */
     bool tagged;          /* the names share one {hash tag}: multi-locks allowed */
+    bool fencing;         /* fencing=1: tokens checked; else every token is 0 */
 };
 
 /* The cluster's state: each master's own view of who owns a slot (they agree
@@ -1657,9 +1658,17 @@ static void after_no_grant(int ci, int ti)
 }
 
 /* A plain acquire's new hold: its token must be above every earlier new
- * hold's (multi-locks give none: they are left out). */
+ * hold's (multi-locks give none: they are left out); without fencing it is 0. */
 static void check_token(int ci, struct task *t, int l, const rlc_engine_event *ev)
 {
+    if (!S.cfg.fencing) {
+        if (ev->token != 0) {
+            S.st.contract++;
+            trace("CONTRACT c%d/o%" PRIu64 ": token %" PRIu64 " with fencing off", ci, t->owner,
+                  ev->token);
+        }
+        return;
+    }
     /* equal only when the same owner's new acquire landed in its own hold
      * whose release had not run yet (same life, same token) */
     bool same = ev->token == S.last_token[l] && S.last_holder[l] == ci * 1000 + (int)t->owner;
@@ -2782,6 +2791,7 @@ static void make_config(void)
     g->prefix = chance(0.3) ? "app:" : "";
     g->password = chance(0.3);
     g->quiet_at = g->faults ? rnd(0, 3000) : 0;
+    g->fencing = chance(0.5);
     g->settled_at = g->faults ? g->quiet_at + 2 * g->lease_max + 2 * (g->io + g->connect) + 100 : 0;
     g->cluster = g->redis7 = g->tagged = false;
     g->servers = g->first_master = g->nodes;
@@ -2842,8 +2852,9 @@ static int schedule(uint64_t seed)
     }
     snprintf(options, sizeof options,
              "watchdog_timeout_ms=%" PRId64 ";io_timeout_ms=%" PRId64 ";node_timeout_ms=%" PRId64
-             ";connect_timeout_ms=%" PRId64 ";retry_jitter_ms=%" PRId64 ";drift_factor=0.01%s%s",
+             ";connect_timeout_ms=%" PRId64 ";retry_jitter_ms=%" PRId64 ";drift_factor=0.01%s%s%s",
              g->watchdog, g->io, g->node_timeout, g->connect, g->jitter,
+             g->fencing ? ";fencing=1" : "",
              *g->prefix ? ";key_prefix=" : "", g->prefix);
     trace("schedule seed=%" PRIu64 ": %d nodes%s, %d clients, %d locks, faults %s until %" PRId64
           ", %s", seed, g->nodes, g->password ? " (AUTH, SELECT 3)" : "", g->clients, g->locks,
@@ -2971,7 +2982,7 @@ static void mutate(const char *m)
         return;
     if (strcmp(m, "notombstone") == 0)
         script_acquire.source = replace(script_acquire.source,
-                                        "if redis.call('hexists', KEYS[3], ARGV[3]) == 1 then",
+                                        "if redis.call('hexists', KEYS[2], ARGV[3]) == 1 then",
                                         "if false then");
     else if (strcmp(m, "noupto") == 0)
         script_release.source =
@@ -2987,7 +2998,7 @@ static void mutate(const char *m)
     else if (strcmp(m, "multinotombstone") == 0) /* a late multi-lock runs after its undo */
         script_multi_acquire.source =
             replace(script_multi_acquire.source,
-                    "if redis.call('hexists', KEYS[2 * m + i], ARGV[3]) == 1 then", "if false then");
+                    "if redis.call('hexists', KEYS[m + i], ARGV[3]) == 1 then", "if false then");
     else if (strcmp(m, "multinoexclusion") == 0) /* a multi-lock takes names others hold */
         script_multi_acquire.source =
             replace(script_multi_acquire.source,
@@ -3066,8 +3077,8 @@ static void selftest_cluster(void)
     st_send(m1, pttl, 2);
     snprintf(want, sizeof want, "-MOVED %u 10.0.1.1:6379\r\n", slot);
     st_expect(m1, want, "a key of another master's slot: MOVED");
-    const char *acq[] = {"EVAL", script_acquire.source, "3", "lk0", "redisson_lock_token:{lk0}",
-                         "redlockc_attempts:{lk0}", "500", "u1:7", "u1:1", ""};
+    const char *acq[] = {"EVAL", script_acquire.source, "3", "lk0", "redlockc_attempts:{lk0}",
+                         "redisson_lock_token:{lk0}", "500", "u1:7", "u1:1", ""};
     st_send(m0, acq, 10);
     st_expect(m0, "*4\r\n:1\r\n:1700000000000000\r\n:-2\r\n:0\r\n", "acquire on the owner");
     CL.mig = CL.importing = true;
@@ -3102,8 +3113,8 @@ static void selftest_cluster(void)
     target_owns();
     source_gives_up();
     all_know();
-    const char *acq2[] = {"EVAL", script_acquire.source, "3", "lk0", "redisson_lock_token:{lk0}",
-                          "redlockc_attempts:{lk0}", "500", "u2:7", "u2:1", ""};
+    const char *acq2[] = {"EVAL", script_acquire.source, "3", "lk0", "redlockc_attempts:{lk0}",
+                          "redisson_lock_token:{lk0}", "500", "u2:7", "u2:1", ""};
     st_send(m1, acq2, 10);
     st_expect(m1, "*3\r\n:0\r\n:500\r\n$4\r\nu1:7\r\n",
               "the slot moved: the hold is on the new owner (busy for another attempt)");
@@ -3125,8 +3136,8 @@ static int selftest(void)
     int a = pipe_new(0, 0), sub = pipe_new(1, 1);
     S.pipes[a].state = S.pipes[sub].state = P_OPEN;
     const char *acq_sha = script_acquire.sha, *rel_sha = script_release.sha;
-    const char *k_acq[] = {"EVALSHA", acq_sha, "3", "lk0", "redisson_lock_token:{lk0}",
-                           "redlockc_attempts:{lk0}", "500", "u1:7", "u1:1", ""};
+    const char *k_acq[] = {"EVALSHA", acq_sha, "3", "lk0", "redlockc_attempts:{lk0}",
+                           "redisson_lock_token:{lk0}", "500", "u1:7", "u1:1", ""};
     st_send(a, k_acq, 10);
     st_expect(a, "-NOSCRIPT No matching script. Please use EVAL.\r\n", "EVALSHA before any EVAL is NOSCRIPT");
     k_acq[0] = "EVAL";
@@ -3140,8 +3151,8 @@ static int selftest(void)
     st_send(sub, sub_cmd, 2);
     st_expect(sub, "*3\r\n$9\r\nsubscribe\r\n$28\r\nredisson_lock__channel:{lk0}\r\n:1\r\n",
               "SUBSCRIBE replies subscribe, channel, count");
-    const char *k_acq2[] = {"EVALSHA", acq_sha, "3", "lk0", "redisson_lock_token:{lk0}",
-                            "redlockc_attempts:{lk0}", "500", "u2:7", "u2:1", ""};
+    const char *k_acq2[] = {"EVALSHA", acq_sha, "3", "lk0", "redlockc_attempts:{lk0}",
+                            "redisson_lock_token:{lk0}", "500", "u2:7", "u2:1", ""};
     S.now = 100;
     st_send(a, k_acq2, 10);
     st_expect(a, "*3\r\n:0\r\n:400\r\n$4\r\nu1:7\r\n", "EVALSHA acquire by another owner: busy, pttl, holder");
@@ -3159,8 +3170,8 @@ static int selftest(void)
     st_send(a, k_acq2, 10);
     st_expect(a, "*4\r\n:1\r\n:1700000000000001\r\n:-2\r\n:0\r\n", "the next owner gets the next token");
     S.now = 700;
-    const char *k_acq3[] = {"EVALSHA", acq_sha, "3", "lk0", "redisson_lock_token:{lk0}",
-                            "redlockc_attempts:{lk0}", "500", "u3:7", "u3:1", ""};
+    const char *k_acq3[] = {"EVALSHA", acq_sha, "3", "lk0", "redlockc_attempts:{lk0}",
+                            "redisson_lock_token:{lk0}", "500", "u3:7", "u3:1", ""};
     st_send(a, k_acq3, 10);
     st_expect(a, "*4\r\n:1\r\n:1700000000000002\r\n:-2\r\n:0\r\n",
               "after the lease on simulated time the key expired");
@@ -3181,20 +3192,20 @@ static int selftest(void)
     st_send(sub, ping, 1);
     st_expect(sub, "+PONG\r\n", "PING");
     /* the multi-lock's script: all names or none, one attempt id for all */
-    const char *m_acq[] = {"EVAL", script_multi_acquire.source, "6", "lk1", "lk2",
-                           "redisson_lock_token:{lk1}", "redisson_lock_token:{lk2}",
+    /* (without fencing: no token counters named, ARGV[4] empty) */
+    const char *m_acq[] = {"EVAL", script_multi_acquire.source, "4", "lk1", "lk2",
                            "redlockc_attempts:{lk1}", "redlockc_attempts:{lk2}", "500", "u4:7",
-                           "u4:1"};
-    st_send(a, m_acq, 12);
+                           "u4:1", ""};
+    st_send(a, m_acq, 11);
     st_expect(a, "*3\r\n:1\r\n:0\r\n:0\r\n", "multi-lock of two free names: granted");
     const char *m_busy[] = {"EVAL", script_multi_acquire.source, "6", "lk1", "lk0",
-                            "redisson_lock_token:{lk1}", "redisson_lock_token:{lk0}",
-                            "redlockc_attempts:{lk1}", "redlockc_attempts:{lk0}", "500", "u4:7",
-                            "u4:2"};
-    st_send(a, m_busy, 12);
+                            "redlockc_attempts:{lk1}", "redlockc_attempts:{lk0}",
+                            "redisson_lock_token:{lk1}", "redisson_lock_token:{lk0}", "500", "u4:7",
+                            "u4:2", "1"};
+    st_send(a, m_busy, 13);
     st_expect(a, "*3\r\n:0\r\n:500\r\n:2\r\n",
               "multi-lock with another owner's name: busy, its pttl and index");
-    st_send(a, m_acq, 12);
+    st_send(a, m_acq, 11);
     st_expect(a, "*2\r\n:-1\r\n:0\r\n", "multi-lock of an attempt already there: nothing");
     const char *m_rel[] = {"EVAL", script_release.source, "3", "lk2", "redisson_lock__channel:{lk2}",
                            "redlockc_attempts:{lk2}", "500", "u4:7", "u4:1", "1"};

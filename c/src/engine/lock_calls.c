@@ -17,13 +17,22 @@ struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64
                              uint64_t outer_level, bool fencing)
 {
     char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX];
-    const char *argv[8] = {n->key, n->token_key, n->attempts_key, lease, field, id, in, "1"};
-    size_t lens[8] = {n->key_len, n->token_key_len, n->attempts_key_len,
-                      cmd_i64(lease, lease_ms), field_len,
-                      (size_t)lock_attempt_id(uuid, attempt, id, sizeof id),
-                      outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0,
-                      fencing ? 1 : 0};
-    return cmd_evalsha(&script_acquire, 3, 5, argv, lens);
+    /* KEYS: lock, attempts, and the token counter only with fencing (a key
+     * named is a key that counts in a migrating slot, used or not) */
+    const char *keys[3] = {n->key, n->attempts_key, n->token_key};
+    size_t key_lens[3] = {n->key_len, n->attempts_key_len, n->token_key_len};
+    int nkeys = fencing ? 3 : 2;
+    const char *argv[7];
+    size_t lens[7];
+    for (int i = 0; i < nkeys; i++)
+        argv[i] = keys[i], lens[i] = key_lens[i];
+    const char *args[4] = {lease, field, id, in};
+    size_t arg_lens[4] = {
+        cmd_i64(lease, lease_ms), field_len, (size_t)lock_attempt_id(uuid, attempt, id, sizeof id),
+        outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0};
+    for (int i = 0; i < 4; i++)
+        argv[nkeys + i] = args[i], lens[nkeys + i] = arg_lens[i];
+    return cmd_evalsha(&script_acquire, nkeys, 4, argv, lens);
 }
 
 struct rlc_cmd *call_undo(const struct lock_names *n, const char *uuid, uint64_t attempt,
@@ -171,9 +180,9 @@ struct rlc_cmd *call_multi_acquire(int m, const struct lock_names *names, const 
                                    int64_t lease_ms, const char *field, size_t field_len,
                                    uint64_t attempt, const uint64_t *outer, bool fencing)
 {
-    /* KEYS: m locks, m token counters, m attempts; ARGV: lease, field, id,
-     * fencing, and with outer, m nested-in levels */
-    int nargv = 4 + (outer ? m : 0);
+    /* KEYS: m locks, m attempts, with fencing m token counters; ARGV:
+     * lease, field, id, fencing, and with outer, m nested-in levels */
+    int nargv = 4 + (outer ? m : 0), nkeys = (fencing ? 3 : 2) * m;
     const char **argv = malloc(sizeof *argv * (size_t)(3 * m + nargv));
     size_t *lens = malloc(sizeof *lens * (size_t)(3 * m + nargv));
     char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)(m + 1));
@@ -182,12 +191,11 @@ struct rlc_cmd *call_multi_acquire(int m, const struct lock_names *names, const 
         char lease[24];
         for (int j = 0; j < m; j++) {
             argv[j] = names[j].key, lens[j] = names[j].key_len;
-            argv[m + j] = names[j].token_key, lens[m + j] = names[j].token_key_len;
-            argv[2 * m + j] = names[j].attempts_key;
-            lens[2 * m + j] = names[j].attempts_key_len;
+            argv[m + j] = names[j].attempts_key, lens[m + j] = names[j].attempts_key_len;
+            argv[2 * m + j] = names[j].token_key, lens[2 * m + j] = names[j].token_key_len;
         }
-        const char **av = argv + 3 * m;
-        size_t *al = lens + 3 * m;
+        const char **av = argv + nkeys;
+        size_t *al = lens + nkeys;
         av[0] = lease, al[0] = cmd_i64(lease, lease_ms);
         av[1] = field, al[1] = field_len;
         av[2] = ids[m], al[2] = (size_t)lock_attempt_id(uuid, attempt, ids[m], LOCK_ATTEMPT_ID_MAX);
@@ -198,7 +206,7 @@ struct rlc_cmd *call_multi_acquire(int m, const struct lock_names *names, const 
                                                            LOCK_ATTEMPT_ID_MAX)
                                  : 0;
         }
-        cmd = cmd_evalsha(&script_multi_acquire, 3 * m, nargv, argv, lens);
+        cmd = cmd_evalsha(&script_multi_acquire, nkeys, nargv, argv, lens);
     }
     free(argv);
     free(lens);

@@ -103,9 +103,11 @@
  * life. If it is not on a quorum, the outer hold was lost (it expired, and
  * this acquire made a new one): the caller must not count it as nested.
  *
- * Fencing tokens are taken only when ARGV[5] is "1" (the client's option
- * fencing=1); otherwise the token counter is never touched, so a released
- * lock leaves no key behind, and the reply's token is 0. The token counter
+ * Fencing tokens are taken only when the call names the token counter as
+ * KEYS[3] (the client's option fencing=1); otherwise no key but the lock's
+ * and its attempts hash is touched, so a released lock leaves no key
+ * behind, and the reply's token is 0. (A key named but unused would still
+ * count in a migrating slot: TRYAGAIN until it moved.) The token counter
  * only moves when a new hold begins (NEXT_TOKEN), so while an owner holds
  * the lock the counter's value is that owner's token. The INCR comes first:
  * a token key that is not an integer fails the script before it has
@@ -115,38 +117,38 @@ struct script script_acquire = {
     "acquire",
     LEVEL_OF
     NEXT_TOKEN
-    "if redis.call('hexists', KEYS[3], ARGV[3]) == 1 then\n"
+    "if redis.call('hexists', KEYS[2], ARGV[3]) == 1 then\n"
     "  return {-1, 0}\n"
     "end\n"
     "local n, token, before, inner = 1, 0, -2, 0\n"
-    "local fenced = ARGV[5] == '1'\n"
+    "local fenced = KEYS[3] ~= nil\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
     "  if fenced then\n"
-    "    local t = next_token(KEYS[2])\n"
+    "    local t = next_token(KEYS[3])\n"
     "    if type(t) == 'table' and t.err then\n"
-    "      return redis.error_reply('ERR token key ' .. KEYS[2] .. ' is unusable (' ..\n"
+    "      return redis.error_reply('ERR token key ' .. KEYS[3] .. ' is unusable (' ..\n"
     "        t.err .. '); nothing was written')\n"
     "    end\n"
     "    token = t\n"
     "  end\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('hset', KEYS[3], 'e', ARGV[3], ARGV[3], '-2|' .. ARGV[3] .. '|' .. ARGV[2])\n"
+    "  redis.call('hset', KEYS[2], 'e', ARGV[3], ARGV[3], '-2|' .. ARGV[3] .. '|' .. ARGV[2])\n"
     "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  before = redis.call('pttl', KEYS[1])\n"
     "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  if fenced then\n"
-    "    local v = redis.call('get', KEYS[2])\n"
-    "    if v then token = tonumber(v) or 0 else token = next_token(KEYS[2]) end\n"
+    "    local v = redis.call('get', KEYS[3])\n"
+    "    if v then token = tonumber(v) or 0 else token = next_token(KEYS[3]) end\n"
     "  end\n"
-    "  if ARGV[4] ~= '' and level_of(KEYS[3], ARGV[4]) then inner = 1 end\n"
-    "  local epoch = redis.call('hget', KEYS[3], 'e') or ''\n"
-    "  redis.call('hset', KEYS[3], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
+    "  if ARGV[4] ~= '' and level_of(KEYS[2], ARGV[4]) then inner = 1 end\n"
+    "  local epoch = redis.call('hget', KEYS[2], 'e') or ''\n"
+    "  redis.call('hset', KEYS[2], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
     "else\n"
     "  return {0, redis.call('pttl', KEYS[1]), redis.call('hkeys', KEYS[1])[1] or ''}\n"
     "end\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "if redis.call('pttl', KEYS[3]) < tonumber(ARGV[1]) then\n"
-    "  redis.call('pexpire', KEYS[3], ARGV[1])\n"
+    "if redis.call('pttl', KEYS[2]) < tonumber(ARGV[1]) then\n"
+    "  redis.call('pexpire', KEYS[2], ARGV[1])\n"
     "end\n"
     "return {n, token, before, inner}\n",
     "", NULL};
@@ -346,32 +348,32 @@ struct script script_multi_acquire = {
     "multi_acquire",
     LEVEL_OF
     NEXT_TOKEN
-    "local m = #KEYS / 3\n"
+    "local fenced = ARGV[4] == '1'\n"
+    "local m = #KEYS / (fenced and 3 or 2)\n"
     "for i = 1, m do\n"
-    "  if redis.call('hexists', KEYS[2 * m + i], ARGV[3]) == 1 then return {-1, 0} end\n"
+    "  if redis.call('hexists', KEYS[m + i], ARGV[3]) == 1 then return {-1, 0} end\n"
     "end\n"
     "for i = 1, m do\n"
     "  if redis.call('exists', KEYS[i]) == 1 and redis.call('hexists', KEYS[i], ARGV[2]) == 0 then\n"
     "    return {0, redis.call('pttl', KEYS[i]), i}\n"
     "  end\n"
     "end\n"
-    "local fenced = ARGV[4] == '1'\n"
     "for i = 1, fenced and m or 0 do\n"
-    "  local t = redis.pcall('get', KEYS[m + i])\n"
+    "  local t = redis.pcall('get', KEYS[2 * m + i])\n"
     "  if type(t) == 'table' or (t and not tonumber(t)) then\n"
-    "    return redis.error_reply('ERR token key ' .. KEYS[m + i] .. ' is unusable; nothing was written')\n"
+    "    return redis.error_reply('ERR token key ' .. KEYS[2 * m + i] .. ' is unusable; nothing was written')\n"
     "  end\n"
     "end\n"
     "local gone = 0\n"
     "for i = 1, m do\n"
     "  local outer = ARGV[4 + i]\n"
     "  if gone == 0 and outer and outer ~= '' and (redis.call('exists', KEYS[i]) == 0 or\n"
-    "      not level_of(KEYS[2 * m + i], outer)) then\n"
+    "      not level_of(KEYS[m + i], outer)) then\n"
     "    gone = i\n"
     "  end\n"
     "end\n"
     "for i = 1, m do\n"
-    "  local key, tok, att = KEYS[i], KEYS[m + i], KEYS[2 * m + i]\n"
+    "  local key, tok, att = KEYS[i], KEYS[2 * m + i], KEYS[m + i]\n"
     "  local before\n"
     "  if redis.call('exists', key) == 0 then\n"
     "    if fenced then next_token(tok) end\n"

@@ -14,9 +14,9 @@ struct script {
     const struct script *sharded; /* its SPUBLISH twin (script_make_sharded), or NULL */
 };
 
-/* KEYS: lock, token counter, attempts. ARGV: lease ms, owner field, attempt
- * id, the id of one level of the hold it nests in ("" for a new hold), "1"
- * to take a fencing token (else the counter is not touched: token 0).
+/* KEYS: lock, attempts, and with fencing the token counter (without it no
+ * token is taken: token 0). ARGV: lease ms, owner field, attempt id, the id
+ * of one level of the hold it nests in ("" for a new hold).
  * -> {count, token, pttl before, inner} when held (count >= 1; pttl before
  *    is -2 for a new hold; inner 1 if the named level is in this life),
  *    {0, pttl, holder field} when busy, {-1, 0} when the attempt was undone
@@ -40,9 +40,9 @@ extern struct script script_verify;
 /* KEYS: lock, channel. -> 1 deleted (and published), 0 nothing there. */
 extern struct script script_force_release;
 
-/* A multi-lock's try. KEYS: m locks, m token counters, m attempts. ARGV:
- * lease ms, owner field, attempt id, "1" with fencing on (the counters are
- * raised; else not touched), then per name the id of a level of the
+/* A multi-lock's try. KEYS: m locks, m attempts, with fencing m token
+ * counters. ARGV: lease ms, owner field, attempt id, "1" with fencing (the
+ * counters are raised; else not named), then per name the id of a level of the
  * hold it nests in ("" or absent: a new hold). -> {1, 0, gone} every name
  * granted (gone: 0, or the first name whose nested-in level is not in this
  * life), {0, pttl, i} name i (1-based) busy, {-1, 0} the attempt was undone
