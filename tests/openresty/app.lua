@@ -30,8 +30,10 @@ local REDIS_PORT = tonumber(os.getenv("REDIS_PORT"))
 
 function _M.init_worker()
   local err, code
+  -- fencing = 1: /selftest reads fencing tokens.
   client, err, code = redlockc.client("redis://127.0.0.1:" .. REDIS_PORT,
-                                      { io_timeout_ms = 1000, connect_timeout_ms = 1000 })
+                                      { io_timeout_ms = 1000, connect_timeout_ms = 1000,
+                                        fencing = 1 })
   if not client then
     ngx.log(ngx.ERR, "redlockc.client: ", err, " (", code, ")")
   end
@@ -213,7 +215,7 @@ function _M.selftest()
 
   -- Metrics and fenced writes: the blocking module's (a client of its own,
   -- so that the counts are this test's).
-  local mc = assert(redlockc.blocking.client(uri))
+  local mc = assert(redlockc.blocking.client(uri, { fencing = 1 }))
   local m0 = assert(mc:metrics())
   check("metrics start at 0", "^0 0 nil$", m0.acquires, m0.busy)
   local ml = assert(mc:lock(name .. ":metrics", 5))

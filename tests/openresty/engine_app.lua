@@ -47,12 +47,14 @@ local main, fast, red, sen, clu
 
 function _M.init_worker()
   local uri = "redis://127.0.0.1:" .. PORTS[1]
-  main = assert(redlockc.client(uri, { io_timeout_ms = 1000, connect_timeout_ms = 1000 }))
+  -- fencing = 1 where a handler reads fencing tokens (selftest, redlock).
+  main = assert(redlockc.client(uri, { io_timeout_ms = 1000, connect_timeout_ms = 1000,
+                                       fencing = 1 }))
   fast = assert(redlockc.client(uri, { watchdog_timeout_ms = 1500 }))
   if PORTS[2] and PORTS[3] then
     red = assert(redlockc.client({ uri, "redis://127.0.0.1:" .. PORTS[2],
                                    "redis://127.0.0.1:" .. PORTS[3] },
-                                 { node_timeout_ms = 200, io_timeout_ms = 300 }))
+                                 { node_timeout_ms = 200, io_timeout_ms = 300, fencing = 1 }))
   end
 
   local sentinel_uri = os.getenv("SENTINEL_URI")

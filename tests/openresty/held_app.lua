@@ -90,7 +90,7 @@ end
 
 function _M.fixed()
   local name = arg("lock", "or:h:fixed")
-  local c = assert(redlockc.client(URI))
+  local c = assert(redlockc.client(URI, { fencing = 1 })) -- look() reads the token
   local first = assert(c:lock(name, 1))
   local ok, err, code = first:acquire{ wait_ms = 0, lease_ms = 600 }
   if not ok then
@@ -116,7 +116,7 @@ end
 
 function _M.blocked()
   local name = arg("lock", "or:h:blocked")
-  local c = assert(redlockc.client(URI, { watchdog_timeout_ms = 600 }))
+  local c = assert(redlockc.client(URI, { watchdog_timeout_ms = 600, fencing = 1 }))
   local bc = assert(redlockc.blocking.client(URI))
   local mine = assert(c:lock(name, 1))
   local theirs = assert(bc:lock(name, 7))

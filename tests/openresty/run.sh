@@ -34,6 +34,10 @@
 #     healthy hold over many renewals stays above a third of the lease; a
 #     grant that came while the worker was blocked past io_timeout_ms is a
 #     grant.
+#   - the fencing option (tests/openresty/fencing_app.lua, a redis-server of
+#     its own): by default fencing_token() says E_INVAL naming the option and
+#     released locks leave no key; with fencing = 1 a token per hold and one
+#     counter key per name (resty.redlockc and resty.redlockc.blocking).
 #   The /incr, /wait and /ping checks above use resty.redlockc too; the
 #   family stays on resty.redlockc.blocking.
 # RLC_OPENRESTY_ONLY=held runs the "held means held" checks alone (with the
@@ -106,6 +110,7 @@ trap "exit 143" TERM # so that the EXIT trap runs on these too
 redis_start REDIS || { echo "FAIL - redis-server did not start"; exit 1; }
 redis_start REDIS2 || { echo "FAIL - redis-server did not start"; exit 1; }
 redis_start REDIS3 || { echo "FAIL - redis-server did not start"; exit 1; }
+redis_start FENCE || { echo "FAIL - redis-server did not start"; exit 1; }
 if [ "${RLC_OPENRESTY_ONLY:-}" = held ]; then # neither is used there
   SEN_URI= SEN_M_PORT= SEN_R_PORT= CL_URI=
 else
@@ -166,6 +171,27 @@ held_checks() {
   echo "    ${sampled#* renewals>=5=* }"
   expect_eq "a grant that came while the worker was blocked 3 x io_timeout_ms is a grant" \
     "pause=+OK acquire=true" "$(curl -s --max-time 20 "$URL/h/grant?lock=or:h:grant")"
+}
+
+# The fencing option, on the FENCE server (nothing else uses it): what each
+# module's fencing_token() says, and the keys left after the releases.
+fencing_checks() {
+  echo "--- the fencing option (a redis-server of its own)"
+  local module q
+  for module in engine blocking; do
+    q="$URL/fencing?port=$FENCE_PORT&module=$module"
+    redis-cli -p "$FENCE_PORT" flushall >/dev/null
+    expect_eq "$module, default options: fencing_token() says E_INVAL, naming the option" \
+      "orders: E_INVAL option named=true, accounts: E_INVAL option named=true, jobs:7: E_INVAL option named=true" \
+      "$(curl -s --max-time 20 "$q")"
+    expect_eq "$module, default options: no key left after the releases" "" \
+      "$(redis-cli -p "$FENCE_PORT" keys '*' | xargs)"
+    expect_eq "$module, fencing = 1: a token per hold" \
+      "orders: token, accounts: token, jobs:7: token" "$(curl -s --max-time 20 "$q&fencing=1")"
+    expect_eq "$module, fencing = 1: one counter key per name stays" \
+      "redisson_lock_token:{accounts} redisson_lock_token:{jobs:7} redisson_lock_token:{orders}" \
+      "$(redis-cli -p "$FENCE_PORT" keys '*' | LC_ALL=C sort | xargs)"
+  done
 }
 
 # The main nginx's log once it has stopped: no errors, no crash.
@@ -377,6 +403,7 @@ expect_eq "a node that refuses loss push is said once in the error log (ACL with
   "logged=1 later=1 release=true" "$(curl -s --max-time 20 "$URL/e/refused")"
 
 held_checks
+fencing_checks
 
 echo "--- connections killed by the server"
 redis-cli -p "$REDIS_PORT" hset or:e:kill "external-holder:1" 1 >/dev/null

@@ -3,14 +3,17 @@
 -- tests' CA).
 --   /tls/try?nodes=&options=&lock=   a client of its own for this request:
 --       acquire (wait 2 s), a second owner's try (busy), release, close.
---       Says "ok token=<n> second=busy" or "<step> failed: <err> (<code>)".
+--       Says "ok token=<n> second=busy" or "<step> failed: <err> (<code>)";
+--       the client has fencing=1 (after the options given), for the token.
 local redlockc = require "resty.redlockc"
 
 local _M = {}
 
 function _M.try()
   local args = ngx.req.get_uri_args()
-  local c, err, code = redlockc.client(args.nodes, args.options)
+  local options = (args.options and args.options ~= "" and args.options .. ";" or "") ..
+                  "fencing=1"
+  local c, err, code = redlockc.client(args.nodes, options)
   if not c then
     ngx.say("client failed: ", err, " (", redlockc.errname(code), ")")
     return

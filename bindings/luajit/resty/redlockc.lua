@@ -867,13 +867,18 @@ function Lock:validity()
 end
 
 -- lock:fencing_token() -> number (exact below 2^53), of the last acquire
--- through this object, while the hold is valid now. E_NOT_OWNER when not
--- held; E_LOST when this object's levels are still out but the hold was
--- lost or its validity ran out (the token may no longer be the newest).
--- No I/O.
+-- through this object, while the hold is valid now. Needs the client option
+-- fencing = 1: E_INVAL without it (no hold takes a token; the engine's
+-- grants say 0). E_NOT_OWNER when not held; E_LOST when this object's
+-- levels are still out but the hold was lost or its validity ran out (the
+-- token may no longer be the newest). No I/O.
 function Lock:fencing_token()
   local c = usable(self)
   if not c then return closed() end
+  if not c.fencing then
+    return nil, format("lock '%s' has no fencing token: fencing is off (open the client " ..
+                       "with the option fencing=1)", self.name), E_INVAL
+  end
   if self.token and validity_now(c, self) > 0 then return tonumber(self.token) end
   if is_lost(c, self) or self.levels > 0 then return nil, "lost", E_LOST end
   return nil, "not held", E_NOT_OWNER
@@ -1177,6 +1182,7 @@ function _M.client(nodes, opts)
     wake = semaphore.new(0), wake_posted = false, pump_running = false, pump_deadline = -1,
     need_open = false, closing = false, last_now = now_ms(),
     connect_timeout_ms = option_number(options, "connect_timeout_ms", 1000),
+    fencing = option_number(options, "fencing", 0) ~= 0,
     send_timeout_ms = max(option_number(options, "io_timeout_ms", 1000), 10000),
     shutdown_ms = shutdown_ms,
   }, Client)

@@ -386,8 +386,9 @@ function Lock:ttl() return i64_query(self, lib.rlc_lock_ttl_ms) end
 -- lost). No I/O.
 function Lock:validity() return i64_query(self, lib.rlc_lock_validity_ms) end
 
--- lock:fencing_token() -> number (exact below 2^53). E_NOT_OWNER when not
--- held, E_LOST when lost. No I/O.
+-- lock:fencing_token() -> number (exact below 2^53), with the client option
+-- fencing = 1 (E_INVAL without it: no hold takes a token). E_NOT_OWNER when
+-- not held, E_LOST when lost. No I/O.
 function Lock:fencing_token()
   local h = lock_self(self)
   if not h then return closed() end
