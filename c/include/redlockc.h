@@ -634,7 +634,7 @@ typedef struct rlc_engine_event {
     uint64_t owner;
     const char *name;    /* the lock's name as given (no key_prefix) */
     size_t name_len;
-    uint64_t token;      /* acquire RLC_OK: the hold's fencing token */
+    uint64_t token;      /* acquire RLC_OK: the hold's fencing token (fencing=1; else 0) */
     int64_t validity_ms; /* acquire/extend RLC_OK: how long the hold is certainly held,
                             counted from the now_ms of the call that ended it */
     int64_t count;       /* the owner's hold count after this */

@@ -186,7 +186,9 @@ static int acquire(struct run *r, int *sig)
     }
 }
 
-/* The environment of CMD: ours, plus the lock's name and fencing token. */
+/* The environment of CMD: ours, plus the lock's name and, when the hold has
+ * one (fencing=1), its fencing token. An inherited REDLOCKC_FENCING_TOKEN is
+ * never passed on: it would be another hold's. */
 static char **child_env(const char *name, uint64_t token)
 {
     size_t n = 0;
@@ -202,7 +204,8 @@ static char **child_env(const char *name, uint64_t token)
             env[k++] = environ[i];
     if (asprintf(&env[k], "REDLOCKC_LOCK=%s", name) < 0)
         env[k] = NULL;
-    if (!env[k] || asprintf(&env[k + 1], "REDLOCKC_FENCING_TOKEN=%" PRIu64, token) < 0) {
+    if (!env[k] ||
+        (token && asprintf(&env[k + 1], "REDLOCKC_FENCING_TOKEN=%" PRIu64, token) < 0)) {
         free(env[k]);
         free(env);
         return NULL;
@@ -306,9 +309,12 @@ static int finish(struct run *r)
 static int start_cmd(struct run *r, const sigset_t *orig_mask)
 {
     uint64_t token = 0;
-    rlc_lock_fencing_token(r->l, &token);
-    if (r->a->verbose)
+    if (rlc_lock_fencing_token(r->l, &token) != RLC_OK)
+        token = 0; /* fencing is off (or a multi-name lock): no token to give */
+    if (r->a->verbose && token)
         cli_err("acquired lock '%s' (fencing token %" PRIu64 ")", r->a->name, token);
+    else if (r->a->verbose)
+        cli_err("acquired lock '%s'", r->a->name);
     if (r->a->lease_ms > 0) {
         int64_t valid = 0;
         rlc_lock_validity_ms(r->l, &valid);
