@@ -204,8 +204,8 @@ class RedlockcTest < Minitest::Test
   # waiter gets it, and the first Lock says lost from then on.
   def test_a_fixed_lease_that_runs_out_is_lost
     name = unique("ranout")
-    l = lock(client, name)
-    waiter = lock(client, name)
+    l = lock(client(fencing: true), name)
+    waiter = lock(client(fencing: true), name)
     notices = Queue.new
     l.on_lost { |lk, err| notices << [lk, err] }
     assert l.try_lock(lease: 0.7), "the free lock is taken for 0.7 s"
@@ -333,3 +333,4 @@ class RedlockcTest < Minitest::Test
   end
 end
 require_relative "test_family" # the lock family
+require_relative "test_fencing" # the fencing option

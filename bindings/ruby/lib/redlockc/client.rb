@@ -8,9 +8,10 @@ module Redlockc
   #   client.lock("orders").synchronize { ... }
   class Client
     # nodes: "redis://[user:pass@]host:port[/db]" or a comma-separated list.
-    # options: the names of redlockc.h (watchdog_timeout_ms:, io_timeout_ms:, ...).
+    # options: the names of redlockc.h (watchdog_timeout_ms:, io_timeout_ms:, ...);
+    # true/false for the 0/1 ones (fencing: true, loss_push: false).
     def initialize(nodes = "redis://127.0.0.1:6379", **options)
-      opts = options.map { |k, v| "#{k}=#{v}" }.join(";")
+      opts = options.map { |k, v| "#{k}=#{Client.option_text(v)}" }.join(";")
       out = Native.out8
       Native.call(:rlc_client_new, out, nodes, opts.empty? ? nil : opts)
       @box = [Native.pointer(out)]
@@ -23,6 +24,15 @@ module Redlockc
       @log_cv = ConditionVariable.new
       ObjectSpace.define_finalizer(self, self.class.finalizer(@box))
       keep_logs
+    end
+
+    # An option's value as the C option string writes it: true/false as 1/0.
+    def self.option_text(value)
+      case value
+      when true then 1
+      when false then 0
+      else value
+      end
     end
 
     # Frees the C client when the Client is collected without #close.

@@ -133,8 +133,10 @@ module Redlockc
     # watchdog_timeout_ms (it is renewed every third). No I/O.
     def validity = out_query(:rlc_lock_validity_ms) { |p| Native.int64(p) / 1000.0 }
 
-    # The fencing token of the current hold. NotOwnerError when not held,
-    # LockLostError once its validity has run out. No I/O.
+    # The fencing token of the current hold, with the client option
+    # fencing: true (InvalidArgumentError without it: no hold takes a token).
+    # NotOwnerError when not held, LockLostError once its validity has run
+    # out. No I/O.
     def fencing_token = out_query(:rlc_lock_fencing_token) { |p| Native.uint64(p) }
 
     # lease seconds: a fixed lease from now; nil: back to the watchdog.
