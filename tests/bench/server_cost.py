@@ -14,7 +14,8 @@ command), the server time per acquire+release cycle of:
   redisson    Redisson's RLock lock and unlock scripts, replayed by a stock
               client (redis-py) in their shape (../shared/REDISSON.md), the
               unlock latch included as current Redisson sends it
-  redlockc    this library (the Python binding, default options)
+  redlockc    this library (the Python binding, default options: no fencing)
+  fenced      this library with fencing=1 (a token per new hold: its counter)
 
 for three cycles: fresh (a new name each cycle), nested (one more level on a
 name the owner holds, and its release) and contended (a try on a name another
@@ -160,16 +161,17 @@ class Redisson:
 class Library:
     direct = ()
 
-    def __init__(self, port):
-        self.client = redlockc.Client(f"redis://127.0.0.1:{port}")
+    def __init__(self, port, prefix="lc", **options):
+        self.client = redlockc.Client(f"redis://127.0.0.1:{port}", **options)
+        self.prefix = prefix
 
     def fresh(self, i):
-        lock = self.client.lock(f"lc:{i}")
+        lock = self.client.lock(f"{self.prefix}:{i}")
         assert lock.acquire(timeout=0)
         lock.release()
 
     def nested(self, i):
-        lock = self.client.lock("lc:outer")
+        lock = self.client.lock(f"{self.prefix}:outer")
         assert lock.acquire(timeout=0)
         lock.release()
 
@@ -196,6 +198,8 @@ def main():
     proc, port, work, r = start_server(a.server)
     try:
         sn, rs, lib = SetNx(r), Redisson(r), Library(port)
+        fenced = Library(port, "lf", fencing=1)
+        libs = (("set-nx-px", sn), ("redisson", rs), ("redlockc", lib), ("fenced", fenced))
         other = redlockc.Client(f"redis://127.0.0.1:{port}")
         # The contended names: held by another owner for the whole run.
         assert r.set("sn:busy", "other", px=600000)
@@ -206,34 +210,36 @@ def main():
         assert rs.lock("rs:outer") is None
         outer = lib.client.lock("lc:outer")
         assert outer.acquire(timeout=0)
-        for who in (sn, rs, lib):  # scripts loaded, connections made
+        outer_f = fenced.client.lock("lf:outer")
+        assert outer_f.acquire(timeout=0)
+        for who in (sn, rs, lib, fenced):  # scripts loaded, connections made
             who.fresh(10**9)
         rows = []
         for kind in ("fresh", "nested", "contended"):
             got = {}
-            for label, who in (("set-nx-px", sn), ("redisson", rs), ("redlockc", lib)):
+            for label, who in libs:
                 run = getattr(who, kind, None)
                 got[label] = measure(r, who, run, a.cycles) if run else None
             rows.append((kind, got))
         outer.release()
+        outer_f.release()
         busy.release()
-        left = {
-            "set-nx-px": keys_left(r, sn.fresh, a.names),
-            "redisson": keys_left(r, rs.fresh, a.names),
-            "redlockc": keys_left(r, lib.fresh, a.names),
-        }
+        left = {label: keys_left(r, who.fresh, a.names) for label, who in libs}
         info = r.info("server")
         print(f"server: {a.server} {info.get('redis_version')} ({info.get('server_name', 'redis')}), "
               f"{a.cycles} cycles each, one client")
-        print(f"{'cycle':<10} {'set-nx-px us':>13} {'redisson us':>12} {'redlockc us':>12} {'x redisson':>11}")
+        print(f"{'cycle':<10} {'set-nx-px us':>13} {'redisson us':>12} {'redlockc us':>12} "
+              f"{'x redisson':>11} {'fenced us':>10} {'x redisson':>11}")
         for kind, got in rows:
             cell = lambda v: f"{v:.2f}" if v is not None else "-"
-            ratio = got["redlockc"] / got["redisson"] if got["redisson"] else float("nan")
+            ratio = lambda k: got[k] / got["redisson"] if got["redisson"] else float("nan")
             print(f"{kind:<10} {cell(got['set-nx-px']):>13} {cell(got['redisson']):>12} "
-                  f"{cell(got['redlockc']):>12} {ratio:>10.2f}x")
+                  f"{cell(got['redlockc']):>12} {ratio('redlockc'):>10.2f}x "
+                  f"{cell(got['fenced']):>10} {ratio('fenced'):>10.2f}x")
         print(f"keys left after {a.names} distinct names acquired and released: "
               + ", ".join(f"{k} {v}" for k, v in left.items()))
         lib.client.close()
+        fenced.client.close()
         other.close()
     finally:
         proc.terminate()
