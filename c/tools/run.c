@@ -215,12 +215,12 @@ static char **child_env(const char *name, uint64_t token)
 
 static void free_env(char **env)
 {
-    size_t n = 0;
-    while (env[n])
-        n++;
-    /* the last two are ours; the rest belong to environ */
-    free(env[n - 1]);
-    free(env[n - 2]);
+    /* ours are the REDLOCKC_ ones (child_env left out the inherited ones);
+     * the rest belong to environ */
+    for (size_t i = 0; env[i]; i++)
+        if (strncmp(env[i], "REDLOCKC_LOCK=", 14) == 0 ||
+            strncmp(env[i], "REDLOCKC_FENCING_TOKEN=", 23) == 0)
+            free(env[i]);
     free(env);
 }
 
