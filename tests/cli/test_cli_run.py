@@ -35,16 +35,30 @@ def test_cmd_killed_by_a_signal_gives_128_plus_n(cli, redis, name, sig):
 def test_cmd_runs_holding_the_lock_and_gets_name_and_fencing_token(cli, redis, name):
     probe = (f"redis-cli -p {redis.port} exists {name}; redis-cli -p {redis.port} pttl {name};"
              ' echo "$REDLOCKC_LOCK $REDLOCKC_FENCING_TOKEN"')
-    first = run(cli, redis.uri, name, "--", "sh", "-c", probe)
+    first = run(cli, redis.uri, "--options", "fencing=1", name, "--", "sh", "-c", probe)
     expect_status(first, 0, "probe CMD")
     exists, pttl, env = first.stdout.strip().split("\n")
     assert exists == "1", f"while CMD runs the key exists: expected 1, seen {exists}"
     assert 0 < int(pttl) <= 30000, f"watchdog lease PTTL: expected (0, 30000], seen {pttl}"
     lock, token = env.split()
     assert lock == name, f"REDLOCKC_LOCK: expected {name}, seen {lock}"
-    second = run(cli, redis.uri, name, "--", "sh", "-c", 'echo "$REDLOCKC_FENCING_TOKEN"')
+    second = run(cli, redis.uri, "--options", "fencing=1", name, "--", "sh", "-c",
+                 'echo "$REDLOCKC_FENCING_TOKEN"')
     assert int(second.stdout) == int(token) + 1, (
         f"the next holder's fencing token: expected {int(token) + 1}, seen {second.stdout!r}")
+    assert redis.cli("EXISTS", name, f"redisson_lock_token:{{{name}}}") == "1", \
+        "with fencing=1 the counter is the one key left of the lock"
+
+
+def test_without_fencing_cmd_gets_no_token_and_no_key_is_left(cli, make_redis, name):
+    redis = make_redis()
+    r = run(cli, redis.uri, name, "--", "sh", "-c", 'echo "${REDLOCKC_FENCING_TOKEN-unset}"')
+    expect_status(r, 0, "CMD without fencing")
+    assert r.stdout.strip() == "unset", f"REDLOCKC_FENCING_TOKEN without fencing: {r.stdout!r}"
+    r = run(cli, redis.uri, name, "--", "sh", "-c", 'echo "${REDLOCKC_FENCING_TOKEN-unset}"',
+            env={**os.environ, "REDLOCKC_FENCING_TOKEN": "42"})
+    assert r.stdout.strip() == "unset", "an inherited token (another hold's) is not passed on"
+    assert redis.cli("DBSIZE") == "0", f"keys left: {redis.cli('KEYS', '*')}"
 
 
 def test_busy_lock_with_wait_0_exits_75_and_cmd_does_not_run(cli, redis, name, tmp_path):
