@@ -95,6 +95,15 @@ function C.hget(n, k, f)
   if v == nil then return false end
   return v
 end
+function C.hmget(n, k, ...)
+  local h, out = n:hash(k), {}
+  for i, f in ipairs({ ... }) do
+    local v = h and h.h[f]
+    if v == nil then v = false end
+    out[i] = v
+  end
+  return out
+end
 function C.hset(n, k, ...)
   local a = { ... }
   if #a == 0 or #a % 2 ~= 0 then fail("ERR wrong number of arguments for 'hset' command") end

@@ -2982,7 +2982,7 @@ static void mutate(const char *m)
         return;
     if (strcmp(m, "notombstone") == 0)
         script_acquire.source = replace(script_acquire.source,
-                                        "if redis.call('hexists', KEYS[2], ARGV[3]) == 1 then",
+                                        "if att_ttl ~= -2 and redis.call('hexists', KEYS[2], ARGV[3]) == 1 then",
                                         "if false then");
     else if (strcmp(m, "noupto") == 0)
         script_release.source =
@@ -2993,8 +2993,7 @@ static void mutate(const char *m)
                     "(mine and redis.pcall('hexists', KEYS[i], ARGV[i]) == 1) and 1 or 0", "0");
     else if (strcmp(m, "noexclusion") == 0)
         script_acquire.source = replace(script_acquire.source,
-                                        "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then",
-                                        "elseif true then");
+                                        "if #holders > 0 and not ours then", "if false then");
     else if (strcmp(m, "multinotombstone") == 0) /* a late multi-lock runs after its undo */
         script_multi_acquire.source =
             replace(script_multi_acquire.source,

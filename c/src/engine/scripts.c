@@ -73,17 +73,16 @@
     "  return tonumber(v)\n"                                                     \
     "end\n"
 
-/* Frees the lock's hash when the owner's last level goes (Redis deletes a
- * hash with its last field: no DEL needed); the attempts hash keeps its
- * tombstones but forgets the epoch. */
-#define FREE_FIELD                                                               \
-    "local function free_field(key, att, field)\n"                               \
-    "  redis.call('hdel', key, field)\n"                                         \
-    "  if redis.call('hlen', key) == 0 then\n"                                   \
-    "    redis.call('hdel', att, 'e')\n"                                         \
-    "    return true\n"                                                          \
-    "  end\n"                                                                    \
-    "  return false\n"                                                           \
+/* Frees the lock when the owner's last level goes: DEL, since the hash
+ * holds that owner's field alone (every script here, and Redisson's, adds an
+ * owner's field only to a hash that does not exist or already has it); the
+ * attempts hash keeps its tombstones but forgets the epoch, and loses
+ * `record` too when one is given (one HDEL for both). */
+#define FREE_LOCK                                                                \
+    "local function free_lock(key, att, record)\n"                               \
+    "  redis.call('del', key)\n"                                                 \
+    "  if record then redis.call('hdel', att, record, 'e')\n"                    \
+    "  else redis.call('hdel', att, 'e') end\n"                                  \
     "end\n"
 
 /*
@@ -112,17 +111,33 @@
  * the lock the counter's value is that owner's token. The INCR comes first:
  * a token key that is not an integer fails the script before it has
  * written anything.
+ *
+ * One HKEYS tells the three cases apart (free, the owner's, another's): a
+ * refused try costs it and a PTTL, and reads no attempt record, since it
+ * writes nothing (a late, undone attempt that finds the lock busy is a
+ * no-op either way). An RLock's hash has one field, so HKEYS is O(1).
+ * The attempts hash's PTTL, read once: -2 says it does not exist, so there
+ * is no tombstone to look for (a new name's hold runs 6 calls), and this
+ * script's own writes leave that TTL as it was, so the value read serves
+ * the "never shorten it" test at the end.
  */
 struct script script_acquire = {
     "acquire",
     LEVEL_OF
     NEXT_TOKEN
-    "if redis.call('hexists', KEYS[2], ARGV[3]) == 1 then\n"
+    "local holders = redis.call('hkeys', KEYS[1])\n"
+    "local ours = false\n"
+    "for i = 1, #holders do ours = ours or holders[i] == ARGV[2] end\n"
+    "if #holders > 0 and not ours then\n"
+    "  return {0, redis.call('pttl', KEYS[1]), holders[1]}\n"
+    "end\n"
+    "local att_ttl = redis.call('pttl', KEYS[2])\n"
+    "if att_ttl ~= -2 and redis.call('hexists', KEYS[2], ARGV[3]) == 1 then\n"
     "  return {-1, 0}\n"
     "end\n"
     "local n, token, before, inner = 1, 0, -2, 0\n"
     "local fenced = KEYS[3] ~= nil\n"
-    "if redis.call('exists', KEYS[1]) == 0 then\n"
+    "if #holders == 0 then\n"
     "  if fenced then\n"
     "    local t = next_token(KEYS[3])\n"
     "    if type(t) == 'table' and t.err then\n"
@@ -133,7 +148,7 @@ struct script script_acquire = {
     "  end\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
     "  redis.call('hset', KEYS[2], 'e', ARGV[3], ARGV[3], '-2|' .. ARGV[3] .. '|' .. ARGV[2])\n"
-    "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
+    "else\n"
     "  before = redis.call('pttl', KEYS[1])\n"
     "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  if fenced then\n"
@@ -143,11 +158,9 @@ struct script script_acquire = {
     "  if ARGV[4] ~= '' and level_of(KEYS[2], ARGV[4]) then inner = 1 end\n"
     "  local epoch = redis.call('hget', KEYS[2], 'e') or ''\n"
     "  redis.call('hset', KEYS[2], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
-    "else\n"
-    "  return {0, redis.call('pttl', KEYS[1]), redis.call('hkeys', KEYS[1])[1] or ''}\n"
     "end\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "if redis.call('pttl', KEYS[2]) < tonumber(ARGV[1]) then\n"
+    "if att_ttl < tonumber(ARGV[1]) then\n"
     "  redis.call('pexpire', KEYS[2], ARGV[1])\n"
     "end\n"
     "return {n, token, before, inner}\n",
@@ -164,21 +177,35 @@ struct script script_acquire = {
  * further attempt id in ARGV[5..] (the other levels of a lost hold, given
  * up without their own releases).
  * A refused PUBLISH (an ACL without channel rights) does not undo a release
- * that happened: the reply says so (-2) and the caller reports success. */
+ * that happened: the reply says so (-2) and the caller reports success.
+ * The epoch and the level's record come in one read (HMGET, or for the
+ * client's last level the HGETALL that finds its late levels too: the
+ * tombstones written below are never levels, so reading before them is
+ * the same); when the lock goes, the record leaves with the epoch in one
+ * HDEL (a last release runs 5 calls: HGET, HGETALL, DEL, HDEL, PUBLISH). */
 struct script script_release = {
     "release",
-    LEVEL_OF FREE_FIELD
+    LEVEL_OF FREE_LOCK
     "local count = redis.call('hget', KEYS[1], ARGV[2])\n"
     "local held = count ~= false\n"
-    "local e = redis.call('hget', KEYS[3], 'e') or ''\n"
-    "local rec = redis.call('hget', KEYS[3], ARGV[3])\n"
-    "local mine = false\n"
+    "local all, e, rec = nil, '', false\n"
+    "if ARGV[4] ~= '' then\n"
+    "  all = redis.call('hgetall', KEYS[3])\n"
+    "  for i = 1, #all, 2 do\n"
+    "    if all[i] == 'e' then e = all[i + 1] elseif all[i] == ARGV[3] then rec = all[i + 1] end\n"
+    "  end\n"
+    "else\n"
+    "  local got = redis.call('hmget', KEYS[3], 'e', ARGV[3])\n"
+    "  e, rec = got[1] or '', got[2]\n"
+    "end\n"
+    "local mine, drop = false, nil\n"
     "if rec then\n"
     "  local before, epoch = parse(rec)\n"
     "  mine = before ~= nil and epoch == e\n"
-    "  if rec ~= 'u' then redis.call('hdel', KEYS[3], ARGV[3]) end\n"
+    "  if rec ~= 'u' then drop = ARGV[3] end\n"
     "else\n"
-    "  mine = held and redis.call('exists', KEYS[3]) == 0\n"
+    "  if all then mine = held and #all == 0\n"
+    "  else mine = held and redis.call('exists', KEYS[3]) == 0 end\n"
     "  redis.call('hset', KEYS[3], ARGV[3], 'u')\n"
     "  local keep = tonumber(ARGV[1]) + 60000\n"
     "  if redis.call('pttl', KEYS[3]) < keep then redis.call('pexpire', KEYS[3], keep) end\n"
@@ -188,17 +215,15 @@ struct script script_release = {
     "    redis.call('hset', KEYS[3], ARGV[i], 'u')\n"
     "  end\n"
     "end\n"
-    "if not held then return -1 end\n"
     "local n = tonumber(count) or 0\n"
     "local took = 0\n"
-    "if mine then n, took = n - 1, 1 end\n"
-    "if ARGV[4] ~= '' then\n"
+    "if held and mine then n, took = n - 1, 1 end\n"
+    "if held and all then\n"
     "  local prefix = string.match(ARGV[3], '^(.*:)')\n"
     "  local upto = tonumber(ARGV[4], 16)\n"
-    "  local all = redis.call('hgetall', KEYS[3])\n"
     "  for i = 1, #all, 2 do\n"
     "    local id = all[i]\n"
-    "    if prefix and string.sub(id, 1, #prefix) == prefix then\n"
+    "    if id ~= ARGV[3] and prefix and string.sub(id, 1, #prefix) == prefix then\n"
     "      local seq = tonumber(string.sub(id, #prefix + 1), 16)\n"
     "      local _, epoch, field = parse(all[i + 1])\n"
     "      if seq and upto and seq <= upto and epoch == e and field == ARGV[2] then\n"
@@ -208,20 +233,20 @@ struct script script_release = {
     "    end\n"
     "  end\n"
     "end\n"
-    "if took == 0 then return -1 end\n"
-    "if n > 0 then\n"
-    "  redis.call('hset', KEYS[1], ARGV[2], n)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  if redis.call('pttl', KEYS[3]) < tonumber(ARGV[1]) then\n"
-    "    redis.call('pexpire', KEYS[3], ARGV[1])\n"
-    "  end\n"
-    "  return n\n"
-    "end\n"
-    "if free_field(KEYS[1], KEYS[3], ARGV[2]) then\n"
+    "if took > 0 and n <= 0 then\n"
+    "  free_lock(KEYS[1], KEYS[3], drop)\n"
     "  local p = redis.pcall('publish', KEYS[2], 0)\n"
     "  if type(p) == 'table' and p.err then return -2 end\n"
+    "  return 0\n"
     "end\n"
-    "return 0\n",
+    "if drop then redis.call('hdel', KEYS[3], drop) end\n"
+    "if took == 0 then return -1 end\n"
+    "redis.call('hset', KEYS[1], ARGV[2], n)\n"
+    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "if redis.call('pttl', KEYS[3]) < tonumber(ARGV[1]) then\n"
+    "  redis.call('pexpire', KEYS[3], ARGV[1])\n"
+    "end\n"
+    "return n\n",
     "", NULL};
 
 /* Takes back what attempt ARGV[1] took, if it ran; if it has not run yet, a
@@ -233,7 +258,7 @@ struct script script_release = {
  * holder's own release will not announce. */
 struct script script_undo = {
     "undo",
-    LEVEL_OF FREE_FIELD
+    LEVEL_OF FREE_LOCK
     "local rec = redis.call('hget', KEYS[2], ARGV[1])\n"
     "if not rec then\n"
     "  redis.call('hset', KEYS[2], ARGV[1], 'u')\n"
@@ -253,7 +278,7 @@ struct script script_undo = {
     "  end\n"
     "  return 1\n"
     "end\n"
-    "free_field(KEYS[1], KEYS[2], ARGV[2])\n"
+    "free_lock(KEYS[1], KEYS[2])\n"
     "return 1\n",
     "", NULL};
 
