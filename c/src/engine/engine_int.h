@@ -334,6 +334,7 @@ struct eng_op {
     struct eng_op **places;  /* places[i] in members[i]'s queue (i >= 1) */
     int n_members;
     bool busy_later;       /* this round: a name after the first was busy */
+    bool later_msg;        /* this round: a later name's unlock message came */
     int outer_gone;        /* this round: a name (1-based) whose nested-in level is gone */
     /* a member op: the multi-lock op it keeps a place for */
     struct eng_op *multi;

@@ -23,8 +23,11 @@
  * verified and lost on its own, as any hold.
  *
  * It sleeps among its first name's waiters (that name's unlock message
- * wakes it); a later name found busy is looked at again when its holder's
- * lease ends, at the latest after the safety poll.
+ * wakes it, in its turn), and each member op watches its own name's
+ * channel: an unlock message there wakes the multi-lock too, without
+ * taking that name's waiter's turn (sub_wake_one). A later name found busy
+ * is also looked at again when its holder's lease ends, at the latest
+ * after the safety poll (a message lost with a connection).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +56,7 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
     op->phase = P_ROUND;
-    op->busy_later = false;
+    op->busy_later = op->later_msg = false;
     op->attempt = eng_new_attempt(e);
     guard_lease(e, op->lease);
     round_begin(e, op, now);
@@ -175,6 +178,15 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
     int64_t retry_ms = split ? quorum_jitter_ms(eng_random(e), e->opts.retry_jitter_ms)
                        : op->busy_later ? quorum_retry_ms(sleep_ms)
                                         : -1;
+    if (op->later_msg)
+        retry_ms = 0; /* a later name was freed while this round ran */
+    for (int i = 1; i < op->n_members; i++) { /* watch every later name too */
+        struct eng_op *m = op->places[i];
+        if (m->waiting)
+            m->woken = false;
+        else
+            sub_join(e, m);
+    }
     if (acquire_sleep(e, op, retry_ms, sleep_ms, now))
         try_round(e, op, now);
 }
@@ -362,7 +374,23 @@ static void multi_abort(rlc_engine *e, struct eng_op *op, int status, const char
     end(e, op, status, why, now);
 }
 
-/* A member op sends nothing and waits for nothing: only its start counts. */
+/* An unlock message of a later name: the multi-lock tries again if it
+ * sleeps (and is then not woken again by its first name's messages until
+ * it sleeps again: acquire_sleep). The member keeps watching. */
+static void member_wake(rlc_engine *e, struct eng_op *m, int64_t now)
+{
+    struct eng_op *op = m->multi;
+    m->woken = false;
+    if (op->phase == P_WAIT && !op->woken) {
+        op->woken = true;
+        multi_wake(e, op, now);
+    } else if (op->phase == P_ROUND) {
+        op->later_msg = true;
+    }
+}
+
+/* A member op sends nothing: only its start and its name's unlock messages
+ * count. */
 static void member_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r,
                          int status, const char *msg, int64_t now)
 {
@@ -382,7 +410,7 @@ static void member_abort(rlc_engine *e, struct eng_op *op, int status, const cha
 
 const struct op_class op_multi_class = {multi_start, multi_reply, multi_timer, multi_wake,
                                         multi_abort};
-const struct op_class op_member_class = {member_start, member_reply, member_timer, member_timer,
+const struct op_class op_member_class = {member_start, member_reply, member_timer, member_wake,
                                          member_abort};
 
 int multi_new(rlc_engine *e, struct eng_lock *const *locks, int n, uint64_t owner,

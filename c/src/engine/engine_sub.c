@@ -117,16 +117,23 @@ void sub_leave(rlc_engine *e, struct eng_op *op)
     }
 }
 
+/* One unlock message wakes one waiter, in turn, and every multi-lock that
+ * watches this name as a later one of its names (a member op): those only
+ * look, so the message still reaches the waiter whose turn it is. */
 void sub_wake_one(rlc_engine *e, struct eng_lock *l, int64_t now)
 {
-    for (struct eng_op *op = l->wait_head; op; op = op->wnext) {
-        if (!op->woken) {
+    bool woke = false;
+    struct eng_op *op = l->wait_head;
+    while (op) {
+        struct eng_op *next = op->wnext; /* a wake may end an op of another queue */
+        if (!op->woken && (op->kind == OP_MEMBER || !woke)) {
+            woke = woke || op->kind != OP_MEMBER;
             op->woken = true;
             op->cls->wake(e, op, now);
-            return;
         }
+        op = next;
     }
-    if (l->waiters)
+    if (!woke && l->waiters)
         l->missed_wake = true;
 }
 
