@@ -10,6 +10,7 @@ table of the last token per resource, for any statement::
     import psycopg2, redlockc
     from redlockc import fencing
 
+    client = redlockc.Client(nodes, fencing=True)  # holds take fencing tokens
     with client.lock("orders") as lock:
         token = lock.fencing_token
         with psycopg2.connect(dsn) as conn:       # one transaction
