@@ -2982,8 +2982,8 @@ static void mutate(const char *m)
         return;
     if (strcmp(m, "notombstone") == 0)
         script_acquire.source = replace(script_acquire.source,
-                                        "if att_ttl ~= -2 and redis.call('hexists', KEYS[2], ARGV[3]) == 1 then",
-                                        "if false then");
+                                        "  if got[1] then return {-1, 0} end",
+                                        "  if false then return {-1, 0} end");
     else if (strcmp(m, "noupto") == 0)
         script_release.source =
             replace(script_release.source, "if seq and upto and seq <= upto", "if seq");

@@ -25,10 +25,9 @@
 #include "scripts.h"
 #include "sha1.h"
 
-/* Shared head of the scripts that take a level back. parse: a record's
- * pttl before, epoch and owner field (nil for a tombstone). level_of: the
- * pttl before of attempt `id` if it ran in the lock's current life, else nil. */
-#define LEVEL_OF                                                                 \
+/* parse: a record's pttl before, epoch and owner field (nil for a
+ * tombstone). */
+#define PARSE                                                                    \
     "local function parse(rec)\n"                                               \
     "  local a = string.find(rec, '|', 1, true)\n"                              \
     "  if not a then return nil end\n"                                          \
@@ -36,7 +35,12 @@
     "  if not b then return nil end\n"                                          \
     "  return tonumber(string.sub(rec, 1, a - 1)) or -2,\n"                     \
     "    string.sub(rec, a + 1, b - 1), string.sub(rec, b + 1)\n"               \
-    "end\n"                                                                     \
+    "end\n"
+
+/* Shared head of the scripts that take a level back. level_of: the pttl
+ * before of attempt `id` if it ran in the lock's current life, else nil. */
+#define LEVEL_OF                                                                 \
+    PARSE                                                                        \
     "local function level_of(att, id)\n"                                        \
     "  local rec = redis.call('hget', att, id)\n"                               \
     "  if not rec then return nil end\n"                                        \
@@ -119,11 +123,13 @@
  * The attempts hash's PTTL, read once: -2 says it does not exist, so there
  * is no tombstone to look for (a new name's hold runs 6 calls), and this
  * script's own writes leave that TTL as it was, so the value read serves
- * the "never shorten it" test at the end.
+ * the "never shorten it" test at the end. Where it exists, one HMGET reads
+ * the attempt's own field (a tombstone, or its record: it ran already),
+ * the epoch and the nested-in level's record.
  */
 struct script script_acquire = {
     "acquire",
-    LEVEL_OF
+    PARSE
     NEXT_TOKEN
     "local holders = redis.call('hkeys', KEYS[1])\n"
     "local ours = false\n"
@@ -132,8 +138,11 @@ struct script script_acquire = {
     "  return {0, redis.call('pttl', KEYS[1]), holders[1]}\n"
     "end\n"
     "local att_ttl = redis.call('pttl', KEYS[2])\n"
-    "if att_ttl ~= -2 and redis.call('hexists', KEYS[2], ARGV[3]) == 1 then\n"
-    "  return {-1, 0}\n"
+    "local epoch, outer = '', false\n"
+    "if att_ttl ~= -2 then\n"
+    "  local got = redis.call('hmget', KEYS[2], ARGV[3], 'e', ARGV[4])\n"
+    "  if got[1] then return {-1, 0} end\n"
+    "  epoch, outer = got[2] or '', got[3]\n"
     "end\n"
     "local n, token, before, inner = 1, 0, -2, 0\n"
     "local fenced = KEYS[3] ~= nil\n"
@@ -155,8 +164,10 @@ struct script script_acquire = {
     "    local v = redis.call('get', KEYS[3])\n"
     "    if v then token = tonumber(v) or 0 else token = next_token(KEYS[3]) end\n"
     "  end\n"
-    "  if ARGV[4] ~= '' and level_of(KEYS[2], ARGV[4]) then inner = 1 end\n"
-    "  local epoch = redis.call('hget', KEYS[2], 'e') or ''\n"
+    "  if outer then\n"
+    "    local b, at = parse(outer)\n"
+    "    if b and at == epoch then inner = 1 end\n"
+    "  end\n"
     "  redis.call('hset', KEYS[2], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
     "end\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
