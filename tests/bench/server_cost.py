@@ -136,8 +136,8 @@ class Redisson:
         self.lock_s, self.unlock_s = r.register_script(REDISSON_LOCK), r.register_script(REDISSON_UNLOCK)
         self.owner = f"{uuid.uuid4()}:1"
 
-    def lock(self, name, owner=None):
-        return self.lock_s(keys=[name], args=[30000, owner or self.owner])
+    def lock(self, name, owner=None, lease=30000):
+        return self.lock_s(keys=[name], args=[lease, owner or self.owner])
 
     def unlock(self, name):
         latch = f"redisson_unlock_latch:{{{name}}}:{uuid.uuid4().hex}"
@@ -203,7 +203,7 @@ def main():
         other = redlockc.Client(f"redis://127.0.0.1:{port}")
         # The contended names: held by another owner for the whole run.
         assert r.set("sn:busy", "other", px=600000)
-        assert rs.lock("rs:busy", "someone-else:9") is None
+        assert rs.lock("rs:busy", "someone-else:9", lease=600000) is None  # the whole run
         busy = other.lock("lc:busy")
         assert busy.acquire(timeout=0, lease=600)
         # The nested names: one outer level held by the owner.

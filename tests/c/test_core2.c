@@ -538,7 +538,7 @@ static long long inner_calls(const struct redis_server *s)
 
 /* Server time is the ceiling with many threads on one node: an uncontended
  * acquire + release runs the 11 calls it needs inside its two scripts (6 to
- * take a new hold: HKEYS, PTTL, HSET, HSET, PEXPIRE, PEXPIRE; 5 to give up
+ * take a new hold: EXISTS, PTTL, HSET, HSET, PEXPIRE, PEXPIRE; 5 to give up
  * the last level: HGET, HGETALL, DEL, HDEL, PUBLISH), against Redisson's 9
  * (unlock latch included); with fencing=1 the counter's INCR makes 12.
  * Before the scripts were trimmed it ran 23, then 17. */

@@ -35,14 +35,14 @@ static const char *args_of(const struct rlc_cmd *c, const struct script *s)
 TEST(acquire_call_names_keys_and_attempts_in_the_scripts_order)
 {
     scripts_init();
-    struct rlc_cmd *c = call_acquire(&NAMES, "U", 30000, "U:7", 3, 0x1f, 0, true);
+    struct rlc_cmd *c = call_acquire(&NAMES, "U", 30000, "U:7", 3, 0x1f, 0, true, false);
     CHECK(c && strncmp(text(c), "*10\r\n$7\r\nEVALSHA\r\n", 18) == 0, "head %.20s", text(c));
     const char *want = "$1\r\n3\r\n$1\r\nk\r\n$21\r\nredlockc_attempts:{k}\r\n"
                        "$23\r\nredisson_lock_token:{k}\r\n$5\r\n30000\r\n$3\r\nU:7\r\n"
                        "$4\r\nU:1f\r\n$0\r\n\r\n";
     CHECK(strcmp(args_of(c, &script_acquire), want) == 0, "args %s", args_of(c, &script_acquire));
     cmd_unref(c);
-    c = call_acquire(&NAMES, "U", 500, "U:7", 3, 2, 1, false);
+    c = call_acquire(&NAMES, "U", 500, "U:7", 3, 2, 1, false, false);
     CHECK(strstr(text(c), "$3\r\nU:2\r\n$3\r\nU:1\r\n") != NULL, "nested names its outer level");
     CHECK(strncmp(text(c), "*9\r\n", 4) == 0 && !strstr(text(c), "redisson_lock_token"),
           "without fencing the counter is not named: %s", text(c));

@@ -2993,7 +2993,7 @@ static void mutate(const char *m)
                     "(mine and redis.pcall('hexists', KEYS[i], ARGV[i]) == 1) and 1 or 0", "0");
     else if (strcmp(m, "noexclusion") == 0)
         script_acquire.source = replace(script_acquire.source,
-                                        "if #holders > 0 and not ours then", "if false then");
+                                        "if there and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then", "if false then");
     else if (strcmp(m, "multinotombstone") == 0) /* a late multi-lock runs after its undo */
         script_multi_acquire.source =
             replace(script_multi_acquire.source,
@@ -3113,8 +3113,8 @@ static void selftest_cluster(void)
     source_gives_up();
     all_know();
     const char *acq2[] = {"EVAL", script_acquire.source, "3", "lk0", "redlockc_attempts:{lk0}",
-                          "redisson_lock_token:{lk0}", "500", "u2:7", "u2:1", ""};
-    st_send(m1, acq2, 10);
+                          "redisson_lock_token:{lk0}", "500", "u2:7", "u2:1", "", "1"};
+    st_send(m1, acq2, 11);
     st_expect(m1, "*3\r\n:0\r\n:500\r\n$4\r\nu1:7\r\n",
               "the slot moved: the hold is on the new owner (busy for another attempt)");
     st_send(m0, pttl, 2);
@@ -3151,9 +3151,9 @@ static int selftest(void)
     st_expect(sub, "*3\r\n$9\r\nsubscribe\r\n$28\r\nredisson_lock__channel:{lk0}\r\n:1\r\n",
               "SUBSCRIBE replies subscribe, channel, count");
     const char *k_acq2[] = {"EVALSHA", acq_sha, "3", "lk0", "redlockc_attempts:{lk0}",
-                            "redisson_lock_token:{lk0}", "500", "u2:7", "u2:1", ""};
+                            "redisson_lock_token:{lk0}", "500", "u2:7", "u2:1", "", "1"};
     S.now = 100;
-    st_send(a, k_acq2, 10);
+    st_send(a, k_acq2, 11);
     st_expect(a, "*3\r\n:0\r\n:400\r\n$4\r\nu1:7\r\n", "EVALSHA acquire by another owner: busy, pttl, holder");
     const char *load[] = {"SCRIPT", "LOAD", script_release.source};
     st_send(a, load, 3);
@@ -3166,7 +3166,7 @@ static int selftest(void)
     st_expect(a, ":0\r\n", "release of the last level: freed");
     st_expect(sub, "*3\r\n$7\r\nmessage\r\n$28\r\nredisson_lock__channel:{lk0}\r\n$1\r\n0\r\n",
               "the release publishes 0 to the subscriber");
-    st_send(a, k_acq2, 10);
+    st_send(a, k_acq2, 11);
     st_expect(a, "*4\r\n:1\r\n:1700000000000001\r\n:-2\r\n:0\r\n", "the next owner gets the next token");
     S.now = 700;
     const char *k_acq3[] = {"EVALSHA", acq_sha, "3", "lk0", "redlockc_attempts:{lk0}",

@@ -36,7 +36,7 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     round_begin(e, op, now);
     struct lock_names names = eng_names(l);
     struct rlc_cmd *cmd = call_acquire(&names, e->uuid, op->lease, h->field, h->field_len,
-                                       op->attempt, op->outer_level, e->opts.fencing);
+                                       op->attempt, op->outer_level, e->opts.fencing, e->n > 1);
     if (!cmd)
         abort();
     round_send(e, op, R_ACQUIRE, &script_acquire, cmd);

@@ -14,7 +14,7 @@ int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size)
 
 struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                              const char *field, size_t field_len, uint64_t attempt,
-                             uint64_t outer_level, bool fencing)
+                             uint64_t outer_level, bool fencing, bool name_holder)
 {
     char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX];
     /* KEYS: lock, attempts, and the token counter only with fencing (a key
@@ -22,17 +22,18 @@ struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64
     const char *keys[3] = {n->key, n->attempts_key, n->token_key};
     size_t key_lens[3] = {n->key_len, n->attempts_key_len, n->token_key_len};
     int nkeys = fencing ? 3 : 2;
-    const char *argv[7];
-    size_t lens[7];
+    const char *argv[8];
+    size_t lens[8];
     for (int i = 0; i < nkeys; i++)
         argv[i] = keys[i], lens[i] = key_lens[i];
-    const char *args[4] = {lease, field, id, in};
-    size_t arg_lens[4] = {
+    const char *args[5] = {lease, field, id, in, "1"};
+    size_t arg_lens[5] = {
         cmd_i64(lease, lease_ms), field_len, (size_t)lock_attempt_id(uuid, attempt, id, sizeof id),
-        outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0};
-    for (int i = 0; i < 4; i++)
+        outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0, 1};
+    int nargs = name_holder ? 5 : 4;
+    for (int i = 0; i < nargs; i++)
         argv[nkeys + i] = args[i], lens[nkeys + i] = arg_lens[i];
-    return cmd_evalsha(&script_acquire, nkeys, 4, argv, lens);
+    return cmd_evalsha(&script_acquire, nkeys, nargs, argv, lens);
 }
 
 struct rlc_cmd *call_undo(const struct lock_names *n, const char *uuid, uint64_t attempt,

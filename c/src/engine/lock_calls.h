@@ -33,10 +33,11 @@ int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size);
 /* One try at the lock for field, under attempt; outer_level: a level of the
  * hold it nests in, or 0 for a new hold; fencing: take a fencing token (the
  * counter key; without it the answer's token is 0 and no key outlives the
- * lock). */
+ * lock); name_holder: a busy answer names the holder (Redlock's split vote
+ * needs it; one node does not). */
 struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                              const char *field, size_t field_len, uint64_t attempt,
-                             uint64_t outer_level, bool fencing);
+                             uint64_t outer_level, bool fencing, bool name_holder);
 
 /* Takes back attempt's level wherever it ran, and stops it where it has not
  * arrived yet, for tomb_ms (lock_undo_tomb_ms). */

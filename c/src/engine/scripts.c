@@ -116,10 +116,12 @@
  * a token key that is not an integer fails the script before it has
  * written anything.
  *
- * One HKEYS tells the three cases apart (free, the owner's, another's): a
- * refused try costs it and a PTTL, and reads no attempt record, since it
- * writes nothing (a late, undone attempt that finds the lock busy is a
- * no-op either way). An RLock's hash has one field, so HKEYS is O(1).
+ * A refused try costs what Redisson's does (EXISTS, HEXISTS, PTTL) and
+ * comes first, before the script defines anything: it reads no attempt
+ * record, since it writes nothing (a late, undone attempt that finds the
+ * lock busy is a no-op either way). It names the holder (HKEYS: an RLock's
+ * hash has one field) only when ARGV[5] asks, over N nodes, where a split
+ * vote is told apart from one holder's quorum by it.
  * The attempts hash's PTTL, read once: -2 says it does not exist, so there
  * is no tombstone to look for (a new name's hold runs 6 calls), and this
  * script's own writes leave that TTL as it was, so the value read serves
@@ -129,14 +131,14 @@
  */
 struct script script_acquire = {
     "acquire",
+    "local there = redis.call('exists', KEYS[1]) == 1\n"
+    "if there and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then\n"
+    "  local pttl = redis.call('pttl', KEYS[1])\n"
+    "  if ARGV[5] then return {0, pttl, redis.call('hkeys', KEYS[1])[1] or ''} end\n"
+    "  return {0, pttl}\n"
+    "end\n"
     PARSE
     NEXT_TOKEN
-    "local holders = redis.call('hkeys', KEYS[1])\n"
-    "local ours = false\n"
-    "for i = 1, #holders do ours = ours or holders[i] == ARGV[2] end\n"
-    "if #holders > 0 and not ours then\n"
-    "  return {0, redis.call('pttl', KEYS[1]), holders[1]}\n"
-    "end\n"
     "local att_ttl = redis.call('pttl', KEYS[2])\n"
     "local epoch, outer = '', false\n"
     "if att_ttl ~= -2 then\n"
@@ -146,7 +148,7 @@ struct script script_acquire = {
     "end\n"
     "local n, token, before, inner = 1, 0, -2, 0\n"
     "local fenced = KEYS[3] ~= nil\n"
-    "if #holders == 0 then\n"
+    "if not there then\n"
     "  if fenced then\n"
     "    local t = next_token(KEYS[3])\n"
     "    if type(t) == 'table' and t.err then\n"

@@ -16,7 +16,8 @@ struct script {
 
 /* KEYS: lock, attempts, and with fencing the token counter (without it no
  * token is taken: token 0). ARGV: lease ms, owner field, attempt id, the id
- * of one level of the hold it nests in ("" for a new hold).
+ * of one level of the hold it nests in ("" for a new hold), and "1" to have
+ * a busy answer name the holder (else {0, pttl}).
  * -> {count, token, pttl before, inner} when held (count >= 1; pttl before
  *    is -2 for a new hold; inner 1 if the named level is in this life),
  *    {0, pttl, holder field} when busy, {-1, 0} when the attempt was undone
