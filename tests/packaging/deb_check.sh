@@ -136,7 +136,7 @@ expect_output "the consumer runs against /usr/lib/$ma/libredlockc.so.1" "acquire
 expect_match "it loaded the system copy" "=> (/usr)?/lib/$ma/libredlockc\.so\.1 " \
   "$(env -u LD_LIBRARY_PATH ldd "$work/app" | grep redlockc)"
 expect_output "/usr/bin/redlockc runs" "^token=[1-9][0-9]*$" \
-  /usr/bin/redlockc --nodes "$REDIS_URI" cli-deb -- sh -c 'echo "token=$REDLOCKC_FENCING_TOKEN"'
+  /usr/bin/redlockc --nodes "$REDIS_URI" --options fencing=1 cli-deb -- sh -c 'echo "token=$REDLOCKC_FENCING_TOKEN"'
 
 echo "--- dpkg --purge"
 if dpkg_retry --purge "${PACKAGES[@]}"; then

@@ -121,7 +121,7 @@ expect_eq "its lock is gone from Redis" "0" "$(redis_cli exists consumer-dlopen)
 echo "--- the installed CLI (RUNPATH \$ORIGIN/../lib: no LD_LIBRARY_PATH)"
 expect_match "redlockc --version" "^redlockc [0-9.]+ \(libredlockc [0-9.]+\)$" \
   "$("$prefix/bin/redlockc" --version 2>&1)"
-out=$("$prefix/bin/redlockc" --nodes "$REDIS_URI" cli-installed -- sh -c 'echo "token=$REDLOCKC_FENCING_TOKEN"; exit 3' 2>&1)
+out=$("$prefix/bin/redlockc" --nodes "$REDIS_URI" --options fencing=1 cli-installed -- sh -c 'echo "token=$REDLOCKC_FENCING_TOKEN"; exit 3' 2>&1)
 rc=$?
 # The first token of a name is the node's clock in microseconds (a counter
 # that survives a restart without persistence), so any positive one.
