@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os/exec"
 	"reflect"
 	"sort"
@@ -24,42 +23,11 @@ var fencingNames = []string{"orders", "accounts", "jobs:7"}
 // by its pid at the test's end.
 func freshServer(t *testing.T) int {
 	t.Helper()
-	for attempt := 0; attempt < 5; attempt++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", t.TempDir())
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("redis-server: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		for i := 0; i < 200; i++ { // 10 s
-			select {
-			case <-exited: // lost the port race: the next one
-				i = 200
-				continue
-			default:
-			}
-			if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
-				c.Close()
-				t.Cleanup(func() {
-					_ = cmd.Process.Kill()
-					<-exited
-				})
-				return port
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	t.Fatal("no redis-server started")
-	return 0
+	dir := t.TempDir()
+	return ownServer(t, func(port int) []string {
+		return []string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir}
+	})
 }
 
 // serverKeys is KEYS * of the server on port, sorted.

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,45 +23,14 @@ func tlsServer(t *testing.T) (string, string) {
 	if out, err := exec.Command("bash", "../../tests/tls/make_certs.sh", certs).CombinedOutput(); err != nil {
 		t.Fatalf("make_certs.sh: %v\n%s", err, out)
 	}
-	for attempt := 0; attempt < 5; attempt++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		cmd := exec.Command("redis-server", "--port", "0", "--tls-port", fmt.Sprint(port),
+	port := ownServer(t, func(port int) []string {
+		return []string{"--port", "0", "--tls-port", fmt.Sprint(port),
 			"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", certs,
 			"--tls-cert-file", filepath.Join(certs, "server.crt"),
 			"--tls-key-file", filepath.Join(certs, "server.key"),
-			"--tls-ca-cert-file", filepath.Join(certs, "ca.crt"), "--tls-auth-clients", "yes")
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("redis-server: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		for i := 0; i < 200; i++ { // 10 s
-			select {
-			case <-exited: // lost the port race: the next one
-				i = 200
-				continue
-			default:
-			}
-			if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
-				c.Close()
-				t.Cleanup(func() {
-					_ = cmd.Process.Kill()
-					<-exited
-				})
-				return fmt.Sprintf("rediss://127.0.0.1:%d", port), certs
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	t.Fatal("no TLS redis-server started")
-	return "", ""
+			"--tls-ca-cert-file", filepath.Join(certs, "ca.crt"), "--tls-auth-clients", "yes"}
+	})
+	return fmt.Sprintf("rediss://127.0.0.1:%d", port), certs
 }
 
 // A rediss:// node is spoken to through crypto/tls, configured by the tls_*
