@@ -292,9 +292,18 @@ TEST(lease_extremes_are_watchdog_or_inval)
     ROW(rlc_lock_extend(l, 2), RLC_E_INVAL, "shorter than the clock drift allowance");
     ROW(rlc_lock_extend(l, INT64_MIN), RLC_OK, NULL); /* back to the watchdog */
     CHECK(rs_int(&s, "PTTL t") <= 20000, "extend(<=0) set the watchdog lease");
-    ROW(rlc_lock_extend(l, 5), RLC_OK, NULL); /* the shortest legal lease */
+    /* The shortest legal lease. It leaves about 3 ms of validity, and a round
+     * trip slower than that (a loaded CI machine) makes the extend report the
+     * lock lost, by design: both answers are right, nothing else is. */
+    int rc5 = rlc_lock_extend(l, 5);
+    CHECK(rc5 == RLC_OK || (rc5 == RLC_E_LOST && strstr(rlc_errmsg(), "ran out")),
+          "extend(5) returned %d (%s), expected ok, or lost because its lease ran out", rc5,
+          rlc_errmsg());
     CHECK(WAIT_UNTIL(rs_int(&s, "EXISTS t") == 0, 2000), "the 5 ms lease ended");
-    ROW(rlc_lock_release(l), RLC_E_LOST, "was lost");
+    if (rc5 == RLC_OK)
+        ROW(rlc_lock_release(l), RLC_E_LOST, "was lost");
+    else
+        CHECK(rlc_lock_release(l) < 0, "releasing a lock already reported lost fails");
 
     /* A larger drift factor raises the floor: 5 <= ceil(5 * 0.5) + 2 + 1. (A
      * lease just above the floor leaves a few ms of validity, which a slow
