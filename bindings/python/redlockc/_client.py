@@ -21,7 +21,7 @@ _TIME_OPTIONS = {
     "retry_jitter": "retry_jitter_ms",
     "sync_timeout": "sync_timeout_ms",
 }
-_OTHER_OPTIONS = ("drift_factor", "pool_size", "sync_replicas", "key_prefix")
+_OTHER_OPTIONS = ("drift_factor", "pool_size", "sync_replicas", "key_prefix", "format")
 # On/off switches: True/False (or 1/0).
 _SWITCH_OPTIONS = ("loss_push", "restart_guard", "fencing")
 # TLS to rediss:// nodes (the blocking Client's is the C library's OpenSSL):
@@ -94,6 +94,13 @@ def _option_text(name, value):
             raise invalid("key_prefix must not contain ';' or NUL characters")
         _units.text(value or "-", "key_prefix")  # UTF-8 check; "" is allowed
         return name, value
+    if name == "format":
+        # "redisson" or "classic": the C library says which names it knows.
+        if not isinstance(value, str):
+            raise TypeError(f"format must be a str, not {type(value).__name__}")
+        if ";" in value or "\0" in value:
+            raise invalid("format must not contain ';' or NUL characters")
+        return name, _units.text(value, "format")
     if name in _TLS_TEXT_OPTIONS or name in _SENTINEL_TEXT_OPTIONS:
         if name in _TLS_TEXT_OPTIONS and name != "tls_server_name":
             value = os.fspath(value) if isinstance(value, os.PathLike) else value
@@ -189,6 +196,11 @@ class Client(FamilyClientMixin):
       a key that stays on the server after the lock is released (one per lock
       name: it keeps the tokens growing). False (default): no token, and a
       released lock leaves no key
+    - ``format``: the layout of locks on the server: ``"redisson"`` (default;
+      Redisson's hash, reentrant, pub/sub wake-up) or ``"classic"`` (one string
+      key holding a random token, set with SET NX PX, as redis-py's ``Lock``,
+      node-redlock, redsync and pottery use it: not reentrant, no fencing
+      tokens, and refused by the lock family)
     - ``sentinel_user``, ``sentinel_password``: AUTH to the sentinels of
       redis-sentinel:// nodes (the URI's password is the data nodes')
     - ``tls_ca_file``, ``tls_ca_dir``, ``tls_cert_file``, ``tls_key_file``,
