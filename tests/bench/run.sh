@@ -54,12 +54,33 @@ else
   echo "run.sh: npm could not install the Node peer (see $out/npm.log): its rows say not run" >&2
 fi
 
-py_args=()
-[[ -f $py_script ]] && py_args=(--py-script "$py_script" --py-path "$build/bindings/python")
+# Python packages /usr/bin/python3 lacks (redis for the drivers, matplotlib for
+# plot.py) go into a venv in the build tree, from PyPI; its site-packages join
+# PYTHONPATH. The peers (tests/bench/peers/build.sh): Redisson, redsync and
+# rueidislock, built from Maven Central and the Go proxy; not with --quick.
+quick=0
+[[ " ${args[*]:-} " == *" --quick "* ]] && quick=1
+py_extra=$(bash "$root/tests/bench/peers/venv.sh" "$build/bench-venv" "$out/pip.log" redis) ||
+  echo "run.sh: pip could not install redis (see $out/pip.log): the Python rows will say why" >&2
+export RLC_BENCH_NODE_DIR=${node_args:+$node_dir}
+if ((quick == 0)); then
+  export RLC_BENCH_PEERS=all
+  source "$root/tests/bench/peers/build.sh" "$build" "$out"
+fi
+py_script=$root/tests/bench/peers/peers.py
+py_args=(--py-script "$py_script" --py-path "$build/bindings/python${py_extra:+:$py_extra}")
 
 "$build/tests/bench/rlc_bench" "${args[@]}" "${node_args[@]}" "${py_args[@]}" \
   --out "$out/rows.jsonl" --log "$out/bench.log"
 /usr/bin/python3 "$root/tests/bench/table.py" "$out/rows.jsonl" | tee "$out/table.txt"
+# The peers' table, plots and results page (docs/bench/), from a full run only.
+if ((quick == 0)) && [[ " ${args[*]:-} " != *" --only "* ]]; then
+  plot_py=$(bash "$root/tests/bench/peers/venv.sh" "$build/bench-venv" "$out/pip.log" matplotlib) ||
+    plot_py=
+  PYTHONPATH=$plot_py /usr/bin/python3 "$root/tests/bench/plot.py" "$out/rows.jsonl" \
+    --out "$root/docs/bench" --args "${args[*]:-}" ||
+    echo "run.sh: plot.py failed (see above; pip: $out/pip.log)" >&2
+fi
 
 # The lock family (tests/bench/family.c): fair and write hand-off beside
 # RLock's, read cycles/s with 16 readers. --quick: 1 repeat x 1 s.

@@ -259,7 +259,47 @@ def build(meta, rows):
     t.line("node, Redlock 5 nodes", "node.redlock5",
            ("(info) p50 vs 1 node", t.ratio("node.redlock5", "p50_us", "node.t1", "p50_us"),
             None))
+    peers(t, cyc)
     return t
+
+
+# The peers of tests/bench/peers (peers.py), beside the library's own rows.
+PEERS = [("redlockc (C)", "c"), ("redlockc (Python)", "py.redlockc"),
+         ("redlockc.asyncio", "aio.redlockc"), ("Redisson RLock", "redisson"),
+         ("redsync", "redsync"), ("rueidislock", "rueidislock"), ("node-redlock", "node"),
+         ("redis-py Lock", "py.redispy"), ("redis-py asyncio Lock", "aio.redispy"),
+         ("floor: SET NX PX + del script", "bare")]
+# Row suffixes by workload: the library's C rows and node-redlock's differ.
+SUFFIX = {"t16": {"node": "w16"}}
+COSTS = [("redlockc (C, Python)", "redlockc"), ("Redisson RLock", "redisson"),
+         ("redsync", "redsync"), ("rueidislock", "rueidislock"),
+         ("node-redlock", "node_redlock"), ("redis-py Lock", "redispy")]
+
+
+def peer_row(prefix, workload):
+    return f"{prefix}.{SUFFIX.get(workload, {}).get(prefix, workload)}"
+
+
+def peers(t, cyc):
+    if not any(n.startswith(("redisson.", "redsync.", "rueidislock.", "cost.")) for n in t.rows):
+        return  # a run without tests/bench/peers (--quick)
+    hand = [("handoff_p50_us", "p50 us"), ("handoff_p99_us", "p99 us"),
+            ("cycles", "hand-offs/s")]
+    for w, title, cols in (
+            ("t1", "1 thread (task, worker), 1 node", cyc),
+            ("t16", "16 threads (goroutines, async workers) on distinct names, 1 node", cyc),
+            ("redlock5", "Redlock over 5 nodes, 1 thread", cyc),
+            ("handoff", "contended hand-off, 8 on one name, 1 ms hold", hand)):
+        t.section(f"8. Peers, same servers, same run: {title}", cols)
+        for label, prefix in PEERS:
+            row = peer_row(prefix, w)
+            if row in t.rows:
+                t.line(label, row)
+    t.section("8. Peers: the server's time per cycle (redis-server CPU over N cycles, 1 client)",
+              [("server_us_per_cycle", "server us/cycle"), ("calls_per_cycle", "commands/cycle")])
+    for label, name in COSTS:
+        if f"cost.{name}" in t.rows:
+            t.line(label, f"cost.{name}")
 
 
 NOTES = """

@@ -15,6 +15,8 @@ when RLC_BENCH_PEERS=all (run.sh sets it, except with --quick):
   redsync.*      redsync v4 over go-redis v9 (Go), tests/bench/peers/go
   rueidislock.*  rueidislock (Go), the same binary: RLC_BENCH_GO_BIN, else
                  RLC_BENCH_GO_WHY
+  bare.*         the same binary without a lock client: SET NX PX, then a
+                 compare-and-delete script (the classic format's floor)
   aio.redlockc.*, aio.redispy.*
                  redlockc.asyncio and redis-py's redis.asyncio Lock (aio.py)
   cost.*         the server's time per cycle of each client (below)
@@ -48,6 +50,7 @@ WORKLOADS = {
     "redisson": ["t1", "t16", "handoff", "redlock5"],
     "redsync": ["t1", "t16", "handoff", "redlock5"],
     "rueidislock": ["t1", "t16", "handoff", "redlock5"],
+    "bare": ["t1", "t16"],
     "aio.redlockc": ["t1", "t16", "handoff"],
     "aio.redispy": ["t1", "t16", "handoff"],
 }
@@ -222,6 +225,14 @@ def main():
             forward(lib, rows, why)
         else:
             forward(lib, [], os.environ.get("RLC_BENCH_GO_WHY", "not built"))
+
+    # The classic format's floor: go-redis, SET NX PX + compare-and-delete.
+    if gobin:
+        rows, why = run([gobin, "--lib", "bare", "--nodes", nodes, "--seconds", secs,
+                         "--workloads", "t1,t16"], min(4 * a.seconds + 30, budget.left()))
+        forward("bare", rows, why)
+    else:
+        forward("bare", [], os.environ.get("RLC_BENCH_GO_WHY", "not built"))
 
     # asyncio: redlockc.asyncio and redis-py's redis.asyncio Lock.
     for impl in ("redlockc", "redispy"):

@@ -9,10 +9,12 @@
 //	                the next holder's acquire returning (the rules of
 //	                tests/bench/handoff.c: a holder holds 1 ms, a releaser
 //	                waits until someone else took the lock)
+//	bare.t1, .t16   the floor: go-redis sending SET NX PX, then a
+//	                compare-and-delete script (no lock client at all)
 //	<lib>.cost      exactly --cycles cycles on one name (peers.py reads the
 //	                server's INFO commandstats around the whole process)
 //
-//	peers --lib redsync|rueidislock --nodes redis://h:p,... --seconds S
+//	peers --lib redsync|rueidislock|bare --nodes redis://h:p,... --seconds S
 //	      [--workloads t1,t16,redlock5,handoff] [--cycles N]
 //
 // One JSON object per line on stdout. It never judges speed.
@@ -110,6 +112,35 @@ func (l *redsyncLocker) close() {
 		c.Close()
 	}
 }
+
+// ---- bare: the floor of the classic format ---------------------------------
+
+// bareLocker is no lock client: one SET NX PX, then one compare-and-delete
+// script, over go-redis. What any single-key lock pays on this machine.
+type bareLocker struct{ c *goredislib.Client }
+
+var compareDel = goredislib.NewScript(
+	`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
+
+func newBare(uris []string) (locker, error) {
+	c := goredislib.NewClient(&goredislib.Options{Addr: hostPort(uris[0]), PoolSize: 16})
+	return &bareLocker{c}, c.Ping(context.Background()).Err()
+}
+
+func (b *bareLocker) acquire(ctx context.Context, name string) (func() error, error) {
+	ok, err := b.c.SetNX(ctx, name, "token", lease).Result()
+	if err == nil && !ok {
+		err = errors.New("busy")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		return compareDel.Run(context.Background(), b.c, []string{name}, "token").Err()
+	}, nil
+}
+
+func (b *bareLocker) close() { b.c.Close() }
 
 // ---- rueidislock ------------------------------------------------------------
 
@@ -352,6 +383,8 @@ func open(lib string, uris []string, contended bool) (locker, error) {
 		return newRedsync(uris, contended)
 	case "rueidislock":
 		return newRueidis(uris)
+	case "bare":
+		return newBare(uris)
 	}
 	return nil, fmt.Errorf("unknown --lib %q", lib)
 }
@@ -389,7 +422,7 @@ func run(lib, w string, nodes []string, seconds float64, n int) {
 }
 
 func main() {
-	lib := flag.String("lib", "redsync", "redsync or rueidislock")
+	lib := flag.String("lib", "redsync", "redsync, rueidislock or bare")
 	nodes := flag.String("nodes", "", "comma-separated redis:// URIs (5)")
 	seconds := flag.Float64("seconds", 3, "per workload")
 	workloads := flag.String("workloads", "t1,t16,redlock5,handoff", "comma-separated")
