@@ -107,6 +107,13 @@ typedef struct rlc_client rlc_client;
  *                          replicas have it (0, off); otherwise it is undone and the
  *                          acquire fails with RLC_E_TIMEOUT, message "not synced: ..."
  *     sync_timeout_ms      how long that WAIT may take (1000)
+ *     fencing              1: each new hold takes a fencing token from a counter
+ *                          key that outlives the lock (0, off: no key is left)
+ *     format               redisson (default): Redisson's RLock hash, reentrant;
+ *                          classic: the string key of redis-py's Lock,
+ *                          node-redlock and redsync (SET NX PX of a random value),
+ *                          not reentrant (a nested acquire is RLC_E_INVAL), no
+ *                          fencing, no lock family (their _new is RLC_E_INVAL)
  *   Unknown, duplicate or out-of-range names are RLC_E_INVAL.
  *
  * Returns RLC_OK and *out, or RLC_E_INVAL / RLC_E_NOMEM. */

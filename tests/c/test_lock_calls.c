@@ -13,7 +13,7 @@
 #include "scripts.h"
 
 static const struct lock_names NAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
-                                        "redisson_lock__channel:{k}", 1, 23, 21, 26};
+                                        "redisson_lock__channel:{k}", 1, 23, 21, 26, false};
 
 /* The command as a string (its bytes are not NUL-terminated). */
 static const char *text(const struct rlc_cmd *c)

@@ -29,7 +29,7 @@ static long long noscripts(const struct redis_server *s)
 static int scripts_on(const struct redis_server *s, int *n)
 {
     const struct script *all[SCRIPTS_ENGINE_MAX];
-    *n = (int)scripts_engine(all, false);
+    *n = (int)scripts_engine(all, false, false);
     int there = 0;
     for (int i = 0; i < *n; i++) {
         redisReply *r = rs_cmd(s, "SCRIPT EXISTS %s", all[i]->sha);

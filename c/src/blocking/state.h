@@ -94,14 +94,6 @@ struct rlc_lock {
     rlc_lock *hnext, *hprev;    /* in client->handles */
 };
 
-/* The lock's names as the script calls take them (lock_calls.h). */
-static inline struct lock_names lock_names_of(const rlc_lock *l)
-{
-    return (struct lock_names){l->key, l->token_key, l->attempts_key, l->channel,
-                               l->key_len, l->token_key_len, l->attempts_key_len,
-                               l->channel_len};
-}
-
 /* Whether c was made before a fork() (this is the child). */
 bool client_forked(const rlc_client *c);
 

@@ -23,6 +23,7 @@ static struct rlc_cmd *cmd_alloc(size_t len)
     if (!c)
         return NULL;
     atomic_init(&c->refs, 1);
+    c->script = NULL;
     c->len = len;
     return c;
 }
@@ -101,6 +102,7 @@ struct rlc_cmd *cmd_with_script(const struct rlc_cmd *cmd, const struct script *
         return NULL;
     memcpy(c->data, cmd->data, cmd->len);
     memcpy(c->data + (at - cmd->data), to->sha, 40);
+    c->script = to;
     return c;
 }
 
@@ -148,7 +150,10 @@ struct rlc_cmd *cmd_evalsha(const struct script *s, int nkeys, int nargs,
         av[3 + i] = argv[i];
         al[3 + i] = lens[i];
     }
-    return cmd_format(argc, av, al);
+    struct rlc_cmd *c = cmd_format(argc, av, al);
+    if (c)
+        c->script = s;
+    return c;
 }
 
 struct rlc_cmd *cmd_evalsha_to_eval(const struct rlc_cmd *evalsha, const struct script *s)
@@ -173,6 +178,7 @@ struct rlc_cmd *cmd_evalsha_to_eval(const struct rlc_cmd *evalsha, const struct 
     p = put_bulk(p, "EVAL", 4);
     p = put_bulk(p, s->source, srclen);
     memcpy(p, evalsha->data + skip, evalsha->len - skip);
+    c->script = s;
     return c;
 }
 

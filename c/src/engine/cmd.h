@@ -16,6 +16,8 @@ struct script;
 
 struct rlc_cmd {
     atomic_int refs;
+    /* the script an EVALSHA calls (for its EVAL and SPUBLISH forms), else NULL */
+    const struct script *script;
     size_t len;
     char data[];
 };

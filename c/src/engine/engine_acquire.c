@@ -39,7 +39,7 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
                                        op->attempt, op->outer_level, e->opts.fencing, e->n > 1);
     if (!cmd)
         abort();
-    round_send(e, op, R_ACQUIRE, &script_acquire, cmd);
+    round_send(e, op, R_ACQUIRE, cmd->script, cmd);
     cmd_unref(cmd);
 }
 
@@ -58,6 +58,14 @@ static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
     if (hold_take_lost(e, op, "acquire", false, now))
         return;
     acquire_forget_lost(e, h);
+    if (h->lock->classic && h->count > 0) {
+        eng_event_done(e, op, RLC_E_INVAL,
+                       "lock '%s' is in the classic format, which is not reentrant: this "
+                       "owner holds it already (format=redisson locks nest)",
+                       RLC_SHOWN(h->lock->name));
+        op_finish(e, op, now);
+        return;
+    }
     op->nested = h->count > 0;
     op->watchdog = op->nested ? h->watchdog : op->lease_req <= 0;
     op->lease = op->nested ? h->lease_ms
@@ -173,6 +181,15 @@ bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t s
     op->woken = false;
     int64_t until = op->wait_deadline;
     op->retry_at = -1;
+    if (l->classic && retry_ms != 0) {
+        /* other clients free a classic lock without a message: look again
+         * within the poll, or when the holder's lease ends if sooner */
+        int64_t poll = CLASSIC_POLL_MS;
+        if (sleep_ms >= 0 && sleep_ms < poll)
+            poll = sleep_ms > 0 ? sleep_ms : 1;
+        if (retry_ms < 0 || retry_ms > poll)
+            retry_ms = poll;
+    }
     if (retry_ms >= 0) {
         /* contenders split the vote (a random part of retry_jitter_ms, so
          * that they do not collide again in lockstep), or a multi-lock's

@@ -438,7 +438,7 @@ static void count_attempt(rlc_engine *e, struct conn *c)
 static void write_loads(rlc_engine *e, struct conn *c)
 {
     const struct script *all[SCRIPTS_ENGINE_MAX];
-    size_t n = scripts_engine(all, c->master >= 0);
+    size_t n = scripts_engine(all, c->master >= 0, e->opts.format == RLC_FORMAT_CLASSIC);
     for (size_t i = 0; i < n; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", all[i]->source};
         size_t lens[3] = {6, 4, strlen(all[i]->source)};

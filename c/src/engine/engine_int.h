@@ -229,9 +229,16 @@ struct eng_lock {
     int64_t timer_want;
     bool missed_wake;      /* a wake found no sleeper: the next busy try retries */
     unsigned slot;         /* the hash slot of its key (and of its other names) */
+    bool classic;          /* kept in the classic format (the client's option) */
     int own_msgs;          /* unlock messages of our own releases still to come */
     struct eng_lock *cnext; /* in the engine's channel buckets */
 };
+
+/* How often a waiter of a classic-format lock looks again: the clients that
+ * share that format (redis-py's Lock, node-redlock, redsync) release without
+ * a message, so a message wakes it only when one of ours released. redis-py
+ * polls every 100 ms by default, node-redlock every 200 ms. */
+#define CLASSIC_POLL_MS 100
 
 /* When a wait of wait_ms from now ends: -1 (never) for a negative wait, and
  * for one too long to be added to now (INT64_MAX: as good as forever). */
@@ -245,7 +252,7 @@ static inline struct lock_names eng_names(const struct eng_lock *l)
 {
     return (struct lock_names){l->key, l->token_key, l->attempts_key, l->channel,
                                l->key_len, l->token_key_len, l->attempts_key_len,
-                               l->channel_len};
+                               l->channel_len, l->classic};
 }
 
 /* ---- operations (engine_op.c; the kinds in engine_acquire.c,

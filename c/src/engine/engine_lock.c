@@ -89,6 +89,7 @@ struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len)
         l->attempts_key =
             key_own("redlockc_attempts:", l->key, l->key_len, "", &l->attempts_key_len);
         l->slot = slot_of(l->key, l->key_len); /* all four names hash here */
+        l->classic = e->opts.format == RLC_FORMAT_CLASSIC;
     }
     if (!l->name || !l->key || !l->channel || !l->token_key || !l->attempts_key) {
         lock_free(l);

@@ -81,7 +81,7 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     free(outer);
     if (!cmd)
         abort();
-    round_send(e, op, R_ACQUIRE, &script_multi_acquire, cmd); /* marks the first name */
+    round_send(e, op, R_ACQUIRE, cmd->script, cmd); /* marks the first name */
     cmd_unref(cmd);
     for (int i = 1; i < op->n_members; i++)
         for (int k = 0; k < e->n; k++)
@@ -103,6 +103,17 @@ static void begin(rlc_engine *e, struct eng_op *op, int64_t now)
                      "lock '%s' was lost before this multi-lock acquire: it expired or was "
                      "taken; nothing was changed", RLC_SHOWN(h->lock->name));
             end(e, op, RLC_E_LOST, msg, now);
+            return;
+        }
+    }
+    for (int i = 0; i < op->n_members; i++) {
+        struct hold *h = op->members[i];
+        if (h->lock->classic && h->count > 0 && !h->lost) {
+            char msg[300];
+            snprintf(msg, sizeof msg,
+                     "lock '%s' is in the classic format, which is not reentrant: this owner "
+                     "holds it already", RLC_SHOWN(h->lock->name));
+            end(e, op, RLC_E_INVAL, msg, now);
             return;
         }
     }

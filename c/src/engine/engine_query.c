@@ -33,12 +33,10 @@ static struct rlc_cmd *query_cmd(const struct hold *h, int what)
         argv[0] = "EXISTS";
         break;
     case RLC_Q_HELD:
-        argv[0] = "HEXISTS";
-        argc = 3;
-        break;
     case RLC_Q_COUNT:
-        argv[0] = "HGET";
-        argc = 3;
+        /* classic: the value, which is the hold's attempt id while it holds */
+        argv[0] = l->classic ? "GET" : what == RLC_Q_HELD ? "HEXISTS" : "HGET";
+        argc = l->classic ? 2 : 3;
         break;
     default:
         argv[0] = "PTTL";
@@ -104,11 +102,25 @@ static bool number(const char *s, int64_t *out)
     return true;
 }
 
+/* A classic lock's value read for HELD or COUNT: 1 when it is the hold's
+ * attempt id (one level, one value), else 0. */
+static int64_t classic_mine(const rlc_engine *e, const struct hold *h, const redisReply *r)
+{
+    char id[LOCK_ATTEMPT_ID_MAX];
+    if (r->type != REDIS_REPLY_STRING || h->n_levels == 0)
+        return 0;
+    int len = lock_attempt_id(e->uuid, h->levels[0], id, sizeof id);
+    return (size_t)len == r->len && memcmp(id, r->str, r->len) == 0;
+}
+
 static void query_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r,
                         int status, const char *msg, int64_t now)
 {
     const redisReply *ok = round_note(op, node, r, status, msg);
-    if (ok && ok->type == REDIS_REPLY_INTEGER) {
+    if (ok && op->hold->lock->classic && (op->what == RLC_Q_HELD || op->what == RLC_Q_COUNT) &&
+        ok->type != REDIS_REPLY_ERROR) {
+        op->rep[node].a = classic_mine(e, op->hold, ok);
+    } else if (ok && ok->type == REDIS_REPLY_INTEGER) {
         op->rep[node].a = ok->integer;
     } else if (ok && ok->type == REDIS_REPLY_STRING && number(ok->str, &op->rep[node].a)) {
         /* HGET's count */

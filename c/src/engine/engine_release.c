@@ -58,7 +58,7 @@ bool hold_take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool rel
                                           h->n_levels - 1);
         for (int i = 0; i < e->n; i++)
             /* it may leave a level of this owner at its lease (E8) */
-            hold_mark_ttl(h, conn_send(e, i, h->lock, R_RELEASE, NULL, &script_release, cmd, true),
+            hold_mark_ttl(h, conn_send(e, i, h->lock, R_RELEASE, NULL, cmd->script, cmd, true),
                           h->lease_ms);
         cmd_unref(cmd);
         h->n_levels = 0;
@@ -92,7 +92,7 @@ static void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
     op->phase = P_ROUND;
     round_begin(e, op, now);
     struct rlc_cmd *cmd = cmd_release(e, h, op->level, upto, NULL, 0);
-    round_send(e, op, R_RELEASE, &script_release, cmd);
+    round_send(e, op, R_RELEASE, cmd->script, cmd);
     cmd_unref(cmd);
 }
 
@@ -170,7 +170,7 @@ static void extend_start(rlc_engine *e, struct eng_op *op, int64_t now)
     op->phase = P_ROUND;
     round_begin(e, op, now);
     struct rlc_cmd *cmd = cmd_renew(e, h, op->lease);
-    round_send(e, op, R_EXTEND, &script_renew, cmd);
+    round_send(e, op, R_EXTEND, cmd->script, cmd);
     cmd_unref(cmd);
 }
 

@@ -158,7 +158,7 @@ void renew_hold_timer(rlc_engine *e, struct hold *h, int64_t now)
         if (op->round_deadline > h->valid_until)
             op->round_deadline = h->valid_until;
         struct rlc_cmd *cmd = cmd_renew(e, h, op->lease);
-        round_send(e, op, R_RENEW, &script_renew, cmd);
+        round_send(e, op, R_RENEW, cmd->script, cmd);
         cmd_unref(cmd);
     }
     renew_schedule(e, h);

@@ -215,7 +215,7 @@ void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
     for (int i = 0; i < e->n; i++)
         if (which[i])
         {
-            struct req *r = conn_send(e, i, l, R_UNDO, NULL, &script_undo, cmd, true);
+            struct req *r = conn_send(e, i, l, R_UNDO, NULL, cmd->script, cmd, true);
             /* even a try the engine did not nest may have nested on the
              * server (a level whose release has not run yet): its undo may
              * put back an earlier PTTL */

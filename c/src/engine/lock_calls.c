@@ -12,10 +12,84 @@ int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size)
     return cmd_tagged_u64(uuid, attempt, 16, buf, size);
 }
 
+/* ---- the classic format's calls (scripts_classic.c has their layout) ---- */
+
+static struct rlc_cmd *classic_acquire(const struct lock_names *n, const char *uuid,
+                                       int64_t lease_ms, uint64_t attempt, bool name_holder)
+{
+    char lease[24], id[LOCK_ATTEMPT_ID_MAX];
+    const char *argv[4] = {n->key, lease, id, "1"};
+    size_t lens[4] = {n->key_len, cmd_i64(lease, lease_ms),
+                      (size_t)lock_attempt_id(uuid, attempt, id, sizeof id), 1};
+    return cmd_evalsha(&script_classic_acquire, 1, name_holder ? 3 : 2, argv, lens);
+}
+
+/* KEYS: the lock (and with channel its channel); ARGV: one attempt id. */
+static struct rlc_cmd *classic_one(const struct script *s, const struct lock_names *n,
+                                   bool channel, const char *uuid, uint64_t attempt)
+{
+    char id[LOCK_ATTEMPT_ID_MAX];
+    size_t id_len = attempt ? (size_t)lock_attempt_id(uuid, attempt, id, sizeof id) : 0;
+    const char *argv[3] = {n->key, n->channel, id};
+    size_t lens[3] = {n->key_len, n->channel_len, id_len};
+    if (!channel)
+        argv[1] = id, lens[1] = id_len;
+    return cmd_evalsha(s, channel ? 2 : 1, 1, argv, lens);
+}
+
+/* KEYS: m locks; ARGV: [lease, when lease_ms >= 0] m attempt ids. */
+static struct rlc_cmd *classic_many(const struct script *s, int m, const struct lock_names *names,
+                                    const char *uuid, int64_t lease_ms, const uint64_t *levels)
+{
+    int head = lease_ms >= 0 ? 1 : 0;
+    const char **argv = malloc(sizeof *argv * (size_t)(2 * m + 1));
+    size_t *lens = malloc(sizeof *lens * (size_t)(2 * m + 1));
+    char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)m);
+    struct rlc_cmd *cmd = NULL;
+    if (argv && lens && ids) {
+        char lease[24];
+        if (head)
+            argv[m] = lease, lens[m] = cmd_i64(lease, lease_ms);
+        for (int j = 0; j < m; j++) {
+            argv[j] = names[j].key, lens[j] = names[j].key_len;
+            argv[m + head + j] = ids[j];
+            lens[m + head + j] =
+                levels[j] ? (size_t)lock_attempt_id(uuid, levels[j], ids[j], LOCK_ATTEMPT_ID_MAX)
+                          : 0;
+        }
+        cmd = cmd_evalsha(s, m, m + head, argv, lens);
+    }
+    free(argv);
+    free(lens);
+    free(ids);
+    return cmd;
+}
+
+static struct rlc_cmd *classic_multi(int m, const struct lock_names *names, const char *uuid,
+                                     int64_t lease_ms, uint64_t attempt)
+{
+    const char **argv = malloc(sizeof *argv * (size_t)(m + 2));
+    size_t *lens = malloc(sizeof *lens * (size_t)(m + 2));
+    struct rlc_cmd *cmd = NULL;
+    if (argv && lens) {
+        char lease[24], id[LOCK_ATTEMPT_ID_MAX];
+        for (int j = 0; j < m; j++)
+            argv[j] = names[j].key, lens[j] = names[j].key_len;
+        argv[m] = lease, lens[m] = cmd_i64(lease, lease_ms);
+        argv[m + 1] = id, lens[m + 1] = (size_t)lock_attempt_id(uuid, attempt, id, sizeof id);
+        cmd = cmd_evalsha(&script_classic_multi_acquire, m, 2, argv, lens);
+    }
+    free(argv);
+    free(lens);
+    return cmd;
+}
+
 struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                              const char *field, size_t field_len, uint64_t attempt,
                              uint64_t outer_level, bool fencing, bool name_holder)
 {
+    if (n->classic)
+        return classic_acquire(n, uuid, lease_ms, attempt, name_holder);
     char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX];
     /* KEYS: lock, attempts, and the token counter only with fencing (a key
      * named is a key that counts in a migrating slot, used or not) */
@@ -39,6 +113,8 @@ struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64
 struct rlc_cmd *call_undo(const struct lock_names *n, const char *uuid, uint64_t attempt,
                           const char *field, size_t field_len, int64_t tomb_ms)
 {
+    if (n->classic)
+        return classic_one(&script_classic_undo, n, false, uuid, attempt);
     char id[LOCK_ATTEMPT_ID_MAX], ttl[24];
     const char *argv[5] = {n->key, n->attempts_key, id, field, ttl};
     size_t lens[5] = {n->key_len, n->attempts_key_len,
@@ -62,6 +138,8 @@ struct rlc_cmd *call_renew_many(int m, const struct lock_names *names, const cha
                                 int64_t lease_ms, const char *const *fields,
                                 const size_t *field_lens, const uint64_t *levels)
 {
+    if (m > 0 && names[0].classic)
+        return classic_many(&script_classic_renew, m, names, uuid, lease_ms, levels);
     /* KEYS: m locks, m attempts hashes; ARGV: lease, m fields, m level ids */
     const char **argv = malloc(sizeof *argv * (size_t)(4 * m + 1));
     size_t *lens = malloc(sizeof *lens * (size_t)(4 * m + 1));
@@ -91,6 +169,12 @@ struct rlc_cmd *call_verify_many(int m, const struct lock_names *names, const ch
                                  const char *const *fields, const size_t *field_lens,
                                  const uint64_t *levels)
 {
+    if (m > 0 && names[0].classic) {
+        struct rlc_cmd *sha = classic_many(&script_classic_verify, m, names, uuid, -1, levels);
+        struct rlc_cmd *cmd = sha ? cmd_evalsha_to_eval(sha, &script_classic_verify) : NULL;
+        cmd_unref(sha);
+        return cmd;
+    }
     /* KEYS: m locks, m attempts hashes; ARGV: m fields, m level ids */
     const char **argv = malloc(sizeof *argv * (size_t)(4 * m));
     size_t *lens = malloc(sizeof *lens * (size_t)(4 * m));
@@ -138,6 +222,10 @@ struct rlc_cmd *call_release(const struct lock_names *n, const char *uuid, int64
                              const char *field, size_t field_len, uint64_t level, uint64_t upto,
                              const uint64_t *extra, int64_t n_extra)
 {
+    /* one value, one level: nothing of an earlier attempt can be held beside
+     * it (upto), and there are no tombstones to leave (extra) */
+    if (n->classic)
+        return classic_one(&script_classic_release, n, true, uuid, level);
     /* KEYS lock, channel, attempts; ARGV lease, field, the level, upto, then
      * the extra levels */
     int64_t argc = 7 + n_extra;
@@ -181,6 +269,8 @@ struct rlc_cmd *call_multi_acquire(int m, const struct lock_names *names, const 
                                    int64_t lease_ms, const char *field, size_t field_len,
                                    uint64_t attempt, const uint64_t *outer, bool fencing)
 {
+    if (m > 0 && names[0].classic)
+        return classic_multi(m, names, uuid, lease_ms, attempt);
     /* KEYS: m locks, m attempts, with fencing m token counters; ARGV:
      * lease, field, id, fencing, and with outer, m nested-in levels */
     int nargv = 4 + (outer ? m : 0), nkeys = (fencing ? 3 : 2) * m;

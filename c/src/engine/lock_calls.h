@@ -22,6 +22,8 @@ struct rlc_cmd;
 struct lock_names {
     const char *key, *token_key, *attempts_key, *channel;
     size_t key_len, token_key_len, attempts_key_len, channel_len;
+    bool classic; /* the classic format's scripts (scripts_classic.c): only the
+                     key (and the channel) are named, never the other two */
 };
 
 /* Room for an attempt id: "<client uuid>:<attempt in hex>". */

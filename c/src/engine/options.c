@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,42 +17,46 @@
 #include "error.h"
 #include "options.h"
 
-enum kind { INT, FRACTION, TEXT };
+enum kind { INT, FRACTION, TEXT, CHOICE };
 
 struct option_spec {
     const char *name;
     enum kind kind;
     size_t offset;
     double min, max; /* INT and FRACTION: inclusive range; TEXT: length range */
+    const char *const *choices; /* CHOICE: the words, stored as their index */
 };
+
+static const char *const formats[] = {"redisson", "classic", NULL};
 
 #define FIELD(f) offsetof(struct rlc_options, f)
 
 static const struct option_spec specs[] = {
-    {"watchdog_timeout_ms", INT, FIELD(watchdog_timeout_ms), 10, 86400000},
-    {"io_timeout_ms", INT, FIELD(io_timeout_ms), 1, 3600000},
-    {"node_timeout_ms", INT, FIELD(node_timeout_ms), 1, 3600000},
-    {"connect_timeout_ms", INT, FIELD(connect_timeout_ms), 1, 3600000},
-    {"retry_jitter_ms", INT, FIELD(retry_jitter_ms), 0, 60000},
-    {"drift_factor", FRACTION, FIELD(drift_factor), 0, 0.5},
-    {"pool_size", INT, FIELD(pool_size), 1, 64},
-    {"key_prefix", TEXT, FIELD(key_prefix), 0, 1024},
-    {"restart_guard", INT, FIELD(restart_guard), 0, 1},
-    {"loss_push", INT, FIELD(loss_push), 0, 1},
-    {"fencing", INT, FIELD(fencing), 0, 1},
+    {"watchdog_timeout_ms", INT, FIELD(watchdog_timeout_ms), 10, 86400000, NULL},
+    {"io_timeout_ms", INT, FIELD(io_timeout_ms), 1, 3600000, NULL},
+    {"node_timeout_ms", INT, FIELD(node_timeout_ms), 1, 3600000, NULL},
+    {"connect_timeout_ms", INT, FIELD(connect_timeout_ms), 1, 3600000, NULL},
+    {"retry_jitter_ms", INT, FIELD(retry_jitter_ms), 0, 60000, NULL},
+    {"drift_factor", FRACTION, FIELD(drift_factor), 0, 0.5, NULL},
+    {"pool_size", INT, FIELD(pool_size), 1, 64, NULL},
+    {"key_prefix", TEXT, FIELD(key_prefix), 0, 1024, NULL},
+    {"restart_guard", INT, FIELD(restart_guard), 0, 1, NULL},
+    {"loss_push", INT, FIELD(loss_push), 0, 1, NULL},
+    {"fencing", INT, FIELD(fencing), 0, 1, NULL},
+    {"format", CHOICE, FIELD(format), 0, 1, formats},
     /* replica-synced writes (WAIT) */
-    {"sync_replicas", INT, FIELD(sync_replicas), 0, 64},
-    {"sync_timeout_ms", INT, FIELD(sync_timeout_ms), 1, 3600000},
+    {"sync_replicas", INT, FIELD(sync_replicas), 0, 64, NULL},
+    {"sync_timeout_ms", INT, FIELD(sync_timeout_ms), 1, 3600000, NULL},
     /* TLS to rediss:// nodes (the driver's) */
-    {"tls_ca_file", TEXT, FIELD(tls_ca_file), 1, 4096},
-    {"tls_ca_dir", TEXT, FIELD(tls_ca_dir), 1, 4096},
-    {"tls_cert_file", TEXT, FIELD(tls_cert_file), 1, 4096},
-    {"tls_key_file", TEXT, FIELD(tls_key_file), 1, 4096},
-    {"tls_server_name", TEXT, FIELD(tls_server_name), 1, 253},
-    {"tls_verify", INT, FIELD(tls_verify), 0, 1},
+    {"tls_ca_file", TEXT, FIELD(tls_ca_file), 1, 4096, NULL},
+    {"tls_ca_dir", TEXT, FIELD(tls_ca_dir), 1, 4096, NULL},
+    {"tls_cert_file", TEXT, FIELD(tls_cert_file), 1, 4096, NULL},
+    {"tls_key_file", TEXT, FIELD(tls_key_file), 1, 4096, NULL},
+    {"tls_server_name", TEXT, FIELD(tls_server_name), 1, 253, NULL},
+    {"tls_verify", INT, FIELD(tls_verify), 0, 1, NULL},
     /* AUTH to the sentinels of redis-sentinel:// nodes */
-    {"sentinel_user", TEXT, FIELD(sentinel_user), 1, 256},
-    {"sentinel_password", TEXT, FIELD(sentinel_password), 1, 4096},
+    {"sentinel_user", TEXT, FIELD(sentinel_user), 1, 256, NULL},
+    {"sentinel_password", TEXT, FIELD(sentinel_password), 1, 4096, NULL},
 };
 
 #define NSPECS (sizeof specs / sizeof specs[0])
@@ -97,9 +102,28 @@ static int out_of_range(const struct option_spec *sp)
                     sp->min, sp->max);
 }
 
+/* A CHOICE: the index of the word v names, or an error listing them. */
+static int choose(const struct option_spec *sp, const char *v, size_t len, char *field)
+{
+    for (int64_t i = 0; sp->choices[i]; i++) {
+        if (strlen(sp->choices[i]) == len && memcmp(sp->choices[i], v, len) == 0) {
+            memcpy(field, &i, sizeof i);
+            return RLC_OK;
+        }
+    }
+    char words[128] = "";
+    for (int i = 0; sp->choices[i]; i++) {
+        size_t at = strlen(words);
+        snprintf(words + at, sizeof words - at, "%s%s", i ? " or " : "", sp->choices[i]);
+    }
+    return rlc_fail(RLC_E_INVAL, "option %s must be %s", sp->name, words);
+}
+
 static int apply(const struct option_spec *sp, const char *v, size_t len, struct rlc_options *o)
 {
     char *field = (char *)o + sp->offset;
+    if (sp->kind == CHOICE)
+        return choose(sp, v, len, field);
     if (sp->kind == TEXT) {
         if (len > (size_t)sp->max)
             return rlc_fail(RLC_E_INVAL, "option %s is longer than %.0f bytes", sp->name, sp->max);
@@ -187,6 +211,9 @@ static int parse_into(const char *s, struct rlc_options *o)
     if (o->tls_key_file && !o->tls_cert_file)
         return rlc_fail(RLC_E_INVAL, "option tls_key_file needs tls_cert_file (the client "
                                      "certificate it belongs to)");
+    if (o->fencing && o->format == RLC_FORMAT_CLASSIC)
+        return rlc_fail(RLC_E_INVAL, "option fencing=1 needs format=redisson: the classic "
+                                     "format's key holds a random value and no token");
     if (!o->key_prefix && !(o->key_prefix = strdup("")))
         return rlc_fail(RLC_E_NOMEM, "out of memory");
     return RLC_OK;

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+enum { RLC_FORMAT_REDISSON = 0, RLC_FORMAT_CLASSIC = 1 };
+
 struct rlc_options {
     int64_t watchdog_timeout_ms;
     int64_t io_timeout_ms;
@@ -21,6 +23,11 @@ struct rlc_options {
      * redisson_lock_token:{name}, a key that outlives the lock (it must, for
      * tokens to keep growing); 0 (default): no token, no key left behind. */
     int64_t fencing;
+    /* How a lock is kept on the server: RLC_FORMAT_REDISSON (default),
+     * Redisson's RLock hash; RLC_FORMAT_CLASSIC, the string other clients
+     * use (redis-py's Lock, node-redlock, redsync): SET NX PX of a random
+     * value, compare-and-delete, compare-and-PEXPIRE (scripts_classic.c). */
+    int64_t format;
     /* Replica-synced writes: an acquire counts on a node only once WAIT says
      * sync_replicas replicas have it, within sync_timeout_ms (0: off). */
     int64_t sync_replicas;

@@ -478,30 +478,42 @@ size_t script_make_sharded(struct script *s, struct script *twin, char *buf, siz
     return strlen(buf) + 1;
 }
 
+/* The scripts of each format: what a connection loads. */
+static struct script *const redisson_scripts[] = {
+    &script_acquire, &script_release, &script_undo, &script_renew,
+    &script_verify, &script_force_release, &script_token_floor, &script_multi_acquire};
+static struct script *const classic_scripts[] = {
+    &script_classic_acquire, &script_classic_release, &script_classic_undo,
+    &script_classic_renew, &script_classic_verify, &script_force_release,
+    &script_classic_multi_acquire};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
 static void compute_shas(void)
 {
-    static char release_src[8192], force_src[1024];
+    static char release_src[8192], force_src[1024], classic_release_src[1024];
+    static struct script classic_release_sharded = {"classic_release_sharded", NULL, "", NULL};
     script_make_sharded(&script_release, &script_release_sharded, release_src,
                         sizeof release_src);
     script_make_sharded(&script_force_release, &script_force_release_sharded, force_src,
                         sizeof force_src);
-
-    struct script *all[] = {&script_acquire, &script_release, &script_undo, &script_renew,
-                            &script_verify, &script_force_release, &script_token_floor,
-                            &script_multi_acquire};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        sha1_hex(all[i]->source, strlen(all[i]->source), all[i]->sha);
+    script_make_sharded(&script_classic_release, &classic_release_sharded,
+                        classic_release_src, sizeof classic_release_src);
+    for (size_t i = 0; i < COUNT(redisson_scripts); i++)
+        sha1_hex(redisson_scripts[i]->source, strlen(redisson_scripts[i]->source),
+                 redisson_scripts[i]->sha);
+    for (size_t i = 0; i < COUNT(classic_scripts); i++)
+        sha1_hex(classic_scripts[i]->source, strlen(classic_scripts[i]->source),
+                 classic_scripts[i]->sha);
 }
 
-size_t scripts_engine(const struct script **out, bool twins)
+size_t scripts_engine(const struct script **out, bool twins, bool classic)
 {
-    static const struct script *const all[] = {
-        &script_acquire,       &script_release,     &script_undo,
-        &script_renew,         &script_verify,      &script_force_release,
-        &script_token_floor,   &script_multi_acquire};
+    struct script *const *all = classic ? classic_scripts : redisson_scripts;
+    size_t count = classic ? COUNT(classic_scripts) : COUNT(redisson_scripts);
     size_t n = 0;
     scripts_init();
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    for (size_t i = 0; i < count; i++) {
         out[n++] = all[i];
         if (twins && all[i]->sharded)
             out[n++] = all[i]->sharded;

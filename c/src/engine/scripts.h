@@ -53,6 +53,11 @@ extern struct script script_multi_acquire;
 /* KEYS: token counter. ARGV: floor. Raises the counter to the floor. */
 extern struct script script_token_floor;
 
+/* The classic format's (scripts_classic.c: the layout is there), each
+ * answering as its twin above. */
+extern struct script script_classic_acquire, script_classic_release, script_classic_undo,
+    script_classic_renew, script_classic_verify, script_classic_multi_acquire;
+
 /* On a cluster with sharded pub/sub (cluster.h): the scripts that publish,
  * with SPUBLISH in place of PUBLISH (Redisson passes its publish command to
  * its scripts for the same reason). The standalone scripts stay as they
@@ -65,12 +70,13 @@ const struct script *script_sharded_twin(const struct script *s);
  * their own init). Returns buf's bytes used (0: none, or they did not fit). */
 size_t script_make_sharded(struct script *s, struct script *twin, char *buf, size_t size);
 
-/* The scripts the engine may call (with twins: their SPUBLISH twins too,
- * for a cluster's masters), written to out (room for SCRIPTS_ENGINE_MAX);
- * returns how many. What a command connection loads with SCRIPT LOAD
- * before its first call (engine_conn.c). */
+/* The scripts the engine may call for locks of one format (classic: the
+ * classic format's) (with twins: their SPUBLISH twins too, for a cluster's
+ * masters), written to out (room for SCRIPTS_ENGINE_MAX); returns how
+ * many. What a command connection loads with SCRIPT LOAD before its first
+ * call (engine_conn.c). */
 #define SCRIPTS_ENGINE_MAX 16
-size_t scripts_engine(const struct script **out, bool twins);
+size_t scripts_engine(const struct script **out, bool twins, bool classic);
 
 /* Computes the SHA-1 names. Idempotent and thread-safe. */
 void scripts_init(void);

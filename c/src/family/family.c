@@ -40,6 +40,9 @@ int fam_key(rlc_client *c, const char *name, char **key, size_t *len)
     size_t n = strnlen(name, FAM_MAX_NAME + 1);
     if (n > FAM_MAX_NAME)
         return rlc_fail(RLC_E_INVAL, "lock name is longer than %d bytes", FAM_MAX_NAME);
+    if (c->opts.format == RLC_FORMAT_CLASSIC)
+        return rlc_fail(RLC_E_INVAL, "the lock family keeps Redisson's layouts only; this "
+                                     "client has format=classic (use a client without it)");
     size_t plen = strlen(c->opts.key_prefix);
     *key = malloc(plen + n + 1);
     if (!*key)
