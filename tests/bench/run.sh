@@ -11,6 +11,9 @@
 # <build>/bench/ (rows.jsonl, bench.log, table.txt).
 # Default: 3 repeats x 3 s per workload + 3 x 30 s watchdog, about 6 minutes.
 # --quick: 1 repeat x 1 s, watchdog 6 s, about 30 s (a CI smoke, not a test).
+# Without --quick, the peers too (tests/bench/peers: Redisson, redsync,
+# rueidislock, asyncio locks, server time per cycle); without --quick and
+# --only, plot.py then writes docs/bench/ (plots and results.md).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
