@@ -245,6 +245,7 @@ def contend(j, peer, n=1):
     for t in threads:
         t.join(timeout=CONTEND_S + 30)
     results, problems = j.finish(proc)
+    uuid = getattr(client, "uuid", "standin")
     client.close()
     bad = j.raw[0].lrange("chk:bad", 0, -1)
     peer_sections = int(results.get("sections", 0))
@@ -258,16 +259,22 @@ def contend(j, peer, n=1):
         problems.append(f"library errors {counts['errors']}, first: {errors[0]}")
     if int(results.get("errors", 0)):
         problems.append(f"peer errors {results['errors']}")
-    held = [name for name in NAMES for r in j.raw[:n] if r.exists(PEERS[peer][2] + name)]
-    if held:
-        problems.append(f"names still held at the end: {held}")
+    # A key left at the end: the library's (its token starts with its uuid)
+    # fails the row; a peer's is written in the row (see the README).
+    left = [(i, name, r.get(PEERS[peer][2] + name)) for name in NAMES
+            for i, r in enumerate(j.raw[:n]) if r.exists(PEERS[peer][2] + name)]
+    ours = [x for x in left if x[2] and x[2].startswith(uuid + ":")]
+    theirs = [x for x in left if x not in ours]
+    if ours:
+        problems.append(f"the library left keys: {ours}")
     not_zero = [name for name in NAMES if int(j.raw[0].get(f"chk:{name}") or 0)]
     if not_zero:
         problems.append(f"checker counts not back to 0: {not_zero}")
     where = "1 node" if n == 1 else f"{n} masters"
     j.row(peer, "contend" if n == 1 else f"contend x{n}", problems,
           f"{where}, {CONTEND_S} s: library {counts['sections']} sections, "
-          f"peer {peer_sections} (of {results.get('tries', '?')} tries), overlaps {len(bad)}")
+          f"peer {peer_sections} (of {results.get('tries', '?')} tries), overlaps {len(bad)}"
+          + (f"; the peer left {theirs} (node, name, token)" if theirs else ""))
 
 
 def handoff_to_lib(j, peer):
