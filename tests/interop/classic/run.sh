@@ -78,4 +78,4 @@ export CLASSIC_PEER_PY=$PEERS/venv/bin/python
 export CLASSIC_PEER_NODE_PATH=$PEERS/node/node_modules
 export CLASSIC_PEER_GO=$PEERS/go/peer_go
 # The judge runs in the peers' venv (its redis-py), with the build's module.
-exec "$PEERS/venv/bin/python" "$HERE/judge.py" "$@"
+"$PEERS/venv/bin/python" "$HERE/judge.py" "$@" # not exec: the EXIT trap removes PEERS
