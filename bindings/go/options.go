@@ -125,6 +125,23 @@ func WithFencing(on bool) Option {
 	return func(c *config) { c.set("fencing", boolText(on)) }
 }
 
+// Format is how a lock is kept on the server.
+type Format string
+
+const (
+	// FormatRedisson (default): Redisson's RLock hash, reentrant.
+	FormatRedisson Format = "redisson"
+	// FormatClassic: the string key redsync, node-redlock and redis-py's Lock
+	// keep (SET NX PX of a random value), so they exclude each other on the
+	// same names; not reentrant, no fencing tokens, no lock family.
+	FormatClassic Format = "classic"
+)
+
+// WithFormat chooses how locks are kept (the option format).
+func WithFormat(f Format) Option {
+	return func(c *config) { c.text("format", string(f)) }
+}
+
 // WithSyncReplicas makes every write wait until n replicas of its node have
 // it (Redis WAIT), for at most timeout (0: the default 1 s).
 func WithSyncReplicas(n int, timeout time.Duration) Option {

@@ -217,8 +217,27 @@ function C.get(n, k)
   local e = n:string(k)
   return e and e.v or false
 end
-function C.set(n, k, v)
-  n.db[k] = { t = "str", v = v }
+-- SET key value [NX | XX] [PX ms]: the classic format's acquire (NX PX) and
+-- a peer's overwrite; a plain SET (the token floor) keeps no TTL.
+function C.set(n, k, v, ...)
+  local nx, xx, px = false, false, nil
+  local opts = { ... }
+  local i = 1
+  while i <= #opts do
+    local o = string.upper(tostring(opts[i]))
+    if o == "NX" then nx = true
+    elseif o == "XX" then xx = true
+    elseif o == "PX" then
+      px = int_of(opts[i + 1])
+      if not px or px <= 0 then fail("ERR invalid expire time in 'set' command") end
+      i = i + 1
+    else fail("ERR syntax error") end
+    i = i + 1
+  end
+  if nx and xx then fail("ERR syntax error") end
+  local there = n:entry(k) ~= nil
+  if (nx and there) or (xx and not there) then return false end
+  n.db[k] = { t = "str", v = v, exp = px and n.now + px or nil }
   touch(n, k)
   return { ok = "OK" }
 end

@@ -43,6 +43,11 @@
  * way ends at once and every master knows the owner (cluster=0|1: no
  * cluster schedule, or only cluster schedules).
  *
+ * A fifth of the seeds (again by the seed alone; classic=0|1: none, all)
+ * run the classic format (format=classic): string locks, no nested acquire
+ * (an owner's stack is one unit deep), no fencing; the residue rule then
+ * looks once the longest lease has run out (check_residue says why).
+ *
  * An owner holds a stack of units, newest on top: a plain acquire's one name,
  * or a multi-lock's names (rlc_engine_acquire_multi: all of 1-3 names, given
  * unsorted and at times with a duplicate, or none). A unit is one more level
@@ -117,7 +122,7 @@
 #define MAX_LOCKS 3
 #define MAX_UNITS 4   /* an owner's stack: a hold, 2 nested in it, a multi-lock */
 #define MAX_MULTI 4   /* names passed to one multi-lock: 3 and a duplicate */
-#define MAX_SCRIPTS 16
+#define MAX_SCRIPTS 32 /* both formats' scripts and their SPUBLISH twins */
 #define NEVER INT64_MAX
 
 /* ------------------------------------------------------------ utilities */
@@ -351,6 +356,7 @@ struct config {
     bool redis7;          /* TRYAGAIN on a migrating source, sharded pub/sub */
     bool tagged;          /* the names share one {hash tag}: multi-locks allowed */
     bool fencing;         /* fencing=1: tokens checked; else every token is 0 */
+    bool classic;         /* format=classic: string locks, no nesting, no fencing */
 };
 
 /* The cluster's state: each master's own view of who owns a slot (they agree
@@ -377,6 +383,7 @@ static struct {
     const char *mutate;
     int no_flush; /* flush=0: no SCRIPT FLUSH faults (to tell causes apart) */
     int cluster_mode; /* cluster=0|1: no schedule has a cluster, every one; -1: a quarter */
+    int classic_mode; /* classic=0|1: no schedule in the classic format, every one; -1: a fifth */
     char unknown[256]; /* names of commands the node did not know */
 
     /* per schedule */
@@ -980,7 +987,8 @@ static size_t command_keys(redisReply **a, size_t argc, size_t *first, bool *sha
         *first = 3;
         return *end || k < 0 || (size_t)k > argc - 3 ? 0 : (size_t)k;
     }
-    if ((is(a[0], "hexists") || is(a[0], "hget") || is(a[0], "pttl")) && argc >= 2)
+    if ((is(a[0], "hexists") || is(a[0], "hget") || is(a[0], "pttl") || is(a[0], "get")) &&
+        argc >= 2)
         return 1;
     if (is(a[0], "exists"))
         return argc - 1;
@@ -1292,8 +1300,8 @@ static void node_exec(int p, redisReply *r, struct buf *out)
     } else if (is(a[0], "client") && argc >= 2 && is(a[1], "setname")) {
         buf_printf(out, "+OK\r\n");
     } else if ((is(a[0], "hexists") && argc == 3) || (is(a[0], "hget") && argc == 3) ||
-               (is(a[0], "pttl") && argc == 2)) {
-        /* a query's read (engine_query.c); EXISTS is below */
+               (is(a[0], "pttl") && argc == 2) || (is(a[0], "get") && argc == 2)) {
+        /* a query's read (engine_query.c; GET: a classic lock's); EXISTS is below */
         lua_getglobal(S.L, "command");
         lua_pushinteger(S.L, n + 1);
         lua_pushinteger(S.L, S.now);
@@ -2272,7 +2280,7 @@ static bool held_step(int ci, int ti)
     unsigned top = t->unit[t->nunits - 1];
     int in = __builtin_ctz(top);
     int64_t k = rnd(0, 9);
-    if (__builtin_popcount(top) == 1 && t->h[in].levels < 3 && k < 2)
+    if (__builtin_popcount(top) == 1 && t->h[in].levels < 3 && k < 2 && !S.cfg.classic)
         return t->multi && chance(0.5) ? start_multi(ci, ti, in) : start_nested(ci, ti, in);
     if (k < 4)
         return start_extend(ci, ti, pick_held(t));
@@ -2732,8 +2740,15 @@ static bool all_idle(void)
     return true;
 }
 
+/* In the classic format an attempt that arrives after its undo takes the
+ * key for the lease it carries (the format has no tombstone: DESIGN, "The
+ * classic format"); what must not be left is a key that outlives any lease
+ * the engines gave, so it is looked for once the longest has run out. */
 static void check_residue(void)
 {
+    int64_t when = S.now;
+    if (S.cfg.classic)
+        when += (S.cfg.lease_max > S.cfg.watchdog ? S.cfg.lease_max : S.cfg.watchdog) + 1;
     for (int n = 0; n < S.cfg.servers; n++)
         for (int l = 0; l < S.cfg.locks; l++) {
             char key[64];
@@ -2741,7 +2756,7 @@ static void check_residue(void)
             lua_getglobal(S.L, "exists");
             lua_pushinteger(S.L, n + 1);
             lua_pushstring(S.L, key);
-            lua_pushinteger(S.L, S.now);
+            lua_pushinteger(S.L, when);
             lua_call(S.L, 3, 1);
             bool there = lua_toboolean(S.L, -1);
             lua_pop(S.L, 1);
@@ -2772,6 +2787,17 @@ static bool cluster_schedule(uint64_t seed)
     return ((z ^ (z >> 29)) & 3) == 0;
 }
 
+/* A fifth of the seeds run the classic format (told by the seed alone, in a
+ * draw of its own, so no other schedule changes). */
+static bool classic_schedule(uint64_t seed)
+{
+    if (S.classic_mode >= 0)
+        return S.classic_mode == 1;
+    uint64_t z = (seed + 0x632be59bd9b4e019ULL) * 0xd6e8feb86659fd93ULL;
+    z ^= z >> 32;
+    return z % 5 == 0;
+}
+
 static void make_config(void)
 {
     struct config *g = &S.cfg;
@@ -2792,6 +2818,9 @@ static void make_config(void)
     g->password = chance(0.3);
     g->quiet_at = g->faults ? rnd(0, 3000) : 0;
     g->fencing = chance(0.5);
+    g->classic = classic_schedule(S.seed);
+    if (g->classic)
+        g->fencing = false; /* refused with the classic format */
     g->settled_at = g->faults ? g->quiet_at + 2 * g->lease_max + 2 * (g->io + g->connect) + 100 : 0;
     g->cluster = g->redis7 = g->tagged = false;
     g->servers = g->first_master = g->nodes;
@@ -2852,9 +2881,9 @@ static int schedule(uint64_t seed)
     }
     snprintf(options, sizeof options,
              "watchdog_timeout_ms=%" PRId64 ";io_timeout_ms=%" PRId64 ";node_timeout_ms=%" PRId64
-             ";connect_timeout_ms=%" PRId64 ";retry_jitter_ms=%" PRId64 ";drift_factor=0.01%s%s%s",
+             ";connect_timeout_ms=%" PRId64 ";retry_jitter_ms=%" PRId64 ";drift_factor=0.01%s%s%s%s",
              g->watchdog, g->io, g->node_timeout, g->connect, g->jitter,
-             g->fencing ? ";fencing=1" : "",
+             g->fencing ? ";fencing=1" : "", g->classic ? ";format=classic" : "",
              *g->prefix ? ";key_prefix=" : "", g->prefix);
     trace("schedule seed=%" PRIu64 ": %d nodes%s, %d clients, %d locks, faults %s until %" PRId64
           ", %s", seed, g->nodes, g->password ? " (AUTH, SELECT 3)" : "", g->clients, g->locks,
@@ -3004,6 +3033,18 @@ static void mutate(const char *m)
                     "redis.call('exists', KEYS[i]) == 1 and redis.call('hexists', KEYS[i], "
                     "ARGV[2]) == 0",
                     "false");
+    else if (strcmp(m, "classicnoexclusion") == 0) /* SET without NX: takes a held lock */
+        script_classic_acquire.source =
+            replace(script_classic_acquire.source, "ARGV[2], 'NX', 'PX'", "ARGV[2], 'PX'");
+    else if (strcmp(m, "classicreleaseany") == 0) /* deletes whoever's value it finds */
+        script_classic_release.source =
+            replace(script_classic_release.source,
+                    "if redis.pcall('get', KEYS[1]) ~= ARGV[1] then return -1 end",
+                    "if redis.call('exists', KEYS[1]) == 0 then return -1 end");
+    else if (strcmp(m, "classicrenewany") == 0) /* renews a key another holder took */
+        script_classic_renew.source =
+            replace(script_classic_renew.source, "if redis.pcall('get', KEYS[i]) == ARGV[1 + i] then",
+                    "if redis.call('exists', KEYS[i]) == 1 then");
     else {
         fprintf(stderr, "sim: unknown mutation %s\n", m);
         exit(2);
@@ -3224,6 +3265,7 @@ int main(int argc, char **argv)
     uint64_t seed = 1;
     long count = 1000;
     S.cluster_mode = -1;
+    S.classic_mode = -1;
     int replay = 0, self = 0, expect_violations = 0, found = 0;
     const char *lua_path = SIM_NODE_LUA;
     for (int i = 1; i < argc; i++) {
@@ -3242,6 +3284,8 @@ int main(int argc, char **argv)
             S.no_flush = 1;
         else if (strncmp(a, "cluster=", 8) == 0)
             S.cluster_mode = atoi(a + 8) ? 1 : 0;
+        else if (strncmp(a, "classic=", 8) == 0)
+            S.classic_mode = atoi(a + 8) ? 1 : 0;
         else if (strcmp(a, "expect=violations") == 0)
             expect_violations = 1;
         else if (strcmp(a, "selftest") == 0)
@@ -3250,7 +3294,7 @@ int main(int argc, char **argv)
             lua_path = a + 4;
         else {
             fprintf(stderr, "usage: %s [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME] "
-                            "[replay=1] [expect=violations] [lua=node.lua] [cluster=0|1] | selftest\n", argv[0]);
+                            "[replay=1] [expect=violations] [lua=node.lua] [cluster=0|1] [classic=0|1] | selftest\n", argv[0]);
             return 2;
         }
     }
