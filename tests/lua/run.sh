@@ -7,6 +7,7 @@
 #   test_family.lua     read-write lock, fair lock, semaphores, multi-name lock
 #   test_logs.lua       client:logs(), the log lines queued from library threads
 #   test_fencing.lua    the fencing option: no key left by default (a server of its own)
+#   test_classic.lua    format = "classic": a string key, not reentrant, none left
 #   gc_loop.lua         10,000 dropped lock handles under valgrind: no leak
 #   smoke.lua           also over rediss:// (tests/tls/make_certs.sh certificates)
 # Fails (never skips) when lua5.4, valgrind or the built module is missing.
@@ -69,6 +70,7 @@ run "two processes" lua5.4 "$HERE/test_exclusion.lua"
 run "lock family" lua5.4 "$HERE/test_family.lua"
 run "client:logs()" lua5.4 "$HERE/test_logs.lua"
 run "fencing option" lua5.4 "$HERE/test_fencing.lua"
+run "classic format" lua5.4 "$HERE/test_classic.lua"
 
 # rediss://: the blocking client's own TLS (the C library's OpenSSL), against
 # a TLS-only server; a CA that did not sign its certificate is nil, err.

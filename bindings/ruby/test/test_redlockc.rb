@@ -231,6 +231,44 @@ class RedlockcTest < Minitest::Test
     waiter.unlock
   end
 
+  # One command to the (first) test server, by hand: its reply line, or the
+  # bulk string after it ("nil" for none).
+  def redis(*args)
+    uri = URI(@uri.split(",").first)
+    TCPSocket.open(uri.host, uri.port) do |s|
+      s.write("*#{args.size}\r\n" + args.map { |a| "$#{a.bytesize}\r\n#{a}\r\n" }.join)
+      line = s.gets.to_s.chomp
+      next line[1..] unless line.start_with?("$")
+
+      n = line[1..].to_i
+      n.negative? ? "nil" : s.read(n + 2)[0, n]
+    end
+  end
+
+  # format: :classic (the string lock of redis-py's Lock, node-redlock and
+  # redsync): the key holds "<client uuid>:<hex>", the same fiber's nested
+  # try_lock raises InvalidArgumentError naming "not reentrant" and leaves
+  # the hold as it was, and unlock leaves no key.
+  def test_classic_format_is_a_string_key_not_reentrant_and_none_left
+    c = client(format: :classic)
+    name = unique("classic")
+    l = lock(c, name)
+    assert l.try_lock, "a free classic lock is taken"
+    assert_equal "string", redis("TYPE", name)
+    value = redis("GET", name)
+    assert_match(/\A#{Regexp.escape(c.uuid)}:\h+\z/, value, "the value is <client uuid>:<hex>")
+    err = assert_raises(Redlockc::InvalidArgumentError) { l.try_lock }
+    assert_match(/not reentrant/, err.message)
+    assert_equal value, redis("GET", name), "the hold stays as it was"
+    assert_equal 1, l.hold_count
+    l.unlock
+    assert_equal "0", redis("EXISTS", name), "no key left after unlock"
+    refute l.owned?
+    assert client(format: "classic").lock(name).tap { |o| @locks << o }.try_lock, "the string form works too"
+    err = assert_raises(Redlockc::InvalidArgumentError) { client(format: :classic, fencing: true) }
+    assert_match(/format/, err.message, "fencing beside the classic format is refused naming format")
+  end
+
   # SCRIPT FLUSH on each test server, by hand (RESP inline command): the
   # next script call finds its script gone, and the library logs it.
   def script_flush
