@@ -38,6 +38,10 @@
 #     its own): by default fencing_token() says E_INVAL naming the option and
 #     released locks leave no key; with fencing = 1 a token per hold and one
 #     counter key per name (resty.redlockc and resty.redlockc.blocking).
+#   - the classic format (tests/openresty/classic_app.lua): with format =
+#     "classic" a lock is a string key holding "<uuid>:<hex>", a nested
+#     acquire is E_INVAL "not reentrant", release leaves no key; fencing = 1
+#     beside it is refused (both modules).
 #   The /incr, /wait and /ping checks above use resty.redlockc too; the
 #   family stays on resty.redlockc.blocking.
 # RLC_OPENRESTY_ONLY=held runs the "held means held" checks alone (with the
@@ -191,6 +195,20 @@ fencing_checks() {
     expect_eq "$module, fencing = 1: one counter key per name stays" \
       "redisson_lock_token:{accounts} redisson_lock_token:{jobs:7} redisson_lock_token:{orders}" \
       "$(redis-cli -p "$FENCE_PORT" keys '*' | LC_ALL=C sort | xargs)"
+  done
+}
+
+# The classic format (format = "classic"), on the FENCE server: the key
+# a lock leaves while held, a nested acquire, the release.
+classic_checks() {
+  echo "--- the classic format"
+  local module
+  for module in engine blocking; do
+    expect_eq "$module, format = classic: a string key of <uuid>:<hex>, not reentrant, none left" \
+      "type=string value=<uuid>:<hex> nested=E_INVAL not reentrant=true value kept=true count=1 release=true exists=0" \
+      "$(curl -s --max-time 20 "$URL/classic?port=$FENCE_PORT&module=$module&name=or:classic:$module")"
+    expect_eq "$module, fencing = 1 beside format = classic is refused" "E_INVAL format named=true" \
+      "$(curl -s --max-time 20 "$URL/classic_fencing?port=$FENCE_PORT&module=$module")"
   done
 }
 
@@ -404,6 +422,7 @@ expect_eq "a node that refuses loss push is said once in the error log (ACL with
 
 held_checks
 fencing_checks
+classic_checks
 
 echo "--- connections killed by the server"
 redis-cli -p "$REDIS_PORT" hset or:e:kill "external-holder:1" 1 >/dev/null
