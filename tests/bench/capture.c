@@ -12,10 +12,11 @@
  * plain release of one level). cmd_build() fills them in for a given lock
  * name and attempt id.
  *
- * The shapes expected (c/src/blocking: lock_acquire.c try_acquire,
- * lock_release.c release_cmd):
- *   acquire: EVALSHA sha 3 <lock> redisson_lock_token:{<lock>}
- *            redlockc_attempts:{<lock>} <lease> <field> <attempt id> <outer level or "">
+ * The shapes expected (c/src/engine/lock_calls.c: call_acquire, call_release;
+ * one node, fencing off, so the acquire names no token counter and does not
+ * ask for the holder's name):
+ *   acquire: EVALSHA sha 2 <lock> redlockc_attempts:{<lock>}
+ *            <lease> <field> <attempt id> <outer level or "">
  *   release: EVALSHA sha 3 <lock> redisson_lock__channel:{<lock>}
  *            redlockc_attempts:{<lock>} <lease> <field> <attempt id> <upto>
  */
@@ -116,23 +117,25 @@ static int templ(char *dst, const char *src, const char *name)
     return 0;
 }
 
-/* Keeps EVALSHA argv[1..n) as a template; returns 0 or a reason. */
+/* Keeps EVALSHA argv[1..n) as a template of `keys` keys (every one after
+ * the lock's carrying its name) and nargv ARGV; returns 0 or a reason. */
 static const char *keep(struct script_cmd *sc, char argv[MON_ARGS][CMD_ARG_LEN], int n,
-                        int nargv, const char *name)
+                        int keys, int nargv, const char *name)
 {
     if (strlen(argv[1]) != 40)
         return "not a SHA";
     snprintf(sc->sha, sizeof sc->sha, "%s", argv[1]);
     sc->numkeys = atoi(argv[2]);
     sc->nargs = sc->numkeys + nargv;
-    if (sc->numkeys != 3 || n < 3 + sc->nargs)
-        return "not 3 keys and 4 ARGV";
+    if (sc->numkeys != keys || n < 3 + sc->nargs)
+        return keys == 2 ? "an acquire not of 2 keys and 4 ARGV" : "a release not of 3 keys and 4 ARGV";
     for (int i = 0; i < sc->nargs; i++)
         if (templ(sc->args[i], argv[3 + i], name) != 0)
             return "an argument too long";
-    /* KEYS[2] and KEYS[3] derive from the name ("prefix:{name}"). */
-    if (!strchr(sc->args[1], CMD_NAME) || !strchr(sc->args[2], CMD_NAME))
-        return "the lock name is not inside the other keys";
+    /* the keys after the lock's derive from the name ("prefix:{name}") */
+    for (int k = 1; k < keys; k++)
+        if (!strchr(sc->args[k], CMD_NAME))
+            return "the lock name is not inside the other keys";
     /* ARGV[3]: the attempt id. */
     snprintf(sc->args[sc->numkeys + 2], CMD_ARG_LEN, "%c", CMD_ATTEMPT);
     return NULL;
@@ -170,16 +173,17 @@ int capture_cycle(struct bench *b, struct cycle_cmds *cc)
         static char argv[MON_ARGS][CMD_ARG_LEN];
         int n = line->type == REDIS_REPLY_STATUS ? split_monitor(line->str, argv) : 0;
         if (n >= 6 && strcasecmp(argv[0], "EVALSHA") == 0 && strcmp(argv[3], CAPTURE_NAME) == 0) {
-            if (!got_acq && has_prefix(argv[4], "redisson_lock_token:")) {
+            if (!got_acq && strcmp(argv[2], "2") == 0 &&
+                has_prefix(argv[4], "redlockc_attempts:")) {
                 /* lease, field, attempt id, outer level */
-                why = keep(&cc->acquire, argv, n, 4, CAPTURE_NAME);
+                why = keep(&cc->acquire, argv, n, 2, 4, CAPTURE_NAME);
                 if (!why)
-                    snprintf(acq_id, sizeof acq_id, "%s", argv[3 + 3 + 2]);
+                    snprintf(acq_id, sizeof acq_id, "%s", argv[3 + 2 + 2]);
                 got_acq = 1;
             } else if (!got_rel && has_prefix(argv[4], "redisson_lock__channel:")) {
                 /* lease, field, attempt id, upto: further ARGV (other levels
                  * of a lost hold) are not part of a plain cycle */
-                why = keep(&cc->release, argv, n, 4, CAPTURE_NAME);
+                why = keep(&cc->release, argv, n, 3, 4, CAPTURE_NAME);
                 if (!why) {
                     snprintf(rel_id, sizeof rel_id, "%s", argv[3 + 3 + 2]);
                     cc->release.args[3 + 3][0] = '\0'; /* upto: "" */

@@ -90,14 +90,14 @@ static int64_t now_ns(void)
 
 static void append_acquire(redisContext *c, int slot, uint64_t attempt)
 {
-    char name[32], token[64], att[64], field[64], id[80];
+    /* the library's call without fencing (lock_calls.c, call_acquire) */
+    char name[32], att[64], field[64], id[80];
     snprintf(name, sizeof name, "b:%d", slot);
-    snprintf(token, sizeof token, "redisson_lock_token:{b:%d}", slot);
     snprintf(att, sizeof att, "redlockc_attempts:{b:%d}", slot);
     snprintf(field, sizeof field, "%s:%d", UUID_B, slot + 1);
     snprintf(id, sizeof id, "%s:%llx", UUID_B, (unsigned long long)attempt);
-    redisAppendCommand(c, "EVALSHA %s 3 %s %s %s 30000 %s %s %s", script_acquire.sha, name, token,
-                       att, field, id, "");
+    redisAppendCommand(c, "EVALSHA %s 2 %s %s 30000 %s %s %s", script_acquire.sha, name, att, field,
+                       id, "");
 }
 
 static void append_release(redisContext *c, int slot, uint64_t attempt)
