@@ -39,6 +39,7 @@ const efn = {
   option: lib.func('const char *rlc_engine_option(void *e, const char *name)'),
   take: lib.func('size_t rlcn_engine_take(void *e, int conn, uint8_t *buf, size_t cap)'),
   start: lib.func('uint64_t rlcn_engine_start(void *e, int kind, const uint8_t *name, size_t len, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
+  startMulti: lib.func('uint64_t rlcn_engine_start_multi(void *e, const uint8_t *names, int n, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
   event: lib.func('int rlcn_engine_event(void *e, uint8_t *buf, size_t cap)'),
   // libredlockc's own (the helper links it: its symbols are found through it)
   free: lib.func('void rlc_engine_free(void *e)'),
@@ -212,6 +213,20 @@ class EngineDriver {
   start(kind, name, owner, waitMs = 0, leaseMs = 0) {
     if (!this.e) throw new StartError(STATUS.E_CLOSED, 'the client is closed');
     const op = Number(efn.start(this.e, kind, name, name.length, owner, waitMs, leaseMs, nowMs(), res));
+    return this.started(op, kind);
+  }
+
+  // A multi-lock of names (Buffers without NUL): every name or none; each
+  // name is then one level of owner's hold of it, released and extended on
+  // its own (rlc_engine_acquire_multi).
+  acquireMulti(names, owner, waitMs, leaseMs) {
+    if (!this.e) throw new StartError(STATUS.E_CLOSED, 'the client is closed');
+    const packed = Buffer.concat(names.flatMap((n) => [n, Buffer.alloc(1)]));
+    const op = Number(efn.startMulti(this.e, packed, names.length, owner, waitMs, leaseMs, nowMs(), res));
+    return this.started(op, KIND.ACQUIRE);
+  }
+
+  started(op, kind) {
     if (op === 0) throw new StartError(res.readInt32LE(16), resMsg());
     const promise = new Promise((resolve) => this.ops.set(op, { resolve, kind }));
     this.reference();

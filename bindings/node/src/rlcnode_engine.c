@@ -97,6 +97,34 @@ API uint64_t rlcn_engine_start(rlc_engine *e, int kind, const char *name, size_t
     return res->rc == RLC_OK ? op : 0;
 }
 
+/* A multi-lock (rlc_engine_acquire_multi): names is n names, each ended by
+ * a NUL (a lock name holds none). The operation's id, or 0 with the status
+ * and rlc_errmsg() in res. */
+API uint64_t rlcn_engine_start_multi(rlc_engine *e, const char *names, int n, uint64_t owner,
+                                     int64_t wait_ms, int64_t lease_ms, int64_t now_ms,
+                                     struct rlcn_record *res)
+{
+    uint64_t op = 0;
+    const char **v = n > 0 ? calloc((size_t)n, sizeof *v) : NULL;
+    size_t *lens = n > 0 ? calloc((size_t)n, sizeof *lens) : NULL;
+    if (n > 0 && (!v || !lens)) {
+        res->rc = RLC_E_NOMEM;
+        snprintf(res->msg, sizeof res->msg, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        v[i] = names;
+        lens[i] = strlen(names);
+        names += lens[i] + 1;
+    }
+    res->rc = rlc_engine_acquire_multi(e, v, lens, n, owner, wait_ms, lease_ms, now_ms, &op);
+    set_msg(res, res->rc);
+done:
+    free(v);
+    free(lens);
+    return res->rc == RLC_OK ? op : 0;
+}
+
 /* 1 and the next event packed into buf (cap >= EV_HEAD), or 0. */
 API int rlcn_engine_event(rlc_engine *e, unsigned char *buf, size_t cap)
 {
