@@ -190,7 +190,9 @@ TEST(answers_read_as_the_scripts_write_them)
     redisReply *held = array(4, held_el);
     CHECK(answer_acquire(held, &a) && a.count == 2 && a.x == 77 && a.inner && a.holder_len == 0,
           "held, nested in this life");
-    CHECK(!answer_acquire(held_el[0], &a), "an integer is not an acquire answer");
+    CHECK(answer_acquire(held_el[0], &a) && a.count == 0 && a.x == 2 && a.holder_len == 0 &&
+              !a.inner, "an integer is a busy answer's pttl (the holder not asked for)");
+    CHECK(!answer_acquire(holder, &a), "a string is not an acquire answer");
     redisReply *ren_el[2] = {integer(1), integer(0)};
     redisReply *ren = array(2, ren_el);
     CHECK(answer_renew(ren, 0) == 1 && answer_renew(ren, 1) == 0 && answer_renew(ren, 2) == -1,

@@ -315,6 +315,14 @@ int answer_multi_name(const redisReply *r)
 
 bool answer_acquire(const redisReply *r, struct acquire_answer *a)
 {
+    a->holder = "";
+    a->holder_len = 0;
+    a->inner = false;
+    if (r->type == REDIS_REPLY_INTEGER) { /* busy, the holder not asked for */
+        a->count = 0;
+        a->x = r->integer;
+        return true;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
         return false;

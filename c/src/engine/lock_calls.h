@@ -98,7 +98,8 @@ struct rlc_cmd *call_token_floor(const struct lock_names *n, uint64_t token);
 
 /* The acquire script's answer. count >= 1 held (x: the token; inner: the
  * nested-in level is in this life), 0 busy (x: the holder's pttl, -1 no
- * expiry; holder: its field, "" unknown, pointing into the reply), -1 the
+ * expiry; holder: its field, "" unknown, pointing into the reply; a busy
+ * answer without the holder is the pttl alone, an integer), -1 the
  * attempt was undone before it arrived. */
 struct acquire_answer {
     int64_t count, x;

@@ -20,7 +20,8 @@ struct script {
  * a busy answer name the holder (else {0, pttl}).
  * -> {count, token, pttl before, inner} when held (count >= 1; pttl before
  *    is -2 for a new hold; inner 1 if the named level is in this life),
- *    {0, pttl, holder field} when busy, {-1, 0} when the attempt was undone
+ *    {0, pttl, holder field} when busy (without ARGV[5]: pttl alone, an
+ *    integer), {-1, 0} when the attempt was undone
  *    before it arrived (it did nothing). */
 extern struct script script_acquire;
 /* KEYS: lock, channel, attempts. ARGV: lease ms, owner field, attempt id of

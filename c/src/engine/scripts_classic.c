@@ -21,8 +21,8 @@
 
 /* KEYS: lock. ARGV: lease ms, attempt id, and "1" to name the holder.
  * -> {1, 0, -2, 0} taken (a copy of this very attempt that ran before it,
- *    on a connection that dropped, counts as taken), {0, pttl[, holder]}
- *    busy. GET is a pcall: a key of another type (a Redisson lock on the same
+ *    on a connection that dropped, counts as taken), {0, pttl, holder}
+ *    busy (without ARGV[3]: the pttl alone, an integer, as script_acquire's). GET is a pcall: a key of another type (a Redisson lock on the same
  *    name) is simply busy, with no holder to name. */
 struct script script_classic_acquire = {
     "classic_acquire",
@@ -36,7 +36,7 @@ struct script script_classic_acquire = {
     "  if type(v) ~= 'string' then v = '' end\n"
     "  return {0, pttl, v}\n"
     "end\n"
-    "return {0, pttl}\n",
+    "return pttl\n",
     "", NULL};
 
 /* KEYS: lock, channel. ARGV: attempt id of the hold's level.
