@@ -17,6 +17,14 @@
  *   - Thread-safe: a client and a lock handle may be used from many threads.
  *   - After fork() a client created in the parent returns RLC_E_CLOSED in the
  *     child (it never touches the parent's sockets); create a new one there.
+ *   - Out of memory: a call that makes something (a client, a handle, an
+ *     option string, a new operation) returns RLC_E_NOMEM when an allocation
+ *     fails, having changed nothing. Once an operation is under way (a round
+ *     in flight, an undo, a renewal, a release queued for a node) an
+ *     allocation that fails aborts the process: that step cannot be taken
+ *     back half done without counting a hold the servers lack or leaving a
+ *     level behind, and a lock library that no longer knows what it holds
+ *     must not go on.
  *
  * Plain C99; no macros are needed to call it, so any runtime can dlopen
  * "libredlockc.so.1" and resolve these names.

@@ -28,15 +28,7 @@ import redis.asyncio.lock  # noqa: E402
 import redis.client  # noqa: E402
 import redis.lock  # noqa: E402
 
-import redlockc  # noqa: E402  (the build tree's, from PYTHONPATH)
-
-# A build whose CMake list of package files predates compat.py has no copy of
-# it: take the checkout's (the same file the build would copy), and say so.
-if not any(os.path.exists(os.path.join(d, "compat.py")) for d in redlockc.__path__):
-    source = os.path.join(ROOT, "bindings", "python", "redlockc")
-    print(f"compat: the build has no redlockc/compat.py; using {source}'s")
-    redlockc.__path__.append(source)
-
+import compat_source  # noqa: E402,F401  (redlockc.compat importable)
 from redlockc.compat import AsyncLock, Lock  # noqa: E402
 from redis_servers import RedisServer  # noqa: E402
 
