@@ -72,6 +72,7 @@ def pytest_unconfigure(config):
         _server.stop()
 
 
+@pytest.hookimpl(tryfirst=True)  # every collected test, before -k deselects any
 def pytest_collection_modifyitems(config, items):
     expected = config.compat_expected
     seen = set()

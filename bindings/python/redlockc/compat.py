@@ -373,4 +373,6 @@ class Lock(_Base):
 
 from ._compat_aio import AsyncLock, async_client_for  # noqa: E402  (uses the helpers above)
 
+AsyncLock.__module__ = async_client_for.__module__ = __name__  # where users name them
+
 __all__.append("async_client_for")
