@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export RLC_BUILD_DIR=${RLC_BUILD_DIR:-$PWD/build}
 
-SUITES=(c python lua openresty packaging runtimes fault fuzz valkey interop classic)
+SUITES=(c python lua openresty packaging runtimes fault fuzz valkey interop classic compat)
 if (($#)); then SUITES=("$@"); fi
 
 # -Werror here (and in CI), not for users: see RLC_WERROR in CMakeLists.txt.
@@ -28,6 +28,7 @@ declare -A SCRIPT=(
   [valkey]=tests/valkey/run.sh
   [interop]=tests/interop/run.sh
   [classic]=tests/interop/classic/run.sh
+  [compat]=tests/compat/run.sh
 )
 
 failed=()
