@@ -213,10 +213,10 @@ class _State:
 
     @token.setter
     def token(self, value):
-        if value is not None:
-            raise NotImplementedError("redlockc.compat locks hold the library's own token: "
-                                      "lock.local.token cannot be assigned")
-        self.inner, self.known = None, None
+        # Forgetting a hold here would leave it held (and renewed) with
+        # nobody to release it: the token is the library's, read-only.
+        raise AttributeError("redlockc.compat locks hold the library's own token: "
+                             "lock.local.token is read-only (release() ends the hold)")
 
 
 class _ThreadState(_State, threading.local):
