@@ -420,6 +420,15 @@ RLC_API int rlc_client_metrics(rlc_client *c, uint64_t *out, int n);
  * the end. Static strings. */
 RLC_API const char *rlc_metric_name(int i);
 
+/* The client option i (from 0) as one line "name kind range default", NULL
+ * past the last: kind "int" (range "min..max"), "fraction" ("min..max"),
+ * "text" (length "min..max" in bytes) or "choice" (the words, "a|b");
+ * default "-" when the library chooses (a text option not given), "auto"
+ * when it depends on the nodes (restart_guard). The one table the options
+ * are parsed by: bindings build their own option names from it. Static
+ * strings. Since 1.2. */
+RLC_API const char *rlc_option_describe(int i);
+
 /* The upper bound in ms of wait bucket i (a wait is counted in the first
  * bucket whose bound it does not exceed), INT64_MAX for the last (+Inf),
  * RLC_E_INVAL outside 0..RLC_M_WAIT_BUCKETS-1. */

@@ -658,6 +658,48 @@ static int replay(const char *kind)
     return ran;
 }
 
+/* rlc_option_describe is the table the parser reads: every line names an
+ * option it takes at the ends of the range told and refuses past them, and
+ * every choice it lists (bindings build their option names from it). */
+TEST(every_described_option_is_parsed_as_described)
+{
+    char opt[512];
+    int n = 0;
+    for (const char *line; (line = rlc_option_describe(n)) != NULL; n++) {
+        char name[64], kind[16], range[128], def[64];
+        CHECK(sscanf(line, "%63s %15s %127s %63s", name, kind, range, def) == 4, "line '%s'", line);
+        if (strcmp(kind, "int") == 0) {
+            long long lo, hi;
+            CHECK(sscanf(range, "%lld..%lld", &lo, &hi) == 2, "range '%s'", range);
+            snprintf(opt, sizeof opt, "%s=%lld", name, lo);
+            option_row(opt, RLC_OK, NULL);
+            snprintf(opt, sizeof opt, "%s=%lld", name, hi);
+            option_row(opt, RLC_OK, NULL);
+            snprintf(opt, sizeof opt, "%s=%lld", name, hi + 1);
+            option_row(opt, RLC_E_INVAL, name);
+        } else if (strcmp(kind, "fraction") == 0) {
+            snprintf(opt, sizeof opt, "%s=%.*s", name, (int)strcspn(range, "."), range);
+            option_row(opt, RLC_OK, NULL);
+        } else if (strcmp(kind, "choice") == 0) {
+            char words[128];
+            snprintf(words, sizeof words, "%s", range);
+            for (char *w = strtok(words, "|"); w; w = strtok(NULL, "|")) {
+                snprintf(opt, sizeof opt, "%s=%s", name, w);
+                option_row(opt, RLC_OK, NULL);
+            }
+            snprintf(opt, sizeof opt, "%s=none-of-them", name);
+            option_row(opt, RLC_E_INVAL, name);
+            CHECK(strstr(range, def) != NULL, "default '%s' is one of '%s'", def, range);
+        } else {
+            CHECK(strcmp(kind, "text") == 0, "kind '%s' of %s", kind, name);
+        }
+    }
+    CHECK(n >= 20, "%d options described", n);
+    CHECK(rlc_option_describe(-1) == NULL && rlc_option_describe(n) == NULL, "out of range");
+    option_row("format=classic;fencing=1", RLC_E_INVAL, "fencing=1 needs format=redisson");
+done:;
+}
+
 TEST(fuzz_seed_corpus_replays_cleanly)
 {
     int uris = replay("uri"), options = replay("options");
@@ -677,4 +719,5 @@ RUN_TESTS(CASE(uri_grammar_table),
           CASE(integer_options_accept_their_range_and_nothing_else),
           CASE(drift_factor_and_key_prefix_limits),
           CASE(unknown_duplicate_and_malformed_option_strings),
+          CASE(every_described_option_is_parsed_as_described),
           CASE(fuzz_seed_corpus_replays_cleanly))

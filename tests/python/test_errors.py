@@ -257,6 +257,32 @@ def test_options_by_their_c_names_are_milliseconds(server, clients, raw):
     lock.release()
 
 
+def test_every_option_of_the_c_table_is_a_client_keyword(server, clients):
+    """Client()'s keywords come from the C library's one option table
+    (rlc_option_describe): an option added there needs no Python edit. Each
+    is given at its default (in seconds for a *_ms one)."""
+    from redlockc import redlockc_core as core
+    i, given = 0, {}
+    while (line := core.rlc_option_describe(i)) is not None:
+        name, kind, rng, default = line.split(" ", 3)
+        i += 1
+        if default in ("-", "auto") or name.startswith("tls_"):
+            continue  # the library chooses; TLS ones need a rediss:// node
+        if name.endswith("_ms"):
+            given[name[:-3]] = int(default) / 1000
+        elif kind == "int" and rng == "0..1":
+            given[name] = default == "1"
+        elif kind == "int":
+            given[name] = int(default)
+        elif kind == "fraction":
+            given[name] = float(default)
+        else:
+            given[name] = default
+    assert {"watchdog_timeout", "format", "fencing", "drift_factor"} <= set(given), given
+    for name, value in given.items():
+        clients(server.uri, **{name: value})  # accepted, by its keyword
+
+
 def test_key_prefix_and_names_are_used_byte_for_byte(server, clients, raw):
     lock = clients(server.uri, key_prefix=" ключ=1: ").lock("заказ {x}")
     assert lock.acquire(), "acquired"

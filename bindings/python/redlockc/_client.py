@@ -12,25 +12,27 @@ from ._family import FamilyClientMixin
 from ._lock import Lock, _Handle, _LostDispatch
 from ._units import owner_id as _owner_id
 
-# Keyword options of Client(), and what the C option string calls them.
-_TIME_OPTIONS = {
-    "watchdog_timeout": "watchdog_timeout_ms",
-    "io_timeout": "io_timeout_ms",
-    "node_timeout": "node_timeout_ms",
-    "connect_timeout": "connect_timeout_ms",
-    "retry_jitter": "retry_jitter_ms",
-    "sync_timeout": "sync_timeout_ms",
-}
-_OTHER_OPTIONS = ("drift_factor", "pool_size", "sync_replicas", "key_prefix", "format")
+
+def _option_table():
+    """The C library's one option table (rlc_option_describe): name -> (kind,
+    range text). Client()'s keywords are made from it: a *_ms option is also
+    taken without "_ms", in seconds; an int option of 0..1 is a switch
+    (True/False); text and choice options are str."""
+    table, i = {}, 0
+    while (line := _core.rlc_option_describe(i)) is not None:
+        name, kind, rng, _default = line.split(" ", 3)
+        table[name] = (kind, rng)
+        i += 1
+    return table
+
+
+_TABLE = _option_table()
+# Keyword options in seconds, and the C names (in ms) they stand for.
+_TIME_OPTIONS = {n[:-3]: n for n in _TABLE if n.endswith("_ms")}
 # On/off switches: True/False (or 1/0).
-_SWITCH_OPTIONS = ("loss_push", "restart_guard", "fencing")
-# TLS to rediss:// nodes (the blocking Client's is the C library's OpenSSL):
-# paths (str or os.PathLike), a name, and tls_verify (bool).
-_TLS_TEXT_OPTIONS = ("tls_ca_file", "tls_ca_dir", "tls_cert_file", "tls_key_file",
-                     "tls_server_name")
-# AUTH to the sentinels of redis-sentinel:// nodes (the URI's credentials are
-# the data nodes').
-_SENTINEL_TEXT_OPTIONS = ("sentinel_user", "sentinel_password")
+_SWITCH_OPTIONS = tuple(n for n, (k, r) in _TABLE.items() if k == "int" and r == "0..1")
+# Paths: str or os.PathLike.
+_PATH_OPTIONS = tuple(n for n in _TABLE if n.startswith("tls_") and n.endswith(("_file", "_dir")))
 
 
 def _node_list(nodes):
@@ -64,60 +66,44 @@ def _split_nodes(uris):
     return tuple(out)
 
 
+def _text_value(name, value):
+    if name in _PATH_OPTIONS:
+        value = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if ";" in value or "\0" in value:
+        raise invalid(f"{name} must not contain ';' or NUL characters")
+    _units.text(value or "-", name)  # UTF-8 check; "" is allowed where the range is
+    return value
+
+
 def _option_text(name, value):
     if name in _TIME_OPTIONS:
         return _TIME_OPTIONS[name], _units.option_ms(name, value)
-    if name in _TIME_OPTIONS.values():
-        # The C library's own name, as in its docs: whole milliseconds.
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int (milliseconds), not {type(value).__name__}")
-        return name, str(value)
-    if name == "drift_factor":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"drift_factor must be a number, not {type(value).__name__}")
-        if not math.isfinite(value):
-            raise invalid(f"drift_factor must be finite, got {value!r}")
-        # Plain decimals: the C parser takes digits and '.', never "1e-05".
-        return name, f"{float(value):.12f}".rstrip("0").rstrip(".") or "0"
-    if name in ("pool_size", "sync_replicas"):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-        return name, str(value)
+    kind = _TABLE.get(name, (None,))[0]
+    if kind is None:
+        known = ", ".join(sorted([n for n in _TABLE if not n.endswith("_ms")] + list(_TIME_OPTIONS)))
+        raise TypeError(f"Client() got an unexpected keyword argument {name!r} (options: {known}; "
+                        "or the C names in ms: " + ", ".join(sorted(_TIME_OPTIONS.values())) + ")")
     if name in _SWITCH_OPTIONS:
         if not isinstance(value, (bool, int)) or value not in (0, 1):
             raise TypeError(f"{name} must be True or False, not {value!r}")
         return name, "1" if value else "0"
-    if name == "key_prefix":
-        if not isinstance(value, str):
-            raise TypeError(f"key_prefix must be a str, not {type(value).__name__}")
-        if ";" in value or "\0" in value:
-            raise invalid("key_prefix must not contain ';' or NUL characters")
-        _units.text(value or "-", "key_prefix")  # UTF-8 check; "" is allowed
-        return name, value
-    if name == "format":
-        # "redisson" or "classic": the C library says which names it knows.
-        if not isinstance(value, str):
-            raise TypeError(f"format must be a str, not {type(value).__name__}")
-        if ";" in value or "\0" in value:
-            raise invalid("format must not contain ';' or NUL characters")
-        return name, _units.text(value, "format")
-    if name in _TLS_TEXT_OPTIONS or name in _SENTINEL_TEXT_OPTIONS:
-        if name in _TLS_TEXT_OPTIONS and name != "tls_server_name":
-            value = os.fspath(value) if isinstance(value, os.PathLike) else value
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-        if ";" in value or "\0" in value:
-            raise invalid(f"{name} must not contain ';' or NUL characters")
-        _units.text(value or "-", name)
-        return name, value
-    if name == "tls_verify":
-        if not isinstance(value, (bool, int)) or value not in (0, 1):
-            raise TypeError(f"tls_verify must be True or False, not {value!r}")
-        return name, "1" if value else "0"
-    known = ", ".join(sorted([*_TIME_OPTIONS, *_OTHER_OPTIONS, *_SWITCH_OPTIONS,
-                              *_TLS_TEXT_OPTIONS, *_SENTINEL_TEXT_OPTIONS, "tls_verify"])) + \
-        " (or the C names in ms: " + ", ".join(sorted(_TIME_OPTIONS.values())) + ")"
-    raise TypeError(f"Client() got an unexpected keyword argument {name!r} (options: {known})")
+    if kind == "int":
+        # a C name in ms (as in its docs), or a count
+        unit = " (milliseconds)" if name.endswith("_ms") else ""
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int{unit}, not {type(value).__name__}")
+        return name, str(value)
+    if kind == "fraction":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+        if not math.isfinite(value):
+            raise invalid(f"{name} must be finite, got {value!r}")
+        # Plain decimals: the C parser takes digits and '.', never "1e-05".
+        return name, f"{float(value):.12f}".rstrip("0").rstrip(".") or "0"
+    # text and choice (the C library names the choices when one is wrong)
+    return name, _text_value(name, value)
 
 
 def _options(options):

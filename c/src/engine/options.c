@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -255,6 +256,62 @@ void options_free(struct rlc_options *o)
         free(o->given[i]);
         o->given[i] = NULL;
     }
+}
+
+/* "name kind range default" of spec i, written into buf. */
+static void describe(const struct option_spec *sp, const struct rlc_options *d, char *buf,
+                     size_t size)
+{
+    const char *field = (const char *)d + sp->offset;
+    int64_t iv;
+    double fv;
+    char range[96] = "", def[64] = "";
+    switch (sp->kind) {
+    case INT:
+        memcpy(&iv, field, sizeof iv);
+        snprintf(range, sizeof range, "%.0f..%.0f", sp->min, sp->max);
+        snprintf(def, sizeof def, iv < 0 ? "auto" : "%lld", (long long)iv);
+        break;
+    case FRACTION:
+        memcpy(&fv, field, sizeof fv);
+        snprintf(range, sizeof range, "%g..%g", sp->min, sp->max);
+        snprintf(def, sizeof def, "%g", fv);
+        break;
+    case TEXT:
+        snprintf(range, sizeof range, "%.0f..%.0f", sp->min, sp->max);
+        snprintf(def, sizeof def, "-"); /* none: the library's own choice */
+        break;
+    case CHOICE:
+        memcpy(&iv, field, sizeof iv);
+        for (int i = 0; sp->choices[i]; i++) {
+            size_t at = strlen(range);
+            snprintf(range + at, sizeof range - at, "%s%s", i ? "|" : "", sp->choices[i]);
+        }
+        snprintf(def, sizeof def, "%s", sp->choices[iv]);
+        break;
+    }
+    static const char *const kinds[] = {"int", "fraction", "text", "choice"};
+    snprintf(buf, size, "%s %s %s %s", sp->name, kinds[sp->kind], range, def);
+}
+
+#define DESCRIBED 160
+static char described[NSPECS][DESCRIBED];
+static pthread_once_t described_once = PTHREAD_ONCE_INIT;
+
+static void describe_all(void)
+{
+    struct rlc_options d;
+    set_defaults(&d);
+    for (size_t i = 0; i < NSPECS; i++)
+        describe(&specs[i], &d, described[i], DESCRIBED);
+}
+
+const char *rlc_option_describe(int i)
+{
+    if (i < 0 || (size_t)i >= NSPECS)
+        return NULL;
+    pthread_once(&described_once, describe_all);
+    return described[i];
 }
 
 const char *options_given(const struct rlc_options *o, const char *name)
