@@ -28,7 +28,6 @@ import redis.asyncio.lock  # noqa: E402
 import redis.client  # noqa: E402
 import redis.lock  # noqa: E402
 
-import compat_source  # noqa: E402,F401  (redlockc.compat importable)
 from redlockc.compat import AsyncLock, Lock  # noqa: E402
 from redis_servers import RedisServer  # noqa: E402
 

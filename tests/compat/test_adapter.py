@@ -17,7 +17,6 @@ from redis.lock import Lock as RedisPyLock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "python")]
-import compat_source  # noqa: E402,F401  (redlockc.compat importable)
 from redis_servers import RedisServer, free_port, wait_until  # noqa: E402
 
 from redlockc import compat  # noqa: E402
