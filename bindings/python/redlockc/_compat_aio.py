@@ -13,7 +13,7 @@ from redis.exceptions import LockError
 
 from . import asyncio as _aio
 from ._errors import Error, InvalidArgument, LockLostError, NotOwnerError
-from .compat import (_Base, _next_owner, _no_token, _tls_options, _translate, _uri,
+from ._compat_base import (_Base, _next_owner, _no_token, _tls_options, _translate, _uri,
                      _wait)
 
 _clients = weakref.WeakKeyDictionary()  # redis.asyncio pool -> (its loop, weakly; client)
