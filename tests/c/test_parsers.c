@@ -668,6 +668,8 @@ TEST(every_described_option_is_parsed_as_described)
     for (const char *line; (line = rlc_option_describe(n)) != NULL; n++) {
         char name[64], kind[16], range[128], def[64];
         CHECK(sscanf(line, "%63s %15s %127s %63s", name, kind, range, def) == 4, "line '%s'", line);
+        if (strncmp(name, "tls_", 4) == 0)
+            continue; /* they need a rediss:// node: the_blocking_client_takes_tls_... */
         if (strcmp(kind, "int") == 0) {
             long long lo, hi;
             CHECK(sscanf(range, "%lld..%lld", &lo, &hi) == 2, "range '%s'", range);
