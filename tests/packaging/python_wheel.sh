@@ -159,13 +159,23 @@ in_app "$W/app/bin/python" - >"$W/examples/every_option.py" <<'EOF' || fail "eve
 import pathlib
 from redlockc import _client as c
 
-values = {**{n: 1.5 for n in c._TIME_OPTIONS}, **{n: 1000 for n in c._TIME_OPTIONS.values()},
-          "drift_factor": 0.01, "pool_size": 2, "sync_replicas": 1, "key_prefix": "'app:'",
-          **{n: True for n in c._SWITCH_OPTIONS}, "tls_verify": False,
-          **{n: "'x'" for n in c._TLS_TEXT_OPTIONS + c._SENTINEL_TEXT_OPTIONS},
-          "tls_ca_file": "pathlib.Path('ca.pem')"}
-names = [*c._TIME_OPTIONS, *c._TIME_OPTIONS.values(), *c._OTHER_OPTIONS, *c._SWITCH_OPTIONS,
-         *c._TLS_TEXT_OPTIONS, *c._SENTINEL_TEXT_OPTIONS, "tls_verify"]
+# The binding's keywords come from the C library's table (c._TABLE): each
+# option in it, and each *_ms one also in seconds.
+def value(name):
+    kind, rng = c._TABLE[name]
+    if name in c._SWITCH_OPTIONS:
+        return "True"
+    if kind == "int":
+        return "1000" if name.endswith("_ms") else "1"
+    if kind == "fraction":
+        return "0.01"
+    if name in c._PATH_OPTIONS:
+        return "pathlib.Path('ca.pem')"
+    if kind == "choice":
+        return repr(rng.split("|")[-1])
+    return "'x'"
+values = {**{n: "1.5" for n in c._TIME_OPTIONS}, **{n: value(n) for n in c._TABLE}}
+names = [*c._TIME_OPTIONS, *c._TABLE]
 args = "".join(f"    {n}={values[n]},\n" for n in names)
 print("import pathlib\n\nimport redlockc\nimport redlockc.asyncio\n")
 for cls in ("redlockc.Client", "redlockc.asyncio.Client"):

@@ -2,8 +2,8 @@
 import builtins
 import os
 from types import TracebackType
-from typing import (Any, Callable, ContextManager, Iterable, Iterator, Optional, Protocol,
-                    TypeVar, Union)
+from typing import (Any, Callable, ContextManager, Iterable, Iterator, Literal, Optional,
+                    Protocol, TypeVar, Union)
 
 __version__: str
 __all__: list[str]
@@ -71,6 +71,7 @@ class Client:
         loss_push: Optional[bool] = ...,
         restart_guard: Optional[bool] = ...,
         fencing: Optional[bool] = ...,
+        format: Optional[Literal["redisson", "classic"]] = ...,
         tls_ca_file: Optional[_Path] = ...,
         tls_ca_dir: Optional[_Path] = ...,
         tls_cert_file: Optional[_Path] = ...,

@@ -3,7 +3,7 @@ import asyncio
 import os
 from types import TracebackType
 import ssl
-from typing import Any, Callable, Iterable, Optional, TypeVar, Union
+from typing import Any, Callable, Iterable, Literal, Optional, TypeVar, Union
 
 from . import (AuthenticationError, ClosedError, ConnectionError, Error, InvalidArgument,
                LockLostError, NoQuorumError, NotAcquiredError, NotOwnerError, OutOfMemoryError,
@@ -34,6 +34,7 @@ class Client:
         loss_push: Optional[bool] = ...,
         restart_guard: Optional[bool] = ...,
         fencing: Optional[bool] = ...,
+        format: Optional[Literal["redisson", "classic"]] = ...,
         tls_ca_file: Optional[_Path] = ...,
         tls_ca_dir: Optional[_Path] = ...,
         tls_cert_file: Optional[_Path] = ...,
