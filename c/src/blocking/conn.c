@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,38 @@ static struct script *const all_scripts[] = {&script_acquire, &script_release, &
                                              &script_force_release, &script_token_floor};
 #define NSCRIPTS (sizeof all_scripts / sizeof all_scripts[0])
 
+/* The layer above's scripts (conn_load_also): written once, under state 1,
+ * and read only once state is 2, so a connect on another thread sees the
+ * whole list or none of it. */
+static struct {
+    const struct script *const *list;
+    size_t n;
+} extra;
+static atomic_int extra_state; /* 0 none, 1 being set, 2 set */
+
+_Static_assert(3 + NSCRIPTS + CONN_EXTRA_SCRIPTS_MAX <= CONN_HANDSHAKE_MAX,
+               "the handshake's kinds must fit in conn.handshake");
+
+void conn_load_also(const struct script *const *list, size_t n)
+{
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&extra_state, &none, 1))
+        return;
+    extra.list = list;
+    extra.n = n < CONN_EXTRA_SCRIPTS_MAX ? n : CONN_EXTRA_SCRIPTS_MAX;
+    atomic_store_explicit(&extra_state, 2, memory_order_release);
+}
+
+/* Queues a SCRIPT LOAD of s into cmds[*ncmds] and its kind. */
+static void add_script_load(struct conn *c, struct rlc_cmd **cmds, int *ncmds,
+                            const struct script *s)
+{
+    const char *argv[3] = {"SCRIPT", "LOAD", s->source};
+    size_t lens[3] = {6, 4, strlen(s->source)};
+    c->handshake[*ncmds] = HS_SCRIPT;
+    cmds[(*ncmds)++] = cmd_format(3, argv, lens);
+}
+
 /* Puts the handshake in front of whatever is queued already. Loading the
  * scripts here means EVALSHA works on this connection from its first call,
  * even on a fresh or restarted server: no NOSCRIPT round trip, and nothing
@@ -77,7 +110,7 @@ static struct script *const all_scripts[] = {&script_acquire, &script_release, &
 static int queue_handshake(struct conn *c)
 {
     const struct node_addr *n = c->node;
-    struct rlc_cmd *cmds[3 + NSCRIPTS];
+    struct rlc_cmd *cmds[CONN_HANDSHAKE_MAX];
     int ncmds = 0, rc = RLC_OK;
     c->handshake_left = c->handshake_next = 0;
     if (n->password) {
@@ -102,12 +135,11 @@ static int queue_handshake(struct conn *c)
         c->handshake[ncmds] = HS_ROLE;
         cmds[ncmds++] = cmd_format(1, argv, lens);
     }
-    for (size_t i = 0; c->load_scripts && i < NSCRIPTS; i++) {
-        const char *argv[3] = {"SCRIPT", "LOAD", all_scripts[i]->source};
-        size_t lens[3] = {6, 4, strlen(all_scripts[i]->source)};
-        c->handshake[ncmds] = HS_SCRIPT;
-        cmds[ncmds++] = cmd_format(3, argv, lens);
-    }
+    for (size_t i = 0; c->load_scripts && i < NSCRIPTS; i++)
+        add_script_load(c, cmds, &ncmds, all_scripts[i]);
+    bool more = atomic_load_explicit(&extra_state, memory_order_acquire) == 2;
+    for (size_t i = 0; c->load_scripts && more && i < extra.n; i++)
+        add_script_load(c, cmds, &ncmds, extra.list[i]);
     size_t pre = 0;
     for (int i = 0; i < ncmds; i++)
         pre = cmds[i] ? pre + cmds[i]->len : pre;
@@ -444,7 +476,8 @@ int conn_next_reply(struct conn *c, redisReply **reply, char err[RLC_ERRLEN])
             return RLC_E_CONNECT;
         }
         /* A refused SCRIPT LOAD is not fatal: EVALSHA will report the real
-         * error (or NOSCRIPT, and the call is retried as EVAL). */
+         * error (or NOSCRIPT: the mux loads the script again, and sends the
+         * call as EVAL only if that does not take, see mux.c). */
         if (hr->type == REDIS_REPLY_ERROR && kind != HS_SCRIPT) {
             snprintf(err, RLC_ERRLEN, "%s refused by %s: %s",
                      kind == HS_AUTH ? "AUTH" : "SELECT", c->node->label, hr->str);

@@ -11,6 +11,7 @@
 
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "uri.h"
@@ -18,6 +19,13 @@
 #define RLC_ERRLEN 256
 
 enum conn_state { CONN_CLOSED, CONN_CONNECTING, CONN_READY };
+
+/* AUTH, SELECT, ROLE and the SCRIPT LOADs of one connect, at most. */
+#define CONN_HANDSHAKE_MAX 48
+/* Scripts a layer above may add to every command connection's handshake. */
+#define CONN_EXTRA_SCRIPTS_MAX 32
+
+struct script;
 
 struct conn {
     const struct node_addr *node;
@@ -27,7 +35,7 @@ struct conn {
     char *out;          /* bytes queued but not yet written */
     size_t out_len, out_cap;
     bool load_scripts;  /* command connections cache every script on connect */
-    unsigned char handshake[16]; /* what each pending handshake reply answers */
+    unsigned char handshake[CONN_HANDSHAKE_MAX]; /* what each pending handshake reply answers */
     int handshake_left, handshake_next;
     int64_t connect_started_ns; /* the name lookup, if any, counts as connecting */
     bool resolving;     /* CONNECTING: fd is a resolver pipe, not yet a socket */
@@ -43,6 +51,15 @@ struct conn {
 };
 
 void conn_init(struct conn *c, const struct node_addr *node, bool load_scripts);
+
+/* Adds scripts to what every command connection loads on connect, for the
+ * layer above that calls them (the lock family registers its own with its
+ * first handle: this layer may name nothing of it). Process-wide, for
+ * connections started from then on; a connection already open loads a
+ * script at its first NOSCRIPT instead (mux.c). list: static storage, n at
+ * most CONN_EXTRA_SCRIPTS_MAX (more are left to that reload). Any thread;
+ * the first registration stays, later ones are ignored. */
+void conn_load_also(const struct script *const *list, size_t n);
 
 /* CLOSED -> CONNECTING (or READY at once). Queues the handshake (AUTH,
  * SELECT, and SCRIPT LOAD of every script for a command connection) ahead of

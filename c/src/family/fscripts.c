@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "conn.h"
 #include "fscripts.h"
 #include "sha1.h"
 
@@ -486,7 +487,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void compute(void)
 {
-    struct script *all[] = {
+    static struct script *all[] = {
         &fscript_read_acquire, &fscript_write_acquire, &fscript_read_release,
         &fscript_write_release, &fscript_rw_undo, &fscript_rw_renew, &fscript_write_withdraw,
         &fscript_fair_acquire, &fscript_fair_release, &fscript_fair_withdraw,
@@ -505,6 +506,12 @@ static void compute(void)
         sha1_hex(all[i]->source, strlen(all[i]->source), all[i]->sha);
         used += script_make_sharded(all[i], &twins[i], pool + used, sizeof pool - used);
     }
+    /* Every command connection made from now on loads them with SCRIPT
+     * LOAD in its handshake, as it does the RLock's: none is left to EVAL's
+     * cache, which Redis 7.4+ and Valkey 8 evict. The SPUBLISH twins (a
+     * sharded cluster's) are not: there, each is loaded at its first
+     * NOSCRIPT (mux.c). */
+    conn_load_also((const struct script *const *)all, N);
 }
 
 void fscripts_init(void)
