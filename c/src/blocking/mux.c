@@ -49,7 +49,8 @@ struct mux_req {
     redisReply *reply;
     char err[RLC_ERRLEN];
     bool done;
-    bool retried;
+    unsigned char noscripts; /* NOSCRIPT answers to it on this connection:
+                                1 reloaded, 2 sent as EVAL (see reload) */
     bool redo;     /* detached and idempotent: survives a broken connection */
     bool detached; /* sent with nobody to wait for it (not merely abandoned) */
     struct route_to to; /* routed on a cluster: where redirections are asked */
@@ -253,6 +254,70 @@ static bool is_demoted(const struct mux *m, const redisReply *reply)
            strncmp(reply->str, "READONLY", 8) == 0;
 }
 
+/* A detached request that asks nothing back: SCRIPT LOAD of s. */
+static struct mux_req *script_load_req(struct mux *m, const struct script *s)
+{
+    const char *argv[3] = {"SCRIPT", "LOAD", s->source};
+    size_t lens[3] = {6, 4, strlen(s->source)};
+    struct rlc_cmd *cmd = cmd_format(3, argv, lens);
+    struct mux_req *r = cmd ? calloc(1, sizeof *r) : NULL;
+    if (!r) {
+        cmd_unref(cmd);
+        return NULL;
+    }
+    r->mux = m;
+    r->cmd = cmd;
+    r->detached = true;
+    r->sent_ns = r->deadline_ns = rlc_now_ns();
+    return r;
+}
+
+/* r was answered NOSCRIPT: the node lost the script (a restart, SCRIPT
+ * FLUSH, or Redis 7.4+/Valkey 8 evicting it from EVAL's cache), so it did
+ * not run and sending it again is safe. First SCRIPT LOAD, then the same
+ * EVALSHA, queued together on this connection, so the EVALSHA finds the
+ * script (the load's reply is read and dropped, like a detached one's). A
+ * second NOSCRIPT means the load did not take (refused by an ACL, or
+ * another flush came between the two): then EVAL, which runs whatever the
+ * cache holds, as the last resort. r goes last in the queue, like any
+ * command sent now. Returns false, r not queued, when out of memory. */
+static bool reload(struct mux *m, struct mux_req *r)
+{
+    struct mux_req *load = r->noscripts == 0 ? script_load_req(m, r->script) : NULL;
+    struct rlc_cmd *again = load ? cmd_ref(r->cmd) : cmd_evalsha_to_eval(r->cmd, r->script);
+    size_t mark = m->conn.out_len;
+    bool queued = again &&
+                  (!load || conn_queue(&m->conn, load->cmd->data, load->cmd->len) == RLC_OK) &&
+                  conn_queue(&m->conn, again->data, again->len) == RLC_OK;
+    if (!queued) {
+        m->conn.out_len = mark; /* nothing half queued: nothing was written since */
+        if (load)
+            req_free(load);
+        cmd_unref(again);
+        return false;
+    }
+    if (r->noscripts == 0)
+        metrics_mux_event(m, RLC_M_SCRIPT_RELOADS);
+    r->noscripts = load ? 1 : 2;
+    if (load)
+        append(m, load);
+    cmd_unref(r->cmd);
+    r->cmd = again;
+    append(m, r);
+    return true;
+}
+
+/* cluster.c sends a redirected detached command on without its script
+ * (mux_route_detached): as EVAL, so that a node which lacks the script
+ * still runs it, with nobody there to reload it. Rare: a slot that moved. */
+static void defer_detached(struct mux_req *r)
+{
+    struct rlc_cmd *fwd = r->script ? cmd_evalsha_to_eval(r->cmd, r->script) : cmd_ref(r->cmd);
+    if (fwd)
+        r->to.ops->defer(r->to.cl, r->pool, fwd, NULL, r->slot, r->hops + 1, r->redo);
+    cmd_unref(fwd);
+}
+
 /* Hands one reply to the request at the head of the queue. */
 static int dispatch(struct mux *m, redisReply *reply, struct wakeup_fd *me, char err[RLC_ERRLEN])
 {
@@ -282,30 +347,21 @@ static int dispatch(struct mux *m, redisReply *reply, struct wakeup_fd *me, char
     if (!m->head)
         m->tail = NULL;
 
-    if (r->script && !r->retried && r->waiter && is_noscript(reply)) {
-        /* The node lost its script cache (restart, SCRIPT FLUSH). The script
-         * did not run, so running it again as EVAL is safe, while its caller
-         * still waits. An abandoned request is not sent again: its caller was
-         * told it failed and may have undone it already (the undo's tombstone
-         * would stop it anyway, see scripts.c). */
-        metrics_mux_event(m, RLC_M_SCRIPT_RELOADS);
-        struct rlc_cmd *eval = cmd_evalsha_to_eval(r->cmd, r->script);
-        if (eval && conn_queue(&m->conn, eval->data, eval->len) == RLC_OK) {
-            freeReplyObject(reply);
-            cmd_unref(r->cmd);
-            r->cmd = eval;
-            r->retried = true;
-            append(m, r);
-            return RLC_OK;
-        }
-        cmd_unref(eval);
+    /* An abandoned request is not sent again: its caller was told it
+     * failed and may have undone it already (the undo's tombstone would
+     * stop it anyway, see scripts.c). One somebody waits for, or a detached
+     * one (nobody waits, but it was meant to run), is. */
+    if (r->script && r->noscripts < 2 && (r->waiter || r->detached) && is_noscript(reply) &&
+        reload(m, r)) {
+        freeReplyObject(reply);
+        return RLC_OK;
     }
     if (!r->waiter) {
         /* A detached command a cluster redirected did not run: the
          * cluster's thread sends it on (an abandoned one is never sent
          * again, see above). Lock order: a mux's mu, then the cluster's. */
         if (r->detached && r->to.cl && cmap_is_redirect(reply))
-            r->to.ops->defer(r->to.cl, r->pool, r->cmd, NULL, r->slot, r->hops + 1, r->redo);
+            defer_detached(r);
         freeReplyObject(reply);
         req_free(r);
         return RLC_OK;
@@ -353,6 +409,7 @@ static void requeue_redo(struct mux *m, int64_t now)
         m->redo = r->next;
         r->sent_ns = now;
         r->deadline_ns = now;
+        r->noscripts = 0; /* a new connection: a NOSCRIPT is reloaded again */
         append(m, r);
     }
 }
@@ -563,9 +620,10 @@ void mux_cap_deadline(struct mux_req *r, int64_t deadline_ns)
     pthread_mutex_unlock(&r->mux->mu);
 }
 
-static void send_detached(struct mux *m, struct rlc_cmd *eval, bool redo, const struct route *rt)
+static void send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
+                          bool redo, const struct route *rt)
 {
-    struct mux_req *r = req_new(m, eval, NULL);
+    struct mux_req *r = req_new(m, cmd, script);
     if (!r)
         return;
     r->redo = redo;
@@ -611,11 +669,14 @@ void mux_send_detached(struct mux *m, struct rlc_cmd *cmd, const struct script *
             return;
         }
     }
-    /* Nobody will be waiting to retry a NOSCRIPT, so send the source. */
-    struct rlc_cmd *eval = script ? cmd_evalsha_to_eval(cmd, script) : cmd_ref(cmd);
-    if (eval)
-        send_detached(m, eval, redo, rt.to.cl ? &rt : NULL);
-    cmd_unref(eval);
+    /* As EVALSHA, like a call somebody waits for, not EVAL: an EVAL puts
+     * its script in the cache that Redis 7.4+ and Valkey 8 evict, and
+     * would send the whole source with every undo. The connection loaded
+     * the script in its handshake (conn_load_also), and if the node lost
+     * it since, the NOSCRIPT is answered by whoever reads this reply (a
+     * waiting caller or the client's thread, see reload): no caller needs
+     * to be there for it. */
+    send_detached(m, cmd, script, redo, rt.to.cl ? &rt : NULL);
     cmd_unref(picked);
 }
 
@@ -623,7 +684,7 @@ void mux_route_detached(struct mux *target, struct rlc_cmd *cmd, bool redo, stru
                         int pool, int slot, int hops)
 {
     struct route rt = {to, slot, pool, hops};
-    send_detached(target, cmd, redo, &rt);
+    send_detached(target, cmd, NULL, redo, &rt);
 }
 
 /* Moves a finished request's outcome into res and frees it. */

@@ -103,15 +103,18 @@ void mux_destroy(struct mux *m);
 void mux_shutdown(struct mux *m);
 
 /* Queues cmd. The reply is awaited with mux_wait, within timeout_ms (plus the
- * connect timeout if the connection must be made first). script: on
- * NOSCRIPT, send the call again as EVAL. Never NULL. */
+ * connect timeout if the connection must be made first). script: the one
+ * cmd calls by EVALSHA, or NULL; on NOSCRIPT it is loaded again (SCRIPT
+ * LOAD, then the same EVALSHA on this connection), and sent as EVAL only if
+ * that is answered NOSCRIPT too. Never NULL. */
 struct mux_req *mux_send(struct mux *m, struct rlc_cmd *cmd, const struct script *script,
                          int64_t timeout_ms);
 
 /* Brings r's deadline forward to deadline_ns if that is sooner. */
 void mux_cap_deadline(struct mux_req *r, int64_t deadline_ns);
 
-/* Queues cmd and forgets it: its reply is read and dropped. redo: the
+/* Queues cmd and forgets it: its reply is read and dropped (a NOSCRIPT is
+ * handled as mux_send's, by whoever reads it). redo: the
  * command is safe to run twice (an undo, a release by attempt id), so if the
  * connection breaks before its reply it is sent again, first thing, on the
  * next connection to this node. */
