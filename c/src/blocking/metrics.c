@@ -310,7 +310,7 @@ void metrics_mux_event(struct mux *mx, int which)
     } else {
         add(m, which, 1);
         if (which == RLC_M_SCRIPT_RELOADS)
-            logf_(m, RLC_LOG_INFO, "%s had lost the scripts (NOSCRIPT): sent as EVAL", label);
+            logf_(m, RLC_LOG_INFO, "%s had lost the scripts (NOSCRIPT): loaded again (SCRIPT LOAD)", label);
     }
     pthread_mutex_unlock(&live_mu);
 }

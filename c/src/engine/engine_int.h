@@ -153,8 +153,9 @@ struct sentinel {
 /* ---- locks and holds (engine_lock.c) ---- */
 
 /* A request that may still set a hold's TTL on some node: an acquire, a
- * release of an inner level, a renewal or extend (their lease), or the undo
- * of a nested level (it restores an earlier, shorter PTTL: ttl -1). It stays
+ * renewal or extend (their lease), or an undo (it may put back an earlier,
+ * shorter PTTL, and the last level's undo ends the lock: ttl -1). A release
+ * sets no TTL. It stays
  * in its hold's list until its reply arrives; a request whose connection
  * dropped may still run (a paused server reads it later), so its mark stays
  * for the hold's life. Validity is never counted past what such a late

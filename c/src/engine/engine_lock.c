@@ -341,9 +341,9 @@ static void hold_free(struct hold *h)
 
 void hold_maybe_free(rlc_engine *e, struct hold *h)
 {
-    /* A hold with marks stays: a release that has not answered may still
-     * run and leave the owner's next hold of this lock (on the server, a
-     * level more of the same life) with a shorter TTL (E8). */
+    /* A hold with marks stays: a request that has not answered (a try, a
+     * renewal, an undo) may still run and set the TTL of the owner's next
+     * hold of this lock (on the server, a level more of the same life) (E8). */
     if (h->count > 0 || h->ops_head || h->queries || h->renewing || h->marks ||
         h->track_dirty || h->verifying)
         return;

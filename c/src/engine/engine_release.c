@@ -57,9 +57,7 @@ bool hold_take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool rel
         struct rlc_cmd *cmd = cmd_release(e, h, h->levels[0], eng_last_attempt(e), h->levels + 1,
                                           h->n_levels - 1);
         for (int i = 0; i < e->n; i++)
-            /* it may leave a level of this owner at its lease (E8) */
-            hold_mark_ttl(h, conn_send(e, i, h->lock, R_RELEASE, NULL, cmd->script, cmd, true),
-                          h->lease_ms);
+            conn_send(e, i, h->lock, R_RELEASE, NULL, cmd->script, cmd, true);
         cmd_unref(cmd);
         h->n_levels = 0;
     }
@@ -87,7 +85,7 @@ static void release_start(rlc_engine *e, struct eng_op *op, int64_t now)
     op->had_hold = h->count > 0;
     op->level = op->had_hold ? hold_pop_level(h) : 0;
     uint64_t upto = h->count <= 1 ? eng_last_attempt(e) : 0;
-    /* what the release leaves a level still held (its mark) */
+    /* a tombstone the release writes lives this lease and a minute more */
     op->lease = op->had_hold ? h->lease_ms : e->opts.watchdog_timeout_ms;
     op->phase = P_ROUND;
     round_begin(e, op, now);

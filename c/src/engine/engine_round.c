@@ -76,8 +76,10 @@ void round_send(rlc_engine *e, struct eng_op *op, int kind, const struct script 
     bool redo = kind == R_RELEASE;
     for (int i = 0; i < e->n; i++) {
         op->reqs[i] = conn_send(e, i, op->hold->lock, kind, op, s, cmd, redo);
-        /* each of these may set the hold's TTL to op->lease on its node */
-        hold_mark_ttl(op->hold, op->reqs[i], op->lease);
+        /* each of these may set the hold's TTL to op->lease on its node; a
+         * release sets none (scripts.c) */
+        if (kind != R_RELEASE)
+            hold_mark_ttl(op->hold, op->reqs[i], op->lease);
     }
     if (e->n > 0 && op->reqs[0]->sync) {
         /* the WAIT behind each write (engine_conn.c) has its time too; a

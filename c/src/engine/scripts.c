@@ -25,30 +25,16 @@
 #include "scripts.h"
 #include "sha1.h"
 
-/* parse: a record's pttl before, epoch and owner field (nil for a
- * tombstone). */
+/* parse: a record's epoch, owner field and pttl before (nil for a
+ * tombstone; before only where the record has one). */
 #define PARSE                                                                    \
     "local function parse(rec)\n"                                               \
     "  local a = string.find(rec, '|', 1, true)\n"                              \
     "  if not a then return nil end\n"                                          \
     "  local b = string.find(rec, '|', a + 1, true)\n"                          \
-    "  if not b then return nil end\n"                                          \
-    "  return tonumber(string.sub(rec, 1, a - 1)) or -2,\n"                     \
-    "    string.sub(rec, a + 1, b - 1), string.sub(rec, b + 1)\n"               \
-    "end\n"
-
-/* Shared head of the scripts that take a level back. level_of: the pttl
- * before of attempt `id` if it ran in the lock's current life, else nil. */
-#define LEVEL_OF                                                                 \
-    PARSE                                                                        \
-    "local function level_of(att, id)\n"                                        \
-    "  local rec = redis.call('hget', att, id)\n"                               \
-    "  if not rec then return nil end\n"                                        \
-    "  local before, epoch = parse(rec)\n"                                      \
-    "  if not before or (redis.call('hget', att, 'e') or '') ~= epoch then\n"   \
-    "    return nil\n"                                                          \
-    "  end\n"                                                                   \
-    "  return before\n"                                                         \
+    "  if not b then return string.sub(rec, 1, a - 1), string.sub(rec, a + 1) end\n" \
+    "  return string.sub(rec, a + 1, b - 1), string.sub(rec, b + 1),\n"        \
+    "    tonumber(string.sub(rec, 1, a - 1))\n"                                 \
     "end\n"
 
 /* The next fencing token of counter key k: one more than it holds (one
@@ -77,6 +63,25 @@
     "  return tonumber(v)\n"                                                     \
     "end\n"
 
+/* Sets the attempts hash att's TTL for a lock whose TTL was just set to
+ * ms: to ms when it holds no tombstone (`flag`: its field "t", nil), since
+ * then nothing in it must outlive the lock; else to at least ms, never
+ * shorter, as a tombstone must live its own time (tomb). */
+#define RAISE                                                                    \
+    "local function raise(att, flag, ms)\n"                                      \
+    "  if not flag or redis.call('pttl', att) < tonumber(ms) then\n"           \
+    "    redis.call('pexpire', att, ms)\n"                                      \
+    "  end\n"                                                                  \
+    "end\n"
+
+/* Writes attempt id's tombstone in att and flags att as holding one ("t":
+ * its TTL only ever grows from now on), to live at least keep ms. */
+#define TOMB                                                                     \
+    "local function tomb(att, id, keep)\n"                                       \
+    "  redis.call('hset', att, id, 'u', 't', 1)\n"                               \
+    "  if redis.call('pttl', att) < keep then redis.call('pexpire', att, keep) end\n" \
+    "end\n"
+
 /* Frees the lock when the owner's last level goes: DEL, since the hash
  * holds that owner's field alone (every script here, and Redisson's, adds an
  * owner's field only to a hash that does not exist or already has it); the
@@ -93,8 +98,9 @@
  * Attempts. Every acquire carries an attempt id ("<client-uuid>:<seq>", never
  * reused) and leaves a record in the lock's attempts hash
  * "redlockc_attempts:{name}" (the lock's hash slot): field <attempt id> =
- * "<pttl before>|<epoch>" once it ran, or "u" once it was undone first (a
- * tombstone). Field "e" is the epoch: the id of the attempt that created the
+ * "<epoch>|<owner field>" once it ran, or "u" once it was undone first (a
+ * tombstone; field "t" then says the hash holds one, see RAISE). Field "e"
+ * is the epoch: the id of the attempt that created the
  * current hash, so a record says in which life of the lock its level was
  * taken. Every script that takes a level back (undo, release, renew) checks
  * the record against the epoch, so nothing sent late, on whatever connection,
@@ -116,39 +122,46 @@
  * a token key that is not an integer fails the script before it has
  * written anything.
  *
- * A refused try costs what Redisson's does (EXISTS, HEXISTS, PTTL) and
- * comes first, before the script defines anything: it reads no attempt
- * record, since it writes nothing (a late, undone attempt that finds the
- * lock busy is a no-op either way). It names the holder (HKEYS: an RLock's
+ * The first call asks whether the lock or its attempts hash exists (EXISTS
+ * of both): where neither does, as for a name taken anew after a clean
+ * release, there is no tombstone and no record to read, and a new hold is
+ * 5 calls (EXISTS, HSET, HSET, PEXPIRE, PEXPIRE). Otherwise the owner's
+ * field (HEXISTS) says nested, and else the lock's PTTL says busy (-2: only
+ * the attempts hash is there). A refused try costs what Redisson's does
+ * (EXISTS, HEXISTS, PTTL) and comes before the script defines anything: it
+ * reads no attempt record, since it writes nothing (a late, undone attempt
+ * that finds the lock busy is a no-op either way). It names the holder (HKEYS: an RLock's
  * hash has one field) only when ARGV[5] asks, over N nodes, where a split
  * vote is told apart from one holder's quorum by it; else its answer is
  * the pttl alone, an integer: a table built and sent back cost the server
  * about a third of the refused try (tests/bench/README.md).
- * The attempts hash's PTTL, read once: -2 says it does not exist, so there
- * is no tombstone to look for (a new name's hold runs 6 calls), and this
- * script's own writes leave that TTL as it was, so the value read serves
- * the "never shorten it" test at the end. Where it exists, one HMGET reads
- * the attempt's own field (a tombstone, or its record: it ran already),
- * the epoch and the nested-in level's record.
+ * Where either exists, one HMGET reads the attempt's own field (a
+ * tombstone, or its record: it ran already), the epoch, the nested-in
+ * level's record and the tombstone flag "t" that says whether the attempts
+ * hash's TTL may be set (RAISE): a nested level runs 7 calls (EXISTS,
+ * HEXISTS, HMGET, HINCRBY, HSET, PEXPIRE, PEXPIRE). Only a try made
+ * as a new hold (ARGV[4] "") that finds the owner's field there keeps the
+ * lock's PTTL before in its record, for its undo (script_undo).
  */
 struct script script_acquire = {
     "acquire",
-    "local there = redis.call('exists', KEYS[1]) == 1\n"
-    "if there and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then\n"
-    "  local pttl = redis.call('pttl', KEYS[1])\n"
-    "  if ARGV[5] then return {0, pttl, redis.call('hkeys', KEYS[1])[1] or ''} end\n"
-    "  return pttl\n"
-    "end\n"
-    PARSE
-    NEXT_TOKEN
-    "local att_ttl = redis.call('pttl', KEYS[2])\n"
-    "local epoch, outer = '', false\n"
-    "if att_ttl ~= -2 then\n"
-    "  local got = redis.call('hmget', KEYS[2], ARGV[3], 'e', ARGV[4])\n"
+    "local there, got = false, {false, false, false, false}\n"
+    "if redis.call('exists', KEYS[1], KEYS[2]) > 0 then\n"
+    "  there = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
+    "  if not there then\n"
+    "    local pttl = redis.call('pttl', KEYS[1])\n"
+    "    if pttl ~= -2 then\n"
+    "      if ARGV[5] then return {0, pttl, redis.call('hkeys', KEYS[1])[1] or ''} end\n"
+    "      return pttl\n"
+    "    end\n"
+    "  end\n"
+    "  got = redis.call('hmget', KEYS[2], ARGV[3], 'e', ARGV[4], 't')\n"
     "  if got[1] then return {-1, 0} end\n"
-    "  epoch, outer = got[2] or '', got[3]\n"
     "end\n"
-    "local n, token, before, inner = 1, 0, -2, 0\n"
+    NEXT_TOKEN
+    RAISE
+    "local epoch = got[2] or ''\n"
+    "local n, token, inner = 1, 0, 0\n"
     "local fenced = KEYS[3] ~= nil\n"
     "if not there then\n"
     "  if fenced then\n"
@@ -160,25 +173,25 @@ struct script script_acquire = {
     "    token = t\n"
     "  end\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('hset', KEYS[2], 'e', ARGV[3], ARGV[3], '-2|' .. ARGV[3] .. '|' .. ARGV[2])\n"
+    "  redis.call('hset', KEYS[2], 'e', ARGV[3], ARGV[3], ARGV[3] .. '|' .. ARGV[2])\n"
     "else\n"
-    "  before = redis.call('pttl', KEYS[1])\n"
     "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
     "  if fenced then\n"
     "    local v = redis.call('get', KEYS[3])\n"
     "    if v then token = tonumber(v) or 0 else token = next_token(KEYS[3]) end\n"
     "  end\n"
-    "  if outer then\n"
-    "    local b, at = parse(outer)\n"
-    "    if b and at == epoch then inner = 1 end\n"
+    "  local life = epoch .. '|'\n"
+    "  local rec = life .. ARGV[2]\n"
+    "  if ARGV[4] == '' then\n"
+    "    rec = redis.call('pttl', KEYS[1]) .. '|' .. rec\n"
+    "  elseif got[3] and string.sub(got[3], 1, #life) == life then\n"
+    "    inner = 1\n"
     "  end\n"
-    "  redis.call('hset', KEYS[2], ARGV[3], before .. '|' .. epoch .. '|' .. ARGV[2])\n"
+    "  redis.call('hset', KEYS[2], ARGV[3], rec)\n"
     "end\n"
     "redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "if att_ttl < tonumber(ARGV[1]) then\n"
-    "  redis.call('pexpire', KEYS[2], ARGV[1])\n"
-    "end\n"
-    "return {n, token, before, inner}\n",
+    "raise(KEYS[2], got[4], ARGV[1])\n"
+    "return {n, token, 0, inner}\n",
     "", NULL};
 
 /* The release of one level, the one taken by attempt ARGV[3]. ARGV[4] is
@@ -193,41 +206,71 @@ struct script script_acquire = {
  * up without their own releases).
  * A refused PUBLISH (an ACL without channel rights) does not undo a release
  * that happened: the reply says so (-2) and the caller reports success.
- * The epoch and the level's record come in one read (HMGET, or for the
- * client's last level the HGETALL that finds its late levels too: the
- * tombstones written below are never levels, so reading before them is
- * the same); when the lock goes, the record leaves with the epoch in one
- * HDEL (a last release runs 5 calls: HGET, HGETALL, DEL, HDEL, PUBLISH). */
+ * A release sets no TTL: the levels left keep the lease their acquire or
+ * the last renewal gave them, which is all the client counts on (E8).
+ *
+ * An inner level (ARGV[4] "") whose record names this life is the common
+ * case and takes 3 calls: HMGET (the epoch and the record), HDEL of the
+ * record, HINCRBY -1. A record of this life means the owner's field is in
+ * the lock's hash, unless the lock ended since (expired with its attempts
+ * hash still there for a moment, or force-released): HINCRBY then answers
+ * below 0, having made the field, and the HDEL that follows leaves the hash
+ * as it was (or gone, if it was), all inside this one script. Every other
+ * case reads the count first (HGET). The epoch and the level's record come
+ * in one read (HMGET, or for the client's last level the HGETALL that finds
+ * its late levels too: the tombstones written below are never levels, so
+ * reading before them is the same). When the lock goes, the attempts hash
+ * goes with it in one DEL, unless it holds a tombstone (its "t", or one
+ * written here), which must live its own time: then only the epoch and the
+ * record leave, in one HDEL. A last release runs 4 calls: HGETALL, HGET,
+ * DEL, PUBLISH. */
 struct script script_release = {
     "release",
-    LEVEL_OF FREE_LOCK
-    "local count = redis.call('hget', KEYS[1], ARGV[2])\n"
-    "local held = count ~= false\n"
-    "local all, e, rec = nil, '', false\n"
+    PARSE FREE_LOCK TOMB
+    "local function freed()\n"
+    "  local p = redis.pcall('publish', KEYS[2], 0)\n"
+    "  if type(p) == 'table' and p.err then return -2 end\n"
+    "  return 0\n"
+    "end\n"
+    "local all, e, rec, tombs = nil, '', false, false\n"
     "if ARGV[4] ~= '' then\n"
     "  all = redis.call('hgetall', KEYS[3])\n"
     "  for i = 1, #all, 2 do\n"
-    "    if all[i] == 'e' then e = all[i + 1] elseif all[i] == ARGV[3] then rec = all[i + 1] end\n"
+    "    if all[i] == 'e' then e = all[i + 1] elseif all[i] == ARGV[3] then rec = all[i + 1]\n"
+    "    elseif all[i] == 't' or all[i + 1] == 'u' then tombs = true end\n"
     "  end\n"
     "else\n"
     "  local got = redis.call('hmget', KEYS[3], 'e', ARGV[3])\n"
     "  e, rec = got[1] or '', got[2]\n"
+    "  if rec and #ARGV == 4 and parse(rec) == e then\n"
+    "    redis.call('hdel', KEYS[3], ARGV[3])\n"
+    "    local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "    if n > 0 then return n end\n"
+    "    if n < 0 then\n"
+    "      redis.call('hdel', KEYS[1], ARGV[2])\n"
+    "      return -1\n"
+    "    end\n"
+    "    free_lock(KEYS[1], KEYS[3])\n"
+    "    return freed()\n"
+    "  end\n"
     "end\n"
+    "local count = redis.call('hget', KEYS[1], ARGV[2])\n"
+    "local held = count ~= false\n"
     "local mine, drop = false, nil\n"
     "if rec then\n"
-    "  local before, epoch = parse(rec)\n"
-    "  mine = before ~= nil and epoch == e\n"
+    "  local epoch = parse(rec)\n"
+    "  mine = epoch ~= nil and epoch == e\n"
     "  if rec ~= 'u' then drop = ARGV[3] end\n"
     "else\n"
     "  if all then mine = held and #all == 0\n"
     "  else mine = held and redis.call('exists', KEYS[3]) == 0 end\n"
-    "  redis.call('hset', KEYS[3], ARGV[3], 'u')\n"
-    "  local keep = tonumber(ARGV[1]) + 60000\n"
-    "  if redis.call('pttl', KEYS[3]) < keep then redis.call('pexpire', KEYS[3], keep) end\n"
+    "  tomb(KEYS[3], ARGV[3], tonumber(ARGV[1]) + 60000)\n"
+    "  tombs = true\n"
     "end\n"
     "for i = 5, #ARGV do\n"
     "  if redis.call('hexists', KEYS[3], ARGV[i]) == 0 then\n"
-    "    redis.call('hset', KEYS[3], ARGV[i], 'u')\n"
+    "    tomb(KEYS[3], ARGV[i], tonumber(ARGV[1]) + 60000)\n"
+    "    tombs = true\n"
     "  end\n"
     "end\n"
     "local n = tonumber(count) or 0\n"
@@ -240,7 +283,7 @@ struct script script_release = {
     "    local id = all[i]\n"
     "    if id ~= ARGV[3] and prefix and string.sub(id, 1, #prefix) == prefix then\n"
     "      local seq = tonumber(string.sub(id, #prefix + 1), 16)\n"
-    "      local _, epoch, field = parse(all[i + 1])\n"
+    "      local epoch, field = parse(all[i + 1])\n"
     "      if seq and upto and seq <= upto and epoch == e and field == ARGV[2] then\n"
     "        redis.call('hdel', KEYS[3], id)\n"
     "        n, took = n - 1, took + 1\n"
@@ -249,49 +292,51 @@ struct script script_release = {
     "  end\n"
     "end\n"
     "if took > 0 and n <= 0 then\n"
-    "  free_lock(KEYS[1], KEYS[3], drop)\n"
-    "  local p = redis.pcall('publish', KEYS[2], 0)\n"
-    "  if type(p) == 'table' and p.err then return -2 end\n"
-    "  return 0\n"
+    "  if all and not tombs then redis.call('del', KEYS[1], KEYS[3])\n"
+    "  else free_lock(KEYS[1], KEYS[3], drop) end\n"
+    "  return freed()\n"
     "end\n"
     "if drop then redis.call('hdel', KEYS[3], drop) end\n"
     "if took == 0 then return -1 end\n"
     "redis.call('hset', KEYS[1], ARGV[2], n)\n"
-    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "if redis.call('pttl', KEYS[3]) < tonumber(ARGV[1]) then\n"
-    "  redis.call('pexpire', KEYS[3], ARGV[1])\n"
-    "end\n"
     "return n\n",
     "", NULL};
 
-/* Takes back what attempt ARGV[1] took, if it ran; if it has not run yet, a
- * tombstone makes it do nothing when it arrives. A nested level's undo puts
- * back the PTTL its acquire replaced, if that is shorter than what is left:
- * an undo only ever shortens a hold (its owner's failing retries must not
- * keep it alive), and never outlives the attempts hash. Publishes nothing: a level
- * that was never reported taken frees nothing anybody waits for that the
- * holder's own release will not announce. */
+/* Takes back what attempt ARGV[1] took, if it ran in the lock's current
+ * life; if it has not run yet, a tombstone makes it do nothing when it
+ * arrives. A try the client made as a new hold that found the owner's field
+ * there (a stale partial hold of an earlier Redlock round) recorded the
+ * PTTL it replaced; its undo puts that back if it is shorter than what is
+ * left, so the owner's own failing retries cannot keep a stale partial hold
+ * alive (two contenders would each keep theirs, and neither reach a
+ * quorum). A nested level's undo leaves the PTTL its try set: the owner
+ * holds the lock, and the try lengthened it by one lease at most. The
+ * HINCRBY below 0 is the release's case: the lock ended since (see there). Publishes nothing: a level that was never reported taken
+ * frees nothing anybody waits for that the holder's own release will not
+ * announce. */
 struct script script_undo = {
     "undo",
-    LEVEL_OF FREE_LOCK
-    "local rec = redis.call('hget', KEYS[2], ARGV[1])\n"
+    PARSE FREE_LOCK TOMB
+    "local got = redis.call('hmget', KEYS[2], ARGV[1], 'e')\n"
+    "local rec = got[1]\n"
     "if not rec then\n"
-    "  redis.call('hset', KEYS[2], ARGV[1], 'u')\n"
-    "  if redis.call('pttl', KEYS[2]) < tonumber(ARGV[3]) then\n"
-    "    redis.call('pexpire', KEYS[2], ARGV[3])\n"
-    "  end\n"
+    "  tomb(KEYS[2], ARGV[1], tonumber(ARGV[3]))\n"
     "  return 0\n"
     "end\n"
-    "local before = level_of(KEYS[2], ARGV[1])\n"
-    "if rec ~= 'u' then redis.call('hdel', KEYS[2], ARGV[1]) end\n"
-    "if not before or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then\n"
-    "  return 0\n"
-    "end\n"
-    "if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then\n"
-    "  if before > 0 and before < redis.call('pttl', KEYS[1]) then\n"
+    "if rec == 'u' then return 0 end\n"
+    "redis.call('hdel', KEYS[2], ARGV[1])\n"
+    "local epoch, _, before = parse(rec)\n"
+    "if epoch ~= (got[2] or '') then return 0 end\n"
+    "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "if n > 0 then\n"
+    "  if before and before > 0 and before < redis.call('pttl', KEYS[1]) then\n"
     "    redis.call('pexpire', KEYS[1], before)\n"
     "  end\n"
     "  return 1\n"
+    "end\n"
+    "if n < 0 then\n"
+    "  redis.call('hdel', KEYS[1], ARGV[2])\n"
+    "  return 0\n"
     "end\n"
     "free_lock(KEYS[1], KEYS[2])\n"
     "return 1\n",
@@ -303,15 +348,19 @@ struct script script_undo = {
  * verify can never judge a hold by another rule than the renewal. */
 #define LIFE_TEST(ID)                                                                    \
     "  local att = KEYS[m + i]\n"                                                        \
-    "  local rec = redis.pcall('hget', att, " ID ")\n"                                   \
-    "  local mine = false\n"                                                             \
-    "  if type(rec) == 'string' then\n"                                                  \
-    "    local a = string.find(rec, '|', 1, true)\n"                                     \
-    "    local b = a and string.find(rec, '|', a + 1, true)\n"                           \
-    "    mine = b ~= nil and (redis.call('hget', att, 'e') or '') == "                   \
-    "string.sub(rec, a + 1, b - 1)\n"                                                    \
-    "  elseif rec == false then\n"                                                       \
-    "    mine = redis.pcall('exists', att) == 0\n"                                       \
+    "  local got = redis.pcall('hmget', att, " ID ", 'e', 't')\n"                        \
+    "  local mine, flag = false, nil\n"                                                  \
+    "  if type(got) == 'table' and not got.err then\n"                                   \
+    "    local rec = got[1]\n"                                                           \
+    "    flag = got[3]\n"                                                                \
+    "    if rec then\n"                                                                  \
+    "      local a = string.find(rec, '|', 1, true)\n"                                   \
+    "      local b = a and string.find(rec, '|', a + 1, true)\n"                         \
+    "      local ep = b and string.sub(rec, a + 1, b - 1) or a and string.sub(rec, 1, a - 1)\n" \
+    "      mine = ep and (got[2] or '') == ep or false\n"                                \
+    "    else\n"                                                                         \
+    "      mine = redis.pcall('exists', att) == 0\n"                                     \
+    "    end\n"                                                                          \
     "  end\n"
 
 /* KEYS: m locks, then their m attempts hashes. ARGV: lease, m fields, m
@@ -320,15 +369,14 @@ struct script script_undo = {
  * simply not ours any more (0), and must not fail the rest of the batch. */
 struct script script_renew = {
     "renew",
+    RAISE
     "local m = #KEYS / 2\n"
     "local out = {}\n"
     "for i = 1, m do\n"
     LIFE_TEST("ARGV[m + 1 + i]")
     "  if mine and redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
     "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
-    "    if redis.call('pttl', att) < tonumber(ARGV[1]) then\n"
-    "      redis.call('pexpire', att, ARGV[1])\n"
-    "    end\n"
+    "    raise(att, flag, ARGV[1])\n"
     "    out[i] = 1\n"
     "  else\n"
     "    out[i] = 0\n"
@@ -386,8 +434,12 @@ struct script script_token_floor = {
  * acquire's "inner" says for one name). */
 struct script script_multi_acquire = {
     "multi_acquire",
-    LEVEL_OF
+    PARSE
     NEXT_TOKEN
+    "local function in_life(att, id)\n"
+    "  local got = redis.call('hmget', att, id, 'e')\n"
+    "  return got[1] ~= false and parse(got[1]) == (got[2] or '')\n"
+    "end\n"
     "local fenced = ARGV[4] == '1'\n"
     "local m = #KEYS / (fenced and 3 or 2)\n"
     "for i = 1, m do\n"
@@ -408,7 +460,7 @@ struct script script_multi_acquire = {
     "for i = 1, m do\n"
     "  local outer = ARGV[4 + i]\n"
     "  if gone == 0 and outer and outer ~= '' and (redis.call('exists', KEYS[i]) == 0 or\n"
-    "      not level_of(KEYS[m + i], outer)) then\n"
+    "      not in_life(KEYS[m + i], outer)) then\n"
     "    gone = i\n"
     "  end\n"
     "end\n"
@@ -419,14 +471,14 @@ struct script script_multi_acquire = {
     "    if fenced then next_token(tok) end\n"
     "    redis.call('hset', key, ARGV[2], 1)\n"
     "    redis.call('hset', att, 'e', ARGV[3])\n"
-    "    before = -2\n"
     "  else\n"
-    "    before = redis.call('pttl', key)\n"
+    "    if (ARGV[4 + i] or '') == '' then before = redis.call('pttl', key) end\n"
     "    redis.call('hincrby', key, ARGV[2], 1)\n"
     "  end\n"
     "  redis.call('pexpire', key, ARGV[1])\n"
-    "  local e = redis.call('hget', att, 'e') or ''\n"
-    "  redis.call('hset', att, ARGV[3], before .. '|' .. e .. '|' .. ARGV[2])\n"
+    "  local rec = (redis.call('hget', att, 'e') or '') .. '|' .. ARGV[2]\n"
+    "  if before then rec = before .. '|' .. rec end\n"
+    "  redis.call('hset', att, ARGV[3], rec)\n"
     "  if redis.call('pttl', att) < tonumber(ARGV[1]) then redis.call('pexpire', att, ARGV[1]) end\n"
     "end\n"
     "return {1, 0, gone}\n",
