@@ -161,6 +161,34 @@ done:
     rs_stop(&s);
 }
 
+/* A try made as a new hold that finds a level of its owner already there
+ * (a stale partial hold of an earlier Redlock round) records the PTTL it
+ * replaced, in a record of three parts. A nested acquire names that level
+ * as the one it nests in, and must read its epoch from either shape: it
+ * was read as a two-part record, so the nested acquire reported the hold
+ * lost (A7) while it was held. */
+TEST(a_level_over_a_stale_partial_hold_is_nested_in)
+{
+    START(s);
+    rlc_client *c = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "stale", 5);
+    char field[80];
+    snprintf(field, sizeof field, "%s:5", rlc_client_uuid(c));
+    CHECK(rs_int(&s, "HINCRBY stale %s 1", field) == 1, "a stale level of the owner");
+    CHECK(rs_int(&s, "PEXPIRE stale 30000") == 1, "with a lease");
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    int64_t held = 0;
+    CHECK(rlc_lock_hold_count(l, &held) == RLC_OK && held == 3,
+          "the server counts the stale level and ours: %lld", (long long)held);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 /* Found by the simulation (docs/DESIGN.md, A7): a nested acquire over a hold
  * that had expired made a new hold and was counted as one more level, so
  * the owner's next release freed the lock while the owner still believed it
@@ -411,7 +439,7 @@ RUN_TESTS(CASE(one_owner_uses_one_connection_with_a_pool),
           CASE(a_failed_extend_caps_the_validity_at_what_it_could_leave),
           CASE(timed_out_acquire_is_not_resent_after_script_flush),
           CASE(last_release_takes_every_level_of_the_owner),
-          CASE(nested_acquire_over_an_expired_hold_reports_it_lost),
+          CASE(a_level_over_a_stale_partial_hold_is_nested_in), CASE(nested_acquire_over_an_expired_hold_reports_it_lost),
           CASE(release_stands_when_publish_is_refused),
           CASE(unusable_token_key_fails_acquire_without_writing),
           CASE(redlock_waiter_sleeps_while_another_owner_holds_a_quorum),

@@ -158,6 +158,7 @@ struct script script_acquire = {
     "  got = redis.call('hmget', KEYS[2], ARGV[3], 'e', ARGV[4], 't')\n"
     "  if got[1] then return {-1, 0} end\n"
     "end\n"
+    PARSE
     NEXT_TOKEN
     RAISE
     "local epoch = got[2] or ''\n"
@@ -180,11 +181,10 @@ struct script script_acquire = {
     "    local v = redis.call('get', KEYS[3])\n"
     "    if v then token = tonumber(v) or 0 else token = next_token(KEYS[3]) end\n"
     "  end\n"
-    "  local life = epoch .. '|'\n"
-    "  local rec = life .. ARGV[2]\n"
+    "  local rec = epoch .. '|' .. ARGV[2]\n"
     "  if ARGV[4] == '' then\n"
     "    rec = redis.call('pttl', KEYS[1]) .. '|' .. rec\n"
-    "  elseif got[3] and string.sub(got[3], 1, #life) == life then\n"
+    "  elseif got[3] and parse(got[3]) == epoch then\n"
     "    inner = 1\n"
     "  end\n"
     "  redis.call('hset', KEYS[2], ARGV[3], rec)\n"
