@@ -536,6 +536,25 @@ static long long inner_calls(const struct redis_server *s)
     return n;
 }
 
+/* Runs 10 acquire + release cycles of l (a fixed lease) on statistics just
+ * reset: true when each ran 2 script calls and `want` calls inside them;
+ * else why not, in why. */
+static bool cycles_run_calls(const struct redis_server *s, rlc_lock *l, int want, char *why,
+                             size_t size)
+{
+    enum { CYCLES = 10 };
+    freeReplyObject(rs_cmd(s, "CONFIG RESETSTAT"));
+    for (int i = 0; i < CYCLES; i++)
+        if (rlc_lock_acquire(l, 0, 30000) != RLC_OK || rlc_lock_release(l) != RLC_OK) {
+            snprintf(why, size, "cycle %d failed: %s", i, rlc_errmsg());
+            return false;
+        }
+    long long scripts = command_calls(s, "evalsha"), inner = inner_calls(s);
+    snprintf(why, size, "%d cycles ran %lld script calls and %lld calls inside them (%.1f a "
+             "cycle; expected 2 and %d)", CYCLES, scripts, inner, (double)inner / CYCLES, want);
+    return scripts == 2 * CYCLES && inner == want * CYCLES;
+}
+
 /* Server time is the ceiling with many threads on one node: an uncontended
  * acquire + release runs the 9 calls it needs inside its two scripts (5 to
  * take a new hold: EXISTS of both keys, HSET, HSET, PEXPIRE, PEXPIRE; 4 to
@@ -544,7 +563,6 @@ static long long inner_calls(const struct redis_server *s)
  * makes 10. Before the scripts were trimmed it ran 23, then 17, then 11. */
 TEST(an_uncontended_cycle_runs_nine_calls_inside_its_scripts)
 {
-    enum { CYCLES = 10 };
     START(s);
     /* Fixed leases and no loss push: no renewal or check adds calls. */
     rlc_client *c = client(s.uri, "loss_push=0");
@@ -552,15 +570,8 @@ TEST(an_uncontended_cycle_runs_nine_calls_inside_its_scripts)
     CHECK(c && l, "client");
     CHECK_RC(rlc_lock_acquire(l, 0, 30000), RLC_OK); /* connections made, scripts loaded */
     CHECK_RC(rlc_lock_release(l), RLC_OK);
-    freeReplyObject(rs_cmd(&s, "CONFIG RESETSTAT"));
-    for (int i = 0; i < CYCLES; i++) {
-        CHECK_RC(rlc_lock_acquire(l, 0, 30000), RLC_OK);
-        CHECK_RC(rlc_lock_release(l), RLC_OK);
-    }
-    long long scripts = command_calls(&s, "evalsha"), inner = inner_calls(&s);
-    CHECK(scripts == 2 * CYCLES, "%lld script calls for %d cycles", scripts, CYCLES);
-    CHECK(inner == 9 * CYCLES, "%d cycles ran %lld calls inside their scripts (%.1f a cycle; "
-          "expected 9)", CYCLES, inner, (double)inner / CYCLES);
+    char why[200];
+    CHECK(cycles_run_calls(&s, l, 9, why, sizeof why), "%s", why);
     CHECK(rs_int(&s, "EXISTS trim redlockc_attempts:{trim}") == 0,
           "the last release left the lock's keys behind");
 done:
@@ -576,7 +587,6 @@ done:
  * both keys' PTTLs (1.4x Redisson's server time, tests/bench/server_cost.py). */
 TEST(a_nested_cycle_runs_ten_calls_inside_its_scripts)
 {
-    enum { CYCLES = 10 };
     START(s);
     rlc_client *c = client(s.uri, "loss_push=0");
     rlc_lock *l = lock(c, "nest", 0);
@@ -584,15 +594,8 @@ TEST(a_nested_cycle_runs_ten_calls_inside_its_scripts)
     CHECK_RC(rlc_lock_acquire(l, 0, 30000), RLC_OK); /* the outer level */
     CHECK_RC(rlc_lock_acquire(l, 0, 30000), RLC_OK); /* scripts loaded */
     CHECK_RC(rlc_lock_release(l), RLC_OK);
-    freeReplyObject(rs_cmd(&s, "CONFIG RESETSTAT"));
-    for (int i = 0; i < CYCLES; i++) {
-        CHECK_RC(rlc_lock_acquire(l, 0, 30000), RLC_OK);
-        CHECK_RC(rlc_lock_release(l), RLC_OK);
-    }
-    long long scripts = command_calls(&s, "evalsha"), inner = inner_calls(&s);
-    CHECK(scripts == 2 * CYCLES, "%lld script calls for %d cycles", scripts, CYCLES);
-    CHECK(inner == 10 * CYCLES, "%d nested cycles ran %lld calls inside their scripts (%.1f a "
-          "cycle; expected 10)", CYCLES, inner, (double)inner / CYCLES);
+    char why[200];
+    CHECK(cycles_run_calls(&s, l, 10, why, sizeof why), "%s", why);
     int64_t held = 0;
     CHECK(rlc_lock_hold_count(l, &held) == RLC_OK && held == 1, "the outer level is still held");
     CHECK(rs_int(&s, "HLEN nest") == 1, "the lock's hash is Redisson's: one field");

@@ -7,24 +7,9 @@
  * servers (RLC_SERVER=valkey-server runs them on Valkey); linked with the
  * library's objects to name the scripts (fscripts.h).
  */
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-
 #include "fixture.h"
+#include "script_churn.h"
 #include "fscripts.h"
-
-/* Mixed operations: the issue asks for 100,000 under the flushes. The loop
- * stops at that count or at its time bound, whichever comes first, and
- * prints the count it reached. */
-#define MIXED_OPS 100000
-#define MIXED_MS 5000
-
-static long long noscripts(const struct redis_server *s)
-{
-    long long n = rs_info_int(s, "errorstats", "errorstat_NOSCRIPT:count");
-    return n < 0 ? 0 : n; /* no line: none yet */
-}
 
 /* Whether s has script sc loaded (SCRIPT EXISTS). */
 static bool script_loaded(const struct redis_server *s, const struct script *sc)
@@ -69,19 +54,8 @@ struct mix {
     rlc_fairlock *fair;
     rlc_semaphore *sem;
     rlc_psemaphore *psem;
-    long ops;
-    char failed[300]; /* the first operation that did not answer as it must */
+    struct op_log log;
 };
-
-static bool expect(struct mix *x, const char *what, int rc, int want)
-{
-    x->ops++;
-    if (rc == want || x->failed[0])
-        return rc == want;
-    snprintf(x->failed, sizeof x->failed, "op %ld, %s: %d (%s), expected %d; %s", x->ops, what,
-             rc, rlc_strerror(rc), want, rlc_errmsg());
-    return false;
-}
 
 static int mix_open(struct mix *x, const char *uri, const char *prefix)
 {
@@ -115,10 +89,16 @@ static void mix_close(struct mix *x)
     rlc_client_free(x->c);
 }
 
+static bool expect(struct mix *x, const char *what, int rc, int want)
+{
+    return op_expect(&x->log, what, rc, want);
+}
+
 /* One round of one kind: a read hold, a write hold, a fair hold, plain
  * permits, expirable permits. False once one failed. */
-static bool mix_round(struct mix *x, long i)
+static bool mix_round(void *arg, long i)
 {
+    struct mix *x = arg;
     char id[RLC_PERMIT_ID_LEN + 1];
     switch (i % 5) {
     case 0:
@@ -137,62 +117,6 @@ static bool mix_round(struct mix *x, long i)
         return expect(x, "permit acquire", rlc_psemaphore_acquire(x->psem, 1, 0, 10000, id),
                       RLC_OK) &&
                expect(x, "permit release", rlc_psemaphore_release(x->psem, id), RLC_OK);
-    }
-}
-
-/* ---- another connection, on its own thread ------------------------------------ */
-
-#define SIDE_MAX 20000 /* EVALs or flushes: a bound on the server's script cache */
-
-struct side {
-    const struct redis_server *s;
-    bool evals; /* EVAL distinct scripts (else SCRIPT FLUSH every 100 ms) */
-    atomic_bool stop;
-    atomic_long done; /* flushes, or scripts EVALed */
-    char err[200];
-};
-
-static void *side_run(void *arg)
-{
-    struct side *sd = arg;
-    redisContext *raw = rs_connect(sd->s);
-    int64_t until = check_now_ms() + MIXED_MS + 10000; /* bounded even if never stopped */
-    for (long i = 0; raw && !atomic_load(&sd->stop) && check_now_ms() < until && i < SIDE_MAX;
-         i++) {
-        redisReply *r;
-        if (sd->evals) {
-            char src[64];
-            snprintf(src, sizeof src, "return %ld", i); /* a script never seen before */
-            r = redisCommand(raw, "EVAL %s 0", src);
-        } else {
-            r = redisCommand(raw, "SCRIPT FLUSH");
-        }
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            snprintf(sd->err, sizeof sd->err, "%s", r ? r->str : raw->errstr);
-            if (r)
-                freeReplyObject(r);
-            break;
-        }
-        freeReplyObject(r);
-        atomic_fetch_add(&sd->done, 1);
-        if (!sd->evals)
-            check_sleep_ms(100);
-    }
-    if (raw)
-        redisFree(raw);
-    return NULL;
-}
-
-/* Runs mixed operations on x until MIXED_OPS (and at least min_side of
- * the side's work) or MIXED_MS. */
-static void mix_run(struct mix *x, struct side *sd, long min_side)
-{
-    int64_t until = check_now_ms() + MIXED_MS;
-    for (long i = 0; check_now_ms() < until; i++) {
-        if (x->ops >= MIXED_OPS && atomic_load(&sd->done) >= min_side)
-            break;
-        if (!mix_round(x, i))
-            break;
     }
 }
 
@@ -238,16 +162,16 @@ TEST(a_flush_every_100_ms_fails_no_family_operation)
     long long before = noscripts(&s), evals = command_calls(&s, "eval");
     CHECK(pthread_create(&t, NULL, side_run, &sd) == 0, "flusher thread");
     started = true;
-    mix_run(&x, &sd, 10);
+    churn_run(&x.log, mix_round, &x, &sd, 10);
     atomic_store(&sd.stop, true);
     pthread_join(t, NULL);
     started = false;
     long long nos = noscripts(&s) - before, ev = command_calls(&s, "eval") - evals;
     CHECK(rlc_client_metrics(x.c, m, RLC_M_SCRIPT_RELOADS + 1) > 0, "metrics");
     fprintf(stderr, "%ld operations, %ld flushes, %lld NOSCRIPT answers, %lld EVALs, "
-            "%llu reloads\n", x.ops, atomic_load(&sd.done), nos, ev,
+            "%llu reloads\n", x.log.ops, atomic_load(&sd.done), nos, ev,
             (unsigned long long)m[RLC_M_SCRIPT_RELOADS]);
-    CHECK(!x.failed[0], "%s", x.failed);
+    CHECK(!x.log.failed[0], "%s", x.log.failed);
     CHECK(!sd.err[0], "SCRIPT FLUSH: %s", sd.err);
     CHECK(atomic_load(&sd.done) >= 10, "flushes during the run: %ld", atomic_load(&sd.done));
     CHECK(nos > 0, "the flushes were met (NOSCRIPT answers)");
@@ -258,7 +182,7 @@ TEST(a_flush_every_100_ms_fails_no_family_operation)
     CHECK(ev * 10 <= nos, "EVALs: %lld for %lld NOSCRIPT answers", ev, nos);
     /* the last flush may have come after the last operation: one more each */
     for (long i = 0; i < 5; i++)
-        CHECK(mix_round(&x, i), "%s", x.failed);
+        CHECK(mix_round(&x, i), "%s", x.log.failed);
     CHECK(mix_scripts_on(&s) == N_MIX_SCRIPTS, "the family's scripts loaded after the run");
 done:
     if (started) {
@@ -291,16 +215,16 @@ TEST(another_clients_600_evals_fail_no_family_operation)
     long long before = noscripts(&s), evals = command_calls(&s, "eval");
     CHECK(pthread_create(&t, NULL, side_run, &sd) == 0, "EVAL thread");
     started = true;
-    mix_run(&x, &sd, 600);
+    churn_run(&x.log, mix_round, &x, &sd, 600);
     atomic_store(&sd.stop, true);
     pthread_join(t, NULL);
     started = false;
     long long now_evicted = rs_info_int(&s, "stats", "evicted_scripts");
     long long ours = command_calls(&s, "eval") - evals - atomic_load(&sd.done);
     fprintf(stderr, "%ld operations, %ld distinct EVALs, evicted scripts %lld, NOSCRIPT %lld, "
-            "family EVALs %lld\n", x.ops, atomic_load(&sd.done), now_evicted - evicted,
+            "family EVALs %lld\n", x.log.ops, atomic_load(&sd.done), now_evicted - evicted,
             noscripts(&s) - before, ours);
-    CHECK(!x.failed[0], "%s", x.failed);
+    CHECK(!x.log.failed[0], "%s", x.log.failed);
     CHECK(!sd.err[0], "EVAL: %s", sd.err);
     CHECK(atomic_load(&sd.done) >= 600, "distinct EVALs: %ld", atomic_load(&sd.done));
     CHECK(now_evicted > evicted, "evicted scripts: %lld", now_evicted);

@@ -6,24 +6,9 @@
  * operation. Real servers (RLC_SERVER=valkey-server runs them on Valkey);
  * linked with the library's objects to name the scripts (scripts.h).
  */
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-
 #include "fixture.h"
+#include "script_churn.h"
 #include "scripts.h"
-
-/* Mixed operations: the issue asks for 100,000 under the flushes. Each
- * loop stops at that count or at its time bound (a few seconds), whichever
- * comes first, and prints the count it reached. */
-#define MIXED_OPS 100000
-#define MIXED_MS 5000
-
-static long long noscripts(const struct redis_server *s)
-{
-    long long n = rs_info_int(s, "errorstats", "errorstat_NOSCRIPT:count");
-    return n < 0 ? 0 : n; /* no line: none yet */
-}
 
 /* How many of the engine's scripts s has loaded (SCRIPT EXISTS), of *n. */
 static int scripts_on(const struct redis_server *s, int *n)
@@ -49,19 +34,8 @@ struct mix {
     rlc_client *c;
     rlc_lock *a, *a2, *b; /* a and a2: one name, owners 1 and 2; b: a second name */
     rlc_multilock *m;
-    long ops;
-    char failed[300]; /* the first operation that did not answer as it must */
+    struct op_log log;
 };
-
-static bool expect(struct mix *x, const char *what, int rc, int want)
-{
-    x->ops++;
-    if (rc == want || x->failed[0])
-        return rc == want;
-    snprintf(x->failed, sizeof x->failed, "op %ld, %s: %d (%s), expected %d; %s", x->ops, what,
-             rc, rlc_strerror(rc), want, rlc_errmsg());
-    return false;
-}
 
 static int mix_open(struct mix *x, const char *uri, const char *prefix)
 {
@@ -91,11 +65,17 @@ static void mix_close(struct mix *x)
     rlc_client_free(x->c);
 }
 
+static bool expect(struct mix *x, const char *what, int rc, int want)
+{
+    return op_expect(&x->log, what, rc, want);
+}
+
 /* One round of each kind: a new hold, a nested level and an extend, a
  * contended try (refused, the holder's lease kept), a multi-lock, a
  * watchdog hold. False once one failed. */
-static bool mix_round(struct mix *x, long i)
+static bool mix_round(void *arg, long i)
 {
+    struct mix *x = arg;
     switch (i % 5) {
     case 0:
         return expect(x, "acquire", rlc_lock_acquire(x->a, 0, 10000), RLC_OK) &&
@@ -120,62 +100,6 @@ static bool mix_round(struct mix *x, long i)
     }
 }
 
-/* ---- another client, on its own thread --------------------------------------- */
-
-#define SIDE_MAX 20000 /* EVALs or flushes: a bound on the server's script cache */
-
-struct side {
-    const struct redis_server *s;
-    bool evals; /* EVAL distinct scripts (else SCRIPT FLUSH every 100 ms) */
-    atomic_bool stop;
-    atomic_long done; /* flushes, or scripts EVALed */
-    char err[200];
-};
-
-static void *side_run(void *arg)
-{
-    struct side *sd = arg;
-    redisContext *raw = rs_connect(sd->s);
-    int64_t until = check_now_ms() + MIXED_MS + 10000; /* bounded even if never stopped */
-    for (long i = 0; raw && !atomic_load(&sd->stop) && check_now_ms() < until && i < SIDE_MAX;
-         i++) {
-        redisReply *r;
-        if (sd->evals) {
-            char src[64];
-            snprintf(src, sizeof src, "return %ld", i); /* a script never seen before */
-            r = redisCommand(raw, "EVAL %s 0", src);
-        } else {
-            r = redisCommand(raw, "SCRIPT FLUSH");
-        }
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            snprintf(sd->err, sizeof sd->err, "%s", r ? r->str : raw->errstr);
-            if (r)
-                freeReplyObject(r);
-            break;
-        }
-        freeReplyObject(r);
-        atomic_fetch_add(&sd->done, 1);
-        if (!sd->evals)
-            check_sleep_ms(100);
-    }
-    if (raw)
-        redisFree(raw);
-    return NULL;
-}
-
-/* Runs mixed operations on x until MIXED_OPS (and at least min_side of
- * the side's work) or MIXED_MS. */
-static void mix_run(struct mix *x, struct side *sd, long min_side)
-{
-    int64_t until = check_now_ms() + MIXED_MS;
-    for (long i = 0; check_now_ms() < until; i++) {
-        if (x->ops >= MIXED_OPS && atomic_load(&sd->done) >= min_side)
-            break;
-        if (!mix_round(x, i))
-            break;
-    }
-}
-
 /* ---- the cases ---------------------------------------------------------------- */
 
 /* Before: the first call of each script on a server was answered NOSCRIPT
@@ -188,7 +112,7 @@ TEST(no_operation_is_answered_noscript)
     long long before = noscripts(&s);
     CHECK(mix_open(&x, s.uri, "sl") == 0, "client and locks");
     for (long i = 0; i < 50; i++)
-        CHECK(mix_round(&x, i), "%s", x.failed);
+        CHECK(mix_round(&x, i), "%s", x.log.failed);
     /* a watchdog hold renewed (every 100 ms of its 300 ms lease) */
     uint64_t m[RLC_M_RENEWALS + 1] = {0};
     CHECK_RC(rlc_lock_acquire(x.b, 0, -1), RLC_OK);
@@ -220,18 +144,18 @@ TEST(a_flush_every_100_ms_fails_no_operation_and_leaves_the_scripts_loaded)
     CHECK(mix_open(&x, s.uri, "fl") == 0, "client and locks");
     CHECK(pthread_create(&t, NULL, side_run, &sd) == 0, "flusher thread");
     started = true;
-    mix_run(&x, &sd, 10);
+    churn_run(&x.log, mix_round, &x, &sd, 10);
     atomic_store(&sd.stop, true);
     pthread_join(t, NULL);
     started = false;
-    fprintf(stderr, "%ld operations, %ld flushes, %lld NOSCRIPT answers\n", x.ops,
+    fprintf(stderr, "%ld operations, %ld flushes, %lld NOSCRIPT answers\n", x.log.ops,
             atomic_load(&sd.done), noscripts(&s) - before);
-    CHECK(!x.failed[0], "%s", x.failed);
+    CHECK(!x.log.failed[0], "%s", x.log.failed);
     CHECK(!sd.err[0], "SCRIPT FLUSH: %s", sd.err);
     CHECK(atomic_load(&sd.done) >= 10, "flushes during the run: %ld", atomic_load(&sd.done));
     CHECK(noscripts(&s) - before > 0, "the flushes were met (NOSCRIPT answers)");
     /* the last flush may have come after the last operation: one more */
-    CHECK(mix_round(&x, 0), "%s", x.failed);
+    CHECK(mix_round(&x, 0), "%s", x.log.failed);
     int n, there = scripts_on(&s, &n);
     CHECK(there == n, "%d of the %d scripts loaded after the run", there, n);
     CHECK(rs_info_int(&s, "memory", "number_of_cached_scripts") >= n,
@@ -261,14 +185,14 @@ TEST(another_clients_600_evals_cost_no_noscript_and_no_failed_operation)
     CHECK(mix_open(&x, s.uri, "ev") == 0, "client and locks");
     CHECK(pthread_create(&t, NULL, side_run, &sd) == 0, "EVAL thread");
     started = true;
-    mix_run(&x, &sd, 600);
+    churn_run(&x.log, mix_round, &x, &sd, 600);
     atomic_store(&sd.stop, true);
     pthread_join(t, NULL);
     started = false;
     long long now_evicted = rs_info_int(&s, "stats", "evicted_scripts");
-    fprintf(stderr, "%ld operations, %ld distinct EVALs, evicted scripts %lld\n", x.ops,
+    fprintf(stderr, "%ld operations, %ld distinct EVALs, evicted scripts %lld\n", x.log.ops,
             atomic_load(&sd.done), now_evicted < 0 ? -1 : now_evicted - evicted);
-    CHECK(!x.failed[0], "%s", x.failed);
+    CHECK(!x.log.failed[0], "%s", x.log.failed);
     CHECK(!sd.err[0], "EVAL: %s", sd.err);
     CHECK(atomic_load(&sd.done) >= 600, "distinct EVALs: %ld", atomic_load(&sd.done));
     /* where the server evicts (it counts evicted_scripts), it did */
@@ -313,10 +237,10 @@ TEST(a_refused_script_load_fails_no_operation_and_is_said_once)
     CHECK(mix_open(&x, uri, "acl") == 0, "client and locks");
     CHECK_RC(rlc_client_keep_log(x.c, RLC_LOG_WARN), RLC_OK);
     for (long i = 0; i < 20; i++)
-        CHECK(mix_round(&x, i), "%s", x.failed);
+        CHECK(mix_round(&x, i), "%s", x.log.failed);
     freeReplyObject(rs_cmd(&s, "SCRIPT FLUSH"));
     for (long i = 0; i < 10; i++)
-        CHECK(mix_round(&x, i), "after a flush: %s", x.failed);
+        CHECK(mix_round(&x, i), "after a flush: %s", x.log.failed);
     int said = 0;
     WAIT_UNTIL((said += refusals_said(x.c)) > 0, 5000);
     said += refusals_said(x.c); /* and nothing more */

@@ -97,10 +97,8 @@ void conn_load_also(const struct script *const *list, size_t n)
 static void add_script_load(struct conn *c, struct rlc_cmd **cmds, int *ncmds,
                             const struct script *s)
 {
-    const char *argv[3] = {"SCRIPT", "LOAD", s->source};
-    size_t lens[3] = {6, 4, strlen(s->source)};
     c->handshake[*ncmds] = HS_SCRIPT;
-    cmds[(*ncmds)++] = cmd_format(3, argv, lens);
+    cmds[(*ncmds)++] = cmd_script_load(s);
 }
 
 /* Puts the handshake in front of whatever is queued already. Loading the

@@ -257,9 +257,7 @@ static bool is_demoted(const struct mux *m, const redisReply *reply)
 /* A detached request that asks nothing back: SCRIPT LOAD of s. */
 static struct mux_req *script_load_req(struct mux *m, const struct script *s)
 {
-    const char *argv[3] = {"SCRIPT", "LOAD", s->source};
-    size_t lens[3] = {6, 4, strlen(s->source)};
-    struct rlc_cmd *cmd = cmd_format(3, argv, lens);
+    struct rlc_cmd *cmd = cmd_script_load(s);
     struct mux_req *r = cmd ? calloc(1, sizeof *r) : NULL;
     if (!r) {
         cmd_unref(cmd);

@@ -156,6 +156,13 @@ struct rlc_cmd *cmd_evalsha(const struct script *s, int nkeys, int nargs,
     return c;
 }
 
+struct rlc_cmd *cmd_script_load(const struct script *s)
+{
+    const char *argv[3] = {"SCRIPT", "LOAD", s->source};
+    size_t lens[3] = {6, 4, strlen(s->source)};
+    return cmd_format(3, argv, lens);
+}
+
 struct rlc_cmd *cmd_evalsha_to_eval(const struct rlc_cmd *evalsha, const struct script *s)
 {
     /* "*<argc>\r\n" "$7\r\nEVALSHA\r\n" "$40\r\n<sha>\r\n" <the rest> */

@@ -34,6 +34,11 @@ struct rlc_cmd *cmd_evalsha(const struct script *s, int nkeys, int nargs,
 /* The same call as EVAL <source> ..., for a node that answered NOSCRIPT. */
 struct rlc_cmd *cmd_evalsha_to_eval(const struct rlc_cmd *evalsha, const struct script *s);
 
+/* SCRIPT LOAD of s: what every connection sends so that EVALSHA finds s
+ * (a loaded script stays until SCRIPT FLUSH or a restart; EVAL's cache is
+ * evicted on Redis 7.4+ and Valkey 8). */
+struct rlc_cmd *cmd_script_load(const struct script *s);
+
 /* The same EVALSHA naming script `to` instead of `from` (the SHA-1 names
  * have one length, so only those 40 bytes change); NULL without memory or
  * if cmd does not name `from`. */

@@ -440,9 +440,7 @@ static void write_loads(rlc_engine *e, struct conn *c)
     const struct script *all[SCRIPTS_ENGINE_MAX];
     size_t n = scripts_engine(all, c->master >= 0, e->opts.format == RLC_FORMAT_CLASSIC);
     for (size_t i = 0; i < n; i++) {
-        const char *argv[3] = {"SCRIPT", "LOAD", all[i]->source};
-        size_t lens[3] = {6, 4, strlen(all[i]->source)};
-        struct rlc_cmd *cmd = cmd_format(3, argv, lens);
+        struct rlc_cmd *cmd = cmd_script_load(all[i]);
         if (!cmd)
             abort();
         write_req(e, c, conn_own_req(e, c->node, R_LOAD, cmd));
