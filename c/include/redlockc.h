@@ -627,6 +627,16 @@ enum { RLC_Q_LOCKED = 1, RLC_Q_HELD = 2, RLC_Q_COUNT = 3, RLC_Q_TTL = 4 };
  * any non-zero id for LOCKED and TTL. */
 RLC_API int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                              int what, int64_t now_ms, uint64_t *op);
+/* Since 1.2 (REDLOCKC_1.2). rlc_lock_force_release's round: deletes the
+ * lock whoever holds it, on every node, and publishes its unlock message so
+ * its waiters wake. RLC_OK once a quorum of nodes answered (its DONE event's
+ * count: how many nodes had the key); without a quorum of answers it fails
+ * as a release would. It runs at once, on the locks' connections, beside
+ * owner's other operations (owner: any non-zero id, as a query's). No hold
+ * of this engine ends with it: a hold of the name is found gone by its next
+ * renewal (RLC_EV_LOST), unless the driver forgets it (rlc_engine_forget). */
+RLC_API int rlc_engine_force_release(rlc_engine *e, const char *name, size_t name_len,
+                                     uint64_t owner, int64_t now_ms, uint64_t *op);
 /* Ends an acquire that is still running with RLC_E_CANCELED; whatever it
  * may have taken is undone. An op that already ended, or a release or
  * extend, is left alone: RLC_NOT_ACQUIRED says so (nothing to cancel). */

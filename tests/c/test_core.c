@@ -839,6 +839,19 @@ done:
     rs_stop(&s);
 }
 
+/* The server's connections of type normal (CLIENT LIST), the test's own too. */
+static long long normal_connections(const struct redis_server *s)
+{
+    redisReply *r = rs_cmd(s, "CLIENT LIST TYPE normal");
+    long long n = 0;
+    if (r && r->type == REDIS_REPLY_STRING)
+        for (const char *p = r->str; (p = strchr(p, '\n')); p++)
+            n++;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
 TEST(force_release_frees_any_holder_and_wakes_waiters)
 {
     START(s);
@@ -851,8 +864,14 @@ TEST(force_release_frees_any_holder_and_wakes_waiters)
     check_sleep_ms(100);
     rlc_client *admin = client(s.uri, NULL);
     rlc_lock *lx = lock(admin, "force", 0);
+    int locked = 0;
+    CHECK_RC(rlc_lock_is_locked(lx, &locked), RLC_OK); /* admin's connection is up */
+    long long conns = normal_connections(&s);
     int64_t t0 = check_now_ms();
     CHECK_RC(rlc_lock_force_release(lx), RLC_OK);
+    /* on the connection the locks use: none of its own */
+    CHECK(normal_connections(&s) == conns, "the force release opened %lld connections",
+          normal_connections(&s) - conns);
     pthread_join(t, NULL);
     CHECK(w.rc == RLC_OK && w.returned_ms - t0 < 500, "waiter: rc %d after %lld ms", w.rc,
           (long long)(w.returned_ms - t0));

@@ -241,6 +241,59 @@ done:
     rs_stop(&s);
 }
 
+/* rlc_engine_force_release: the key goes whoever holds it, a waiter in
+ * another engine is woken by its message, and the holder's own engine
+ * finds its hold gone at the next renewal; it runs on the locks' command
+ * connection (none of its own) and answers how many nodes had the key. */
+static int64_t el_force(struct eloop *L, const char *name, uint64_t owner, int *rc)
+{
+    uint64_t op;
+    *rc = rlc_engine_force_release(L->e, name, strlen(name), owner, el_now(), &op);
+    if (*rc != RLC_OK)
+        return -100;
+    const struct el_done *d = el_wait(L, op, 10000);
+    *rc = d ? d->status : -100;
+    return d ? d->count : -100;
+}
+
+TEST(force_release_ends_any_hold_and_wakes_waiters_on_the_lock_connection)
+{
+    START(s);
+    struct eloop A, B;
+    int rc;
+    CHECK_RC(el_init(&A, s.uri, UUID_A, "watchdog_timeout_ms=300"), RLC_OK);
+    CHECK_RC(el_init(&B, s.uri, UUID_B, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&A, "fr", 1, 0, -1, NULL), RLC_OK);
+    uint64_t op;
+    CHECK_RC(rlc_engine_acquire(B.e, "fr", 2, 1, 20000, -1, el_now(), &op), RLC_OK);
+    for (int i = 0; i < 200 && rs_int(&s, "PUBSUB NUMSUB redisson_lock__channel:{fr}") == 0; i++) {
+        el_turn(&A, 5);
+        el_turn(&B, 5);
+    }
+    CHECK(el_wait(&B, op, 0) == NULL, "B must still wait");
+    /* owner 7 of A (not the holder) forces it */
+    int opens = A.opens;
+    CHECK(el_force(&A, "fr", 7, &rc) == 1 && rc == RLC_OK, "forced: %d", rc);
+    CHECK(A.opens == opens, "the force opened %d connections", A.opens - opens);
+    const struct el_done *d = wait_two(&B, &A, op, 10000);
+    CHECK(d && d->status == RLC_OK, "B got it: %d", d ? d->status : -100);
+    int64_t end = el_now() + 3000;
+    while (A.lost == 0 && el_now() < end)
+        el_turn(&A, 20);
+    CHECK(A.lost == 1 && A.lost_owner == 1, "A's hold reported lost (%d)", A.lost);
+    CHECK_RC(el_release(&A, "fr", 1), RLC_E_LOST);
+    CHECK_RC(el_release(&B, "fr", 1), RLC_OK);
+    CHECK(el_force(&A, "fr", 7, &rc) == 0 && rc == RLC_OK, "nothing there: %d", rc);
+    CHECK_RC(rlc_engine_force_release(A.e, "fr", 2, 0, el_now(), &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_force_release(A.e, NULL, 0, 1, el_now(), &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_force_release(A.e, "fr", 2, 1, el_now(), NULL), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_force_release(NULL, "fr", 2, 1, el_now(), &op), RLC_E_INVAL);
+done:
+    el_free(&A);
+    el_free(&B);
+    rs_stop(&s);
+}
+
 /* While the last level's release is on its way (the server stopped), the
  * hold is being let go: a renewal due then named no level, ran before the
  * release's NOSCRIPT re-send, found nothing and reported the hold lost
@@ -882,6 +935,7 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(same_engine_waiters_are_served_in_turn),
           CASE(blocking_api_and_engine_exclude_each_other),
           CASE(watchdog_renews_and_reports_a_deleted_key_as_lost),
+          CASE(force_release_ends_any_hold_and_wakes_waiters_on_the_lock_connection),
           CASE(a_renewal_due_during_the_last_release_reports_no_loss),
           CASE(cancel_ends_a_wait_and_leaves_nothing_held),
           CASE(a_try_right_after_a_connection_error_is_granted),

@@ -406,6 +406,11 @@ static int q_query(struct edrv *d, const struct waiter *w, int64_t now, uint64_t
     return rlc_engine_query(d->e, w->name, w->name_len, w->owner, (int)w->a, now, op);
 }
 
+static int q_force(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
+{
+    return rlc_engine_force_release(d->e, w->name, w->name_len, w->owner, now, op);
+}
+
 /* In a forked child: its threads are gone and the mutex may stay held by
  * one of them, so nothing may wait on it; the child makes its own driver. */
 static bool forked(const struct edrv *d)
@@ -465,6 +470,14 @@ int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t own
                  struct edrv_outcome *out)
 {
     return run_op(d, (struct waiter){.q = q_release, .name = name, .name_len = name_len,
+                                     .owner = owner},
+                  out);
+}
+
+int edrv_force_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
+                       struct edrv_outcome *out)
+{
+    return run_op(d, (struct waiter){.q = q_force, .name = name, .name_len = name_len,
                                      .owner = owner},
                   out);
 }

@@ -76,6 +76,9 @@ int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t own
                  struct edrv_outcome *out);
 int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                 int64_t lease_ms, struct edrv_outcome *out);
+/* rlc_engine_force_release's: out->count is how many nodes had the key. */
+int edrv_force_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
+                       struct edrv_outcome *out);
 /* rlc_engine_query's: what (RLC_Q_*) a quorum of the servers says of
  * name, in *answer. */
 int edrv_query(struct edrv *d, const char *name, size_t name_len, uint64_t owner, int what,

@@ -1,21 +1,17 @@
 /*
  * lock_release.c - giving a hold back or keeping it longer: rlc_lock_release,
  * rlc_lock_extend (the engine's, c/src/engine/engine_release.c, run by the
- * blocking driver), and rlc_lock_force_release (any owner's hold: a direct
- * script, then the engine forgets the name's holds).
+ * blocking driver), and rlc_lock_force_release (any owner's hold: the
+ * engine's force-release round, then this handle's holds are forgotten).
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd.h"
 #include "engine_driver.h"
 #include "error.h"
-#include "fanout.h"
 #include "handle_levels.h"
 #include "lock_common.h"
 #include "metrics.h"
-#include "quorum.h"
-#include "scripts.h"
 
 int rlc_lock_release(rlc_lock *l)
 {
@@ -73,15 +69,9 @@ int rlc_lock_force_release(rlc_lock *l)
     if (rc != RLC_OK)
         return rc;
     rlc_client *c = l->client;
-    const char *argv[2] = {l->key, l->channel};
-    size_t lens[2] = {l->key_len, l->channel_len};
-    struct rlc_cmd *cmd = cmd_evalsha(&script_force_release, 2, 0, argv, lens);
-    struct fanout f;
-    fanout_run(c, lock_owner(l), cmd, &script_force_release, &f);
-    int answered = 0;
-    for (int i = 0; i < f.n; i++)
-        answered += fanout_reply(&f, i) != NULL;
-    if (quorum_has(f.n, answered)) {
+    struct edrv_outcome o;
+    rc = edrv_force_release(c->drv, l->name, l->name_len, lock_owner(l), &o);
+    if (rc == RLC_OK) {
         /* The key is gone. This handle's holds are dropped quietly: not
          * renewed, reported or nested in. Another handle's holds of the name
          * (another owner's, of this client too) are not: their renewal finds
@@ -91,12 +81,7 @@ int rlc_lock_force_release(rlc_lock *l)
         struct handle_hold *gone = hh_detach_all(c, l);
         pthread_mutex_unlock(&c->mu);
         hh_forget_detached(c, l, gone);
-        rc = RLC_OK;
-    } else {
-        rc = fanout_fail(c, &f, l->key);
     }
-    fanout_clear(&f);
-    cmd_unref(cmd);
     client_leave(c);
     return rc;
 }

@@ -275,6 +275,19 @@ int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t 
     return RLC_OK;
 }
 
+int rlc_engine_force_release(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                             int64_t now_ms, uint64_t *op_id)
+{
+    int rc = new_op(e, OP_QUERY, name, name_len, owner, op_id);
+    if (rc != RLC_OK)
+        return rc;
+    advance(e, now_ms);
+    struct eng_op *op = find_op(e, *op_id);
+    op->what = Q_FORCE;
+    query_begin(e, op);
+    return RLC_OK;
+}
+
 int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
 {
     if (!e)

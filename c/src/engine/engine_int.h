@@ -347,10 +347,16 @@ struct eng_op {
     /* a member op: the multi-lock op it keeps a place for */
     struct eng_op *multi;
     bool at_head;          /* OP_MULTI, OP_MEMBER: it heads its hold's queue */
-    /* a query's (engine_query.c): what it asks (RLC_Q_*), its answer */
+    /* a query's (engine_query.c): what it asks (RLC_Q_*, or Q_FORCE), its
+     * answer */
     int what;
     int64_t query_out;
 };
+
+/* A one-shot round beside the queries (rlc_engine_force_release): the
+ * force-release script on every node; its answer is how many deleted the
+ * key. */
+#define Q_FORCE 0x100
 
 /* ---- the engine ---- */
 

@@ -1,6 +1,7 @@
 /*
  * engine_query.c - asking the servers about a lock, changing nothing
- * (rlc_engine_query: rlc_lock_is_locked, is_held, hold_count, ttl_ms).
+ * (rlc_engine_query: rlc_lock_is_locked, is_held, hold_count, ttl_ms), and
+ * the one round that changes it whoever holds it (rlc_engine_force_release).
  *
  * A query is one round of a read-only command on every node's command
  * connection, the one the locks' scripts use, so it sees whatever this
@@ -10,6 +11,13 @@
  * sets no TTL (no mark) and never goes out again; the hold keeps a list of
  * its running queries only so the hold outlives them (hold_maybe_free), and
  * op_finish ends a query as any operation.
+ *
+ * A force release is such a round too, of the force-release script (it
+ * deletes the key and publishes, so waiters wake). It sets no TTL either,
+ * and no hold of this engine is ended by it: their next renewal finds the
+ * key gone and reports them lost, as a force release from another client
+ * would; a driver that wants its own holds dropped quietly forgets them
+ * (rlc_engine_forget).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,6 +29,7 @@
 
 #include "engine_int.h"
 #include "quorum.h"
+#include "scripts.h"
 
 static struct rlc_cmd *query_cmd(const struct hold *h, int what)
 {
@@ -28,6 +37,11 @@ static struct rlc_cmd *query_cmd(const struct hold *h, int what)
     const char *argv[3];
     size_t lens[3];
     int argc = 2;
+    if (what == Q_FORCE) {
+        const char *keys[2] = {l->key, l->channel};
+        size_t key_lens[2] = {l->key_len, l->channel_len};
+        return cmd_evalsha(&script_force_release, 2, 0, keys, key_lens);
+    }
     switch (what) {
     case RLC_Q_LOCKED:
         argv[0] = "EXISTS";
@@ -58,6 +72,10 @@ static int64_t query_answer(const rlc_engine *e, int what, int64_t *v, int nv)
 {
     int ones = 0;
     switch (what) {
+    case Q_FORCE:
+        for (int i = 0; i < nv; i++)
+            ones += v[i] == 1;
+        return ones;
     case RLC_Q_LOCKED:
     case RLC_Q_HELD:
         for (int i = 0; i < nv; i++)
@@ -142,8 +160,9 @@ static void query_start(rlc_engine *e, struct eng_op *op, int64_t now)
     struct rlc_cmd *cmd = query_cmd(h, op->what);
     if (!cmd)
         abort();
+    const struct script *s = op->what == Q_FORCE ? &script_force_release : NULL;
     for (int i = 0; i < e->n; i++)
-        op->reqs[i] = conn_send(e, i, h->lock, R_QUERY, op, NULL, cmd, false);
+        op->reqs[i] = conn_send(e, i, h->lock, R_QUERY, op, s, cmd, false);
     cmd_unref(cmd);
     timer_set(e, &op->timer, T_OP, op, op->round_deadline);
 }
