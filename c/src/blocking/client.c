@@ -103,15 +103,15 @@ static void *thread_main(void *arg)
     while (!atomic_load(&c->stopping)) {
         int64_t (*family_renew)(rlc_client *) = atomic_load(&c->family_renew);
         int64_t next = family_renew ? family_renew(c) : RLC_FOREVER_NS;
-        /* Detached work nobody else will move (a redo, an undo's reply). */
-        bool pushing = false;
+        /* Detached work nobody else will move (a redo, an undo's reply); a
+         * connection that waits out its reconnect backoff is looked at
+         * again when the backoff ends (mux.h). */
         for (int i = 0; i < c->n_nodes * (int)c->opts.pool_size; i++)
-            pushing = mux_push_detached(&c->muxes[i]) || pushing;
-        if (pushing) {
-            int64_t soon = rlc_deadline_after_ms(rlc_now_ns(), 10);
-            if (soon < next)
-                next = soon;
-        }
+            if (mux_push_detached(&c->muxes[i])) {
+                int64_t at = mux_push_next_ns(&c->muxes[i], rlc_now_ns());
+                if (at < next)
+                    next = at;
+            }
         metrics_flush_log(c);
         struct pollfd pfd[1 + 2 * RLC_MAX_NODES];
         pfd[0] = (struct pollfd){c->wake_fd, POLLIN, 0};

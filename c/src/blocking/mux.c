@@ -57,6 +57,10 @@ struct mux_req {
     int slot, pool, hops;
 };
 
+/* The reconnect backoff of the client's thread (mux.h): as engine_conn.c. */
+#define RECONNECT_MIN_NS (50 * RLC_NS_PER_MS)
+#define RECONNECT_MAX_NS (1000 * RLC_NS_PER_MS)
+
 /* Where a routed request goes and how many redirections it took so far. */
 struct route {
     struct route_to to;
@@ -157,11 +161,32 @@ static void wake_pusher(struct mux *m)
             ;
 }
 
+/* A connection ends. One that never carried a reply (refused, timed out,
+ * cut during its handshake: the node is down or out of reach) pushes the
+ * client's thread's next connect back, doubling up to the cap; without
+ * that, a redo waiting for a down node had the thread connect again at
+ * once after every failure (each teardown wakes it), a busy loop of
+ * connect() calls. One that carried a reply ends the backoff. */
+static void note_end(struct mux *m)
+{
+    if (m->answered) {
+        m->backoff_ns = 0;
+        m->retry_at_ns = 0;
+    } else {
+        m->backoff_ns = m->backoff_ns ? 2 * m->backoff_ns : RECONNECT_MIN_NS;
+        if (m->backoff_ns > RECONNECT_MAX_NS)
+            m->backoff_ns = RECONNECT_MAX_NS;
+        m->retry_at_ns = rlc_now_ns() + m->backoff_ns;
+    }
+    m->answered = false;
+}
+
 /* Closes the connection and fails everything queued on it. Detached
  * requests that may run twice wait, in order, for the next connection;
  * everything else on it is gone: an abandoned request is never sent again. */
 static void teardown(struct mux *m, int status, const char *err, struct wakeup_fd *me)
 {
+    note_end(m);
     conn_close(&m->conn);
     struct mux_req *r = m->head, **redo_tail = &m->redo;
     while (*redo_tail)
@@ -344,6 +369,7 @@ static int dispatch(struct mux *m, redisReply *reply, struct wakeup_fd *me, char
     m->head = r->next;
     if (!m->head)
         m->tail = NULL;
+    m->answered = true;
 
     /* An abandoned request is not sent again: its caller was told it
      * failed and may have undone it already (the undo's tombstone would
@@ -899,7 +925,7 @@ bool mux_push_detached(struct mux *m)
     } else {
         int64_t now = rlc_now_ns();
         int rc = RLC_OK;
-        if (c->state == CONN_CLOSED && m->redo) {
+        if (c->state == CONN_CLOSED && m->redo && now >= m->retry_at_ns) {
             rc = conn_start(c, err);
             if (rc == RLC_OK) {
                 m->last_io_ns = now;
@@ -938,4 +964,16 @@ bool mux_push_detached(struct mux *m)
     }
     unlock_and_wake(m);
     return left;
+}
+
+int64_t mux_push_next_ns(struct mux *m, int64_t now)
+{
+    int64_t soon = rlc_deadline_after_ms(now, 10);
+    if (m->to.cl)
+        return soon;
+    pthread_mutex_lock(&m->mu);
+    int64_t at = m->conn.state == CONN_CLOSED && m->redo && m->retry_at_ns > soon
+                     ? m->retry_at_ns : soon;
+    pthread_mutex_unlock(&m->mu);
+    return at;
 }

@@ -46,6 +46,12 @@ struct mux {
     struct wakeup_fd *to_wake[RLC_MUX_WAKES]; /* woken once mu is unlocked */
     int n_to_wake;
     int64_t last_io_ns;
+    /* Reconnects for detached work back off while the node answers nothing:
+     * 50 ms doubling to 1 s, as the engine's connections; back to 0 once a
+     * connection carried a reply. */
+    int64_t backoff_ns;
+    int64_t retry_at_ns;         /* the client's thread connects no sooner */
+    bool answered;               /* the current connection carried a reply */
     int64_t connect_timeout_ns;
     int64_t stale_ns;            /* an unanswered request this old: reconnect */
     bool connect_adds_budget;    /* one node: a call that must connect gets more time */
@@ -97,6 +103,11 @@ void mux_route_detached(struct mux *target, struct rlc_cmd *cmd, bool redo, stru
  * arrived are read and handed out. Never blocks. Returns whether work is
  * left (call again soon). */
 bool mux_push_detached(struct mux *m);
+
+/* When the client's thread should call mux_push_detached again, given that
+ * it said work is left: the end of the reconnect backoff, or now + 10 ms
+ * (a connect or bytes in progress). */
+int64_t mux_push_next_ns(struct mux *m, int64_t now);
 void mux_destroy(struct mux *m);
 
 /* Fails everything queued with RLC_E_CLOSED and refuses new work. */

@@ -449,38 +449,44 @@ struct script fscript_psem_available = {
     "return tonumber(redis.call('get', KEYS[1]) or '0') or 0\n",
     "", NULL};
 
-/* A plain semaphore has no holders on the server, only a count: each
- * acquire and release leaves a record key ("r<n>" taken, "d" done) that
- * expires after the tombstone time, so that a release or an undo sent again
- * acts once, and an undo that overtakes its acquire stops it. */
+/* A plain semaphore has no holders on the server, only a count. An acquire
+ * that takes permits leaves the record "r<n>" with no expiry: its permits
+ * never expire either, and an undo that comes after any outage must still
+ * find what to give back (docs/FAMILY.md, S1). The client deletes the
+ * record once it has heard the grant, since no undo follows then. An undo,
+ * and each release, leaves "d" for the tombstone time, so that one sent
+ * again acts once and an undo that overtakes its acquire stops it. */
 struct script fscript_sem_acquire = {
     "sem_acquire",
     "if redis.call('exists', KEYS[2]) == 1 then return {-1, 0} end\n"
     "local v = tonumber(redis.call('get', KEYS[1]) or '0') or 0\n"
     "if v >= tonumber(ARGV[1]) then\n"
     "  redis.call('decrby', KEYS[1], ARGV[1])\n"
-    "  redis.call('set', KEYS[2], 'r' .. ARGV[1], 'px', ARGV[2])\n"
+    "  redis.call('set', KEYS[2], 'r' .. ARGV[1])\n"
     "  return {1, 0}\n"
     "end\n"
     "return {0, -1}\n",
     "", NULL};
 
+/* An undo gives back the n its record names: exactly what its try took. */
 struct script fscript_sem_release = {
     "sem_release",
     "local rec = redis.call('get', KEYS[3])\n"
+    "local n = tonumber(ARGV[1])\n"
     "if ARGV[3] == 'u' then\n"
     "  if rec == false then\n"
     "    redis.call('set', KEYS[3], 'd', 'px', ARGV[2])\n"
     "    return 0\n"
     "  end\n"
     "  if string.sub(rec, 1, 1) ~= 'r' then return 0 end\n"
+    "  n = tonumber(string.sub(rec, 2)) or 0\n"
     "elseif rec ~= false then\n"
     "  return 0\n"
     "end\n"
     "redis.call('set', KEYS[3], 'd', 'px', ARGV[2])\n"
-    "local v = redis.call('incrby', KEYS[1], ARGV[1])\n"
+    "local v = redis.call('incrby', KEYS[1], n)\n"
     "redis.pcall('publish', KEYS[2], v)\n"
-    "return tonumber(ARGV[1])\n",
+    "return n\n",
     "", NULL};
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -67,11 +67,14 @@ extern struct script fscript_psem_renew;
 /* KEYS: permits, timeouts zset, channel. -> permits available now. */
 extern struct script fscript_psem_available;
 
-/* Plain semaphore. KEYS: permits, record key. ARGV: n, tombstone ms.
- * -> {1, 0} taken, {0, 0} busy, {-1, 0} undone before it arrived. */
+/* Plain semaphore. KEYS: permits, record key. ARGV: n, tombstone ms
+ * (unused: the record "r<n>" of a grant has no expiry, and the client
+ * deletes it once it has heard the grant). -> {1, 0} taken, {0, -1} busy,
+ * {-1, 0} undone before it arrived. */
 extern struct script fscript_sem_acquire;
 /* KEYS: permits, channel, record key. ARGV: n, tombstone ms, mode:
- * "r" release (once per record), "u" undo of an acquire. -> permits given. */
+ * "r" release (once per record), "u" undo of an acquire (gives back the n
+ * its record names, or writes the tombstone). -> permits given. */
 extern struct script fscript_sem_release;
 
 void fscripts_init(void);

@@ -214,6 +214,19 @@ static size_t rec_key(struct sem_try *a, char *buf, size_t size, char **heap)
     return need - 1;
 }
 
+/* A plain try was granted and the client heard it: no undo will name its
+ * record, which has no expiry (fscripts.c), so it goes. Detached and sent
+ * again after a broken connection: a DEL acts once however often. */
+static void forget_record(rlc_client *c, const char *key, size_t klen)
+{
+    bool one[1] = {true};
+    const char *argv[2] = {"DEL", key};
+    size_t lens[2] = {3, klen};
+    struct rlc_cmd *del = cmd_format(2, argv, lens);
+    fanout_detached(c, 0, del, NULL, one, true);
+    cmd_unref(del);
+}
+
 static int sem_try_once(void *arg, struct fam_try *t)
 {
     struct sem_try *a = arg;
@@ -267,6 +280,8 @@ static int sem_try_once(void *arg, struct fam_try *t)
         if (v == 1) {
             t->rc = RLC_OK;
             undo = false;
+            if (!s->expirable)
+                forget_record(c, key, klen);
             if (s->expirable && quorum_validity_ms(a->lease, rlc_now_ns() - f.started_ns,
                                                    c->opts.drift_factor) <= 0) {
                 t->rc = rlc_fail(RLC_NOT_ACQUIRED, "the %lld ms lease was used up by the "
