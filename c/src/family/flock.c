@@ -71,20 +71,23 @@ static size_t field_of(const struct flock *l, int side, uint64_t owner, char *bu
 }
 
 /* The command of `op` for this side. field is the side's field; for a read
- * level the timeout prefix is built from the plain field. */
+ * level the timeout prefix is built from the plain field. An acquire names
+ * `outer`, the first level of the hold it nests in (0: a new hold). */
 static struct rlc_cmd *build(const struct flock *l, int op, int side, uint64_t owner,
-                             int64_t lease, uint64_t attempt, int64_t extra,
+                             int64_t lease, uint64_t attempt, int64_t extra, uint64_t outer,
                              const struct script **sp)
 {
     rlc_client *c = l->o.client;
     char field[FIELD_MAX], wfield[FIELD_MAX], id[RLC_ATTEMPT_LEN] = "", n1[24], n2[24];
+    char oid[RLC_ATTEMPT_LEN] = "";
     char tprefix[FIELD_MAX + 256];
-    const char *argv[10];
-    size_t lens[10];
+    const char *argv[12];
+    size_t lens[12];
     int nk = 0, na = 0;
     size_t flen = field_of(l, SIDE_READ, owner, field);
     size_t wlen = field_of(l, SIDE_WRITE, owner, wfield);
     size_t idlen = attempt ? (size_t)client_attempt_name(c, attempt, id, sizeof id) : 0;
+    size_t oidlen = outer ? (size_t)client_attempt_name(c, outer, oid, sizeof oid) : 0;
     size_t n1len = (size_t)snprintf(n1, sizeof n1, "%lld", (long long)lease);
     size_t n2len = (size_t)snprintf(n2, sizeof n2, "%lld", (long long)extra);
     const char *f = side == SIDE_WRITE ? wfield : field;
@@ -125,6 +128,7 @@ static struct rlc_cmd *build(const struct flock *l, int op, int side, uint64_t o
             A(id, idlen);
             if (!rd)
                 A(n2, n2len);
+            A(oid, oidlen);
             break;
         case OP_RELEASE:
             s = rd ? &fscript_read_release : &fscript_write_release;
@@ -173,6 +177,7 @@ static struct rlc_cmd *build(const struct flock *l, int op, int side, uint64_t o
             A(id, idlen);
             A(n2, n2len); /* thread wait */
             A(extra > 0 ? "1" : "0", 1);
+            A(oid, oidlen);
             lens[nk + 3] = (size_t)snprintf(n2, sizeof n2, "%lld", (long long)l->thread_wait_ms);
             break;
         case OP_RELEASE:
@@ -224,7 +229,7 @@ static void send_detached(struct flock *l, int op, int side, uint64_t owner, int
                           uint64_t attempt, int64_t extra, const bool *which)
 {
     const struct script *s;
-    struct rlc_cmd *cmd = build(l, op, side, owner, lease, attempt, extra, &s);
+    struct rlc_cmd *cmd = build(l, op, side, owner, lease, attempt, extra, 0, &s);
     fanout_detached(l->o.client, owner, cmd, s, which, true);
     cmd_unref(cmd);
 }
@@ -237,8 +242,42 @@ struct try_arg {
     uint64_t owner;
     int64_t lease_req;
     int64_t enqueue;   /* rw write: intent ms; fair: 1 to queue */
-    bool queued;       /* a try registered us as waiting: withdraw on giving up */
+    bool queued;       /* a try may have registered us as waiting: withdraw on giving up */
 };
+
+/* A7: did a quorum answer that the level this nested try names is not in
+ * the lock's current life ({-2, 0}: nothing taken there)? Then the hold is
+ * lost, and the nodes that granted or did not answer are marked for the
+ * undo. */
+static bool outer_gone(const struct fanout *f, const char *key, struct fam_try *t)
+{
+    int gone = 0;
+    for (int i = 0; i < f->n; i++) {
+        const redisReply *r = fanout_reply(f, i);
+        bool arr = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+                   r->element[0]->type == REDIS_REPLY_INTEGER;
+        gone += arr && r->element[0]->integer == -2;
+    }
+    if (!quorum_has(f->n, gone))
+        return false;
+    t->count = 0;
+    t->split = false;
+    t->sleep_ms = -1;
+    t->started_ns = f->started_ns;
+    t->any_undo = false;
+    for (int i = 0; i < f->n; i++) {
+        const redisReply *r = fanout_reply(f, i);
+        bool arr = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+                   r->element[0]->type == REDIS_REPLY_INTEGER;
+        t->undo[i] = !r || (arr && r->element[0]->integer >= 1);
+        t->any_undo = t->any_undo || t->undo[i];
+    }
+    char name[80];
+    t->rc = rlc_fail(RLC_E_LOST, "'%s' was lost before this nested acquire: the hold it "
+                     "nests in expired or was taken; nothing was taken",
+                     rlc_clip(key, name, sizeof name));
+    return true;
+}
 
 static int try_once(void *arg, struct fam_try *t)
 {
@@ -252,13 +291,20 @@ static int try_once(void *arg, struct fam_try *t)
         pthread_mutex_unlock(&fam_mu);
         return t->rc = rlc_fail(RLC_E_NOMEM, "out of memory");
     }
-    if (h->lost && h->count > 0 && h->pending == 0) {
-        /* a fresh acquire after a loss starts a new hold */
-        h->count = 0;
-        h->n_attempts = 0;
-        h->lost = 0;
+    if (h->lost && h->count > 0) {
+        /* The owner's code still counts levels of the lost hold: a new
+         * hold made under them would be counted as one more level, and its
+         * release would free the lock while the owner believes it still
+         * holds the outer level. So nothing until those are given up
+         * (DESIGN.md E5b). */
+        pthread_mutex_unlock(&fam_mu);
+        char name[80];
+        return t->rc = rlc_fail(RLC_E_LOST, "%s '%s' was lost: release its levels before "
+                                "taking it again", side_name(l, a->side),
+                                rlc_clip(l->key, name, sizeof name));
     }
     bool nested = h->count > 0;
+    uint64_t outer = nested && h->n_attempts > 0 ? h->attempts[0] : 0;
     bool watchdog = nested ? h->watchdog : a->lease_req <= 0;
     int64_t lease = nested ? h->lease_ms
                     : a->lease_req > 0 ? a->lease_req : c->opts.watchdog_timeout_ms;
@@ -268,11 +314,16 @@ static int try_once(void *arg, struct fam_try *t)
     uint64_t attempt = client_new_attempt(c);
 
     const struct script *s;
-    struct rlc_cmd *cmd = build(l, OP_ACQUIRE, a->side, a->owner, lease, attempt, a->enqueue, &s);
+    struct rlc_cmd *cmd = build(l, OP_ACQUIRE, a->side, a->owner, lease, attempt, a->enqueue,
+                                outer, &s);
     struct fanout f;
     fanout_run(c, a->owner, cmd, s, &f);
-    fam_read_acquire(c, &f, lease, l->key, t);
-    if (t->rc == RLC_NOT_ACQUIRED && a->enqueue > 0)
+    if (!outer || !outer_gone(&f, l->key, t))
+        fam_read_acquire(c, &f, lease, l->key, t);
+    /* Any try that was not granted may have queued us (a refusal, or one
+     * that timed out after the server ran it): if the wait ends here, the
+     * place must be given back, or a ghost holds up the next waiter. */
+    if (t->rc != RLC_OK && a->enqueue > 0)
         a->queued = true;
 
     bool wake = false;
@@ -280,6 +331,8 @@ static int try_once(void *arg, struct fam_try *t)
     h = fam_hold_find(&l->o, a->side, a->owner);
     if (h && h->id == hold_id) {
         h->pending--;
+        if (t->rc == RLC_E_LOST)
+            h->lost = RLC_E_LOST;
         if (t->rc == RLC_OK) {
             if (!fam_hold_push(h, attempt))
                 t->rc = rlc_fail(RLC_E_NOMEM, "out of memory");
@@ -403,7 +456,7 @@ static int release(struct flock *l, int side)
     pthread_mutex_unlock(&fam_mu);
 
     const struct script *s;
-    struct rlc_cmd *cmd = build(l, OP_RELEASE, side, owner, lease, attempt, 0, &s);
+    struct rlc_cmd *cmd = build(l, OP_RELEASE, side, owner, lease, attempt, 0, 0, &s);
     struct fanout f;
     fanout_run(c, owner, cmd, s, &f);
     int done = 0, refused = 0, freed = 0;
@@ -446,7 +499,7 @@ static int renew(struct fam_obj *o, int side, uint64_t owner, uint64_t level)
     if (atomic_load(&c->closed))
         return -1;
     const struct script *s;
-    struct rlc_cmd *cmd = build(l, OP_RENEW, side, owner, c->opts.watchdog_timeout_ms, level, 0, &s);
+    struct rlc_cmd *cmd = build(l, OP_RENEW, side, owner, c->opts.watchdog_timeout_ms, level, 0, 0, &s);
     struct fanout f;
     fanout_run(c, owner, cmd, s, &f);
     int yes = 0, gone = 0;

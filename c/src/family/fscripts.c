@@ -62,13 +62,46 @@
 
 /* ---- read-write lock ------------------------------------------------------ */
 
+/* A7 (docs/DESIGN.md): a nested acquire names one level of the hold it
+ * nests in (ARGV "outer", "" for a new hold). That level is in the current
+ * life when the owner's field is there and its record names the current
+ * epoch (or the attempts hash is gone: then only the field can say). If it
+ * is not, the hold expired or was taken, and the try refuses ({-2, 0}) and
+ * writes nothing: counted as nested, its release would free the lock while
+ * the owner still believes it holds its outer level. */
+#define IN_LIFE                                                                 \
+    "local function in_life(key, att, field, outer)\n"                         \
+    "  if outer == '' then return true end\n"                                 \
+    "  if redis.call('hexists', key, field) == 0 then return false end\n"     \
+    "  if redis.call('exists', att) == 0 then return true end\n"              \
+    "  return level_of(att, outer) ~= nil\n"                                  \
+    "end\n"
+
+/* A read level's timeout key is named by the owner's count, not by the
+ * level, and the client's validity after a nested level covers the whole
+ * hold. So when the count drops from n + 1 to n, key n keeps the later of
+ * the two keys' ends: Redisson's PTTL recompute (the longest key) then
+ * never cuts the hash below what the holder was promised. */
+#define READ_DROP                                                               \
+    "local function read_drop(prefix, n)\n"                                    \
+    "  local top = prefix .. ':' .. (n + 1)\n"                                 \
+    "  if n > 0 then\n"                                                       \
+    "    local t = redis.call('pttl', top)\n"                                 \
+    "    if t > 0 and t > redis.call('pttl', prefix .. ':' .. n) then\n"      \
+    "      redis.call('set', prefix .. ':' .. n, 1, 'px', t)\n"               \
+    "    end\n"                                                               \
+    "  end\n"                                                                 \
+    "  redis.call('del', top)\n"                                              \
+    "end\n"
+
 /* A reader that does not hold the lock yet is refused while a writer waits
  * (writer preference); the write holder may take read levels (Redisson's
  * rule); a reader already holding may nest. */
 struct script fscript_read_acquire = {
     "read_acquire",
-    HEAD
+    HEAD IN_LIFE
     "if redis.call('hexists', KEYS[3], ARGV[4]) == 1 then return {-1, 0} end\n"
+    "if not in_life(KEYS[1], KEYS[3], ARGV[2], ARGV[5]) then return {-2, 0} end\n"
     "redis.call('zremrangebyscore', KEYS[4], '-inf', now_ms())\n"
     "local mode = redis.call('hget', KEYS[1], 'mode')\n"
     "local reading = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
@@ -104,8 +137,9 @@ struct script fscript_read_acquire = {
  * withdraws it when it gets the lock or gives up. */
 struct script fscript_write_acquire = {
     "write_acquire",
-    HEAD
+    HEAD IN_LIFE
     "if redis.call('hexists', KEYS[2], ARGV[3]) == 1 then return {-1, 0} end\n"
+    "if not in_life(KEYS[1], KEYS[2], ARGV[2], ARGV[5]) then return {-2, 0} end\n"
     "local now = now_ms()\n"
     "redis.call('zremrangebyscore', KEYS[3], '-inf', now)\n"
     "local mode = redis.call('hget', KEYS[1], 'mode')\n"
@@ -118,7 +152,7 @@ struct script fscript_write_acquire = {
     "elseif mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  before = redis.call('pttl', KEYS[1])\n"
     "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  if before < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end\n"
     "else\n"
     "  local intent = tonumber(ARGV[4])\n"
     "  if intent > 0 then\n"
@@ -140,10 +174,10 @@ struct script fscript_write_acquire = {
  * the per-level timeout keys), or is deleted, which publishes 0. */
 struct script fscript_read_release = {
     "read_release",
-    HEAD
+    HEAD READ_DROP
     "if not may_release(KEYS[1], KEYS[4], ARGV[3], ARGV[2]) then return -1 end\n"
     "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "redis.call('del', KEYS[3] .. ':' .. (n + 1))\n"
+    "read_drop(KEYS[3], n)\n"
     "if n <= 0 then redis.call('hdel', KEYS[1], ARGV[2]) end\n"
     "local mode = redis.call('hget', KEYS[1], 'mode')\n"
     "if redis.call('hlen', KEYS[1]) > 1 then\n"
@@ -168,7 +202,9 @@ struct script fscript_read_release = {
     "return {n, 1}\n",
     "", NULL};
 
-/* The write hold's last level: the hash goes (or turns to mode read when
+/* An inner write level only raises the hash's TTL to the lease (Redisson
+ * sets it): the writer's own read levels may have been promised longer.
+ * The write hold's last level: the hash goes (or turns to mode read when
  * the writer still holds read levels, as in Redisson); either way waiting
  * readers may come in, so it publishes 1, which wakes every Redisson
  * waiter, as Redisson's own write unlock does. */
@@ -181,7 +217,7 @@ struct script fscript_write_release = {
     "end\n"
     "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if n > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end\n"
     "  return {n, 0}\n"
     "end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"
@@ -195,9 +231,12 @@ struct script fscript_write_release = {
     "return {0, 1}\n",
     "", NULL};
 
+/* Takes back a level a try took in this life. It sets no TTL: the TTL the
+ * try saw may be shorter than what a holder was promised since (another
+ * reader came in), and the try lengthened it by one lease at most. */
 struct script fscript_rw_undo = {
     "rw_undo",
-    HEAD
+    HEAD READ_DROP
     "local rec = redis.call('hget', KEYS[2], ARGV[1])\n"
     "if not rec then\n"
     "  tombstone(KEYS[2], ARGV[1], ARGV[3])\n"
@@ -207,11 +246,8 @@ struct script fscript_rw_undo = {
     "if rec ~= 'u' then redis.call('hdel', KEYS[2], ARGV[1]) end\n"
     "if not before or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return 0 end\n"
     "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "if KEYS[3] ~= '' then redis.call('del', KEYS[3] .. ':' .. (n + 1)) end\n"
-    "if n > 0 then\n"
-    "  if before > 0 then redis.call('pexpire', KEYS[1], before) end\n"
-    "  return 1\n"
-    "end\n"
+    "if KEYS[3] ~= '' then read_drop(KEYS[3], n) end\n"
+    "if n > 0 then return 1 end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"
     "if redis.call('hlen', KEYS[1]) <= 1 then\n"
     "  redis.call('del', KEYS[1])\n"
@@ -271,8 +307,9 @@ struct script fscript_write_withdraw = {
  * waits after its last try, even behind a long lease (docs/FAMILY.md). */
 struct script fscript_fair_acquire = {
     "fair_acquire",
-    HEAD FAIR_PRUNE
+    HEAD IN_LIFE FAIR_PRUNE
     "if redis.call('hexists', KEYS[4], ARGV[3]) == 1 then return {-1, 0} end\n"
+    "if not in_life(KEYS[1], KEYS[4], ARGV[2], ARGV[6]) then return {-2, 0} end\n"
     "local now = now_ms()\n"
     "local wait = tonumber(ARGV[4])\n"
     "prune(KEYS[2], KEYS[3], now)\n"
@@ -288,7 +325,7 @@ struct script fscript_fair_acquire = {
     "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n"
     "  before = redis.call('pttl', KEYS[1])\n"
     "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  if before < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end\n"
     "else\n"
     "  local ttl = redis.call('pttl', KEYS[1])\n"
     "  if ARGV[5] == '1' then\n"
@@ -318,7 +355,7 @@ struct script fscript_fair_release = {
     "if not may_release(KEYS[1], KEYS[4], ARGV[3], ARGV[2]) then return -1 end\n"
     "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if n > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end\n"
     "  return {n, 0}\n"
     "end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"
@@ -345,6 +382,7 @@ struct script fscript_fair_withdraw = {
     "return 1\n",
     "", NULL};
 
+/* As rw_undo: sets no TTL. */
 struct script fscript_fair_undo = {
     "fair_undo",
     HEAD
@@ -356,10 +394,7 @@ struct script fscript_fair_undo = {
     "local before = level_of(KEYS[2], ARGV[1])\n"
     "if rec ~= 'u' then redis.call('hdel', KEYS[2], ARGV[1]) end\n"
     "if not before or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return 0 end\n"
-    "if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then\n"
-    "  if before > 0 then redis.call('pexpire', KEYS[1], before) end\n"
-    "  return 1\n"
-    "end\n"
+    "if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then return 1 end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"
     "if redis.call('hlen', KEYS[1]) == 0 then\n"
     "  redis.call('del', KEYS[1])\n"
@@ -373,7 +408,7 @@ struct script fscript_fair_renew = {
     HEAD
     "if not level_of(KEYS[2], ARGV[3]) and redis.call('exists', KEYS[2]) == 1 then return 0 end\n"
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return 0 end\n"
-    "redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end\n"
     "if redis.call('pttl', KEYS[2]) < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[2], ARGV[1]) end\n"
     "return 1\n",
     "", NULL};

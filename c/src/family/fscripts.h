@@ -10,7 +10,12 @@
  * (epoch) the level was taken in.
  *
  * Acquire replies: {n >= 1, 0, before} granted (n = the owner's count),
- * {0, sleep hint ms, holder} busy, {-1, 0} undone before it arrived.
+ * {0, sleep hint ms, holder} busy, {-1, 0} undone before it arrived, and
+ * for a nested try {-2, 0}: the level it nests in ("outer", an attempt id)
+ * is not in the current life, so the hold is lost and nothing was taken
+ * (A7 of docs/DESIGN.md). No script sets a hash's TTL below what a holder
+ * was promised: acquires, renewals and inner releases only raise it, undos
+ * set none, and a read release's recompute keeps every level's time.
  * Release replies: -1 not the owner (in this life), else {n left, freed}.
  */
 #ifndef RLC_FSCRIPTS_H
@@ -19,10 +24,10 @@
 #include "scripts.h"
 
 /* KEYS: hash, timeout prefix "{name}:<field>:rwlock_timeout", attempts,
- * writers zset. ARGV: lease, field, write field, attempt id. */
+ * writers zset. ARGV: lease, field, write field, attempt id, outer. */
 extern struct script fscript_read_acquire;
 /* KEYS: hash, attempts, writers zset. ARGV: lease, write field, attempt id,
- * intent ms (0: do not register as a waiting writer). */
+ * intent ms (0: do not register as a waiting writer), outer. */
 extern struct script fscript_write_acquire;
 /* KEYS: hash, channel, timeout prefix, attempts, "{name}". ARGV: lease,
  * field, attempt id. Publishes 0 when it frees the hash (Redisson's read
@@ -41,7 +46,7 @@ extern struct script fscript_rw_renew;
 extern struct script fscript_write_withdraw;
 
 /* KEYS: hash, queue, timeouts zset, attempts. ARGV: lease, field, attempt
- * id, thread wait ms, "1" to join (or stay in) the queue. */
+ * id, thread wait ms, "1" to join (or stay in) the queue, outer. */
 extern struct script fscript_fair_acquire;
 /* KEYS: hash, queue, timeouts zset, attempts, channel prefix. ARGV: lease,
  * field, attempt id. Publishes 0 to the next waiter's own channel. */
