@@ -637,6 +637,14 @@ RLC_API int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, u
  * renewal (RLC_EV_LOST), unless the driver forgets it (rlc_engine_forget). */
 RLC_API int rlc_engine_force_release(rlc_engine *e, const char *name, size_t name_len,
                                      uint64_t owner, int64_t now_ms, uint64_t *op);
+/* Since 1.2 (REDLOCKC_1.2). rlc_fenced_set's write, on an engine of one
+ * node (the resource's Redis; RLC_E_INVAL otherwise): key is set to value
+ * only if token is at least the one stored with it. Its DONE event's count
+ * is 1 written, 0 refused (a larger token is stored). The key is the
+ * driver's as given (no key_prefix), at most 65536 bytes. */
+RLC_API int rlc_engine_fenced_set(rlc_engine *e, const char *key, size_t key_len,
+                                  const char *value, size_t value_len, uint64_t token,
+                                  int64_t now_ms, uint64_t *op);
 /* Ends an acquire that is still running with RLC_E_CANCELED; whatever it
  * may have taken is undone. An op that already ended, or a release or
  * extend, is left alone: RLC_NOT_ACQUIRED says so (nothing to cancel). */

@@ -122,6 +122,19 @@ static inline int is_locked(rlc_lock *l)
     return rlc_lock_is_locked(l, &v) == RLC_OK ? v : -1;
 }
 
+/* The server's connections of type normal (CLIENT LIST), the test's own too. */
+static inline long long normal_connections(const struct redis_server *s)
+{
+    redisReply *r = rs_cmd(s, "CLIENT LIST TYPE normal");
+    long long n = 0;
+    if (r && r->type == REDIS_REPLY_STRING)
+        for (const char *p = r->str; (p = strchr(p, '\n')); p++)
+            n++;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
 /* "calls=N" of one command in INFO commandstats (0 if never called). */
 static inline long long command_calls(const struct redis_server *s, const char *cmd)
 {

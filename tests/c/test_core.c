@@ -839,19 +839,6 @@ done:
     rs_stop(&s);
 }
 
-/* The server's connections of type normal (CLIENT LIST), the test's own too. */
-static long long normal_connections(const struct redis_server *s)
-{
-    redisReply *r = rs_cmd(s, "CLIENT LIST TYPE normal");
-    long long n = 0;
-    if (r && r->type == REDIS_REPLY_STRING)
-        for (const char *p = r->str; (p = strchr(p, '\n')); p++)
-            n++;
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
 TEST(force_release_frees_any_holder_and_wakes_waiters)
 {
     START(s);

@@ -294,6 +294,39 @@ done:
     rs_stop(&s);
 }
 
+/* rlc_engine_fenced_set: the write and its refusal as the DONE event's
+ * count, bad input refused, and an engine of more than one node refused. */
+TEST(a_fenced_write_runs_on_the_engine)
+{
+    START(s);
+    struct eloop L;
+    uint64_t op;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    const uint64_t tokens[3] = {7, 9, 8};
+    const int64_t written[3] = {1, 1, 0};
+    for (int i = 0; i < 3; i++) {
+        CHECK_RC(rlc_engine_fenced_set(L.e, "res", 3, "v", 1, tokens[i], el_now(), &op), RLC_OK);
+        const struct el_done *d = el_wait(&L, op, 10000);
+        CHECK(d && d->status == RLC_OK && d->count == written[i], "token %llu: %d %lld",
+              (unsigned long long)tokens[i], d ? d->status : -100, d ? (long long)d->count : -1);
+    }
+    CHECK(rs_int(&s, "STRLEN redlockc_fence:{res}") == 1 && rs_int(&s, "INCRBY redlockc_fence:{res} 0") == 9,
+          "the fence keeps the largest token");
+    CHECK_RC(rlc_engine_fenced_set(L.e, "res", 3, "v", 1, 0, el_now(), &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_fenced_set(L.e, NULL, 0, "v", 1, 1, el_now(), &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_fenced_set(L.e, "res", 3, NULL, 1, 1, el_now(), &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_fenced_set(NULL, "res", 3, "v", 1, 1, el_now(), &op), RLC_E_INVAL);
+    el_free(&L);
+    char two[600];
+    snprintf(two, sizeof two, "%s,redis://127.0.0.1:1", s.uri);
+    CHECK_RC(el_init(&L, two, UUID_A, NULL), RLC_OK);
+    CHECK_RC(rlc_engine_fenced_set(L.e, "res", 3, "v", 1, 1, el_now(), &op), RLC_E_INVAL);
+    CHECK(strstr(rlc_errmsg(), "one Redis") != NULL, "message: %s", rlc_errmsg());
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
 /* While the last level's release is on its way (the server stopped), the
  * hold is being let go: a renewal due then named no level, ran before the
  * release's NOSCRIPT re-send, found nothing and reported the hold lost
@@ -936,6 +969,7 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(blocking_api_and_engine_exclude_each_other),
           CASE(watchdog_renews_and_reports_a_deleted_key_as_lost),
           CASE(force_release_ends_any_hold_and_wakes_waiters_on_the_lock_connection),
+          CASE(a_fenced_write_runs_on_the_engine),
           CASE(a_renewal_due_during_the_last_release_reports_no_loss),
           CASE(cancel_ends_a_wait_and_leaves_nothing_held),
           CASE(a_try_right_after_a_connection_error_is_granted),

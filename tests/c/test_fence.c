@@ -218,11 +218,21 @@ TEST(fenced_set_applies_equal_or_larger_tokens_and_refuses_smaller)
         check_failed = 1;
         return;
     }
-    rlc_client *c = client(s.uri, NULL);
+    rlc_client *c = client(s.uri, NULL), *pc = client(s.uri, "key_prefix=app:");
     int applied = -1;
     char v[64];
+    rlc_lock *l = lock(c, "acct", 0);
+    int locked = 0;
+    CHECK_RC(rlc_lock_is_locked(l, &locked), RLC_OK); /* the client's connection is up */
+    long long conns = normal_connections(&s);
     CHECK_RC(rlc_fenced_set(c, "acct", "one", 3, 5, &applied), RLC_OK);
     CHECK(applied == 1, "first write applied");
+    /* on the connection the locks use: none of its own */
+    CHECK(normal_connections(&s) == conns, "the fenced write opened %lld connections",
+          normal_connections(&s) - conns);
+    /* the resource's key as given: a key_prefix names locks, not it */
+    CHECK_RC(rlc_fenced_set(pc, "raw", "r", 1, 1, &applied), RLC_OK);
+    CHECK(applied == 1 && rs_int(&s, "EXISTS raw") == 1, "written at the key as given");
     CHECK_RC(rlc_fenced_set(c, "acct", "two", 3, 5, &applied), RLC_OK);
     CHECK(applied == 1, "same token writes again");
     CHECK_RC(rlc_fenced_set(c, "acct", "old", 3, 4, &applied), RLC_OK);
@@ -250,7 +260,9 @@ TEST(fenced_set_applies_equal_or_larger_tokens_and_refuses_smaller)
     CHECK_RC(rlc_fenced_set(c, "acct", "v", 1, 1, NULL), RLC_E_INVAL);
     CHECK_RC(rlc_fenced_set(NULL, "acct", "v", 1, 1, &applied), RLC_E_INVAL);
 done:
+    rlc_lock_free(l);
     rlc_client_free(c);
+    rlc_client_free(pc);
     rs_stop(&s);
 }
 

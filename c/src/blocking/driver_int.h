@@ -55,6 +55,8 @@ struct waiter {
     int n_names;
     uint64_t owner;
     int64_t a, b;
+    const char *value;  /* a fenced write's */
+    size_t value_len;
     const struct cancel_point *cp; /* an acquire's handle's cancels (edrv_cancel), or NULL */
     bool acquire;       /* an acquire (edrv_close ends it) */
     bool closed;        /* ended by edrv_close: its cancel reads RLC_E_CLOSED */

@@ -411,6 +411,12 @@ static int q_force(struct edrv *d, const struct waiter *w, int64_t now, uint64_t
     return rlc_engine_force_release(d->e, w->name, w->name_len, w->owner, now, op);
 }
 
+static int q_fence(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
+{
+    return rlc_engine_fenced_set(d->e, w->name, w->name_len, w->value, w->value_len,
+                                 (uint64_t)w->a, now, op);
+}
+
 /* In a forked child: its threads are gone and the mutex may stay held by
  * one of them, so nothing may wait on it; the child makes its own driver. */
 static bool forked(const struct edrv *d)
@@ -479,6 +485,15 @@ int edrv_force_release(struct edrv *d, const char *name, size_t name_len, uint64
 {
     return run_op(d, (struct waiter){.q = q_force, .name = name, .name_len = name_len,
                                      .owner = owner},
+                  out);
+}
+
+int edrv_fenced_set(struct edrv *d, const char *key, size_t key_len, const char *value,
+                    size_t value_len, uint64_t token, struct edrv_outcome *out)
+{
+    return run_op(d, (struct waiter){.q = q_fence, .name = key, .name_len = key_len,
+                                     .value = value, .value_len = value_len,
+                                     .a = (int64_t)token},
                   out);
 }
 

@@ -79,6 +79,9 @@ int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owne
 /* rlc_engine_force_release's: out->count is how many nodes had the key. */
 int edrv_force_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                        struct edrv_outcome *out);
+/* rlc_engine_fenced_set's: out->count is 1 written, 0 refused. */
+int edrv_fenced_set(struct edrv *d, const char *key, size_t key_len, const char *value,
+                    size_t value_len, uint64_t token, struct edrv_outcome *out);
 /* rlc_engine_query's: what (RLC_Q_*) a quorum of the servers says of
  * name, in *answer. */
 int edrv_query(struct edrv *d, const char *name, size_t name_len, uint64_t owner, int what,

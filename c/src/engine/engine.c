@@ -16,6 +16,7 @@
 #include "attempt_ids.h"
 #include "engine_int.h"
 #include "error.h"
+#include "keys.h"
 #include "quorum.h"
 #include "scripts.h"
 
@@ -284,6 +285,61 @@ int rlc_engine_force_release(rlc_engine *e, const char *name, size_t name_len, u
     advance(e, now_ms);
     struct eng_op *op = find_op(e, *op_id);
     op->what = Q_FORCE;
+    query_begin(e, op);
+    return RLC_OK;
+}
+
+/* The fenced-set call: the key, its fence "redlockc_fence:{key}" (the key
+ * alone when it names its hash slot itself), the value and the token. */
+static struct rlc_cmd *fenced_call(const char *key, size_t key_len, const char *value,
+                                   size_t value_len, uint64_t token)
+{
+    size_t fence_len;
+    char *fence = key_derived("redlockc_fence:", key, key_len, "", &fence_len);
+    if (!fence)
+        return NULL;
+    char tok[24];
+    const char *argv[4] = {key, fence, value ? value : "", tok};
+    size_t lens[4] = {key_len, fence_len, value_len,
+                      (size_t)snprintf(tok, sizeof tok, "%llu", (unsigned long long)token)};
+    struct rlc_cmd *cmd = cmd_evalsha(&script_fenced_set, 2, 2, argv, lens);
+    free(fence);
+    return cmd;
+}
+
+/* A fenced write hangs on a hold of this owner (queries wait in no queue,
+ * so it never waits behind a driver's owner of the same number). */
+#define FENCE_OWNER UINT64_MAX
+
+int rlc_engine_fenced_set(rlc_engine *e, const char *key, size_t key_len, const char *value,
+                          size_t value_len, uint64_t token, int64_t now_ms, uint64_t *op_id)
+{
+    if (!e)
+        return rlc_fail(RLC_E_INVAL, "engine is NULL");
+    if (!key || key_len == 0)
+        return rlc_fail(RLC_E_INVAL, "key is NULL or empty");
+    if (key_len > MAX_NAME_LEN)
+        return rlc_fail(RLC_E_INVAL, "key is longer than %d bytes", MAX_NAME_LEN);
+    if (!value && value_len > 0)
+        return rlc_fail(RLC_E_INVAL, "value is NULL");
+    if (token == 0)
+        return rlc_fail(RLC_E_INVAL, "fencing token 0: tokens of held locks start at 1");
+    if (e->n != 1)
+        return rlc_fail(RLC_E_INVAL,
+                        "fenced writes go to one Redis, the resource; this client has %d nodes "
+                        "(make a client with the resource's node alone)", e->n);
+    struct rlc_cmd *cmd = fenced_call(key, key_len, value, value_len, token);
+    if (!cmd)
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
+    int rc = new_op(e, OP_QUERY, key, key_len, FENCE_OWNER, op_id);
+    if (rc != RLC_OK) {
+        cmd_unref(cmd);
+        return rc;
+    }
+    advance(e, now_ms);
+    struct eng_op *op = find_op(e, *op_id);
+    op->what = Q_FENCE;
+    op->call = cmd;
     query_begin(e, op);
     return RLC_OK;
 }

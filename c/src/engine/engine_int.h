@@ -351,12 +351,16 @@ struct eng_op {
      * answer */
     int what;
     int64_t query_out;
+    struct rlc_cmd *call;  /* Q_FENCE's command, made when it was asked */
 };
 
 /* A one-shot round beside the queries (rlc_engine_force_release): the
  * force-release script on every node; its answer is how many deleted the
  * key. */
 #define Q_FORCE 0x100
+/* A fenced write (rlc_engine_fenced_set): op->call on the one node; its
+ * answer is 1 written, 0 refused. */
+#define Q_FENCE 0x101
 
 /* ---- the engine ---- */
 

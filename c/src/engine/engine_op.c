@@ -167,6 +167,8 @@ void op_free(rlc_engine *e, struct eng_op *op)
     free(op->members);
     free(op->places);
     free(op->floor_err);
+    if (op->call)
+        cmd_unref(op->call);
     free(op);
 }
 

@@ -18,6 +18,11 @@
  * key gone and reports them lost, as a force release from another client
  * would; a driver that wants its own holds dropped quietly forgets them
  * (rlc_engine_forget).
+ *
+ * A fenced write (rlc_engine_fenced_set) is one more: the fenced-set script
+ * on the one node, its command made when it was asked. Its eng_lock is
+ * named by the resource key only to carry it (a hold to hang on, a hash
+ * slot: with a key_prefix, a cluster's MOVED takes it to the key's own).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,12 +36,16 @@
 #include "quorum.h"
 #include "scripts.h"
 
-static struct rlc_cmd *query_cmd(const struct hold *h, int what)
+static struct rlc_cmd *query_cmd(const struct eng_op *op)
 {
-    const struct eng_lock *l = h->lock;
+    const struct eng_lock *l = op->hold->lock;
+    const struct hold *h = op->hold;
+    int what = op->what;
     const char *argv[3];
     size_t lens[3];
     int argc = 2;
+    if (what == Q_FENCE)
+        return cmd_ref(op->call);
     if (what == Q_FORCE) {
         const char *keys[2] = {l->key, l->channel};
         size_t key_lens[2] = {l->key_len, l->channel_len};
@@ -72,6 +81,8 @@ static int64_t query_answer(const rlc_engine *e, int what, int64_t *v, int nv)
 {
     int ones = 0;
     switch (what) {
+    case Q_FENCE:
+        return v[0];
     case Q_FORCE:
         for (int i = 0; i < nv; i++)
             ones += v[i] == 1;
@@ -131,11 +142,30 @@ static int64_t classic_mine(const rlc_engine *e, const struct hold *h, const red
     return (size_t)len == r->len && memcmp(id, r->str, r->len) == 0;
 }
 
+/* The fenced-set script's answer: {1, fence} written, {0, fence} refused;
+ * an ACL's refusal is the caller's to fix (RLC_E_AUTH), as a password's. */
+static void fence_reply(struct eng_op *op, int node, const redisReply *ok)
+{
+    struct node_reply *nr = &op->rep[node];
+    if (!ok) {
+        if (nr->status == RLC_E_SERVER && nr->err && strncmp(nr->err, "NOPERM", 6) == 0)
+            nr->status = RLC_E_AUTH;
+    } else if (ok->type == REDIS_REPLY_ARRAY && ok->elements == 2 &&
+               ok->element[0]->type == REDIS_REPLY_INTEGER) {
+        nr->a = ok->element[0]->integer == 1;
+    } else {
+        nr->status = RLC_E_PROTOCOL;
+        nr->err = strdup("unexpected reply to the fenced-set script");
+    }
+}
+
 static void query_reply(rlc_engine *e, struct eng_op *op, int node, const redisReply *r,
                         int status, const char *msg, int64_t now)
 {
     const redisReply *ok = round_note(op, node, r, status, msg);
-    if (ok && op->hold->lock->classic && (op->what == RLC_Q_HELD || op->what == RLC_Q_COUNT) &&
+    if (op->what == Q_FENCE) {
+        fence_reply(op, node, ok);
+    } else if (ok && op->hold->lock->classic && (op->what == RLC_Q_HELD || op->what == RLC_Q_COUNT) &&
         ok->type != REDIS_REPLY_ERROR) {
         op->rep[node].a = classic_mine(e, op->hold, ok);
     } else if (ok && ok->type == REDIS_REPLY_INTEGER) {
@@ -157,10 +187,12 @@ static void query_start(rlc_engine *e, struct eng_op *op, int64_t now)
     struct hold *h = op->hold;
     op->phase = P_ROUND;
     round_begin(e, op, now);
-    struct rlc_cmd *cmd = query_cmd(h, op->what);
+    struct rlc_cmd *cmd = query_cmd(op);
     if (!cmd)
         abort();
-    const struct script *s = op->what == Q_FORCE ? &script_force_release : NULL;
+    const struct script *s = op->what == Q_FORCE   ? &script_force_release
+                             : op->what == Q_FENCE ? &script_fenced_set
+                                                   : NULL;
     for (int i = 0; i < e->n; i++)
         op->reqs[i] = conn_send(e, i, h->lock, R_QUERY, op, s, cmd, false);
     cmd_unref(cmd);

@@ -409,6 +409,21 @@ struct script script_force_release = {
     "return 0\n",
     "", NULL};
 
+struct script script_fenced_set = {
+    "fenced_set",
+    "local f = redis.call('get', KEYS[2]) or '0'\n"
+    "if not string.match(f, '^%d+$') then\n"
+    "  return redis.error_reply('ERR fence key ' .. KEYS[2] .. ' holds no token; nothing was "
+    "written')\n"
+    "end\n"
+    "local t = ARGV[2]\n"
+    "local older = #t < #f or (#t == #f and t < f)\n"
+    "if older then return {0, f} end\n"
+    "redis.call('set', KEYS[1], ARGV[1])\n"
+    "if t ~= f then redis.call('set', KEYS[2], t) end\n"
+    "return {1, f}\n",
+    "", NULL};
+
 /* Raises a node's token counter to at least ARGV[1]. Over N nodes a new
  * holder's token is the largest counter of the nodes that said yes; raising
  * the others to it means any later quorum, which shares a node with this
@@ -559,6 +574,9 @@ static void compute_shas(void)
     for (size_t i = 0; i < COUNT(classic_scripts); i++)
         sha1_hex(classic_scripts[i]->source, strlen(classic_scripts[i]->source),
                  classic_scripts[i]->sha);
+    /* loaded where it is first called (a NOSCRIPT there): it writes the
+     * resource, not a lock, and most connections never call it */
+    sha1_hex(script_fenced_set.source, strlen(script_fenced_set.source), script_fenced_set.sha);
 }
 
 size_t scripts_engine(const struct script **out, bool twins, bool classic)

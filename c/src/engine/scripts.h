@@ -42,6 +42,14 @@ extern struct script script_verify;
 /* KEYS: lock, channel. -> 1 deleted (and published), 0 nothing there. */
 extern struct script script_force_release;
 
+/* A fenced write (rlc_fenced_set). KEYS: the key, its fence. ARGV: value,
+ * token (decimal, no leading zeros). -> {1, fence before} written, {0,
+ * fence} refused: a larger token is stored. Tokens are compared as decimal
+ * strings (length, then bytes), so every uint64 compares exactly; Lua's
+ * numbers are doubles. A fence that is not a number fails the script
+ * before it writes anything. */
+extern struct script script_fenced_set;
+
 /* A multi-lock's try. KEYS: m locks, m attempts, with fencing m token
  * counters. ARGV: lease ms, owner field, attempt id, "1" with fencing (the
  * counters are raised; else not named), then per name the id of a level of the
