@@ -245,6 +245,15 @@ struct try_arg {
     bool queued;       /* a try may have registered us as waiting: withdraw on giving up */
 };
 
+/* The first integer of an acquire reply (fscripts.h), or 0 for none. */
+static int64_t reply_head(const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        return 0;
+    return r->element[0]->integer;
+}
+
 /* A7: did a quorum answer that the level this nested try names is not in
  * the lock's current life ({-2, 0}: nothing taken there)? Then the hold is
  * lost, and the nodes that granted or did not answer are marked for the
@@ -252,12 +261,8 @@ struct try_arg {
 static bool outer_gone(const struct fanout *f, const char *key, struct fam_try *t)
 {
     int gone = 0;
-    for (int i = 0; i < f->n; i++) {
-        const redisReply *r = fanout_reply(f, i);
-        bool arr = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
-                   r->element[0]->type == REDIS_REPLY_INTEGER;
-        gone += arr && r->element[0]->integer == -2;
-    }
+    for (int i = 0; i < f->n; i++)
+        gone += reply_head(fanout_reply(f, i)) == -2;
     if (!quorum_has(f->n, gone))
         return false;
     t->count = 0;
@@ -267,9 +272,7 @@ static bool outer_gone(const struct fanout *f, const char *key, struct fam_try *
     t->any_undo = false;
     for (int i = 0; i < f->n; i++) {
         const redisReply *r = fanout_reply(f, i);
-        bool arr = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
-                   r->element[0]->type == REDIS_REPLY_INTEGER;
-        t->undo[i] = !r || (arr && r->element[0]->integer >= 1);
+        t->undo[i] = !r || reply_head(r) >= 1;
         t->any_undo = t->any_undo || t->undo[i];
     }
     char name[80];
