@@ -1,11 +1,11 @@
 'use strict';
 // redlockc for Node.js: Redisson-compatible distributed locks and Redlock,
 // over libredlockc.so.1. Every call that may touch the network returns a
-// Promise; times are milliseconds, like setTimeout. A Lock's acquire,
-// release and extend run on the library's engine, driven from this thread
+// Promise; times are milliseconds, like setTimeout. A Lock (every call of
+// it) and fencedSet run on the library's engine, driven from this thread
 // with net.Sockets (lib/engine_driver.js): a waiting acquire holds no
-// thread. The rest (queries, fencedSet, the lock family) calls the blocking
-// API on a helper thread (lib/native.js).
+// thread. The lock family still calls the blocking API on a helper thread
+// (lib/native.js), through a blocking client made on the family's first use.
 //
 //   const { Client } = require('redlockc');
 //   const client = new Client('redis://127.0.0.1:6379');
@@ -18,7 +18,7 @@
 const { EventEmitter } = require('node:events');
 const { randomUUID } = require('node:crypto');
 const { fn, OP, scratch, syncResult, getChannel } = require('./lib/native.js');
-const { EngineDriver, StartError } = require('./lib/engine_driver.js');
+const { EngineDriver, StartError, Q } = require('./lib/engine_driver.js');
 const errors = require('./lib/errors.js');
 const observe = require('./lib/observe.js');
 
@@ -167,15 +167,40 @@ function makeState(client) {
 // Native handles not closed by the program are freed when their object is
 // collected. A Lock dropped while held stops being renewed: its hold turns
 // into a fixed lease of one watchdog period, and expires.
-const lockRegistry = new FinalizationRegistry(({ driver, key, owner, query, locks, leaseMs }) => {
+const lockRegistry = new FinalizationRegistry(({ driver, key, owner, locks, leaseMs }) => {
   locks.delete(owner);
   abandon(driver, key, owner, leaseMs);
-  if (query.handle) fn.lockFree(query.handle);
 });
-const clientRegistry = new FinalizationRegistry(({ handle, driver }) => {
+const clientRegistry = new FinalizationRegistry(({ blocking, driver }) => {
   driver.close(0);
-  getChannel().run(OP.CLIENT_FREE, handle); // it joins the watchdog: not on this thread
+  // it joins the client's threads: not on this thread
+  if (blocking.handle) getChannel().run(OP.CLIENT_FREE, blocking.handle);
 });
+
+// Starts an engine operation (start() returns the driver's {op, promise});
+// resolves with {op, done: its DONE event}. A refusal at once (StartError)
+// rejects as the library's error.
+async function started(start, onStart) {
+  let job;
+  try {
+    job = start();
+  } catch (e) {
+    if (e instanceof StartError) throw errorFor(e.status, e.message, strerror);
+    throw e;
+  }
+  if (onStart) onStart(job.op);
+  return { op: job.op, done: await job.promise };
+}
+
+// An engine operation's failure (its DONE event) as an error whose message
+// names what it was about (kind 'name': "lock 'orders': ...").
+function eventError(ev, kind, name) {
+  if (ev.status === STATUS.E_CLOSED) return new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+  let msg = ev.message || '';
+  if (ev.detail && !msg.includes(ev.detail)) msg = msg ? `${msg} (${ev.detail})` : ev.detail;
+  if (!msg.includes(`'${name}'`)) msg = msg ? `${kind} '${name}': ${msg}` : `${kind} '${name}'`;
+  return errorFor(ev.status, msg, strerror);
+}
 
 function abandon(driver, key, owner, leaseMs) {
   if (driver.closing || driver.holdCount(key, owner) === 0) return;
@@ -226,41 +251,56 @@ class Client extends EventEmitter {
       if (e instanceof StartError) throw asWritten(errorFor(e.status, e.message, strerror), written);
       throw e;
     }
-    // The blocking client (queries, fencedSet, the lock family, the
-    // library's log) after the engine; over rediss:// it does its own TLS.
-    this._handle = fn.clientNew(nodes, text, scratch);
-    if (!this._handle) {
-      const err = asWritten(fail(syncResult()), written);
-      this._driver.close(0);
-      throw err;
-    }
+    // The blocking client (the lock family) is made on the family's first
+    // use (_native): a program of Locks alone starts no thread and opens no
+    // connection but the engine's.
+    this._nodes = nodes;
+    this._optionText = text;
+    this._written = written;
+    this._blocking = { handle: null };
+    this._open = true;
     this._closed = null;
     this._waiters = 0;        // Lock acquires in progress (redlock_waiters)
     this._sinks = new Set();  // registered metrics (registerMetrics)
     this._id = nextClientId++;
     this._sink = null;
-    clientRegistry.register(this, { handle: this._handle, driver: this._driver }, this);
+    clientRegistry.register(this, { blocking: this._blocking, driver: this._driver }, this);
     this.on('newListener', (event) => { if (event === 'log') this._logging(true); });
     this.on('removeListener', (event) => {
       if (event === 'log' && this.listenerCount('log') === 0) this._logging(false);
     });
   }
 
-  // The blocking client's handle, for what runs on it; throws when closed.
-  _native(what) { // what: the caller, for messages (none left today)
-    if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
-    return this._handle;
+  // Throws ClosedError once close() was called.
+  _check() {
+    if (!this._open) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
   }
 
+  // The blocking client's handle, for the lock family; made on first use
+  // (over rediss:// it does its own TLS). Throws when closed.
+  _native(what) { // what: the caller, for messages (none left today)
+    this._check();
+    if (!this._blocking.handle) {
+      const handle = fn.clientNew(this._nodes, this._optionText, scratch);
+      if (!handle) throw asWritten(fail(syncResult()), this._written);
+      this._blocking.handle = handle;
+      if (this.listenerCount('log')) this._logging(true);
+    }
+    return this._blocking.handle;
+  }
+
+  // The blocking client's log lines to 'log' (the engine's come through its
+  // driver's hook); without a blocking client there are none.
   _logging(on) {
-    if (!this._handle || on === (this._sink !== null)) return;
+    const handle = this._blocking.handle;
+    if (!this._open || !handle || on === (this._sink !== null)) return;
     const channel = getChannel();
     if (on) {
       channel.clients.set(this._id, new WeakRef(this));
-      this._sink = fn.clientSetLog(this._handle, channel.ptr, this._id, 4, scratch);
+      this._sink = fn.clientSetLog(handle, channel.ptr, this._id, 4, scratch);
       if (!this._sink) throw fail(syncResult());
     } else {
-      fn.clientSetLog(this._handle, channel.ptr, this._id, 0, scratch); // waits for a line in flight
+      fn.clientSetLog(handle, channel.ptr, this._id, 0, scratch); // waits for a line in flight
       fn.sinkFree(this._sink);
       this._sink = null;
       channel.clients.delete(this._id);
@@ -275,13 +315,14 @@ class Client extends EventEmitter {
   // reconnects, scriptReloads, waitMsSum, waitBuckets: [{le (ms, Infinity
   // last), count (cumulative)}]}. The sum of the engine's (Locks:
   // rlc_engine_metrics) and the blocking client's (the lock family:
-  // rlc_client_metrics), both counted by the library, by the same rules.
+  // rlc_client_metrics, none before the family's first use), both counted
+  // by the library, by the same rules.
   metrics() {
-    if (!this._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    this._check();
     const family = Buffer.alloc(8 * METRICS_MAX);
     const engine = Buffer.alloc(8 * METRICS_MAX);
-    const n = Math.min(fn.clientMetrics(this._handle, family, METRICS_MAX), METRICS_MAX);
-    this._driver.metrics(engine);
+    if (this._blocking.handle) fn.clientMetrics(this._blocking.handle, family, METRICS_MAX);
+    const n = Math.min(this._driver.metrics(engine), METRICS_MAX);
     const out = { waitBuckets: [] };
     const camel = (name) => name.replace(/_([a-z])/g, (_, ch) => ch.toUpperCase());
     let bucket = 0;
@@ -314,7 +355,7 @@ class Client extends EventEmitter {
   // The UUID in the hash fields of this client's Lock holds
   // ("<uuid>:<lock.owner>"). The lock family writes another one's.
   get uuid() {
-    return this._handle ? this._driver.uuid : null;
+    return this._open ? this._driver.uuid : null;
   }
 
   // A new Lock object (a new owner) for `name`. No network I/O.
@@ -376,35 +417,29 @@ class Client extends EventEmitter {
     const bytes = Buffer.isBuffer(value) ? value : Buffer.from(String(value), 'utf8');
     const t = BigInt(token);
     if (t < 1n || t >= 1n << 64n) throw new errors.InvalidArgumentError(STATUS.E_INVAL, `token must be 1 .. 2^64-1, got ${token}`);
-    const job = fn.fencedNew(this._native('fencedSet'), key, bytes, bytes.length, t);
-    if (!job) throw new errors.OutOfMemoryError(STATUS.E_NOMEM, 'out of memory');
-    const done = getChannel().run(OP.FENCED_SET, job);
-    this._inflight = (this._inflight || new Set()).add(done);
-    try {
-      const rec = await done;
-      if (rec.rc !== STATUS.OK) throw fail(rec);
-      return rec.value !== 0n;
-    } finally {
-      this._inflight.delete(done);
-    }
+    this._check();
+    const ev = (await started(() => this._driver.fencedSet(Buffer.from(key, 'utf8'), bytes, t))).done;
+    if (ev.status !== STATUS.OK) throw eventError(ev, 'fencedSet', key);
+    return ev.count !== 0;
   }
 
   // Stops renewing and closes connections. Held locks are not released on
   // the server (they expire); a waiting acquire rejects ClosedError, and
-  // later calls on its locks too. Releases and fencedSet() in flight end
-  // first (releases: for at most 2 s).
+  // later calls on its locks too. Releases, queries and fencedSet() in
+  // flight end first (for at most 2 s; then they reject ClosedError).
   close() {
     if (!this._closed) {
-      const handle = this._handle;
-      this._handle = null;
+      this._open = false;
+      const handle = this._blocking.handle;
+      this._blocking.handle = null;
       clientRegistry.unregister(this);
       const sink = this._sink;
       this._sink = null;
-      const before = Promise.allSettled([...(this._inflight || []), this._driver.close(CLOSE_BOUND_MS)]);
+      const before = this._driver.close(CLOSE_BOUND_MS);
       // rlc_client_free silences the log first: the sink may go after it.
-      this._closed = before.then(() => getChannel().run(OP.CLIENT_FREE, handle)).then(() => {
+      this._closed = before.then(() => handle && getChannel().run(OP.CLIENT_FREE, handle)).then(() => {
         if (sink) fn.sinkFree(sink);
-        getChannel().clients.delete(this._id);
+        if (handle) getChannel().clients.delete(this._id);
       });
     }
     return this._closed;
@@ -414,7 +449,7 @@ class Client extends EventEmitter {
 class Lock extends EventEmitter {
   constructor(client, name) {
     super();
-    if (!client._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    client._check();
     if (typeof name !== 'string' || name === '' || name.includes('\0')) {
       throw invalid(`lock name must be a non-empty string without NUL, got ${JSON.stringify(name)}`);
     }
@@ -426,8 +461,6 @@ class Lock extends EventEmitter {
     this._key = key;
     this._driver = client._driver;
     this._state = client._state;
-    this._query = { handle: null }; // a blocking handle for the queries, made on first use
-    this._jobs = 0;        // in flight: the query handle is freed only after them
     this._closing = false;
     this._depth = 0;       // levels held through this object, as the engine counts them
     this._controller = null;
@@ -437,58 +470,25 @@ class Lock extends EventEmitter {
     this._holdSpan = null;   // OpenTelemetry: the current hold's span
     this._state.locks.set(this.owner, new WeakRef(this));
     lockRegistry.register(this, {
-      driver: this._driver, key, owner: this.owner, query: this._query,
+      driver: this._driver, key, owner: this.owner,
       locks: this._state.locks, leaseMs: client._watchdogMs,
     }, this);
   }
 
   _usable() {
     if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `lock '${this.name}' is closed`);
-    if (!this.client._handle) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    this.client._check();
   }
 
   _fail(ev) {
-    let msg = ev.message || '';
-    if (ev.detail && !msg.includes(ev.detail)) msg = msg ? `${msg} (${ev.detail})` : ev.detail;
-    if (!msg.includes(`'${this.name}'`)) msg = msg ? `lock '${this.name}': ${msg}` : `lock '${this.name}'`;
-    if (ev.status === STATUS.E_CLOSED) return new ClosedError(STATUS.E_CLOSED, 'the client is closed');
-    return errorFor(ev.status, msg, strerror);
+    return eventError(ev, 'lock', this.name);
   }
 
   // Starts an engine operation; resolves with its DONE event. onStart gets
   // the operation's id before anything can end it.
   async _engine(start, onStart) {
     this._usable();
-    let job;
-    try {
-      job = start();
-    } catch (e) {
-      if (e instanceof StartError) throw errorFor(e.status, e.message, strerror);
-      throw e;
-    }
-    if (onStart) onStart(job.op);
-    this._jobs++;
-    try {
-      return await job.promise;
-    } finally {
-      if (--this._jobs === 0 && this._closing) this._free();
-    }
-  }
-
-  // A blocking query on a helper thread (one round trip, no wait).
-  async _run(op, a = 0, b = 0) {
-    this._usable();
-    if (!this._query.handle) {
-      // No channel: the handle never holds, so it needs no lost notices.
-      this._query.handle = fn.lockNew(this.client._native('this query'), this.name, this.owner, this.owner, null, scratch);
-      if (!this._query.handle) throw fail(syncResult());
-    }
-    this._jobs++;
-    try {
-      return await getChannel().run(op, this._query.handle, a, b, this);
-    } finally {
-      if (--this._jobs === 0 && this._closing) this._free();
-    }
+    return (await started(start, onStart)).done;
   }
 
   // Resolves true when held, false when the wait (ms; default forever, 0 =
@@ -601,19 +601,23 @@ class Lock extends EventEmitter {
     this._fixed = l > 0;
   }
 
-  // Deletes the lock whoever holds it, and wakes waiters.
+  // Deletes the lock whoever holds it, and wakes waiters. A hold of it
+  // (this object's too) is then found gone: it is lost ('lost', its signal
+  // aborts) and its release rejects LockLostError.
   async forceRelease() {
-    const rec = await this._run(OP.FORCE_RELEASE);
-    if (rec.rc !== STATUS.OK) throw fail(rec);
+    const ev = await this._engine(() => this._driver.forceRelease(this._key, this.owner));
+    if (ev.status !== STATUS.OK) throw this._fail(ev);
   }
 
-  async _ask(op) {
-    const rec = await this._run(op);
-    if (rec.rc !== STATUS.OK) throw fail(rec);
-    return rec.value;
+  // One round trip that asks the servers (what: Q.*): its answer.
+  async _ask(what) {
+    const ev = await this._engine(() => this._driver.query(this._key, this.owner, what));
+    if (ev.status !== STATUS.OK) throw this._fail(ev);
+    return ev.count;
   }
 
-  async isLocked() { return (await this._ask(OP.IS_LOCKED)) !== 0n; }
+  // Whether a majority of the nodes has the lock, whoever holds it.
+  async isLocked() { return (await this._ask(Q.LOCKED)) !== 0; }
 
   // ms this owner's hold is certainly still held, now: the engine's own
   // figure (rlc_engine_validity_ms at this call; renewals move it on), 0 when
@@ -638,7 +642,7 @@ class Lock extends EventEmitter {
   }
 
   // The key's PTTL in ms: -2 no lock, -1 no expiry.
-  async ttl() { return Number(await this._ask(OP.TTL)); }
+  async ttl() { return this._ask(Q.TTL); }
 
   // ms this owner's hold is certainly still held (0 if not held). No I/O.
   validity() {
@@ -699,13 +703,6 @@ class Lock extends EventEmitter {
     this._state.locks.delete(this.owner);
     lockRegistry.unregister(this);
     abandon(this._driver, this._key, this.owner, this.client._watchdogMs);
-    if (this._jobs === 0) this._free();
-  }
-
-  _free() {
-    const handle = this._query.handle;
-    this._query.handle = null;
-    if (handle) fn.lockFree(handle);
   }
 
   // `await using lock = await client.acquire(name)`: release, then close.
@@ -744,7 +741,7 @@ function registerMetrics(client, { registry, label = 'default', promClient } = {
   const prom = promClient || observe.optional('prom-client');
   if (!prom) throw new Error("registerMetrics needs prom-client: npm install prom-client");
   const reg = registry || prom.register;
-  client._native('registerMetrics'); // throws once closed
+  client._check(); // throws once closed
   return observe.register(prom, reg, client, label, waitBounds());
 }
 

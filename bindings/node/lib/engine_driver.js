@@ -39,6 +39,7 @@ const efn = {
   option: lib.func('const char *rlc_engine_option(void *e, const char *name)'),
   take: lib.func('size_t rlcn_engine_take(void *e, int conn, uint8_t *buf, size_t cap)'),
   start: lib.func('uint64_t rlcn_engine_start(void *e, int kind, const uint8_t *name, size_t len, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
+  startFenced: lib.func('uint64_t rlcn_engine_start_fenced(void *e, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, uint64_t token, int64_t now, void *res)'),
   startMulti: lib.func('uint64_t rlcn_engine_start_multi(void *e, const uint8_t *names, int n, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
   event: lib.func('int rlcn_engine_event(void *e, uint8_t *buf, size_t cap)'),
   // libredlockc's own (the helper links it: its symbols are found through it)
@@ -58,7 +59,9 @@ const efn = {
   metrics: lib.func('int rlc_engine_metrics(void *e, void *out, int n)'),
 };
 
-const KIND = { ACQUIRE: 0, RELEASE: 1, EXTEND: 2 };
+// As in src/rlcnode_engine.c: a query's kind is QUERY + what it asks (Q).
+const KIND = { ACQUIRE: 0, RELEASE: 1, EXTEND: 2, FORCE_RELEASE: 3, QUERY: 4, FENCED_SET: -1 };
+const Q = { LOCKED: 1, HELD: 2, COUNT: 3, TTL: 4 }; // RLC_Q_* of redlockc.h
 const EV_DONE = 1;
 const EV_LOST = 2;
 const EV_HEAD = 56;
@@ -238,6 +241,23 @@ class EngineDriver {
   release(name, owner) { return this.start(KIND.RELEASE, name, owner); }
   extend(name, owner, leaseMs) { return this.start(KIND.EXTEND, name, owner, 0, leaseMs); }
 
+  // One round that asks the servers (what: Q.*), changing nothing; its DONE
+  // event's count is the answer (rlc_engine_query).
+  query(name, owner, what) { return this.start(KIND.QUERY + what, name, owner); }
+
+  // Deletes the lock whoever holds it and wakes its waiters; DONE's count is
+  // how many nodes had it (rlc_engine_force_release). No hold of this engine
+  // ends with it: a hold of the name finds it gone and is reported lost.
+  forceRelease(name, owner) { return this.start(KIND.FORCE_RELEASE, name, owner); }
+
+  // key = value if token is at least the fence stored with it; DONE's count
+  // is 1 written, 0 refused (rlc_engine_fenced_set: an engine of one node).
+  fencedSet(key, value, token) {
+    if (!this.e) throw new StartError(STATUS.E_CLOSED, 'the client is closed');
+    const op = Number(efn.startFenced(this.e, key, key.length, value, value.length, token, nowMs(), res));
+    return this.started(op, KIND.FENCED_SET);
+  }
+
   // Ends a running acquire with RLC_E_CANCELED (its DONE event says so).
   cancel(op) {
     if (!this.e || !this.ops.has(op)) return;
@@ -263,10 +283,10 @@ class EngineDriver {
   }
 
   // The engine's counters (rlc_engine_metrics: the indices of
-  // rlc_client_metrics) into out, one uint64 LE each; out is left as it is
-  // once the engine is freed.
+  // rlc_client_metrics) into out, one uint64 LE each; returns how many the
+  // library has (0, and out left as it is, once the engine is freed).
   metrics(out) {
-    if (this.e) efn.metrics(this.e, out, out.length >> 3);
+    return this.e ? efn.metrics(this.e, out, out.length >> 3) : 0;
   }
 
   // ---- the loop ---------------------------------------------------------------
@@ -524,4 +544,4 @@ class EngineDriver {
   }
 }
 
-module.exports = { EngineDriver, StartError, KIND, nowMs };
+module.exports = { EngineDriver, StartError, KIND, Q, nowMs };

@@ -1,7 +1,8 @@
 'use strict';
 // The native side: librlcnode.so (src/rlcnode.c) loaded with koffi, and the
-// pipe on which its worker threads report results and lost notices. (Lock's
-// acquire, release and extend do not come here: lib/engine_driver.js.)
+// pipe on which its worker threads report results and the blocking client's
+// log lines. Only the lock family (and freeing its blocking client) comes
+// here; a Lock and fencedSet run on lib/engine_driver.js.
 //
 // Every blocking libredlockc call becomes a job: rlcn_submit() queues it
 // (never blocks), a worker thread of the helper runs it, copies rlc_errmsg()
@@ -41,19 +42,11 @@ const lib = loadNative(koffi);
 
 const fn = {
   channelOpen: lib.func('int rlcn_channel_open(_Out_ void **out)'),
-  takeOverflow: lib.func('int rlcn_channel_take_overflow(void *ch)'),
   submit: lib.func('int rlcn_submit(void *ch, int op, void *target, int64_t a, int64_t b, uint64_t tag)'),
   clientNew: lib.func('void *rlcn_client_new(const char *nodes, const char *options, void *res)'),
-  clientUuid: lib.func('const char *rlcn_client_uuid(void *c)'),
-  lockNew: lib.func('void *rlcn_lock_new(void *c, const char *name, uint64_t owner, uint64_t id, void *ch, void *res)'),
-  lockFree: lib.func('void rlcn_lock_free(void *l)'),
-  takeLost: lib.func('int rlcn_lock_take_lost(void *l)'),
-  validity: lib.func('int rlcn_lock_validity(void *l, void *res)'),
-  fencingToken: lib.func('int rlcn_lock_fencing_token(void *l, void *res)'),
   version: lib.func('const char *rlcn_version(void)'),
   strerror: lib.func('const char *rlcn_strerror(int rc)'),
   recordSize: lib.func('int rlcn_record_size(void)'),
-  fencedNew: lib.func('void *rlcn_fenced_new(void *c, const char *key, const uint8_t *value, size_t len, uint64_t token)'),
   clientMetrics: lib.func('int rlcn_client_metrics(void *c, void *out, int n)'),
   // From libredlockc itself (the helper's dependency: dlsym finds them).
   metricName: lib.func('const char *rlc_metric_name(int i)'),
@@ -66,14 +59,10 @@ const RECORD = 256;
 if (fn.recordSize() !== RECORD) {
   throw new Error(`librlcnode.so record size ${fn.recordSize()}, expected ${RECORD}: rebuild it`);
 }
-const KIND_LOST = 1;
 const KIND_LOG = 2;
 
-// Job kinds, as enum op in rlcnode.c.
-const OP = {
-  ACQUIRE: 1, RELEASE: 2, EXTEND: 3, FORCE_RELEASE: 4, IS_LOCKED: 5,
-  IS_HELD: 6, HOLD_COUNT: 7, TTL: 8, CLIENT_FREE: 9, FENCED_SET: 10,
-};
+// Job kinds, as enum op in rlcnode.c (the family's: lib/family.js).
+const OP = { CLIENT_FREE: 9 };
 
 // A record as {tag, value, rc, kind, msg}.
 function decode(buf, at) {
@@ -100,7 +89,6 @@ class Channel {
     if (fd < 0) throw new Error(`redlockc: cannot open the result pipe (errno ${-fd})`);
     this.ptr = out[0];
     this.pending = new Map(); // job tag -> {resolve, owner}
-    this.locks = new Map();   // lock id -> WeakRef(Lock), for lost notices
     this.clients = new Map(); // client id -> WeakRef(Client), for log lines
     this.nextTag = 1;
     this.rest = Buffer.alloc(0);
@@ -125,13 +113,8 @@ class Channel {
   onData(chunk) {
     const buf = this.rest.length ? Buffer.concat([this.rest, chunk]) : chunk;
     let at = 0;
-    let lost = false;
     for (; at + RECORD <= buf.length; at += RECORD) {
       const rec = decode(buf, at);
-      if (rec.kind === KIND_LOST) {
-        lost = true;
-        continue;
-      }
       if (rec.kind === KIND_LOG) {
         const client = this.clients.get(rec.tag)?.deref();
         if (client) client._log(rec.rc, rec.msg);
@@ -144,19 +127,6 @@ class Channel {
     }
     this.rest = Buffer.from(buf.subarray(at));
     if (this.pending.size === 0) this.socket.unref();
-    // The record only wakes us; each lock's flag says whether it was lost.
-    if (lost || fn.takeOverflow(this.ptr)) this.scanLost();
-  }
-
-  scanLost() {
-    for (const [id, ref] of this.locks) {
-      const lock = ref.deref();
-      if (!lock) {
-        this.locks.delete(id);
-        continue;
-      }
-      lock._pollLost();
-    }
   }
 }
 

@@ -104,7 +104,7 @@ function collectors(prom, registry, bounds) {
   const each = (fn) => {
     for (const [label, entry] of clients) {
       const client = entry.ref.deref();
-      if (client && client._handle) fn(label, client, entry);
+      if (client && client._open) fn(label, client, entry);
     }
   };
   const registers = [registry];
@@ -152,7 +152,7 @@ function collectors(prom, registry, bounds) {
 function register(prom, registry, client, label, bounds) {
   const m = collectors(prom, registry, bounds);
   const other = m.clients.get(label)?.ref.deref();
-  if (other && other._handle) throw new Error(`a client labelled '${label}' is registered on this registry already`);
+  if (other && other._open) throw new Error(`a client labelled '${label}' is registered on this registry already`);
   const entry = { ref: new WeakRef(client), renewals: client.metrics().renewals };
   m.clients.set(label, entry);
   // Every series present from the start, at 0.

@@ -3,12 +3,13 @@
  * build.js with cc. It adds no feature to libredlockc and uses only
  * redlockc.h. Two halves:
  *
- * - Lock's acquire, release and extend run on the engine (rlcnode_engine.c
- *   wraps it for koffi; lib/engine_driver.js moves its bytes on net.Sockets
- *   and its time with one timer). No thread there, and none per waiter.
+ * - Lock (every call of it) and fencedSet run on the engine
+ *   (rlcnode_engine.c wraps it for koffi; lib/engine_driver.js moves its
+ *   bytes on net.Sockets and its time with one timer). No thread there, and
+ *   none per waiter.
  *
- * - Everything else (the lock family, Lock's queries, fencedSet, closing a
- *   client) still calls the blocking API. For those calls:
+ * - The lock family, and freeing the blocking client it made, still call
+ *   the blocking API. For those calls:
  *
  * 1. Blocking calls need threads that nothing else needs. koffi's fn.async
  *    queues calls on libuv's thread pool (4 threads by default, shared with
@@ -21,11 +22,10 @@
  * 2. rlc_errmsg() belongs to the OS thread that made the failing call. The
  *    worker copies it right after the call, on that thread, into the result.
  *
- * 3. on_lost runs on the library's watchdog thread, where JS must never run,
- *    and it must not block there (renewals of every other lock wait for it).
- *    It sets a flag and writes a record without blocking.
+ * 3. The library's log lines come on its own threads, where JS must never
+ *    run; on_log writes a record without blocking.
  *
- * Results and lost notices travel as fixed-size records (struct rlcn_record,
+ * Results and log lines travel as fixed-size records (struct rlcn_record,
  * 256 bytes, below PIPE_BUF so each write is atomic) on a pipe that the JS
  * thread reads as a stream socket: completion is an ordinary event-loop event.
  */
@@ -35,7 +35,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,14 +45,14 @@
 
 #define API __attribute__((visibility("default")))
 
-enum { RLCN_DONE = 0, RLCN_LOST = 1, RLCN_LOG = 2 };
+enum { RLCN_DONE = 0, RLCN_LOG = 2 };
 
-/* One job's result or one lost notice; also the out-buffer of sync calls. */
+/* One job's result or one log line; also the out-buffer of sync calls. */
 struct rlcn_record {
-    uint64_t tag;  /* job id; for RLCN_LOST the lock's id, for RLCN_LOG the client's */
+    uint64_t tag;  /* job id; for RLCN_LOG the client's id */
     int64_t value; /* a query's answer */
-    int32_t rc;    /* status; for RLCN_LOST the reason, for RLCN_LOG the level */
-    int32_t kind;  /* RLCN_DONE or RLCN_LOST */
+    int32_t rc;    /* status; for RLCN_LOG the level */
+    int32_t kind;  /* RLCN_DONE or RLCN_LOG */
     char msg[232]; /* rlc_errmsg() of the failing call, "" on success */
 };
 _Static_assert(sizeof(struct rlcn_record) == 256, "record layout is read by index.js");
@@ -62,34 +61,15 @@ _Static_assert(sizeof(struct rlcn_record) <= PIPE_BUF, "records must be written 
 /* A JS environment's pipe (one per loaded copy of the module). */
 struct rlcn_channel {
     int rfd, wfd;
-    atomic_int overflow; /* a lost notice may sit only in a lock's flag */
 };
 
-struct rlcn_lock {
-    rlc_lock *l;
-    uint64_t id;
-    struct rlcn_channel *ch;
-    atomic_int lost; /* reason of a lost notice not yet taken by JS, else 0 */
-};
-
-enum op {
-    OP_ACQUIRE = 1, OP_RELEASE, OP_EXTEND, OP_FORCE_RELEASE, OP_IS_LOCKED,
-    OP_IS_HELD, OP_HOLD_COUNT, OP_TTL, OP_CLIENT_FREE, OP_FENCED_SET
-};
-
-/* OP_FENCED_SET's arguments, copied out of JS (the job runs later, on a
- * pool thread): key, NUL, value. Freed by the job. */
-struct rlcn_fenced {
-    rlc_client *c;
-    uint64_t token;
-    size_t key_len, value_len;
-    char data[];
-};
+/* The jobs beside the family's (op >= OP_FAMILY, rlcnode_family.c). */
+enum op { OP_CLIENT_FREE = 9 };
 
 struct job {
     struct job *next;
     int op;
-    void *target; /* struct rlcn_lock *, or rlc_client * for OP_CLIENT_FREE */
+    void *target; /* rlc_client * for OP_CLIENT_FREE, else the family's call */
     int64_t a, b;
     uint64_t tag;
     struct rlcn_channel *ch;
@@ -136,7 +116,7 @@ API int rlcn_channel_open(struct rlcn_channel **out)
         free(ch);
         return -e;
     }
-    /* Non-blocking writes: the watchdog thread must never wait on JS. The
+    /* Non-blocking writes: a library thread must never wait on JS. The
      * read end stays as libuv wants it (it sets O_NONBLOCK itself). */
     fcntl(fds[1], F_SETFL, O_NONBLOCK);
     fcntl(fds[1], F_SETPIPE_SZ, 1 << 20); /* best effort: more slack */
@@ -144,12 +124,6 @@ API int rlcn_channel_open(struct rlcn_channel **out)
     ch->wfd = fds[1];
     *out = ch;
     return fds[0];
-}
-
-/* 1 if a lost notice could not be written since the last call: scan locks. */
-API int rlcn_channel_take_overflow(struct rlcn_channel *ch)
-{
-    return atomic_exchange(&ch->overflow, 0);
 }
 
 /* ---- the cached thread pool ------------------------------------------- */
@@ -175,41 +149,21 @@ static void pool_init(void)
 static void run(struct job *j)
 {
     struct rlcn_record r = {.tag = j->tag, .kind = RLCN_DONE};
-    struct rlcn_lock *s = j->target;
-    int v = 0;
-    if (j->op >= OP_FAMILY) {
+    if (j->op >= OP_FAMILY)
         family_run(j->op, j->target, &r);
-        put(j->ch, &r);
-        return;
+    else if (j->op == OP_CLIENT_FREE)
+        rlc_client_free(j->target); /* joins the client's threads */
+    else {
+        r.rc = RLC_E_INVAL;
+        snprintf(r.msg, sizeof r.msg, "unknown op %d", j->op);
     }
-    switch (j->op) {
-    case OP_ACQUIRE: r.rc = rlc_lock_acquire(s->l, j->a, j->b); break;
-    case OP_RELEASE: r.rc = rlc_lock_release(s->l); break;
-    case OP_EXTEND: r.rc = rlc_lock_extend(s->l, j->a); break;
-    case OP_FORCE_RELEASE: r.rc = rlc_lock_force_release(s->l); break;
-    case OP_IS_LOCKED: r.rc = rlc_lock_is_locked(s->l, &v); r.value = v; break;
-    case OP_IS_HELD: r.rc = rlc_lock_is_held(s->l, &v); r.value = v; break;
-    case OP_HOLD_COUNT: r.rc = rlc_lock_hold_count(s->l, &r.value); break;
-    case OP_TTL: r.rc = rlc_lock_ttl_ms(s->l, &r.value); break;
-    case OP_CLIENT_FREE: rlc_client_free(j->target); r.rc = RLC_OK; break;
-    case OP_FENCED_SET: {
-        struct rlcn_fenced *f = j->target;
-        r.rc = rlc_fenced_set(f->c, f->data, f->data + f->key_len + 1, f->value_len, f->token, &v);
-        r.value = v;
-        set_msg(&r, r.rc);
-        free(f);
-        break;
-    }
-    default: r.rc = RLC_E_INVAL; snprintf(r.msg, sizeof r.msg, "unknown op %d", j->op);
-    }
-    if (j->op >= OP_ACQUIRE && j->op <= OP_TTL)
-        set_msg(&r, r.rc); /* same thread, right after the call */
     put(j->ch, &r);
 }
 
 static void *worker(void *unused)
 {
     (void)unused;
+    (void)pthread_setname_np(pthread_self(), "rlcn-pool"); /* seen in top -H, gdb */
     pthread_mutex_lock(&pool_mu);
     for (;;) {
         while (!queue_head) {
@@ -235,21 +189,6 @@ static void *worker(void *unused)
         free(j);
         pthread_mutex_lock(&pool_mu);
     }
-}
-
-/* The target of an OP_FENCED_SET job, or NULL (out of memory). */
-API struct rlcn_fenced *rlcn_fenced_new(rlc_client *c, const char *key, const void *value,
-                                        size_t value_len, uint64_t token)
-{
-    size_t key_len = strlen(key);
-    struct rlcn_fenced *f = malloc(sizeof *f + key_len + 1 + value_len);
-    if (!f)
-        return NULL;
-    *f = (struct rlcn_fenced){.c = c, .token = token, .key_len = key_len, .value_len = value_len};
-    memcpy(f->data, key, key_len + 1);
-    if (value_len)
-        memcpy(f->data + key_len + 1, value, value_len);
-    return f;
 }
 
 /* Queues a job; 0, or -errno when no thread could take it. Never blocks. */
@@ -357,78 +296,6 @@ API void rlcn_sink_free(struct rlcn_sink *k)
     free(k);
 }
 
-static void on_lost(rlc_lock *l, int reason, void *user)
-{
-    (void)l;
-    struct rlcn_lock *s = user;
-    atomic_store(&s->lost, reason ? reason : RLC_E_LOST);
-    /* Set before the write: if the pipe is full, JS still has records to read
-     * and checks the flag after reading them. */
-    atomic_store(&s->ch->overflow, 1);
-    struct rlcn_record r = {.tag = s->id, .rc = reason, .kind = RLCN_LOST};
-    snprintf(r.msg, sizeof r.msg, "%s", rlc_strerror(reason));
-    ssize_t n;
-    do
-        n = write(s->ch->wfd, &r, sizeof r);
-    while (n < 0 && errno == EINTR);
-}
-
-API struct rlcn_lock *rlcn_lock_new(rlc_client *c, const char *name, uint64_t owner, uint64_t id,
-                                    struct rlcn_channel *ch, struct rlcn_record *res)
-{
-    struct rlcn_lock *s = calloc(1, sizeof *s);
-    if (!s) {
-        res->rc = RLC_E_NOMEM;
-        snprintf(res->msg, sizeof res->msg, "out of memory");
-        return NULL;
-    }
-    s->id = id;
-    s->ch = ch;
-    res->rc = rlc_lock_new(c, name, owner, &s->l);
-    if (res->rc == RLC_OK && ch) /* no channel: a handle for queries only */
-        res->rc = rlc_lock_on_lost(s->l, on_lost, s);
-    set_msg(res, res->rc);
-    if (res->rc != RLC_OK) {
-        rlc_lock_free(s->l);
-        free(s);
-        return NULL;
-    }
-    return s;
-}
-
-/* No job may be running on s (index.js waits for them). After rlc_lock_free
- * returns no on_lost runs, so s can go. */
-API void rlcn_lock_free(struct rlcn_lock *s)
-{
-    if (!s)
-        return;
-    rlc_lock_free(s->l);
-    free(s);
-}
-
-/* The reason of a lost notice not yet taken, else 0. */
-API int rlcn_lock_take_lost(struct rlcn_lock *s)
-{
-    return s ? atomic_exchange(&s->lost, 0) : 0;
-}
-
-API int rlcn_lock_validity(struct rlcn_lock *s, struct rlcn_record *res)
-{
-    res->rc = rlc_lock_validity_ms(s->l, &res->value);
-    set_msg(res, res->rc);
-    return res->rc;
-}
-
-API int rlcn_lock_fencing_token(struct rlcn_lock *s, struct rlcn_record *res)
-{
-    uint64_t t = 0;
-    res->rc = rlc_lock_fencing_token(s->l, &t);
-    res->value = (int64_t)t; /* index.js reads it back as unsigned */
-    set_msg(res, res->rc);
-    return res->rc;
-}
-
 API const char *rlcn_version(void) { return rlc_version(); }
 API const char *rlcn_strerror(int rc) { return rlc_strerror(rc); }
-API const char *rlcn_client_uuid(rlc_client *c) { return rlc_client_uuid(c); }
 API int rlcn_record_size(void) { return (int)sizeof(struct rlcn_record); }

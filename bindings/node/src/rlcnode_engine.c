@@ -77,22 +77,46 @@ API size_t rlcn_engine_take(rlc_engine *e, int conn, unsigned char *buf, size_t 
     return n;
 }
 
-/* kind 0 acquire, 1 release, 2 extend. The operation's id, or 0 with the
- * status and rlc_errmsg() in res (the engine refused it at once). */
+/* The kinds of rlcn_engine_start (KIND in lib/engine_driver.js). A query's
+ * kind is KIND_QUERY + its RLC_Q_* (its DONE event's count is the answer). */
+enum { KIND_ACQUIRE, KIND_RELEASE, KIND_EXTEND, KIND_FORCE_RELEASE, KIND_QUERY };
+
+/* The operation's id, or 0 with the status and rlc_errmsg() in res (the
+ * engine refused it at once). */
 API uint64_t rlcn_engine_start(rlc_engine *e, int kind, const char *name, size_t name_len,
                                uint64_t owner, int64_t wait_ms, int64_t lease_ms, int64_t now_ms,
                                struct rlcn_record *res)
 {
     uint64_t op = 0;
     switch (kind) {
-    case 0: res->rc = rlc_engine_acquire(e, name, name_len, owner, wait_ms, lease_ms, now_ms, &op); break;
-    case 1: res->rc = rlc_engine_release(e, name, name_len, owner, now_ms, &op); break;
-    case 2: res->rc = rlc_engine_extend(e, name, name_len, owner, lease_ms, now_ms, &op); break;
+    case KIND_ACQUIRE: res->rc = rlc_engine_acquire(e, name, name_len, owner, wait_ms, lease_ms, now_ms, &op); break;
+    case KIND_RELEASE: res->rc = rlc_engine_release(e, name, name_len, owner, now_ms, &op); break;
+    case KIND_EXTEND: res->rc = rlc_engine_extend(e, name, name_len, owner, lease_ms, now_ms, &op); break;
+    case KIND_FORCE_RELEASE: res->rc = rlc_engine_force_release(e, name, name_len, owner, now_ms, &op); break;
+    case KIND_QUERY + RLC_Q_LOCKED:
+    case KIND_QUERY + RLC_Q_HELD:
+    case KIND_QUERY + RLC_Q_COUNT:
+    case KIND_QUERY + RLC_Q_TTL:
+        res->rc = rlc_engine_query(e, name, name_len, owner, kind - KIND_QUERY, now_ms, &op);
+        break;
     default:
         res->rc = RLC_E_INVAL;
         snprintf(res->msg, sizeof res->msg, "unknown engine operation %d", kind);
         return 0;
     }
+    set_msg(res, res->rc);
+    return res->rc == RLC_OK ? op : 0;
+}
+
+/* A fenced write (rlc_engine_fenced_set): value is value_len bytes, any
+ * bytes (the engine copies both into its command at once). The operation's
+ * id, or 0 with the status and rlc_errmsg() in res. */
+API uint64_t rlcn_engine_start_fenced(rlc_engine *e, const char *key, size_t key_len,
+                                      const char *value, size_t value_len, uint64_t token,
+                                      int64_t now_ms, struct rlcn_record *res)
+{
+    uint64_t op = 0;
+    res->rc = rlc_engine_fenced_set(e, key, key_len, value, value_len, token, now_ms, &op);
     set_msg(res, res->rc);
     return res->rc == RLC_OK ? op : 0;
 }
