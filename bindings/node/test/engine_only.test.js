@@ -113,6 +113,7 @@ test('every Lock call and fencedSet start no helper thread and no connection but
     await client.close();
     await server.stop();
   }
+  assert.deepEqual(libraryThreads(), [], 'threads started by close (it frees no blocking client)');
   assert.deepEqual(logs.filter((l) => l.level === 'error'), []);
 });
 
