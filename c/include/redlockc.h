@@ -191,7 +191,7 @@ RLC_API void rlc_lock_free(rlc_lock *l);
  * RLC_E_NO_QUORUM, RLC_E_SERVER, RLC_E_AUTH, RLC_E_CLOSED.
  * An acquire that fails for any reason is undone on every node that may
  * have run it, whenever and on whatever connection each piece arrives
- * (docs/DESIGN.md, "Attempts"). */
+ * (docs/design/attempts.md). */
 RLC_API int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms);
 
 /* Releases one level. At count 0 deletes the key and publishes the unlock
@@ -244,8 +244,8 @@ RLC_API int rlc_lock_validity_ms(rlc_lock *l, int64_t *out);
  * (whole ms), so tokens keep growing when counters are lost: large numbers
  * (about 2^51), below 2^53. Over N nodes, the largest of the granting
  * nodes' counters, which the acquire stored on a quorum of them before it
- * returned: every later holder gets a larger one (docs/DESIGN.md, "Fencing
- * tokens"). RLC_E_NOT_OWNER if this handle does not hold it, RLC_E_LOST once its
+ * returned: every later holder gets a larger one (docs/design/fencing.md).
+ * RLC_E_NOT_OWNER if this handle does not hold it, RLC_E_LOST once its
  * validity has run out (the token may no longer be the newest). No network
  * I/O. */
 RLC_API int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);

@@ -3,7 +3,7 @@
  * on_lost runs, with loss pushed at once (loss_push=1, CLIENT TRACKING) and
  * with today's renewal-time detection (loss_push=0), in the same run against
  * the same redis-server. Never a ctest; prints one JSON row per case and a
- * small table. docs/DESIGN.md, "Loss pushed at once", quotes its figures.
+ * small table. docs/design/loss-push.md quotes its figures.
  *
  *   rlc_bench_loss [--samples N] [--lease MS]
  *

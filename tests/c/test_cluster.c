@@ -485,7 +485,7 @@ done:
 
 /* The overlap count is reported, not asserted: replication is
  * asynchronous, and a grant the master acknowledged but never passed on is
- * lost with it (docs/DESIGN.md). valgrind: skipped, the failover's timing
+ * lost with it (docs/design/cluster.md). valgrind: skipped, the failover's timing
  * (node timeout 2 s) is the cluster's, and the case proves nothing more
  * slowly; ASan and TSan run it. */
 TEST(a_master_killed_and_its_replica_promoted)

@@ -1,6 +1,6 @@
 /*
  * test_family_rw.c - the read-write lock's and the fair lock's promises
- * that the main lock keeps too (docs/DESIGN.md, docs/FAMILY.md), on real
+ * that the main lock keeps too (docs/design/attempts.md, docs/FAMILY.md), on real
  * servers:
  *   - a nested acquire counts only if it nested (A7): after the hold it
  *     nests in is gone, it is refused with RLC_E_LOST and takes nothing;

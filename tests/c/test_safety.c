@@ -1,5 +1,5 @@
 /*
- * test_safety.c - the attempt protocol (docs/DESIGN.md, "Attempts") against
+ * test_safety.c - the attempt protocol (docs/design/attempts.md) against
  * real redis-servers: what a late, repeated or refused command may and may
  * not do to a hold. Each case is one observation of the safety issue; the
  * network faults themselves (delayed bytes, cut connections) are in
@@ -189,7 +189,7 @@ done:
     rs_stop(&s);
 }
 
-/* Found by the simulation (docs/DESIGN.md, A7): a nested acquire over a hold
+/* Found by the simulation (A7, docs/design/attempts.md): a nested acquire over a hold
  * that had expired made a new hold and was counted as one more level, so
  * the owner's next release freed the lock while the owner still believed it
  * held it. Now that acquire reports the hold lost, and leaves nothing. */

@@ -391,7 +391,7 @@ static void failover_case(bool lag)
     if (lag) {
         /* The new master never had it: the watchdog must say so at its next
          * renewal there. (Meanwhile the waiter may have taken the lock on
-         * the new master: asynchronous replication, see docs/DESIGN.md.) */
+         * the new master: asynchronous replication, see docs/design/sentinel.md.) */
         CHECK(WAIT_UNTIL(atomic_load(&lost_reason) != 0, 15000), "the loss was not reported");
         CHECK(atomic_load(&lost_reason) == RLC_E_LOST, "reason %d", atomic_load(&lost_reason));
         CHECK(is_held(la) == 0, "is_held after the loss");

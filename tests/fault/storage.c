@@ -4,7 +4,7 @@
  *
  * The read-modify-write is deliberately not atomic (GET, then SET): two
  * holders inside the critical section at once lose an update, which the
- * checker counts. The fenced write is what DESIGN.md tells users to do for
+ * checker counts. The fenced write is what docs/FENCING.md tells users to do for
  * storage that must never see a stale writer: the storage remembers the
  * newest fencing token it has seen and refuses older ones.
  */

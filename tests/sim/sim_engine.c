@@ -2741,8 +2741,8 @@ static bool all_idle(void)
 }
 
 /* In the classic format an attempt that arrives after its undo takes the
- * key for the lease it carries (the format has no tombstone: DESIGN, "The
- * classic format"); what must not be left is a key that outlives any lease
+ * key for the lease it carries (the format has no tombstone:
+ * docs/design/classic.md); what must not be left is a key that outlives any lease
  * the engines gave, so it is looked for once the longest has run out. */
 static void check_residue(void)
 {

@@ -2,7 +2,7 @@
  * driver_io.c - the blocking driver's connections, as the leader runs them
  * (engine_driver.c says who leads): open what the engine wants, write what
  * it has, read what arrives, and poke the leader when its poll cannot see
- * a change. Only the leader opens, reads and closes (D1, docs/DESIGN.md);
+ * a change. Only the leader opens, reads and closes (D1, docs/design/blocking.md);
  * other threads may write under the mutex, and a write that fails there
  * only marks the connection broken.
  */

@@ -6,7 +6,7 @@
  *
  *   - The token is a quorum register: the engine stores a new hold's token
  *     on a quorum of the granting nodes before the acquire returns
- *     (engine_acquire.c, token_floor). docs/DESIGN.md, "Fencing tokens",
+ *     (engine_acquire.c, token_floor). docs/design/fencing.md
  *     has the argument.
  *
  *   - rlc_fenced_set writes a key only if the caller's token is at least the

@@ -9,7 +9,7 @@
  * Every try has a new attempt id. A try that did not end in a hold is
  * undone on every node that may have run it (said yes, or did not answer):
  * the undo names the attempt, so it is right whenever and on whatever
- * connection it arrives (docs/DESIGN.md, "Attempts"). A cancel is a try that
+ * connection it arrives (docs/design/attempts.md). A cancel is a try that
  * ends early: the same undo.
  */
 #include <stdio.h>

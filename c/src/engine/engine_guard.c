@@ -1,6 +1,6 @@
 /*
- * engine_guard.c - the node-restart guard in the engine (docs/DESIGN.md,
- * "Node-restart guard"; the rule is restart_rule.c's, shared with the
+ * engine_guard.c - the node-restart guard in the engine
+ * (docs/design/redlock.md; the rule is restart_rule.c's, shared with the
  * blocking driver).
  *
  * A restart closes every connection to the server, so the engine looks

@@ -11,7 +11,7 @@
  * queue; the first round starts once the op and every member op head their
  * queues. All the places are taken in one engine call, names in key
  * order, so two ops that share names stand in the same order in every
- * queue they share: no two wait for each other (M1, docs/DESIGN.md).
+ * queue they share: no two wait for each other (M1, docs/design/multilock.md).
  *
  * A round is one script per node over every name (script_multi_acquire:
  * all granted or none written, on that node), one attempt id, and a TTL

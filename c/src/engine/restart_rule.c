@@ -8,7 +8,7 @@
  * longest lease. The client does it itself, from what INFO server says.
  *
  * Limit: a client that never saw the node before its restart cannot tell a
- * restart from a first start, and does not guard it (docs/DESIGN.md).
+ * restart from a first start, and does not guard it (docs/design/redlock.md).
  */
 #include <stdio.h>
 #include <stdlib.h>

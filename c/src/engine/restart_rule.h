@@ -1,6 +1,6 @@
 /*
  * restart_rule.h - the node-restart guard's rule, shared by both drivers
- * (docs/DESIGN.md, "Node-restart guard"): what INFO server says of a
+ * (docs/design/redlock.md, "Node-restart guard"): what INFO server says of a
  * node's life, and how long a node that restarted does not vote.
  *
  * Pure: the caller keeps one record per node, passes the time in, and

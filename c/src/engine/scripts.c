@@ -46,7 +46,7 @@
  * by one per hold, and no node runs two scripts in one microsecond), so a
  * counter started again a millisecond or more later starts above every
  * token given before, on any node whose clock is close enough
- * (docs/DESIGN.md, "Fencing tokens"). Whole milliseconds, so that the nodes
+ * (docs/design/fencing.md). Whole milliseconds, so that the nodes
  * of one Redlock round mostly start a new name's counter at one value (else
  * the acquire raises the others: token_floor). The value is built as a
  * string: a Lua number would reach Redis in exponent form. A value that is
@@ -105,7 +105,7 @@
  * taken. Every script that takes a level back (undo, release, renew) checks
  * the record against the epoch, so nothing sent late, on whatever connection,
  * can touch a later life of the lock; and an acquire that finds its own
- * tombstone does nothing. docs/DESIGN.md, "Attempts", argues it.
+ * tombstone does nothing. docs/design/attempts.md argues it.
  *
  * A nested acquire names (ARGV[4]) one level of the hold it nests in; the
  * reply's 4th element says whether that level is in the lock's current

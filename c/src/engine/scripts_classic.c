@@ -9,7 +9,7 @@
  * the one try that took the lock: a late undo, renewal or release names its
  * own attempt and can never touch a later holder's life of the key, which the
  * Redisson format needs its attempts hash for. What the format cannot give
- * (docs/DESIGN.md, "The classic format"): reentrancy (one value, one level),
+ * (docs/design/classic.md): reentrancy (one value, one level),
  * fencing tokens, and a tombstone for an attempt undone before it arrived
  * (it takes the lock when it lands and holds it for its lease).
  *

@@ -1,7 +1,7 @@
 /*
  * flock.c - the read-write lock and the fair lock: reentrant, owner-bound
  * locks whose holds, undo and renewals work as rlc_lock's (attempt ids,
- * docs/DESIGN.md), on Redisson's layouts (docs/FAMILY.md).
+ * docs/design/attempts.md), on Redisson's layouts (docs/FAMILY.md).
  *
  * One engine serves both. A read-write handle has two sides (read, write),
  * each with its own holds; a fair lock has one. What differs per kind is
@@ -299,7 +299,7 @@ static int try_once(void *arg, struct fam_try *t)
          * hold made under them would be counted as one more level, and its
          * release would free the lock while the owner believes it still
          * holds the outer level. So nothing until those are given up
-         * (DESIGN.md E5b). */
+         * (E5b, docs/design/engine.md). */
         pthread_mutex_unlock(&fam_mu);
         char name[80];
         return t->rc = rlc_fail(RLC_E_LOST, "%s '%s' was lost: release its levels before "

@@ -62,7 +62,7 @@
 
 /* ---- read-write lock ------------------------------------------------------ */
 
-/* A7 (docs/DESIGN.md): a nested acquire names one level of the hold it
+/* A7 (docs/design/attempts.md): a nested acquire names one level of the hold it
  * nests in (ARGV "outer", "" for a new hold). That level is in the current
  * life when the owner's field is there and its record names the current
  * epoch (or the attempts hash is gone: then only the field can say). If it

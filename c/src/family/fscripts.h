@@ -4,7 +4,7 @@
  * behind matches Redisson's layout (docs/FAMILY.md).
  *
  * Every acquire names an attempt id and follows the attempt protocol of
- * docs/DESIGN.md: it does nothing if its id already has a record (an undo
+ * docs/design/attempts.md: it does nothing if its id already has a record (an undo
  * ran first), it records "<pttl before>|<epoch>|<field>" when it grants a
  * level, and the undo, release and renewal of a level act only in the life
  * (epoch) the level was taken in.
@@ -13,7 +13,7 @@
  * {0, sleep hint ms, holder} busy, {-1, 0} undone before it arrived, and
  * for a nested try {-2, 0}: the level it nests in ("outer", an attempt id)
  * is not in the current life, so the hold is lost and nothing was taken
- * (A7 of docs/DESIGN.md). No script sets a hash's TTL below what a holder
+ * (A7 of docs/design/attempts.md). No script sets a hash's TTL below what a holder
  * was promised: acquires, renewals and inner releases only raise it, undos
  * set none, and a read release's recompute keeps every level's time.
  * Release replies: -1 not the owner (in this life), else {n left, freed}.

@@ -10,9 +10,9 @@
  * a round without a quorum is undone on every node that may have granted
  * it, and retried after jitter, as for rlc_lock.
  *
- * The acquire is the engine's (engine_multi.c, docs/DESIGN.md "The
- * multi-lock in the engine"): each name gets exactly what rlc_lock's
- * acquire script gives it, with one attempt id for the whole set, and each
+ * The acquire is the engine's (engine_multi.c, docs/design/multilock.md):
+ * each name gets exactly what rlc_lock's acquire script gives it, with one
+ * attempt id for the whole set, and each
  * level is recorded on that name's rlc_lock handle. So the undo (per name,
  * by attempt id), the release, the renewals and the lost-hold reports are
  * rlc_lock's own.
