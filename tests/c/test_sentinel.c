@@ -268,6 +268,27 @@ done:
     sset_stop(&s);
 }
 
+/* Every sentinel refuses the connect: a try hears it once each was tried,
+ * as a try on a node that is down does, not at its call deadline (30 s
+ * here: ending before half of it shows the failure ended it). */
+TEST(every_sentinel_down_fails_a_try_before_its_deadline)
+{
+    char uri[256];
+    snprintf(uri, sizeof uri, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d/mym",
+             rs_free_port(), rs_free_port());
+    rlc_client *c = client(uri, "io_timeout_ms=30000;connect_timeout_ms=2000");
+    rlc_lock *l = lock(c, "sent-down", 1);
+    int64_t t0 = check_now_ms();
+    CHECK_RC(rlc_lock_acquire(l, 0, 10000), RLC_E_CONNECT);
+    int64_t took = check_now_ms() - t0;
+    CHECK(took < 15000, "the try ended after %lld ms: %s", (long long)took, rlc_errmsg());
+    CHECK(strstr(rlc_errmsg(), "master") && strstr(rlc_errmsg(), "127.0.0.1"), "message: %s",
+          rlc_errmsg());
+done:
+    rlc_lock_free(l);
+    rlc_client_free(c);
+}
+
 /* ---- failover ------------------------------------------------------------- */
 
 static atomic_int lost_reason;
@@ -445,6 +466,7 @@ TEST(failover_to_a_replica_without_the_hold_reports_it_lost)
 }
 
 RUN_TESTS(CASE(lock_and_unlock_through_sentinels_with_the_first_one_down),
+          CASE(every_sentinel_down_fails_a_try_before_its_deadline),
           CASE(sentinel_auth_and_data_auth_are_separate),
           CASE(a_master_name_no_sentinel_knows_is_a_clear_error),
           CASE(failover_the_clients_follow_the_new_master),

@@ -192,6 +192,14 @@ static void fail_waiting(rlc_engine *e, struct conn *c)
     }
 }
 
+void conn_fail_queued(rlc_engine *e, struct conn *c, const char *why)
+{
+    if (!awaited(c))
+        return;
+    snprintf(c->why, sizeof c->why, "%s", why);
+    fail_waiting(e, c);
+}
+
 static void schedule(rlc_engine *e, struct conn *c)
 {
     if (c->disc) {

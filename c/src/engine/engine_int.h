@@ -477,6 +477,10 @@ void conn_append(rlc_engine *e, struct conn *c, const char *data, size_t len);
 void conn_append_cmd(rlc_engine *e, struct conn *c, int argc, const char *const *argv,
                      const size_t *lens);
 void conn_drop(rlc_engine *e, struct conn *c, int why, const char *msg);
+/* What waits in c's queue hears why now, as after a failed connect (a
+ * sentinel node whose every sentinel failed: its master cannot be known
+ * before another round of them). Not from inside a call that queues. */
+void conn_fail_queued(rlc_engine *e, struct conn *c, const char *why);
 /* Nobody waits for r's answer any more, nor for its WAIT's (sync). */
 void req_disown(struct req *r);
 int conn_feed(rlc_engine *e, struct conn *c, const char *data, size_t len);

@@ -148,6 +148,8 @@ void sentinel_closed(rlc_engine *e, struct conn *c)
     struct sentinel *s = &e->sentinels[c->node];
     const struct node_addr *a = &e->addrs[c->node];
     bool answered = s->step == S_WATCH;
+    if (!answered && c->why[0])
+        snprintf(s->why, sizeof s->why, "%s", c->why); /* a failed connect's why */
     s->step = 0;
     s->seed = (s->seed + 1) % a->n_seeds;
     if (answered) {
@@ -162,6 +164,13 @@ void sentinel_closed(rlc_engine *e, struct conn *c)
         if (s->backoff_ms > ASK_BACKOFF_MAX_MS)
             s->backoff_ms = ASK_BACKOFF_MAX_MS;
         c->retry_at = e->now + s->backoff_ms;
+        /* Every sentinel was tried and none named the master: what waits
+         * for the node hears it now, as it would a node that refused the
+         * connect, rather than at its deadline (a wrong TLS name, a
+         * sentinel port that does not speak TLS, no sentinel up). */
+        if (!s->host)
+            conn_fail_queued(e, &e->conns[2 * c->node],
+                             s->why[0] ? s->why : "no sentinel named the master");
     }
     sentinel_schedule(e, c);
 }
