@@ -9,7 +9,9 @@
  * which come later in the file):
  *   - a lock name is a str (sent as UTF-8) or bytes;
  *   - failures raise the redlockc.Error subclass of the status (rlcpy_raise);
- *   - acquire/release/extend return the operation id (an int);
+ *   - acquire/release/extend, and the one-shot rounds (query,
+ *     force_release, fenced_set), return the operation id (an int): the
+ *     answer of a one-shot round is its DONE event's count;
  *   - rlcpy_engine_flush(e), the driver's one call after each step, returns
  *     everything a driver must act on, in one crossing; rlcpy_engine_step
  *     feeds bytes read (or a tick) first.
@@ -113,6 +115,10 @@ static PyObject *rlcpy_counters(int n, const uint64_t *v)
 %nothread rlcpy_engine_release;
 %nothread rlcpy_engine_extend;
 %nothread rlcpy_engine_cancel;
+%nothread rlcpy_engine_query;
+%nothread rlcpy_engine_force_release;
+%nothread rlcpy_engine_fenced_set;
+%nothread rlcpy_engine_forget;
 %nothread rlcpy_engine_hold_count;
 %nothread rlcpy_engine_validity_ms;
 %nothread rlcpy_engine_metrics;
@@ -240,6 +246,70 @@ PyObject *rlcpy_engine_extend(rlc_engine *e, PyObject *name, uint64_t owner, int
         return NULL;
     int st = rlc_engine_extend(e, p, n, owner, lease_ms, now_ms, &op);
     return rlcpy_op_result(st, op);
+}
+
+/* rlc_engine_query: what (RLC_Q_*) a quorum of the servers says of name;
+ * raises InvalidArgument (bad name, owner, what). */
+PyObject *rlcpy_engine_query(rlc_engine *e, PyObject *name, uint64_t owner, int what,
+                             int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_query(e, p, n, owner, what, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+/* rlc_engine_force_release: deletes name whoever holds it (DONE count: how
+ * many nodes had the key); owner is any non-zero id. */
+PyObject *rlcpy_engine_force_release(rlc_engine *e, PyObject *name, uint64_t owner,
+                                     int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_force_release(e, p, n, owner, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+/* rlc_engine_fenced_set: key a str or bytes, value bytes (DONE count: 1
+ * written, 0 refused); raises InvalidArgument (an engine of more than one
+ * node, token 0, a bad key). */
+PyObject *rlcpy_engine_fenced_set(rlc_engine *e, PyObject *key, PyObject *value,
+                                  uint64_t token, int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(key, &p, &n))
+        return NULL;
+    if (!PyBytes_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "value must be bytes");
+        return NULL;
+    }
+    int st = rlc_engine_fenced_set(e, p, n, PyBytes_AS_STRING(value),
+                                   (size_t)PyBytes_GET_SIZE(value), token, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+/* rlc_engine_forget: owner's hold of name ends here quietly (no renewal, no
+ * loss report, no level to nest in); nothing is sent. */
+PyObject *rlcpy_engine_forget(rlc_engine *e, PyObject *name, uint64_t owner, int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_forget(e, p, n, owner, now_ms);
+    if (st != RLC_OK) {
+        rlcpy_raise(st);
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 /* True: the acquire was running and ends with RLC_E_CANCELED; False: it had

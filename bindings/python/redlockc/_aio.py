@@ -13,9 +13,9 @@ pending bytes are written (an asyncio transport takes them all, buffering
 what the socket does not), wanted connections that are not open are
 opened, events are dispatched, and the timer is moved earlier if the
 engine's deadline is. Operations started by the API (acquire, release,
-extend) ask for an apply on the next loop iteration ("kick"), so that many
-started in one iteration leave in one write per connection; an operation
-started when no other is in flight is written at once instead.
+extend, the queries) ask for an apply on the next loop iteration ("kick"),
+so that many started in one iteration leave in one write per connection;
+an operation started when no other is in flight is written at once instead.
 
 A reply that reached its socket before the engine's deadline counts even
 when the loop was blocked past that deadline: asyncio's loop runs the read
@@ -49,8 +49,10 @@ E_CANCELED = _core.RLC_E_CANCELED
 # failed TLS handshake): the engine's message does not know it.
 _DETAILED = (_core.RLC_E_CONNECT, _core.RLC_E_TIMEOUT)
 
-# Kinds of operation, for what a DONE of an abandoned one needs.
-ACQUIRE, RELEASE, EXTEND = 1, 2, 3
+# Kinds of operation, for what a DONE of an abandoned one needs. QUERY: a
+# one-shot round (a query, a force release, a fenced write), whose answer is
+# its DONE event's count; the engine cannot cancel one, it ends as it would.
+ACQUIRE, RELEASE, EXTEND, QUERY = 1, 2, 3, 4
 
 # After a connection attempt fails, the next on that connection waits this
 # long (doubling per failure, up to the cap): a stopped server refuses at

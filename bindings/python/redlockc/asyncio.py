@@ -34,6 +34,7 @@ everywhere in redlockc.
 """
 import asyncio as _asyncio
 import logging
+import math
 import weakref
 
 from . import redlockc_core as _core
@@ -63,6 +64,15 @@ _acquire = _core.rlcpy_engine_acquire
 _release = _core.rlcpy_engine_release
 _extend = _core.rlcpy_engine_extend
 _validity_ms = _core.rlcpy_engine_validity_ms
+_query = _core.rlcpy_engine_query
+_force_release = _core.rlcpy_engine_force_release
+_fenced_set = _core.rlcpy_engine_fenced_set
+_forget = _core.rlcpy_engine_forget
+_Q_LOCKED = _core.RLC_Q_LOCKED
+_Q_TTL = _core.RLC_Q_TTL
+# The owner a query or force release names (the engine wants a non-zero id;
+# these rounds wait in no owner's queue): no task's, no explicit owner's.
+_QUERY_OWNER = _AUTO_OWNER_BASE
 _get_running_loop = _asyncio.get_running_loop
 _current_task = _asyncio.current_task
 
@@ -168,6 +178,57 @@ class Client:
             self._next_owner += 1
             owner = self._tasks[task] = self._next_owner
         return owner
+
+    async def fenced_set(self, key, value, token):
+        """Writes ``value`` at ``key`` only if ``token`` is at least the fence stored with it.
+
+        The fenced write at the resource that makes fencing tokens work, as
+        :meth:`redlockc.Client.fenced_set`: a holder whose lock expired while
+        it paused has a smaller token than the holder after it, and its late
+        write is refused. ``token`` is ``lock.fencing_token`` (an int >= 1);
+        ``value`` is bytes or a str (written as UTF-8). The key is used as
+        given (no ``key_prefix``); its fence is the key
+        ``"redlockc_fence:{key}"``. This client must have one node: the Redis
+        that holds the resource (InvalidArgument otherwise).
+
+        Returns True if written, False if refused (a larger token is stored;
+        nothing was written). Raises InvalidArgument, ServerError (the fence
+        key holds no token), ClosedError or an I/O error. The write runs to
+        its end even if the awaiting task is cancelled; close() lets it finish.
+        """
+        key = _units.text(key, "key")
+        value = _fenced_value(value)
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise TypeError(f"token must be an int, not {type(token).__name__}")
+        if not 1 <= token < 2**64:
+            raise invalid(f"token must be 1 to 2**64-1 (a lock's fencing_token), got {token}")
+        return await self._round(lambda e, now: _fenced_set(e, key, value, token, now)) == 1
+
+    async def _round(self, start, sink=None):
+        """The answer (its DONE event's count) of the one-shot round that
+        ``start(engine, now)`` begins, or the exception of its status."""
+        d = self._bind()
+        ev = await d.start(_aio.QUERY, start(d.engine, d.now()), sink)
+        if ev[1] != _OK:
+            raise error_for(ev[1], ev[8] or None)
+        return ev[7]
+
+    def _forget(self, name, owner):
+        """The holds of name by owner (0: by every task) end here quietly: no
+        renewal, no loss report, no level left to release or nest in."""
+        if owner:
+            owners = [owner]
+        else:
+            owners = [o for (n, o) in self._holds if n == name and o > _AUTO_OWNER_BASE]
+        e = self._driver.engine
+        for o in owners:
+            hold = self._holds.pop((name, o), None)
+            if hold is not None:
+                span, hold.span = hold.span, None
+                hold.cancel_tasks = None
+                _otel.hold_ended(span)
+            if e is not None:
+                _forget(e, name, o, self._driver.now())
 
     def _done(self, kind, ev):
         """One of this client's operations ended (the driver, on the loop): its holds."""
@@ -306,6 +367,32 @@ class _Hold:
                 _cancel_task(task, f"lock {name!r} was lost")
 
 
+class _Forgets:
+    """What sees a force release's DONE: once the key is gone, the holds of
+    the owners its Lock acts for end quietly (Client._forget). At the DONE,
+    not when the caller resumes: a hold granted after the delete is not one
+    it deleted, and a cancelled caller's holds end all the same."""
+    __slots__ = ("client", "name", "owner")
+
+    def __init__(self, client, name, owner):
+        self.client, self.name, self.owner = client, name, owner
+
+    def _done(self, kind, ev):
+        if ev[1] == _OK:
+            self.client._forget(self.name, self.owner)
+
+
+def _fenced_value(value):
+    """fenced_set's value as bytes (a str as UTF-8)."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if not isinstance(value, bytes):
+        raise TypeError(f"value must be bytes or str, not {type(value).__name__}")
+    return value
+
+
 def _free_engine(driver):
     e, driver.engine = driver.engine, None
     if e is not None:
@@ -334,6 +421,10 @@ class Lock:
     - ``owned()``, ``hold_count``, ``fencing_token``, ``validity``: the
       caller's owner's hold, from the engine's validity at the moment of the
       call (not held once it ran out, also before the loss is reported). No I/O.
+    - ``await locked()`` (anyone holds it), ``await ttl()`` (the server's
+      lease, seconds), ``await force_release()``: ask Redis, one round on the
+      connections the locks use, as the blocking Lock's ``locked()``, ``ttl``
+      and ``force_release()`` do.
 
     Cancelling a task that waits in ``acquire()`` ends the wait (in the engine)
     and leaves nothing held, also when the grant and the cancel cross.
@@ -473,6 +564,28 @@ class Lock:
         if ev[1] != _OK:
             raise error_for(ev[1], ev[8] or None)
 
+    async def force_release(self):
+        """Deletes the lock whoever holds it and wakes its waiters (an admin
+        action). Succeeds whether or not it was held.
+
+        As the blocking Lock forgets its handle's holds, the holds of this
+        name that this Lock acts for end quietly: its explicit owner's, or
+        with owner=None every task's in this client (what the blocking API's
+        owner=None does for threads). They are not renewed, ``lost`` is not
+        set, on_lost is not called; their ``release()`` raises NotOwnerError
+        and the next ``acquire()`` makes a new hold. Other owners' holds of
+        the name (another client's, or another explicit owner's here) are
+        found gone by their next renewal: lost, on_lost, and LockLostError
+        from their release. The round runs to its end even if the awaiting
+        task is cancelled, and its holds end all the same.
+
+        Raises ConnectionError, TimeoutError, NoQuorumError, ClosedError.
+        """
+        sink = _Forgets(self._client, self._name, self._owner_id)
+        name = self._name
+        await self._client._round(lambda e, now: _force_release(e, name, _QUERY_OWNER, now),
+                                  sink)
+
     # ---- `async with` -------------------------------------------------------------
 
     async def __aenter__(self):
@@ -502,6 +615,28 @@ class Lock:
 
     def __exit__(self, *exc):  # pragma: no cover (never entered)
         pass
+
+    # ---- what Redis says (one round) --------------------------------------------------
+
+    async def locked(self):
+        """True if anyone holds the lock (on a quorum of nodes). Asks Redis, on
+        the connections the locks use (it sees what this client sent before)."""
+        name = self._name
+        return await self._client._round(
+            lambda e, now: _query(e, name, _QUERY_OWNER, _Q_LOCKED, now)) != 0
+
+    async def ttl(self):
+        """The lock's remaining lease on the server in seconds (float), as
+        Redis says it: None if nobody holds it, ``math.inf`` if it has no
+        expiry. Over N nodes: the value a quorum of nodes has at least. Asks
+        Redis. (A method to await; the blocking Lock's ``ttl`` is a property.)"""
+        name = self._name
+        ms = await self._client._round(lambda e, now: _query(e, name, _QUERY_OWNER, _Q_TTL, now))
+        if ms == -2:
+            return None
+        if ms == -1:
+            return math.inf
+        return ms / 1000
 
     # ---- state (no I/O) -------------------------------------------------------------
 
