@@ -579,7 +579,8 @@ class Lock:
         from their release. The round runs to its end even if the awaiting
         task is cancelled, and its holds end all the same.
 
-        Raises ConnectionError, TimeoutError, NoQuorumError, ClosedError.
+        Raises ConnectionError, TimeoutError, NoQuorumError, ServerError or
+        ClosedError; a round that raised forgets no hold.
         """
         sink = _Forgets(self._client, self._name, self._owner_id)
         name = self._name
