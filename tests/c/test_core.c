@@ -5,6 +5,7 @@
  * checks. Raw hiredis commands (rs_cmd) look at the server directly, so the
  * assertions are about what any other client of the same Redis would see.
  */
+#include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -842,7 +843,8 @@ done:
 TEST(force_release_frees_any_holder_and_wakes_waiters)
 {
     START(s);
-    rlc_client *a = client(s.uri, NULL), *b = client(s.uri, NULL);
+    /* no loss push: its pair of connections opens on its own schedule */
+    rlc_client *a = client(s.uri, "loss_push=0"), *b = client(s.uri, "loss_push=0");
     rlc_lock *la = lock(a, "force", 0), *lb = lock(b, "force", 0);
     CHECK_RC(rlc_lock_acquire(la, 0, -1), RLC_OK);
     pthread_t t;
@@ -853,12 +855,16 @@ TEST(force_release_frees_any_holder_and_wakes_waiters)
     rlc_lock *lx = lock(admin, "force", 0);
     int locked = 0;
     CHECK_RC(rlc_lock_is_locked(lx, &locked), RLC_OK); /* admin's connection is up */
-    long long conns = normal_connections(&s);
+    /* and b's waiter has its subscriber */
+    CHECK(WAIT_UNTIL(channel_subscribers(&s, "redisson_lock__channel:{force}") == 1, 5000),
+          "the waiter did not subscribe");
+    long long conns = server_connections(&s);
     int64_t t0 = check_now_ms();
     CHECK_RC(rlc_lock_force_release(lx), RLC_OK);
     /* on the connection the locks use: none of its own */
-    CHECK(normal_connections(&s) == conns, "the force release opened %lld connections",
-          normal_connections(&s) - conns);
+    /* awaited: the server may still list a connection of ours it is closing */
+    CHECK(WAIT_UNTIL(server_connections(&s) == conns, 2000),
+          "the force release opened %lld connections", server_connections(&s) - conns);
     pthread_join(t, NULL);
     CHECK(w.rc == RLC_OK && w.returned_ms - t0 < 500, "waiter: rc %d after %lld ms", w.rc,
           (long long)(w.returned_ms - t0));
@@ -1103,6 +1109,60 @@ done:
     rs_stop(&s);
 }
 
+/* This process's threads whose name starts with "rlc-" (the library's). */
+static int library_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *t; (t = readdir(d));) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", t->d_name);
+        FILE *f = t->d_name[0] != '.' ? fopen(path, "r") : NULL;
+        if (f && fgets(comm, sizeof comm, f))
+            n += strncmp(comm, "rlc-", 4) == 0;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* A client that only locks (acquire, queries, extend, force release,
+ * fenced writes, release) runs the engine's two threads and opens one
+ * command connection; the lock family's stack (its pooled connections and
+ * the client's own thread) is made with the first family handle. */
+TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
+{
+    START(s);
+    long long before = server_connections(&s);
+    rlc_client *c = client(s.uri, "loss_push=0");
+    rlc_lock *l = lock(c, "only", 0);
+    rlc_rwlock *rw = NULL;
+    int applied = 0, v = 0;
+    int64_t ttl = 0;
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
+    CHECK_RC(rlc_lock_is_locked(l, &v), RLC_OK);
+    CHECK_RC(rlc_lock_ttl_ms(l, &ttl), RLC_OK);
+    CHECK_RC(rlc_lock_extend(l, 20000), RLC_OK);
+    CHECK_RC(rlc_fenced_set(c, "only:res", "v", 1, 1, &applied), RLC_OK);
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    CHECK_RC(rlc_lock_force_release(l), RLC_OK);
+    CHECK(WAIT_UNTIL(library_threads() == 2, 5000), "%d library threads", library_threads());
+    CHECK(WAIT_UNTIL(server_connections(&s) == before + 1, 2000), "%lld connections",
+          server_connections(&s) - before);
+    CHECK_RC(rlc_rwlock_new(c, "only-rw", 0, &rw), RLC_OK);
+    /* the client's thread names itself once it runs */
+    CHECK(WAIT_UNTIL(library_threads() == 3, 5000), "with a family handle: %d library threads",
+          library_threads());
+done:
+    rlc_rwlock_free(rw);
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(acquire_and_release_change_the_hash),
           CASE(mutual_exclusion_between_two_clients),
           CASE(reentrant_count_three_needs_three_releases),
@@ -1131,6 +1191,7 @@ RUN_TESTS(CASE(acquire_and_release_change_the_hash),
           CASE(fencing_token_grows_with_each_new_holder),
           CASE(extend_sets_a_new_fixed_lease),
           CASE(force_release_frees_any_holder_and_wakes_waiters),
+          CASE(a_client_that_only_locks_runs_two_threads_and_one_connection),
           CASE(validity_and_ttl_queries),
           CASE(owner_is_the_thread_unless_given),
           CASE(sixteen_threads_share_one_client),

@@ -8,12 +8,14 @@
  *
  * Every lock runs in the engine (c/src/engine), driven by the blocking
  * driver (engine_driver.c): acquire, release, extend, renewals, loss push,
- * the restart guard. The client's own background thread serves what is not
- * in the engine yet: the lock family's renewals and its waiters' unlock
- * messages (pubsub.c), and the sentinels' +switch-master for the family's
- * and the queries' connections. It sleeps in one poll() over those sockets
- * and an eventfd that wakes it when its schedule changes. on_lost callbacks
- * run on a callback thread (callbacks.c), fed from the engine's losses.
+ * the restart guard, queries, force release, fenced writes. The lock
+ * family still runs on an older stack of its own (pooled connections,
+ * pubsub.c, the sentinels' +switch-master watch) served by the client's
+ * own thread; both are made with the first family handle, so a client that
+ * only locks runs the engine's two threads and one command connection per
+ * node. That thread sleeps in one poll() over those sockets and an eventfd
+ * that wakes it when its schedule changes. on_lost callbacks run on a
+ * callback thread (callbacks.c), fed from the engine's losses.
  *
  * This file is the top of the blocking driver's includes: it puts together
  * the modules a client is made of, and none of them includes it (state.h).
@@ -188,23 +190,37 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
     }
     c->quorum = quorum_of(c->n_nodes);
     c->call_timeout_ms = c->n_nodes == 1 ? c->opts.io_timeout_ms : c->opts.node_timeout_ms;
+    return RLC_OK;
+}
+
+/* The older blocking stack the lock family runs on: a pooled connection
+ * per (node, pool slot), a cluster's slot map and its thread, the family's
+ * pub/sub, the sentinels' +switch-master watch, and the client's thread
+ * that serves them. Under c->mu. */
+static int make_family_stack(rlc_client *c)
+{
     int total = c->n_nodes * (int)c->opts.pool_size;
     c->muxes = calloc((size_t)total, sizeof *c->muxes);
-    if (!c->muxes)
+    c->clusters = calloc((size_t)c->n_nodes, sizeof *c->clusters);
+    if (!c->muxes || !c->clusters)
         return rlc_fail(RLC_E_NOMEM, "out of memory");
     /* A connection whose oldest unanswered request is older than this is
      * given up (a hung server keeps the TCP connection open). */
     int64_t stale_ms = c->opts.io_timeout_ms > c->call_timeout_ms ? c->opts.io_timeout_ms
                                                                    : c->call_timeout_ms;
-    c->clusters = calloc((size_t)c->n_nodes, sizeof *c->clusters);
-    if (!c->clusters)
-        return rlc_fail(RLC_E_NOMEM, "out of memory");
     for (int i = 0; i < c->n_nodes; i++)
         if (c->nodes[i].topology == RLC_TOPO_CLUSTER &&
             !(c->clusters[i] = cluster_new(c, i, c->opts.connect_timeout_ms, stale_ms,
                                            c->wake_fd)))
             return rlc_fail(RLC_E_NOMEM, "cannot start the thread of cluster %s",
                             c->nodes[i].label);
+    /* after the clusters: a cluster node subscribes per master */
+    c->pubsub = pubsub_new(c);
+    c->sentinel_watch = sentinel_watch_new(c->nodes, c->n_nodes, c->opts.sentinel_user,
+                                           c->opts.sentinel_password,
+                                           c->opts.connect_timeout_ms);
+    if (!c->pubsub || !c->sentinel_watch)
+        return rlc_fail(RLC_E_NOMEM, "out of memory");
     for (int i = 0; i < total; i++) {
         int node = i / (int)c->opts.pool_size;
         if (c->clusters[node]) /* routes each command to its slot's master */
@@ -215,7 +231,34 @@ static int init_nodes(rlc_client *c, const char *nodes, const char *options)
             mux_init(&c->muxes[i], &c->nodes[node], c->opts.connect_timeout_ms, stale_ms,
                      c->n_nodes == 1, c->wake_fd);
     }
+    metrics_attach_muxes(c->metrics, c->muxes, total);
+    client_ref(c); /* the thread's */
+    if (pthread_create(&c->thread, NULL, thread_main, c) != 0) {
+        client_unref(c);
+        return rlc_fail(RLC_E_NOMEM, "cannot start the client's thread");
+    }
+    c->thread_started = true;
     return RLC_OK;
+}
+
+int client_start_family_stack(rlc_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int rc = c->family_stack_rc;
+    if (atomic_load(&c->stopping))
+        rc = rlc_fail(RLC_E_CLOSED, "client closed");
+    else if (!c->family_stack && rc == RLC_OK) {
+        /* made once: a failure leaves what it made to destroy(), and every
+         * later family handle is refused with the same status */
+        rc = make_family_stack(c);
+        c->family_stack = rc == RLC_OK;
+        c->family_stack_rc = rc;
+    } else if (rc != RLC_OK) {
+        rc = rlc_fail(rc, "the lock family's connections could not be made (%s)",
+                      rlc_strerror(rc));
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 /* A hold the engine found lost (a renewal's quorum said gone, or loss
@@ -280,32 +323,51 @@ int rlc_client_new(rlc_client **out, const char *nodes, const char *options)
         rc = rlc_fail(RLC_E_NOMEM, "getrandom() failed: %s", strerror(errno));
         goto fail;
     }
-    c->pubsub = pubsub_new(c);
     c->metrics = metrics_new(c);
-    c->sentinel_watch = sentinel_watch_new(c->nodes, c->n_nodes, c->opts.sentinel_user,
-                                           c->opts.sentinel_password,
-                                           c->opts.connect_timeout_ms);
-    if (c->wake_fd < 0 || !c->pubsub || !c->metrics || !c->sentinel_watch) {
-        rc = rlc_fail(RLC_E_NOMEM, "cannot create the client's eventfd or channel table");
+    if (!c->metrics) {
+        rc = rlc_fail(RLC_E_NOMEM, "out of memory");
         goto fail;
     }
-    /* The engine gets the same nodes, options and UUID: one client. */
+    /* The engine gets the same nodes, options and UUID: one client. The
+     * lock family's stack is made with its first handle
+     * (client_start_family_stack). */
     if ((rc = edrv_new(&c->drv, nodes, c->uuid, options, engine_lost, c)) != RLC_OK)
         goto fail;
     edrv_set_log(c->drv, engine_log, c);
-    client_ref(c); /* the thread's */
-    if (pthread_create(&c->thread, NULL, thread_main, c) != 0) {
-        client_unref(c);
-        rc = rlc_fail(RLC_E_NOMEM, "cannot start the client's thread");
-        goto fail;
-    }
-    c->thread_started = true;
     *out = c;
     return RLC_OK;
 
 fail:
     destroy(c);
     return rc;
+}
+
+/* Stops the client's thread and lets the family's connections go: undos
+ * and re-sent releases still queued go out (and are answered) first, for a
+ * bounded time, so an acquire that failed and lands late finds its
+ * tombstone, even when the process exits right after. */
+static void stop_family_stack(rlc_client *c)
+{
+    client_wake_thread(c);
+    if (c->thread_started)
+        pthread_join(c->thread, NULL);
+    /* A callback that waits for a lock wakes with RLC_E_CLOSED. */
+    if (c->pubsub)
+        pubsub_stop(c->pubsub);
+    int total = c->muxes ? c->n_nodes * (int)c->opts.pool_size : 0;
+    int64_t until = rlc_deadline_after_ms(rlc_now_ns(),
+                                          c->opts.connect_timeout_ms + c->call_timeout_ms);
+    for (;;) {
+        bool left = false;
+        for (int i = 0; i < total; i++)
+            left = mux_push_detached(&c->muxes[i]) || left;
+        if (!left || rlc_now_ns() >= until)
+            break;
+        struct timespec pause = {0, 2 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    for (int i = 0; i < total; i++)
+        mux_shutdown(&c->muxes[i]);
 }
 
 void rlc_client_free(rlc_client *c)
@@ -330,31 +392,13 @@ void rlc_client_free(rlc_client *c)
     edrv_close(c->drv); /* its waiters end RLC_E_CLOSED; no new call starts */
     metrics_close(c);
     pthread_mutex_lock(&c->mu);
-    atomic_store(&c->stopping, true);
+    atomic_store(&c->stopping, true); /* no family stack is made after this */
     pthread_cond_broadcast(&c->lost_ready);
     bool cb_started = c->cb_started;
+    bool family = c->family_stack || c->thread_started;
     pthread_mutex_unlock(&c->mu);
-    client_wake_thread(c);
-    pthread_join(c->thread, NULL);
-    /* A callback that waits for a lock wakes with RLC_E_CLOSED. */
-    pubsub_stop(c->pubsub);
-    int total = c->n_nodes * (int)c->opts.pool_size;
-    /* Undos and re-sent releases still queued go out (and are answered)
-     * first, for a bounded time: an acquire that failed and lands late must
-     * find its tombstone, even when the process exits right after. */
-    int64_t until = rlc_deadline_after_ms(rlc_now_ns(),
-                                          c->opts.connect_timeout_ms + c->call_timeout_ms);
-    for (;;) {
-        bool left = false;
-        for (int i = 0; i < total; i++)
-            left = mux_push_detached(&c->muxes[i]) || left;
-        if (!left || rlc_now_ns() >= until)
-            break;
-        struct timespec pause = {0, 2 * 1000 * 1000};
-        nanosleep(&pause, NULL);
-    }
-    for (int i = 0; i < total; i++)
-        mux_shutdown(&c->muxes[i]);
+    if (family)
+        stop_family_stack(c);
     /* Calls still inside end soon: waits were ended (edrv_close, the
      * muxes), a release or an undo ends at its call deadline. Then the
      * engine lets go, its releases and undos on the wire first, for a

@@ -94,8 +94,7 @@ struct rlc_metrics *metrics_new(rlc_client *c)
     if (!m)
         return NULL;
     m->client = c;
-    m->muxes = c->muxes;
-    m->n_muxes = c->n_nodes * (int)c->opts.pool_size;
+    m->n_muxes = c->n_nodes * (int)c->opts.pool_size; /* muxes: metrics_attach_muxes */
     m->connected = calloc((size_t)(m->n_muxes > 0 ? m->n_muxes : 1), sizeof *m->connected);
     if (!m->connected) {
         free(m);
@@ -287,6 +286,14 @@ void metrics_lost(rlc_client *c, const rlc_lock *l, int reason)
     logf_(m, RLC_LOG_WARN, "lock '%s' was lost: %s", name,
           reason == RLC_E_LOST ? "its key or this owner's field is gone"
                                : rlc_strerror(reason));
+}
+
+void metrics_attach_muxes(struct rlc_metrics *m, struct mux *muxes, int n)
+{
+    pthread_mutex_lock(&live_mu);
+    m->muxes = muxes;
+    m->n_muxes = n;
+    pthread_mutex_unlock(&live_mu);
 }
 
 void metrics_mux_event(struct mux *mx, int which)

@@ -36,6 +36,9 @@ void metrics_acquire(rlc_client *c, int rc, int64_t start_ns);
 void metrics_lost(rlc_client *c, const rlc_lock *l, int reason);
 /* A connection of mux m was (re)made, or its node lost the scripts. */
 void metrics_mux_event(struct mux *m, int which);
+/* The client's pooled connections, once the lock family made them: their
+ * events count from then on. */
+void metrics_attach_muxes(struct rlc_metrics *m, struct mux *muxes, int n);
 /* Queues a warning line for the log callback (a refusal that the library
  * works around: nothing fails, so no rlc_errmsg carries it). */
 void metrics_warn(rlc_client *c, const char *text);

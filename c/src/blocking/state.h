@@ -41,7 +41,7 @@ struct rlc_client {
     int n_nodes;
     int quorum;                 /* n/2 + 1 */
     int64_t call_timeout_ms;    /* io_timeout_ms for one node, node_timeout_ms for N */
-    struct mux *muxes;          /* n_nodes x pool_size, node-major */
+    struct mux *muxes;          /* n_nodes x pool_size, node-major (the family's) */
     struct cluster **clusters;  /* per node: its slot map if it is a cluster, else NULL */
     struct tls_ctx *tls;        /* the rediss:// nodes' TLS settings (tls.h), or NULL */
     struct edrv *drv;           /* the engine that runs every lock (engine_driver.h) */
@@ -57,6 +57,11 @@ struct rlc_client {
     pthread_t cb_thread;        /* runs the on_lost callbacks, started with the first */
     bool cb_started;
 
+    /* The lock family's older stack (muxes, clusters above too), made with
+     * the first family handle (client_start_family_stack); a client that
+     * only locks has none of it. */
+    bool family_stack;
+    int family_stack_rc;        /* why making it failed (every later family handle hears it) */
     struct pubsub *pubsub;
     struct sentinel_watch *sentinel_watch; /* +switch-master (sentinel_watch.c) */
     pthread_t thread;           /* the family's renewals + pub/sub; never runs a callback */
@@ -110,6 +115,12 @@ void client_unref(rlc_client *c);
  * owner's id, a thread's included): one owner's commands to one node share
  * one connection, so they run in the order they were sent. */
 struct mux *client_mux(rlc_client *c, int node, uint64_t owner);
+
+/* Makes the lock family's stack (the pooled connections, pub/sub, the
+ * client's thread) if it is not made yet: every family handle's constructor
+ * calls it, inside client_enter. RLC_OK, or why it cannot be (kept: later
+ * calls hear it too). */
+int client_start_family_stack(rlc_client *c);
 
 /* Wakes the client's thread (the family's renewals, pub/sub) to recompute its schedule. */
 void client_wake_thread(rlc_client *c);

@@ -557,6 +557,8 @@ static int flock_new(rlc_client *c, const char *name, uint64_t owner, int kind,
                       (long long)thread_wait_ms);
         goto out;
     }
+    if ((rc = client_start_family_stack(c)) != RLC_OK)
+        goto out;
     l = calloc(1, kind == K_RW ? sizeof(struct rlc_rwlock) : sizeof(struct rlc_fairlock));
     if (!l) {
         rc = rlc_fail(RLC_E_NOMEM, "out of memory");

@@ -76,6 +76,8 @@ static int sem_new(rlc_client *c, const char *name, bool expirable, struct sem *
                       "(use one node)", c->n_nodes);
         goto out;
     }
+    if ((rc = client_start_family_stack(c)) != RLC_OK)
+        goto out;
     s = calloc(1, expirable ? sizeof(struct rlc_psemaphore) : sizeof(struct rlc_semaphore));
     if (!s) {
         rc = rlc_fail(RLC_E_NOMEM, "out of memory");
