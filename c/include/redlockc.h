@@ -719,10 +719,21 @@ RLC_API int rlc_engine_metrics(const rlc_engine *e, uint64_t *out, int n);
  * starts after this call is not affected. A sleeping waiter wakes at once; a
  * try on the wire ends first (bounded by the I/O timeout). No I/O, callable
  * from any thread (not from a signal handler: use a thread that waits for
- * the signal). For rlc_lock handles only: the lock family's waits (rwlock,
- * semaphores, multilock) are not cancelled. RLC_OK (with or without a waiter
- * to cancel), RLC_E_INVAL. */
+ * the signal). For rlc_lock handles; the lock family's handles have their
+ * own (below). RLC_OK (with or without a waiter to cancel), RLC_E_INVAL. */
 RLC_API int rlc_lock_cancel(rlc_lock *l);
+
+/* Since 1.2 (REDLOCKC_1.2). The same for the lock family's handles: each
+ * ends the acquires waiting on its handle in other threads (read and write
+ * acquires of a read-write lock alike) with RLC_E_CANCELED; a fair waiter
+ * leaves the queue, nothing is kept. Any thread, no I/O; RLC_OK (with or
+ * without a waiter to cancel), RLC_E_INVAL for NULL. An acquire that starts
+ * after the call is not affected. */
+RLC_API int rlc_rwlock_cancel(rlc_rwlock *l);
+RLC_API int rlc_fairlock_cancel(rlc_fairlock *l);
+RLC_API int rlc_semaphore_cancel(rlc_semaphore *s);
+RLC_API int rlc_psemaphore_cancel(rlc_psemaphore *s);
+RLC_API int rlc_multilock_cancel(rlc_multilock *m);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "fixture.h"
 
@@ -257,7 +258,142 @@ done:
     cluster_stop(&cl);
 }
 
+/* ---- the lock family's handles ------------------------------------------ */
+
+enum fam_kind { F_WRITE, F_READ, F_FAIR, F_SEM, F_PSEM, F_MULTI };
+
+struct fam_waiter {
+    enum fam_kind kind;
+    void *h;
+    atomic_int done;
+    int rc;
+    char errmsg[256];
+    pthread_t thread;
+};
+
+static void *fam_waiter_main(void *arg)
+{
+    struct fam_waiter *w = arg;
+    char id[RLC_PERMIT_ID_LEN + 1];
+    switch (w->kind) {
+    case F_WRITE: w->rc = rlc_rwlock_write_acquire(w->h, -1, -1); break;
+    case F_READ: w->rc = rlc_rwlock_read_acquire(w->h, -1, -1); break;
+    case F_FAIR: w->rc = rlc_fairlock_acquire(w->h, -1, -1); break;
+    case F_SEM: w->rc = rlc_semaphore_acquire(w->h, 1, -1); break;
+    case F_PSEM: w->rc = rlc_psemaphore_acquire(w->h, 1, -1, 30000, id); break;
+    case F_MULTI: w->rc = rlc_multilock_acquire(w->h, -1, -1); break;
+    }
+    snprintf(w->errmsg, sizeof w->errmsg, "%s", rlc_errmsg());
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static int fam_cancel_of(enum fam_kind k, void *h)
+{
+    switch (k) {
+    case F_WRITE:
+    case F_READ: return rlc_rwlock_cancel(h);
+    case F_FAIR: return rlc_fairlock_cancel(h);
+    case F_SEM: return rlc_semaphore_cancel(h);
+    case F_PSEM: return rlc_psemaphore_cancel(h);
+    default: return rlc_multilock_cancel(h);
+    }
+}
+
+/* Its waiter sleeps: subscribed (or, a fair waiter, queued) after its
+ * first try was refused. */
+static bool fam_asleep(const struct redis_server *s, enum fam_kind k)
+{
+    switch (k) {
+    case F_WRITE: return channel_subscribers(s, "redisson_rwlock:{fw}") == 1;
+    case F_READ: return channel_subscribers(s, "redisson_rwlock:{fr}") == 1;
+    case F_FAIR: return rs_int(s, "LLEN redisson_lock_queue:{ff}") == 1;
+    case F_SEM: return channel_subscribers(s, "redisson_sc:{fs}") == 1;
+    case F_PSEM: return channel_subscribers(s, "redisson_sc:{fp}") == 1;
+    default: return channel_subscribers(s, "redisson_lock__channel:{fm1}") == 1;
+    }
+}
+
+/* Every family handle's wait ends with RLC_E_CANCELED when its handle is
+ * cancelled, from another thread, however long it would have waited; a
+ * fair waiter leaves the queue; the holder keeps what it holds. */
+TEST(a_family_wait_of_each_kind_is_cancelled_and_keeps_nothing)
+{
+    START(s);
+    rlc_client *a = client(s.uri, NULL), *b = client(s.uri, NULL);
+    rlc_rwlock *rw_a = NULL, *rw_b = NULL, *rw_ra = NULL, *rw_c = NULL;
+    rlc_fairlock *fa = NULL, *fb = NULL;
+    rlc_semaphore *sa = NULL, *sb = NULL;
+    rlc_psemaphore *pa = NULL, *pb = NULL;
+    rlc_multilock *mb = NULL;
+    rlc_lock *la = lock(a, "fm1", HOLDER);
+    const char *names[2] = {"fm1", "fm2"};
+    char id[RLC_PERMIT_ID_LEN + 1];
+    int set = 0;
+    CHECK_RC(rlc_rwlock_new(a, "fw", HOLDER, &rw_a), RLC_OK);
+    CHECK_RC(rlc_rwlock_new(b, "fw", WAITER, &rw_b), RLC_OK);
+    CHECK_RC(rlc_rwlock_new(a, "fr", HOLDER, &rw_ra), RLC_OK);
+    CHECK_RC(rlc_rwlock_new(b, "fr", WAITER, &rw_c), RLC_OK);
+    CHECK_RC(rlc_fairlock_new(a, "ff", HOLDER, 0, &fa), RLC_OK);
+    CHECK_RC(rlc_fairlock_new(b, "ff", WAITER, 0, &fb), RLC_OK);
+    CHECK_RC(rlc_semaphore_new(a, "fs", &sa), RLC_OK);
+    CHECK_RC(rlc_semaphore_new(b, "fs", &sb), RLC_OK);
+    CHECK_RC(rlc_psemaphore_new(a, "fp", &pa), RLC_OK);
+    CHECK_RC(rlc_psemaphore_new(b, "fp", &pb), RLC_OK);
+    CHECK_RC(rlc_multilock_new(b, names, 2, WAITER, &mb), RLC_OK);
+    /* every one held by the other client */
+    CHECK_RC(rlc_rwlock_write_acquire(rw_a, 0, -1), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_acquire(rw_ra, 0, -1), RLC_OK);
+    CHECK_RC(rlc_fairlock_acquire(fa, 0, -1), RLC_OK);
+    CHECK_RC(rlc_semaphore_try_set_permits(sa, 1, &set), RLC_OK);
+    CHECK_RC(rlc_semaphore_acquire(sa, 1, 0), RLC_OK);
+    CHECK_RC(rlc_psemaphore_try_set_permits(pa, 1, &set), RLC_OK);
+    CHECK_RC(rlc_psemaphore_acquire(pa, 1, 0, 30000, id), RLC_OK);
+    CHECK_RC(rlc_lock_acquire(la, 0, -1), RLC_OK);
+    const struct { enum fam_kind k; void *h; } cases[] = {
+        {F_WRITE, rw_b}, {F_READ, rw_c}, {F_FAIR, fb}, {F_SEM, sb}, {F_PSEM, pb}, {F_MULTI, mb}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct fam_waiter w = {.kind = cases[i].k, .h = cases[i].h};
+        CHECK(pthread_create(&w.thread, NULL, fam_waiter_main, &w) == 0, "pthread_create");
+        bool asleep = WAIT_UNTIL(fam_asleep(&s, w.kind), 10000);
+        CHECK_RC(fam_cancel_of(w.kind, w.h), RLC_OK);
+        bool ended = WAIT_UNTIL(atomic_load(&w.done), 10000);
+        if (!ended)
+            fam_cancel_of(w.kind, w.h); /* not reached when it works */
+        pthread_join(w.thread, NULL);
+        CHECK(asleep, "kind %d: the waiter never slept", (int)w.kind);
+        CHECK(ended && w.rc == RLC_E_CANCELED && strstr(w.errmsg, "cancel"),
+              "kind %d: %d %s", (int)w.kind, w.rc, w.errmsg);
+    }
+    /* the fair waiter left the queue; the holders hold on */
+    CHECK(WAIT_UNTIL(rs_int(&s, "LLEN redisson_lock_queue:{ff}") == 0, 5000), "fair queue");
+    CHECK(rs_int(&s, "HLEN fw") == 2, "the writer's hash (mode and field)");
+    CHECK(rs_int(&s, "EXISTS fm2") == 0, "the multi-lock took no name");
+    CHECK_RC(rlc_rwlock_cancel(NULL), RLC_E_INVAL);
+    CHECK_RC(rlc_fairlock_cancel(NULL), RLC_E_INVAL);
+    CHECK_RC(rlc_semaphore_cancel(NULL), RLC_E_INVAL);
+    CHECK_RC(rlc_psemaphore_cancel(NULL), RLC_E_INVAL);
+    CHECK_RC(rlc_multilock_cancel(NULL), RLC_E_INVAL);
+done:
+    rlc_multilock_free(mb);
+    rlc_lock_free(la);
+    rlc_rwlock_free(rw_a);
+    rlc_rwlock_free(rw_b);
+    rlc_rwlock_free(rw_ra);
+    rlc_rwlock_free(rw_c);
+    rlc_fairlock_free(fa);
+    rlc_fairlock_free(fb);
+    rlc_semaphore_free(sa);
+    rlc_semaphore_free(sb);
+    rlc_psemaphore_free(pa);
+    rlc_psemaphore_free(pb);
+    rlc_client_free(a);
+    rlc_client_free(b);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(cancel_from_another_thread_ends_a_waiting_acquire_at_once),
+          CASE(a_family_wait_of_each_kind_is_cancelled_and_keeps_nothing),
           CASE(cancel_ends_only_the_waits_on_its_own_handle),
           CASE(a_cancel_before_the_acquire_starts_does_not_affect_it),
           CASE(a_grant_that_races_a_cancel_is_undone_or_kept_whole),

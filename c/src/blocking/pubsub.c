@@ -417,6 +417,15 @@ static void wake_all(struct pubsub *ps)
         wake_everyone(ch);
 }
 
+void pubsub_wake_all(struct pubsub *ps)
+{
+    if (!ps)
+        return;
+    pthread_mutex_lock(&ps->mu);
+    wake_all(ps);
+    pthread_mutex_unlock(&ps->mu);
+}
+
 void pubsub_stop(struct pubsub *ps)
 {
     pthread_mutex_lock(&ps->mu);

@@ -60,6 +60,9 @@ void pubsub_pause(struct pubsub *ps, struct channel *ch, int64_t until_ns,
 /* Wakes every sleeper of the channel, if it has any, to look at its cancel
  * point (rlc_lock_cancel). The others go back to sleep. */
 void pubsub_wake_channel(struct pubsub *ps, const char *name, size_t len);
+/* The same for every channel (a family handle's cancel: its waiters may sit
+ * on channels of their own, a fair waiter's). */
+void pubsub_wake_all(struct pubsub *ps);
 
 void pubsub_leave(struct pubsub *ps, struct channel *ch);
 

@@ -242,20 +242,25 @@ static void jitter(const rlc_client *c, int64_t deadline_ns)
 }
 
 int fam_wait(rlc_client *c, const char *channel, size_t channel_len, int64_t deadline_ns,
-             fam_try_fn fn, void *arg, struct fam_try *t)
+             const struct cancel_point *cp, fam_try_fn fn, void *arg, struct fam_try *t)
 {
     struct channel *ch = pubsub_join(c->pubsub, channel, channel_len);
     if (!ch)
         return rlc_fail(RLC_E_NOMEM, "out of memory");
     int64_t ready_by = rlc_deadline_after_ms(rlc_now_ns(),
                                              c->call_timeout_ms + c->opts.connect_timeout_ms);
-    pubsub_wait_ready(c->pubsub, ch, ready_by < deadline_ns ? ready_by : deadline_ns, NULL);
+    pubsub_wait_ready(c->pubsub, ch, ready_by < deadline_ns ? ready_by : deadline_ns, cp);
     int rc;
     for (;;) {
         uint64_t seq = pubsub_seq(c->pubsub, ch);
         rc = fn(arg, t);
         if (rc != RLC_NOT_ACQUIRED)
             break;
+        if (cancel_requested(cp)) {
+            /* between tries: the last one took nothing or was undone */
+            rc = RLC_E_CANCELED;
+            break;
+        }
         int64_t now = rlc_now_ns();
         if (now >= deadline_ns)
             break;
@@ -269,10 +274,20 @@ int fam_wait(rlc_client *c, const char *channel, size_t channel_len, int64_t dea
         }
         int64_t ms = quorum_retry_ms(t->sleep_ms);
         int64_t until = rlc_deadline_after_ms(now, ms);
-        pubsub_wait(c->pubsub, ch, seq, until < deadline_ns ? until : deadline_ns, NULL);
+        pubsub_wait(c->pubsub, ch, seq, until < deadline_ns ? until : deadline_ns, cp);
     }
     pubsub_leave(c->pubsub, ch);
     return rc;
+}
+
+int fam_cancel(rlc_client *c, atomic_uint_fast64_t *cancels)
+{
+    atomic_fetch_add(cancels, 1);
+    if (client_enter(c) == RLC_OK) { /* else: closed, its waiters were ended */
+        pubsub_wake_all(c->pubsub);
+        client_leave(c);
+    }
+    return RLC_OK;
 }
 
 int fam_release_reply(const redisReply *r, int64_t *n, int *freed)

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cancel.h"
 #include "fanout.h"
 #include "keys.h"
 #include "state.h"
@@ -53,6 +54,7 @@ struct fam_obj {
     fam_renew_fn renew;
     struct fam_hold *holds[FAM_SIDES];
     int renewing;                 /* renewals in flight (free waits for 0) */
+    atomic_uint_fast64_t cancels; /* rlc_rwlock_cancel / rlc_fairlock_cancel calls (cancel.h) */
 };
 
 extern pthread_mutex_t fam_mu;
@@ -100,10 +102,16 @@ struct fam_try {
 void fam_read_acquire(rlc_client *c, const struct fanout *f, int64_t lease, const char *key,
                       struct fam_try *t);
 
-/* Waits on `channel` and calls try_fn until it is not busy or the deadline. */
+/* Waits on `channel` and calls try_fn until it is not busy, the deadline,
+ * or a cancel counted at cp (then RLC_E_CANCELED, its message naming what
+ * (e.g. "write lock 'x'") and how (the cancel call)). */
 typedef int (*fam_try_fn)(void *arg, struct fam_try *t);
 int fam_wait(rlc_client *c, const char *channel, size_t channel_len, int64_t deadline_ns,
-             fam_try_fn fn, void *arg, struct fam_try *t);
+             const struct cancel_point *cp, fam_try_fn fn, void *arg, struct fam_try *t);
+
+/* A family handle's cancel (rlc_rwlock_cancel ...): counts one at *cancels
+ * and wakes the client's family waiters to look. Any thread. */
+int fam_cancel(rlc_client *c, atomic_uint_fast64_t *cancels);
 
 /* Release reply: -1, or {n, freed}. Returns 1 parsed (fills), 0 not. */
 int fam_release_reply(const redisReply *r, int64_t *n, int *freed);

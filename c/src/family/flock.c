@@ -366,6 +366,8 @@ static int acquire(struct flock *l, int side, int64_t wait_ms, int64_t lease_ms)
         return rc;
     if ((rc = fam_check_lease(c, lease_ms)) != RLC_OK)
         goto out;
+    /* Cancels made from here on end this acquire; earlier ones do not. */
+    struct cancel_point cp = {&l->o.cancels, atomic_load(&l->o.cancels)};
     int64_t start = rlc_now_ns();
     int64_t deadline = wait_ms < 0 ? RLC_FOREVER_NS : rlc_deadline_after_ms(start, wait_ms);
     struct try_arg a = {l, side, fam_owner(&l->o), lease_ms, 0, false};
@@ -398,7 +400,7 @@ static int acquire(struct flock *l, int side, int64_t wait_ms, int64_t lease_ms)
             wname = p;
         }
         a.enqueue = l->kind == K_FAIR ? 1 : side == SIDE_WRITE ? WRITER_INTENT_MS : 0;
-        rc = fam_wait(c, wname, wlen, deadline, try_once, &a, &t);
+        rc = fam_wait(c, wname, wlen, deadline, &cp, try_once, &a, &t);
         free(big);
         if (rc != RLC_OK && a.queued) {
             bool all[RLC_MAX_NODES];
@@ -407,12 +409,15 @@ static int acquire(struct flock *l, int side, int64_t wait_ms, int64_t lease_ms)
             send_detached(l, OP_WITHDRAW, side, a.owner, 0, 0, 0, all);
         }
     }
-    if (rc == RLC_NOT_ACQUIRED) {
-        char name[80];
+    char name[80];
+    if (rc == RLC_NOT_ACQUIRED)
         rlc_fail(RLC_NOT_ACQUIRED, "%s '%s' is held by another owner; waited %lld ms",
                  side_name(l, side), rlc_clip(l->key, name, sizeof name),
                  (long long)((rlc_now_ns() - start) / RLC_NS_PER_MS));
-    }
+    else if (rc == RLC_E_CANCELED)
+        rlc_fail(RLC_E_CANCELED, "acquire of %s '%s' was cancelled (%s); nothing was kept",
+                 side_name(l, side), rlc_clip(l->key, name, sizeof name),
+                 l->kind == K_FAIR ? "rlc_fairlock_cancel" : "rlc_rwlock_cancel");
 out:
     client_leave(c);
     return rc;
@@ -670,6 +675,20 @@ static int server_string(struct flock *l, int argc, const char **argv, const siz
 }
 
 /* ---- public: read-write lock -------------------------------------------------------- */
+
+int rlc_rwlock_cancel(rlc_rwlock *l)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    return fam_cancel(l->f.o.client, &l->f.o.cancels);
+}
+
+int rlc_fairlock_cancel(rlc_fairlock *l)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    return fam_cancel(l->f.o.client, &l->f.o.cancels);
+}
 
 int rlc_rwlock_new(rlc_client *c, const char *name, uint64_t owner, rlc_rwlock **out)
 {

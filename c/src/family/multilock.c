@@ -35,6 +35,7 @@ struct rlc_multilock {
     uint64_t owner;
     int n;
     rlc_lock **locks;          /* sorted by key */
+    atomic_uint_fast64_t cancels; /* rlc_multilock_cancel calls (cancel.h) */
 };
 
 static int by_key(const void *a, const void *b)
@@ -103,6 +104,8 @@ int rlc_multilock_acquire(rlc_multilock *m, int64_t wait_ms, int64_t lease_ms)
     int rc = client_enter(c);
     if (rc != RLC_OK)
         return rc;
+    /* Cancels made from here on end this acquire; earlier ones do not. */
+    struct cancel_point cp = {&m->cancels, atomic_load(&m->cancels)};
     if ((rc = fam_check_lease(c, lease_ms)) != RLC_OK)
         goto out;
     uint64_t owner = m->owner ? m->owner : rlc_thread_owner();
@@ -122,7 +125,7 @@ int rlc_multilock_acquire(rlc_multilock *m, int64_t wait_ms, int64_t lease_ms)
      * every name, undone name by name, each name then held, renewed and
      * lost on its own; waits on the first name's channel. */
     struct edrv_outcome o;
-    rc = edrv_acquire_multi(c->drv, names, lens, m->n, owner, NULL, wait_ms, lease_ms, &o);
+    rc = edrv_acquire_multi(c->drv, names, lens, m->n, owner, &cp, wait_ms, lease_ms, &o);
     free(names);
     free(lens);
     if (rc == RLC_OK) {
@@ -141,6 +144,20 @@ int rlc_multilock_acquire(rlc_multilock *m, int64_t wait_ms, int64_t lease_ms)
 out:
     client_leave(c);
     return rc;
+}
+
+/* As rlc_lock_cancel: not through an owner, so any thread may call it. */
+int rlc_multilock_cancel(rlc_multilock *m)
+{
+    if (!m)
+        return rlc_fail(RLC_E_INVAL, "multilock handle is NULL");
+    atomic_fetch_add(&m->cancels, 1);
+    rlc_client *c = m->client;
+    if (client_enter(c) == RLC_OK) { /* else: closed, its waiters were ended */
+        edrv_cancel(c->drv, &m->cancels);
+        client_leave(c);
+    }
+    return RLC_OK;
 }
 
 int rlc_multilock_release(rlc_multilock *m)

@@ -39,6 +39,7 @@ struct sem {
     char *rec;          /* redlockc_attempt:{key}: record key prefix */
     size_t rec_len;
     bool expirable;
+    atomic_uint_fast64_t cancels; /* rlc_semaphore_cancel / rlc_psemaphore_cancel calls */
 };
 
 struct rlc_semaphore {
@@ -341,6 +342,8 @@ static int sem_acquire(struct sem *s, int64_t n, int64_t wait_ms, int64_t lease_
         rc = fam_check_lease(c, lease_ms);
     if (rc != RLC_OK)
         goto out;
+    /* Cancels made from here on end this acquire; earlier ones do not. */
+    struct cancel_point cp = {&s->cancels, atomic_load(&s->cancels)};
     struct sem_try a;
     memset(&a, 0, sizeof a);
     a.s = s;
@@ -350,7 +353,14 @@ static int sem_acquire(struct sem *s, int64_t n, int64_t wait_ms, int64_t lease_
     int64_t deadline = wait_ms < 0 ? RLC_FOREVER_NS : rlc_deadline_after_ms(rlc_now_ns(), wait_ms);
     rc = sem_try_once(&a, &t);
     if (rc == RLC_NOT_ACQUIRED && wait_ms != 0)
-        rc = fam_wait(c, s->channel, s->channel_len, deadline, sem_try_once, &a, &t);
+        rc = fam_wait(c, s->channel, s->channel_len, deadline, &cp, sem_try_once, &a, &t);
+    if (rc == RLC_E_CANCELED) {
+        char name[80];
+        rlc_fail(RLC_E_CANCELED, "acquire of %s '%s' was cancelled (%s); nothing was kept",
+                 s->expirable ? "permit-expirable semaphore" : "semaphore",
+                 rlc_clip(s->key, name, sizeof name),
+                 s->expirable ? "rlc_psemaphore_cancel" : "rlc_semaphore_cancel");
+    }
     if (rc == RLC_OK && s->expirable && id_out) /* checked above; for gcc -O2 */
         memcpy(id_out, a.rec, ID_HEX + 1);
 out:
@@ -359,6 +369,23 @@ out:
 }
 
 /* ---- public: plain semaphore ---------------------------------------------------------- */
+
+static int sem_cancel(struct sem *s)
+{
+    if (!s)
+        return rlc_fail(RLC_E_INVAL, "semaphore handle is NULL");
+    return fam_cancel(s->client, &s->cancels);
+}
+
+int rlc_semaphore_cancel(rlc_semaphore *s)
+{
+    return sem_cancel(s ? &s->s : NULL);
+}
+
+int rlc_psemaphore_cancel(rlc_psemaphore *s)
+{
+    return sem_cancel(s ? &s->s : NULL);
+}
 
 int rlc_semaphore_new(rlc_client *c, const char *name, rlc_semaphore **out)
 {
