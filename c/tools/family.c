@@ -13,15 +13,13 @@
  * ordinary parser (cli_parse), so --wait, --lease, --kill-after, --nodes,
  * --options and --verbose mean what they mean for a plain lock.
  *
- * Waiting: a fair waiter keeps its place in the queue, and a waiting writer
- * holds back new readers, only within one library call, so those two wait in
- * one call, on a thread of their own, while this thread reads signals; a
- * terminating signal ends redlockc at once (128+N): the queue entry leaves
- * within 2 x thread wait, the writer's intent within 3 s, and a hold taken in
- * that instant dies with its lease. Readers, multi-name locks and semaphores
- * wait in slices (the family has no rlc_lock_cancel; run.c waits in one
- * call) and give back what a slice took if a signal came meanwhile: a plain
- * semaphore's permits would never come back.
+ * Waiting is one library call, as for a plain lock (run.c): a signal ends
+ * it at once through the handle's cancel (rlc_rwlock_cancel, ...; see
+ * sigcancel.c), and the cancelled acquire keeps nothing: a fair waiter
+ * leaves the queue, a waiting writer's hold on new readers goes. A
+ * permit-expirable semaphore waits in calls of at most SLICE_MS: its lease
+ * began on the server within the call that took it, and the end of the
+ * lease stops CMD.
  *
  * Losing the hold: a multi-name lock hears on_lost of each name; a read,
  * write or fair hold is looked at every LOOK_MS (its hold count drops to 0
@@ -33,7 +31,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +39,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "sigcancel.h"
 
 #define SLICE_MS 250
 #define LOOK_MS 200
@@ -63,11 +61,7 @@ struct fam {
     rlc_psemaphore *psem;
     rlc_multilock *multi;
     char permit_id[RLC_PERMIT_ID_LEN + 1];
-    /* the acquiring thread */
-    atomic_int stop;
-    int done_pipe[2];
-    int rc;
-    char msg[256];        /* rlc_errmsg() of a failed acquire, copied on its thread */
+    char msg[256];        /* rlc_errmsg() of a failed acquire */
     int64_t slice_start;  /* when the acquire that took it began */
 };
 
@@ -285,42 +279,23 @@ static void fam_free(struct fam *f)
     rlc_multilock_free(f->multi);
 }
 
-/* ---- acquiring, on a thread of its own ----------------------------------------- */
+/* ---- acquiring: one call that a signal cancels (sigcancel.c) ---------------------- */
 
-static int one_call(const struct fam *f)
+static int wait_call(void *handle, int64_t wait)
 {
-    return f->mode == F_FAIR || f->mode == F_WRITE;
+    return fam_acquire(handle, wait);
 }
 
-static void *acquirer(void *arg)
+static int cancel_call(void *handle)
 {
-    struct fam *f = arg;
-    int64_t wait = f->a->wait_ms, deadline = now_ms() + wait;
-    int rc;
-    for (int turn = 0;; turn++) {
-        int64_t slice = one_call(f) ? wait : SLICE_MS;
-        if (!one_call(f) && wait >= 0) {
-            int64_t left = deadline - now_ms();
-            slice = left < 0 ? 0 : left < SLICE_MS ? left : SLICE_MS;
-        }
-        f->slice_start = now_ms();
-        rc = fam_acquire(f, slice);
-        if (rc == RLC_OK && atomic_load(&f->stop)) {
-            fam_release(f); /* a signal came meanwhile: give back what we took */
-            rc = RLC_NOT_ACQUIRED;
-        }
-        if (rc != RLC_NOT_ACQUIRED || one_call(f) || atomic_load(&f->stop) ||
-            (wait >= 0 && now_ms() >= deadline))
-            break;
-        (void)turn;
+    struct fam *f = handle;
+    switch (f->mode) {
+    case F_READ:
+    case F_WRITE: return rlc_rwlock_cancel(f->rw);
+    case F_FAIR: return rlc_fairlock_cancel(f->fair);
+    case F_MULTI: return rlc_multilock_cancel(f->multi);
+    default: return f->psem ? rlc_psemaphore_cancel(f->psem) : rlc_semaphore_cancel(f->sem);
     }
-    f->rc = rc;
-    snprintf(f->msg, sizeof f->msg, "%s", rc < 0 ? rlc_errmsg() : "");
-    char b = 1;
-    if (write(f->done_pipe[1], &b, 1) < 0) {
-        /* the pipe is empty: cannot fail */
-    }
-    return NULL;
 }
 
 static int is_terminating(int sig)
@@ -328,36 +303,47 @@ static int is_terminating(int sig)
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
 }
 
-/* Returns RLC_OK, a status, or CLI_SIGNAL_BASE + N (> 128) after a signal. */
+/* Reads every pending signal (no CMD yet to pass them to); returns the last
+ * terminating one, else 0. */
+static int drain_signals(int sigfd)
+{
+    struct signalfd_siginfo si;
+    int sig = 0;
+    while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+        if (is_terminating((int)si.ssi_signo))
+            sig = (int)si.ssi_signo;
+    return sig;
+}
+
+/* Returns RLC_OK, a status, or CLI_SIGNAL_BASE + N (> 128) after a
+ * terminating signal (then nothing is held). As run.c: a signal cancels the
+ * wait; one that does not end redlockc lets it go on (a fair waiter then
+ * queues again, at the back). Bounded by the deadline, or by "forever",
+ * which --wait asked for. */
 static int acquire(struct fam *f, int sigfd)
 {
-    pthread_t t;
-    if (pipe2(f->done_pipe, O_CLOEXEC) != 0 || pthread_create(&t, NULL, acquirer, f) != 0) {
-        cli_err("pipe/thread: %s", strerror(errno));
-        return RLC_E_NOMEM;
-    }
-    struct pollfd pf[2] = {{sigfd, POLLIN, 0}, {f->done_pipe[0], POLLIN, 0}};
-    int sig = 0;
+    struct sigcancel_wait w = {wait_call, cancel_call, f};
+    int64_t wait = f->a->wait_ms, deadline = now_ms() + wait;
     for (;;) {
-        if (poll(pf, 2, -1) < 0 && errno != EINTR)
-            break;
-        if (pf[1].revents)
-            break;
-        struct signalfd_siginfo si;
-        while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si)
-            if (is_terminating((int)si.ssi_signo))
-                sig = (int)si.ssi_signo;
-        if (sig && one_call(f))
-            _exit(CLI_SIGNAL_BASE + sig); /* see the top of this file */
-        if (sig)
-            atomic_store(&f->stop, 1);
+        int64_t left = wait < 0 ? -1 : deadline - now_ms();
+        if (wait >= 0 && left < 0)
+            left = 0;
+        if (f->psem && (left < 0 || left > SLICE_MS))
+            left = SLICE_MS; /* see the top of this file */
+        f->slice_start = now_ms();
+        int rc = sigcancel_wait(&w, sigfd, left, 0, NULL, NULL);
+        snprintf(f->msg, sizeof f->msg, "%s", rc < 0 ? rlc_errmsg() : "");
+        int sig = drain_signals(sigfd);
+        if (sig) {
+            if (rc == RLC_OK)
+                fam_release(f); /* taken as the signal came: give it back */
+            return CLI_SIGNAL_BASE + sig;
+        }
+        if (rc == RLC_E_CANCELED || (rc == RLC_NOT_ACQUIRED && f->psem && left != 0))
+            continue;
+        if (rc != RLC_NOT_ACQUIRED || (wait >= 0 && now_ms() >= deadline))
+            return rc;
     }
-    pthread_join(t, NULL);
-    close(f->done_pipe[0]);
-    close(f->done_pipe[1]);
-    if (sig)
-        return CLI_SIGNAL_BASE + sig;
-    return f->rc;
 }
 
 /* ---- running CMD ------------------------------------------------------------------ */
@@ -533,7 +519,7 @@ static int run_cmd(struct fam *f, int sigfd, const sigset_t *orig)
 
 int cli_family(int argc, char **argv)
 {
-    static struct fam f; /* the acquiring thread may outlive a _exit path */
+    static struct fam f; /* zeroed; one per process */
     char **args = calloc((size_t)argc + 3, sizeof *args);
     if (!args) {
         cli_err("out of memory");

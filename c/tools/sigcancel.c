@@ -4,7 +4,7 @@
  * The helper polls the signalfd and a pipe the main thread writes to when
  * its acquire has returned. A pending signal makes it cancel, and cancel
  * again every CANCEL_AGAIN_MS until that pipe says the acquire is over:
- * rlc_lock_cancel spares an acquire that had not started yet, and the
+ * a cancel spares an acquire that had not started yet, and the
  * signal may come just before the main thread enters it. Without a signal
  * nothing is polled; the wait sleeps on the unlock message.
  */
@@ -19,7 +19,7 @@
 #define CANCEL_AGAIN_MS 20
 
 struct helper {
-    rlc_lock *l;
+    const struct sigcancel_wait *w;
     int sigfd;
     int done[2];          /* the main thread writes a byte once acquire returned */
     int64_t report_ms;
@@ -42,25 +42,25 @@ static void *helper_main(void *arg)
             h->report(h->user);
     }
     do
-        rlc_lock_cancel(h->l);
+        h->w->cancel(h->w->handle);
     while (poll(pf, 1, CANCEL_AGAIN_MS) == 0);
     return NULL;
 }
 
-int sigcancel_acquire(rlc_lock *l, int sigfd, int64_t wait_ms, int64_t lease_ms,
-                      int64_t report_ms, void (*report)(void *user), void *user)
+int sigcancel_wait(const struct sigcancel_wait *w, int sigfd, int64_t wait_ms,
+                   int64_t report_ms, void (*report)(void *user), void *user)
 {
-    struct helper h = {l, sigfd, {-1, -1}, report_ms, report, user};
+    struct helper h = {w, sigfd, {-1, -1}, report_ms, report, user};
     pthread_t t;
     /* Without a helper the wait still works; it is only not cancellable. */
     if (pipe2(h.done, O_CLOEXEC) != 0)
-        return rlc_lock_acquire(l, wait_ms, lease_ms);
+        return w->acquire(w->handle, wait_ms);
     if (pthread_create(&t, NULL, helper_main, &h) != 0) {
         close(h.done[0]);
         close(h.done[1]);
-        return rlc_lock_acquire(l, wait_ms, lease_ms);
+        return w->acquire(w->handle, wait_ms);
     }
-    int rc = rlc_lock_acquire(l, wait_ms, lease_ms);
+    int rc = w->acquire(w->handle, wait_ms);
     char one = 1;
     while (write(h.done[1], &one, 1) < 0 && errno == EINTR)
         ; /* a fresh pipe takes one byte: nothing else can fail */
@@ -68,4 +68,28 @@ int sigcancel_acquire(rlc_lock *l, int sigfd, int64_t wait_ms, int64_t lease_ms,
     close(h.done[0]);
     close(h.done[1]);
     return rc;
+}
+
+struct lock_wait {
+    rlc_lock *l;
+    int64_t lease_ms;
+};
+
+static int lock_acquire(void *handle, int64_t wait_ms)
+{
+    const struct lock_wait *lw = handle;
+    return rlc_lock_acquire(lw->l, wait_ms, lw->lease_ms);
+}
+
+static int lock_cancel(void *handle)
+{
+    return rlc_lock_cancel(((const struct lock_wait *)handle)->l);
+}
+
+int sigcancel_acquire(rlc_lock *l, int sigfd, int64_t wait_ms, int64_t lease_ms,
+                      int64_t report_ms, void (*report)(void *user), void *user)
+{
+    struct lock_wait lw = {l, lease_ms};
+    struct sigcancel_wait w = {lock_acquire, lock_cancel, &lw};
+    return sigcancel_wait(&w, sigfd, wait_ms, report_ms, report, user);
 }

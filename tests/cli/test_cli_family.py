@@ -153,14 +153,88 @@ def test_a_multi_name_hold_deleted_by_another_process_is_a_loss(cli, redis, name
     assert status == LOST, f"exit {status}: {err}"
 
 
-def test_a_signal_while_waiting_for_permits_gives_none_back_wrongly(cli, redis, name):
+def subscribed(redis, channel):
+    out = redis.cli("PUBSUB", "NUMSUB", channel)
+    return out.split("\n")[-1].strip() == "1"
+
+
+def script_calls(redis):
+    """How many EVAL/EVALSHA calls the server has run (INFO commandstats)."""
+    calls = 0
+    for line in redis.cli("INFO", "commandstats").splitlines():
+        if line.startswith(("cmdstat_eval:", "cmdstat_evalsha:")):
+            calls += int(line.split("calls=")[1].split(",")[0])
+    return calls
+
+
+def test_a_signal_ends_a_write_wait_and_readers_are_not_held_back(cli, redis, name, tmp_path):
+    # The cancelled write acquire takes back the intent that holds new
+    # readers back (3 s), as a lock wait keeps nothing when cancelled.
+    inside, marker = tmp_path / "inside", tmp_path / "ran"
+    reader = start(cli, redis.uri, "--read", name, "--", "sh", "-c", f"touch {inside}; sleep 30")
+    try:
+        wait_until(started_marker(inside), what="the reader's CMD")
+        writer = start(cli, redis.uri, "--write", "--wait", "30", name, "--", "touch", str(marker))
+        intent = "redlockc_rwlock_writers:{%s}" % name
+        wait_until(lambda: redis.cli("ZCARD", intent) == "1", what="the writer to wait")
+        writer.send_signal(signal.SIGINT)
+        status, _, err = finish(writer, timeout=5)
+        assert status == 128 + signal.SIGINT, f"expected 130, seen {status}; stderr: {err}"
+        assert not marker.exists(), "CMD never ran"
+        assert redis.cli("ZCARD", intent) == "0", "the writer's intent was taken back"
+        r = run(cli, redis.uri, "--read", "--wait", "0", name, "--", "true")
+        expect_status(r, 0, "a new reader right after the writer's wait was cancelled")
+        assert redis.cli("HGET", name, "mode") == "read", "the first reader still holds"
+    finally:
+        reader.send_signal(signal.SIGTERM)
+        finish(reader)
+    assert redis.cli("EXISTS", name) == "0"
+
+
+def test_a_signal_ends_a_fair_wait_and_its_place_in_the_queue(cli, redis, name, tmp_path):
+    gate, marker = tmp_path / "gate", tmp_path / "ran"
+    holder = start(cli, redis.uri, "--fair", name, "--", "sh", "-c",
+                   f"i=0; while [ ! -e {gate} ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done")
+    queue = "redisson_lock_queue:{%s}" % name
+    try:
+        wait_until(lambda: redis.cli("EXISTS", name) == "1", what="the holder")
+        waiter = start(cli, redis.uri, "--fair", "--wait", "30", name, "--", "touch", str(marker))
+        wait_until(lambda: redis.cli("LLEN", queue) == "1", what="the waiter in the queue")
+        waiter.send_signal(signal.SIGTERM)
+        status, _, err = finish(waiter, timeout=5)
+        assert status == 128 + signal.SIGTERM, f"expected 143, seen {status}; stderr: {err}"
+        assert not marker.exists(), "CMD never ran"
+        assert redis.cli("LLEN", queue) == "0", "the cancelled waiter left the queue"
+    finally:
+        gate.touch()
+        finish(holder)
+    assert redis.cli("EXISTS", name) == "0"
+
+
+def test_a_signal_ends_a_semaphore_wait_made_in_one_call(cli, redis, name, tmp_path):
+    # One acquire call waits on the semaphore's channel and tries again at
+    # most once a second; waiting in calls of 250 ms tried eight times a
+    # second. The fixed second below samples that rate; nothing awaits it.
     redis.cli("SET", name, "0")
-    p = start(cli, redis.uri, "--permits", "1", name, "--", "true")
-    time.sleep(0.5)
-    p.send_signal(signal.SIGINT)
-    status, _, err = finish(p)
-    assert status == 128 + signal.SIGINT, err
+    marker = tmp_path / "ran"
+    p = start(cli, redis.uri, "--permits", "1", "--wait", "-1", name, "--", "touch", str(marker))
+    try:
+        wait_until(lambda: subscribed(redis, "redisson_sc:{%s}" % name), what="the waiter")
+        before = script_calls(redis)
+        time.sleep(1.2)
+        tries = script_calls(redis) - before
+        p.send_signal(signal.SIGINT)
+        status, _, err = finish(p, timeout=5)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(5)
+    assert status == 128 + signal.SIGINT, f"expected 130, seen {status}; stderr: {err}"
+    assert tries <= 3, f"the waiter tried {tries} times in 1.2 s: it waits in slices"
+    assert not marker.exists(), "CMD never ran"
     assert redis.cli("GET", name) == "0", "no permit was created or lost"
+    r = run(cli, redis.uri, "--permits", "1", "--total", "1", "--wait", "0", name, "--", "true")
+    expect_status(r, BUSY, "the count stays as set")
 
 
 @pytest.mark.parametrize("argv", [
