@@ -11,9 +11,11 @@ package redlockc
 // The family is not an engine operation yet: it runs on the library's
 // blocking API (a client of its own, made at the first family call), so a
 // waiting call blocks its goroutine and the OS thread under it for at most
-// its wait plus the I/O timeouts. It cannot be interrupted (the library's
-// wait sleeps on the unlock message); bound it with wait. A fair waiter
-// keeps its place in the queue only inside one call.
+// its wait plus the I/O timeouts. The ...Context acquires (LockContext,
+// RLockContext, AcquireContext) wait until ctx ends instead: its end
+// cancels the library's wait (rlc_rwlock_cancel etc.) and nothing is kept,
+// as for Lock.LockContext. A fair waiter keeps its place in the queue only
+// inside one call.
 
 /*
 #include <stdio.h>
@@ -86,6 +88,19 @@ static struct rlcgo_result rlcgo_fnew(int kind, rlc_client *c, const char *name,
     return r;
 }
 
+// Ends the acquires waiting on h in other threads (RLC_E_CANCELED). No I/O.
+static int rlcgo_fcancel(int kind, void *h)
+{
+    switch (kind) {
+    case FGO_RW: return rlc_rwlock_cancel(h);
+    case FGO_FAIR: return rlc_fairlock_cancel(h);
+    case FGO_SEM: return rlc_semaphore_cancel(h);
+    case FGO_PSEM: return rlc_psemaphore_cancel(h);
+    case FGO_MULTI: return rlc_multilock_cancel(h);
+    }
+    return RLC_E_INVAL;
+}
+
 static void rlcgo_ffree(int kind, void *h)
 {
     switch (kind) {
@@ -100,6 +115,7 @@ static void rlcgo_ffree(int kind, void *h)
 import "C"
 
 import (
+	"context"
 	"runtime"
 	"sort"
 	"sync"
@@ -180,6 +196,88 @@ func (f *fhandle) call(op C.int, what string, a, b, c int64, s string) (int64, s
 	}
 }
 
+// cancelAgain: a cancel spares an acquire that had not started yet, and ctx
+// may end just before the call enters the library; so the cancel is made
+// again at this interval until the call has returned.
+const cancelAgain = 20 * time.Millisecond
+
+// callContext is call for an acquire (op, with arguments a, b, c around the
+// wait at index waitAt: 0 a, 1 b) that waits until ctx ends. nil when taken
+// (the permit id in id); ctx.Err() when ctx ended first, with nothing kept:
+// its end cancels the wait, and what a call took as the cancel crossed it
+// is given back with undo(id). context.DeadlineExceeded when busy until
+// ctx's deadline.
+func (f *fhandle) callContext(ctx context.Context, op C.int, what string, args [3]int64,
+	waitAt int, undo func(id string)) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	wait := time.Duration(-1) // forever: the context's end cancels it
+	deadline, bounded := ctx.Deadline()
+	if bounded {
+		if wait = time.Until(deadline); wait < time.Millisecond { // ms resolution
+			return "", context.DeadlineExceeded
+		}
+	}
+	args[waitAt] = waitArg(wait)
+	done := make(chan struct{})
+	cancelled := make(chan struct{})
+	go f.cancelOnEnd(ctx, done, cancelled)
+	_, id, ok, err := f.call(op, what, args[0], args[1], args[2], "")
+	close(done)
+	select {
+	case <-cancelled: // the wait was cancelled (or would have been)
+		if ok {
+			undo(id)
+		}
+		return "", ctx.Err()
+	default:
+	}
+	switch {
+	case ok:
+		return id, nil
+	case err == nil && bounded:
+		return "", context.DeadlineExceeded // busy until the deadline
+	case err == nil:
+		return "", errorf(StatusNotAcquired, what, "%q stayed busy", f.name)
+	}
+	return "", err
+}
+
+// cancelOnEnd cancels the handle's waits from ctx's end until done closes;
+// it closes cancelled first, so the caller knows the result is the cancel's.
+func (f *fhandle) cancelOnEnd(ctx context.Context, done, cancelled chan struct{}) {
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	close(cancelled)
+	t := time.NewTicker(cancelAgain)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		if f.calls > 0 && f.h != nil { // the call holds h; Close frees it only after
+			C.rlcgo_fcancel(f.kind, f.h)
+		}
+		f.mu.Unlock()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// errOnly is callContext's error, for the acquires that return no id.
+func errOnly(_ string, err error) error { return err }
+
+// giveBack runs a release whose failure nobody could act on: the context's
+// end is what the caller sees, and the library drops the level anyway.
+func giveBack(release func() error) func(string) {
+	return func(string) { _ = release() }
+}
+
 func (f *fhandle) freeIfDone() {
 	if f.closing && f.calls == 0 && f.h != nil {
 		C.rlcgo_ffree(f.kind, f.h)
@@ -233,6 +331,14 @@ func (l *RWLock) RLock(wait, lease time.Duration) (bool, error) {
 	return ok, err
 }
 
+// RLockContext takes a read level, waiting until ctx ends: nil when held;
+// ctx.Err() when ctx ended first (nothing kept, the wait is cancelled);
+// context.DeadlineExceeded when busy until ctx's deadline.
+func (l *RWLock) RLockContext(ctx context.Context, lease time.Duration) error {
+	return errOnly(l.callContext(ctx, C.FGO_RW_READ_ACQUIRE, "read lock",
+		[3]int64{0, leaseArg(lease), 0}, 0, giveBack(l.RUnlock)))
+}
+
 // RUnlock gives back a read level.
 func (l *RWLock) RUnlock() error {
 	_, _, _, err := l.call(C.FGO_RW_READ_RELEASE, "read unlock", 0, 0, 0, "")
@@ -243,6 +349,13 @@ func (l *RWLock) RUnlock() error {
 func (l *RWLock) Lock(wait, lease time.Duration) (bool, error) {
 	_, _, ok, err := l.call(C.FGO_RW_WRITE_ACQUIRE, "write lock", waitArg(wait), leaseArg(lease), 0, "")
 	return ok, err
+}
+
+// LockContext takes a write level, waiting until ctx ends (as
+// RLockContext). A cancelled writer's hold on new readers goes with it.
+func (l *RWLock) LockContext(ctx context.Context, lease time.Duration) error {
+	return errOnly(l.callContext(ctx, C.FGO_RW_WRITE_ACQUIRE, "write lock",
+		[3]int64{0, leaseArg(lease), 0}, 0, giveBack(l.Unlock)))
 }
 
 // Unlock gives back a write level.
@@ -286,6 +399,13 @@ func (c *Client) NewFairLock(name string, threadWait time.Duration) (*FairLock, 
 func (l *FairLock) Lock(wait, lease time.Duration) (bool, error) {
 	_, _, ok, err := l.call(C.FGO_FAIR_ACQUIRE, "fair lock", waitArg(wait), leaseArg(lease), 0, "")
 	return ok, err
+}
+
+// LockContext takes a level, waiting until ctx ends (as
+// RWLock.RLockContext). A cancelled waiter leaves the queue.
+func (l *FairLock) LockContext(ctx context.Context, lease time.Duration) error {
+	return errOnly(l.callContext(ctx, C.FGO_FAIR_ACQUIRE, "fair lock",
+		[3]int64{0, leaseArg(lease), 0}, 0, giveBack(l.Unlock)))
 }
 
 // Unlock gives back a level; at zero the next waiter in line is woken.
@@ -345,6 +465,13 @@ func (m *MultiLock) Lock(wait, lease time.Duration) (bool, error) {
 	return ok, err
 }
 
+// LockContext takes every name or none, waiting until ctx ends (as
+// RWLock.RLockContext).
+func (m *MultiLock) LockContext(ctx context.Context, lease time.Duration) error {
+	return errOnly(m.callContext(ctx, C.FGO_MULTI_ACQUIRE, "multi lock",
+		[3]int64{0, leaseArg(lease), 0}, 0, giveBack(m.Unlock)))
+}
+
 // Unlock gives back one level of every name; the first failure is returned.
 func (m *MultiLock) Unlock() error {
 	_, _, _, err := m.call(C.FGO_MULTI_RELEASE, "multi unlock", 0, 0, 0, "")
@@ -388,6 +515,13 @@ func (s *Semaphore) Available() (int64, error) {
 func (s *Semaphore) Acquire(n int64, wait time.Duration) (bool, error) {
 	_, _, ok, err := s.call(C.FGO_SEM_ACQUIRE, "acquire", n, waitArg(wait), 0, "")
 	return ok, err
+}
+
+// AcquireContext takes n permits, waiting until ctx ends (as
+// RWLock.RLockContext): no permit is taken when ctx ended first.
+func (s *Semaphore) AcquireContext(ctx context.Context, n int64) error {
+	return errOnly(s.callContext(ctx, C.FGO_SEM_ACQUIRE, "acquire", [3]int64{n, 0, 0}, 1,
+		giveBack(func() error { return s.Release(n) })))
 }
 
 // Release gives n permits back.
@@ -437,6 +571,16 @@ func (s *PermitSemaphore) Acquire(n int64, wait, lease time.Duration) (string, e
 	}
 	_, id, _, err := s.call(C.FGO_PSEM_ACQUIRE, "acquire", n, waitArg(wait), leaseArg(lease), "")
 	return id, err
+}
+
+// AcquireContext takes n permits with a lease (> 0), waiting until ctx ends
+// (as RWLock.RLockContext): their id, or "" and why not.
+func (s *PermitSemaphore) AcquireContext(ctx context.Context, n int64, lease time.Duration) (string, error) {
+	if lease <= 0 {
+		return "", errorf(StatusInvalid, "acquire", "a permit needs a lease > 0 (no watchdog)")
+	}
+	return s.callContext(ctx, C.FGO_PSEM_ACQUIRE, "acquire", [3]int64{n, 0, leaseArg(lease)}, 1,
+		func(id string) { _ = s.Release(id) })
 }
 
 // Release gives back the permits of id; an *Error with StatusLost if their

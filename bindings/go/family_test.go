@@ -1,9 +1,11 @@
 package redlockc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -264,4 +266,180 @@ func TestFamilyRefusalsAndClosed(t *testing.T) {
 	if _, err := rw.RLock(0, 0); !errors.Is(err, ErrClosed) {
 		t.Fatalf("closed rwlock: %v", err)
 	}
+}
+
+// famWaiting is true once the server shows the family waiter (redis-cli).
+func famWaiting(t *testing.T, port int, args ...string) func() bool {
+	return func() bool {
+		out := redisCli(t, port, args...)
+		lines := strings.Split(out, "\n")
+		return lines[len(lines)-1] == "1"
+	}
+}
+
+func awaitTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 500; i++ { // 10 s
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: not seen within 10 s", what)
+}
+
+// A family acquire that waits until its context ends is cancelled by that
+// end: context.Canceled, and nothing is kept (no level, no permit, no
+// writer's intent, no place in the fair queue), as for Lock.LockContext.
+func TestFamilyContextEndCancelsTheWaitAndKeepsNothing(t *testing.T) {
+	port := freshServer(t)
+	c, err := NewClient(fmt.Sprintf("redis://127.0.0.1:%d", port), "")
+	noErr(t, err)
+	defer c.Close()
+	type kind struct {
+		hold    func(n string)                            // another owner takes it
+		wait    func(ctx context.Context, n string) error // the waiter
+		waiting []string                                  // redis-cli args answering 1 while it waits
+		after   func(t *testing.T, n string)              // nothing kept
+	}
+	var rwW, rwR *RWLock
+	var fair *FairLock
+	var multi *MultiLock
+	kinds := map[string]kind{
+		"rw-write": {
+			hold: func(n string) { must(must(c.NewRWLock(n)).RLock(0, 30*time.Second)) },
+			wait: func(ctx context.Context, n string) error {
+				rwW = must(c.NewRWLock(n))
+				return rwW.LockContext(ctx, 0)
+			},
+			waiting: []string{"PUBSUB", "NUMSUB", "redisson_rwlock:{%s}"},
+			after: func(t *testing.T, n string) {
+				if z := redisCli(t, port, "ZCARD", "redlockc_rwlock_writers:{"+n+"}"); z != "0" {
+					t.Fatalf("the cancelled writer's intent stayed (ZCARD %s)", z)
+				}
+				if !must(must(c.NewRWLock(n)).RLock(0, 10*time.Second)) {
+					t.Fatal("a new reader was held back after the writer's wait ended")
+				}
+				if h := must(rwW.HoldCount(true)); h != 0 {
+					t.Fatalf("write hold count %d", h)
+				}
+			},
+		},
+		"rw-read": {
+			hold: func(n string) { must(must(c.NewRWLock(n)).Lock(0, 30*time.Second)) },
+			wait: func(ctx context.Context, n string) error {
+				rwR = must(c.NewRWLock(n))
+				return rwR.RLockContext(ctx, 0)
+			},
+			waiting: []string{"PUBSUB", "NUMSUB", "redisson_rwlock:{%s}"},
+			after: func(t *testing.T, n string) {
+				if h := must(rwR.HoldCount(false)); h != 0 {
+					t.Fatalf("read hold count %d", h)
+				}
+			},
+		},
+		"fair": {
+			hold: func(n string) { must(must(c.NewFairLock(n, 0)).Lock(0, 30*time.Second)) },
+			wait: func(ctx context.Context, n string) error {
+				fair = must(c.NewFairLock(n, 0))
+				return fair.LockContext(ctx, 0)
+			},
+			waiting: []string{"LLEN", "redisson_lock_queue:{%s}"},
+			after: func(t *testing.T, n string) {
+				if q := redisCli(t, port, "LLEN", "redisson_lock_queue:{"+n+"}"); q != "0" {
+					t.Fatalf("the cancelled waiter stayed in the queue (LLEN %s)", q)
+				}
+				if h := must(fair.HoldCount()); h != 0 {
+					t.Fatalf("hold count %d", h)
+				}
+			},
+		},
+		"semaphore": {
+			hold: func(n string) { must(must(c.NewSemaphore(n, 1)).Acquire(1, 0)) },
+			wait: func(ctx context.Context, n string) error {
+				return must(c.NewSemaphore(n, 0)).AcquireContext(ctx, 1)
+			},
+			waiting: []string{"PUBSUB", "NUMSUB", "redisson_sc:{%s}"},
+			after: func(t *testing.T, n string) {
+				if v := redisCli(t, port, "GET", n); v != "0" {
+					t.Fatalf("permits %s after the cancel, expected 0 (the holder's one out)", v)
+				}
+			},
+		},
+		"permit-semaphore": {
+			hold: func(n string) { must(must(c.NewPermitSemaphore(n, 1)).Acquire(1, 0, 30*time.Second)) },
+			wait: func(ctx context.Context, n string) error {
+				_, err := must(c.NewPermitSemaphore(n, 0)).AcquireContext(ctx, 1, 30*time.Second)
+				return err
+			},
+			waiting: []string{"PUBSUB", "NUMSUB", "redisson_sc:{%s}"},
+			after: func(t *testing.T, n string) {
+				if z := redisCli(t, port, "ZCARD", "{"+n+"}:timeout"); z != "1" {
+					t.Fatalf("%s permits out after the cancel, expected the holder's 1", z)
+				}
+			},
+		},
+		"multi": {
+			hold: func(n string) { must(newLock(t, c, n+"-b").TryLock()) },
+			wait: func(ctx context.Context, n string) error {
+				multi = must(c.NewMultiLock(n+"-a", n+"-b"))
+				return multi.LockContext(ctx, 0)
+			},
+			waiting: []string{"PUBSUB", "NUMSUB", "redisson_lock__channel:{%s-b}"},
+			after: func(t *testing.T, n string) {
+				if e := redisCli(t, port, "EXISTS", n+"-a"); e != "0" {
+					t.Fatal("the free name was kept")
+				}
+			},
+		},
+	}
+	for what, k := range kinds {
+		t.Run(what, func(t *testing.T) {
+			n := famName(what)
+			k.hold(n)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- k.wait(ctx, n) }()
+			args := append([]string(nil), k.waiting...)
+			args[len(args)-1] = fmt.Sprintf(args[len(args)-1], n)
+			awaitTrue(t, "the waiter", famWaiting(t, port, args...))
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("expected context.Canceled, saw %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the wait went on 10 s after its context was cancelled")
+			}
+			k.after(t, n)
+		})
+	}
+}
+
+// A ...Context acquire gets what is free, and says DeadlineExceeded when it
+// stayed busy until the context's deadline.
+func TestFamilyContextAcquireAndDeadline(t *testing.T) {
+	c := newClient(t, "")
+	n := famName("ctx")
+	a, b := must(c.NewRWLock(n)), must(c.NewRWLock(n))
+	defer a.Close()
+	defer b.Close()
+	noErr(t, a.LockContext(context.Background(), 10*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := b.RLockContext(ctx, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("busy until the deadline: %v, expected context.DeadlineExceeded", err)
+	}
+	noErr(t, a.Unlock())
+	noErr(t, b.RLockContext(context.Background(), 0))
+	noErr(t, b.RUnlock())
+	s := must(c.NewPermitSemaphore(famName("ctx-p"), 1))
+	defer s.Close()
+	id, err := s.AcquireContext(context.Background(), 1, 10*time.Second)
+	if err != nil || len(id) != 32 {
+		t.Fatalf("permit: %q %v", id, err)
+	}
+	noErr(t, s.Release(id))
 }
