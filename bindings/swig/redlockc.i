@@ -193,10 +193,17 @@ static int rlcpy_is_record(PyObject *got)
 /* These release the GIL themselves, around the C call only. */
 %nothread rlcpy_acquire;
 %nothread rlcpy_acquire_main;
+%nothread rlcpy_rwlock_acquire_main;
+%nothread rlcpy_fairlock_acquire_main;
+%nothread rlcpy_multilock_acquire_main;
+%nothread rlcpy_semaphore_acquire_main;
+%nothread rlcpy_psemaphore_acquire_main;
 %nothread rlcpy_signal_arrived;
 %nothread rlcpy_register_set_wakeup_fd;
 %nothread rlcpy_undo_acquire;
 %nothread rlcpy_metrics;
+/* The main thread's wait record: C only. */
+%ignore rlcpy_wait;
 
 %inline %{
 /* redlockc/_errors.py: the class raised for `status` (a negative code). */
@@ -251,11 +258,22 @@ PyObject *rlcpy_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms, PyObject
  * fd; for the length of the wait that fd is the package's pipe, whose reader
  * thread calls rlcpy_signal_arrived. The swap and its undo happen here, in C,
  * so that no Python signal handler can run between them and leave the pipe
- * installed. */
+ * installed. Every kind waits the same way: a struct rlcpy_wait names the
+ * acquire and the cancel of its handle (rlc_lock_cancel, rlc_rwlock_cancel,
+ * ...). */
+struct rlcpy_wait {
+    int (*acquire)(struct rlcpy_wait *w);
+    int (*cancel)(struct rlcpy_wait *w);
+    void *handle;
+    int64_t n;                       /* permits; a read-write lock: 1 for the write side */
+    int64_t wait_ms, lease_ms;
+    char id[RLC_PERMIT_ID_LEN + 1];  /* a permit-expirable semaphore's permit id */
+};
+
 static pthread_mutex_t rlcpy_wait_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rlcpy_wait_ended = PTHREAD_COND_INITIALIZER;
-static rlc_lock *rlcpy_waiting;      /* the handle the main thread waits on, or NULL */
-static uint64_t rlcpy_wait_call;     /* that wait's number: the next one on l is another */
+static struct rlcpy_wait *rlcpy_waiting; /* the main thread's wait, or NULL */
+static uint64_t rlcpy_wait_call;     /* that wait's number: the next one is another */
 static int rlcpy_wait_signalled;     /* rlcpy_signal_arrived cancelled that wait */
 static int rlcpy_forward_fd = -1;    /* the wakeup fd set before the pipe */
 static PyObject *rlcpy_set_wakeup_fd; /* signal.set_wakeup_fd, from _interrupt.py */
@@ -281,54 +299,178 @@ static int rlcpy_swap_wakeup_fd(int fd)
     return (int)previous;
 }
 
-/* As rlcpy_acquire, for the main thread, with wake_fd (the pipe) as Python's
- * wakeup fd meanwhile. None: a signal cancelled the wait (nothing kept); its
- * handler runs as soon as Python code does, and the caller waits again if
- * that handler returns. */
-PyObject *rlcpy_acquire_main(rlc_lock *l, int64_t wait_ms, int64_t lease_ms, PyObject *got,
-                             int wake_fd)
+/* w->acquire(w) without the GIL, with wake_fd (the pipe) as Python's wakeup
+ * fd meanwhile. Its status; *signalled says a signal cancelled it. */
+static int rlcpy_wait_main(struct rlcpy_wait *w, int wake_fd, int *signalled)
 {
-    if (!rlcpy_is_record(got))
-        return NULL;
-    int status, signalled;
+    int status;
     int previous = rlcpy_swap_wakeup_fd(wake_fd);
     if (previous == -2)
         wake_fd = -1;
     pthread_mutex_lock(&rlcpy_wait_mu);
-    rlcpy_waiting = wake_fd >= 0 ? l : NULL;
+    rlcpy_waiting = wake_fd >= 0 ? w : NULL;
     rlcpy_wait_call++;
     rlcpy_wait_signalled = 0;
     if (wake_fd >= 0)
         rlcpy_forward_fd = previous;
     pthread_mutex_unlock(&rlcpy_wait_mu);
     Py_BEGIN_ALLOW_THREADS
-    status = rlc_lock_acquire(l, wait_ms, lease_ms);
+    status = w->acquire(w);
     Py_END_ALLOW_THREADS
     pthread_mutex_lock(&rlcpy_wait_mu);
     rlcpy_waiting = NULL;
-    signalled = rlcpy_wait_signalled;
+    *signalled = rlcpy_wait_signalled;
     pthread_cond_broadcast(&rlcpy_wait_ended);
     pthread_mutex_unlock(&rlcpy_wait_mu);
     if (wake_fd >= 0)
         rlcpy_swap_wakeup_fd(previous);
+    return status;
+}
+
+/* The Python result of a main-thread wait: None if a signal cancelled it
+ * (nothing kept; its handler runs as soon as Python code does, and the
+ * caller waits again if that handler returns), else raises, or True/False
+ * (a permit-expirable semaphore: its id or False). What was taken is
+ * recorded in got[0] before any Python code can run (see rlcpy_acquire). */
+static PyObject *rlcpy_wait_result(struct rlcpy_wait *w, PyObject *got, int wake_fd,
+                                   int with_id)
+{
+    if (!rlcpy_is_record(got))
+        return NULL;
+    int signalled = 0;
+    int status = rlcpy_wait_main(w, wake_fd, &signalled);
     if (status == RLC_E_CANCELED && signalled)
         Py_RETURN_NONE;
     if (status < 0) {
         rlcpy_raise(status);
         return NULL;
     }
-    if (status == RLC_OK) {
-        Py_INCREF(Py_True);
-        PyList_SetItem(got, 0, Py_True);
-    }
-    return PyBool_FromLong(status == RLC_OK);
+    if (status != RLC_OK)
+        return PyBool_FromLong(0);
+    PyObject *taken = with_id ? PyUnicode_FromString(w->id) : PyBool_FromLong(1);
+    if (!taken)
+        return NULL;
+    Py_INCREF(taken);
+    PyList_SetItem(got, 0, taken);
+    return taken;
+}
+
+static int rlcpy_lock_acquire_w(struct rlcpy_wait *w)
+{
+    return rlc_lock_acquire(w->handle, w->wait_ms, w->lease_ms);
+}
+
+static int rlcpy_lock_cancel_w(struct rlcpy_wait *w)
+{
+    return rlc_lock_cancel(w->handle);
+}
+
+static int rlcpy_rwlock_acquire_w(struct rlcpy_wait *w)
+{
+    return w->n ? rlc_rwlock_write_acquire(w->handle, w->wait_ms, w->lease_ms)
+                : rlc_rwlock_read_acquire(w->handle, w->wait_ms, w->lease_ms);
+}
+
+static int rlcpy_rwlock_cancel_w(struct rlcpy_wait *w)
+{
+    return rlc_rwlock_cancel(w->handle);
+}
+
+static int rlcpy_fairlock_acquire_w(struct rlcpy_wait *w)
+{
+    return rlc_fairlock_acquire(w->handle, w->wait_ms, w->lease_ms);
+}
+
+static int rlcpy_fairlock_cancel_w(struct rlcpy_wait *w)
+{
+    return rlc_fairlock_cancel(w->handle);
+}
+
+static int rlcpy_multilock_acquire_w(struct rlcpy_wait *w)
+{
+    return rlc_multilock_acquire(w->handle, w->wait_ms, w->lease_ms);
+}
+
+static int rlcpy_multilock_cancel_w(struct rlcpy_wait *w)
+{
+    return rlc_multilock_cancel(w->handle);
+}
+
+static int rlcpy_semaphore_acquire_w(struct rlcpy_wait *w)
+{
+    return rlc_semaphore_acquire(w->handle, w->n, w->wait_ms);
+}
+
+static int rlcpy_semaphore_cancel_w(struct rlcpy_wait *w)
+{
+    return rlc_semaphore_cancel(w->handle);
+}
+
+static int rlcpy_psemaphore_acquire_w(struct rlcpy_wait *w)
+{
+    return rlc_psemaphore_acquire(w->handle, w->n, w->wait_ms, w->lease_ms, w->id);
+}
+
+static int rlcpy_psemaphore_cancel_w(struct rlcpy_wait *w)
+{
+    return rlc_psemaphore_cancel(w->handle);
+}
+
+/* As rlcpy_acquire, for the main thread (rlcpy_wait_result says what it returns). */
+PyObject *rlcpy_acquire_main(rlc_lock *l, int64_t wait_ms, int64_t lease_ms, PyObject *got,
+                             int wake_fd)
+{
+    struct rlcpy_wait w = {rlcpy_lock_acquire_w, rlcpy_lock_cancel_w, l, 0, wait_ms, lease_ms,
+                           ""};
+    return rlcpy_wait_result(&w, got, wake_fd, 0);
+}
+
+/* The family's acquires for the main thread (redlockc/_family.py), the same way. */
+PyObject *rlcpy_rwlock_acquire_main(rlc_rwlock *l, int write, int64_t wait_ms,
+                                    int64_t lease_ms, PyObject *got, int wake_fd)
+{
+    struct rlcpy_wait w = {rlcpy_rwlock_acquire_w, rlcpy_rwlock_cancel_w, l, write != 0,
+                           wait_ms, lease_ms, ""};
+    return rlcpy_wait_result(&w, got, wake_fd, 0);
+}
+
+PyObject *rlcpy_fairlock_acquire_main(rlc_fairlock *l, int64_t wait_ms, int64_t lease_ms,
+                                      PyObject *got, int wake_fd)
+{
+    struct rlcpy_wait w = {rlcpy_fairlock_acquire_w, rlcpy_fairlock_cancel_w, l, 0, wait_ms,
+                           lease_ms, ""};
+    return rlcpy_wait_result(&w, got, wake_fd, 0);
+}
+
+PyObject *rlcpy_multilock_acquire_main(rlc_multilock *m, int64_t wait_ms, int64_t lease_ms,
+                                       PyObject *got, int wake_fd)
+{
+    struct rlcpy_wait w = {rlcpy_multilock_acquire_w, rlcpy_multilock_cancel_w, m, 0, wait_ms,
+                           lease_ms, ""};
+    return rlcpy_wait_result(&w, got, wake_fd, 0);
+}
+
+PyObject *rlcpy_semaphore_acquire_main(rlc_semaphore *s, int64_t permits, int64_t wait_ms,
+                                       PyObject *got, int wake_fd)
+{
+    struct rlcpy_wait w = {rlcpy_semaphore_acquire_w, rlcpy_semaphore_cancel_w, s, permits,
+                           wait_ms, 0, ""};
+    return rlcpy_wait_result(&w, got, wake_fd, 0);
+}
+
+PyObject *rlcpy_psemaphore_acquire_main(rlc_psemaphore *s, int64_t permits, int64_t wait_ms,
+                                        int64_t lease_ms, PyObject *got, int wake_fd)
+{
+    struct rlcpy_wait w = {rlcpy_psemaphore_acquire_w, rlcpy_psemaphore_cancel_w, s, permits,
+                           wait_ms, lease_ms, ""};
+    return rlcpy_wait_result(&w, got, wake_fd, 1);
 }
 
 /* The pipe's reader read `data`: passes it on to the wakeup fd it replaced
- * (asyncio's, say), and cancels the main thread's wait. rlc_lock_cancel
- * spares an acquire that had not read its cancel count yet, and the signal
- * may have come just before: so it cancels again every 20 ms until the wait
- * has returned. The GIL is released meanwhile: the waiter needs it back. */
+ * (asyncio's, say), and cancels the main thread's wait. A cancel spares an
+ * acquire that had not read its cancel count yet, and the signal may have
+ * come just before: so it cancels again every 20 ms until the wait has
+ * returned. The GIL is released meanwhile: the waiter needs it back. */
 PyObject *rlcpy_signal_arrived(PyObject *data)
 {
     if (!PyBytes_Check(data)) {
@@ -341,12 +483,13 @@ PyObject *rlcpy_signal_arrived(PyObject *data)
     pthread_mutex_lock(&rlcpy_wait_mu);
     if (rlcpy_forward_fd >= 0)
         (void)!write(rlcpy_forward_fd, buf, (size_t)len);
-    rlc_lock *l = rlcpy_waiting;
+    struct rlcpy_wait *w = rlcpy_waiting;
     uint64_t call = rlcpy_wait_call;
-    if (l)
+    if (w)
         rlcpy_wait_signalled = 1;
-    while (l && rlcpy_waiting == l && rlcpy_wait_call == call) {
-        rlc_lock_cancel(l);
+    /* w lives on the waiting thread's stack until it takes this mutex again */
+    while (w && rlcpy_waiting == w && rlcpy_wait_call == call) {
+        w->cancel(w);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 20 * 1000000L;

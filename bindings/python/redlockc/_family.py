@@ -8,11 +8,17 @@ timeout=-1, ...)`` returns True or False (busy), ``release()``, and ``with``.
 Times are seconds. Failures raise the same ``redlockc.Error`` subclasses as
 ``Lock``; levels are counted per handle, so release through the object that
 acquired.
+
+In the main thread a waiting acquire is cancelled by a signal (Ctrl-C) and
+the handler's exception (KeyboardInterrupt) is raised at once, with nothing
+kept, as for ``Lock`` (_interrupt.py; the handle's rlc_*_cancel ends the C
+wait); a handler that returns lets the wait go on.
 """
+import threading
 import weakref
 
 from . import redlockc_core as _core
-from . import _units
+from . import _interrupt, _units
 from ._errors import ClosedError, InvalidArgument, invalid
 from ._errors import TimeoutError as _TimeoutError
 from ._units import lease_ms as _lease_ms
@@ -89,10 +95,40 @@ def _check_client(client):
         raise TypeError(f"needs a redlockc.Client, not {type(client).__name__}")
 
 
-def _acquire_with(fn, ptr, blocking, timeout, lease):
+def _take(plain, main, undo, wait):
+    """plain(wait), the C acquire; in the main thread main(wait, got, wake_fd)
+    instead, one of redlockc.i's rlcpy_*_acquire_main, which a signal
+    cancels. Python runs a signal handler right after a C call returns, so
+    its KeyboardInterrupt can come after the call took something and before
+    the caller saw it: got[0] (what was taken) is then given back by
+    undo(got[0]), since nobody else would."""
+    # main_thread() asked each time: after a fork from another thread, the
+    # child's main thread is that one.
+    if threading.get_ident() != threading.main_thread().ident:
+        return plain(wait)
+    got = [False]
+    try:
+        return _interrupt.wait_main(lambda w, fd: main(w, got, fd), wait)
+    except BaseException:
+        if got[0]:
+            _give_back(undo, got[0])
+        raise
+
+
+def _give_back(undo, taken):
+    # Not reported: the exception on its way is what the caller must see.
+    try:
+        undo(taken)
+    except Exception:  # noqa: BLE001 - see above
+        pass
+
+
+def _acquire_with(plain, main, undo, blocking, timeout, lease):
+    """_take with a lease: plain(ptr-bound)(wait, lease_ms), main(wait, lease_ms, got, fd)."""
     wait, lease_ms = _wait_ms(blocking, timeout), _lease_ms(lease)
     try:
-        return fn(ptr, wait, lease_ms)
+        return _take(lambda w: plain(w, lease_ms),
+                     lambda w, got, fd: main(w, lease_ms, got, fd), undo, wait)
     except InvalidArgument as e:  # from C, which took nothing
         raise _lease_refused(e, lease) from None
 
@@ -161,7 +197,11 @@ class _Side:
         timeout: seconds (-1 or None: forever; 0: once); lease: None for the
         watchdog, or a fixed lease in seconds.
         """
-        return _acquire_with(self._acq, self._rw._ptr, blocking, timeout, lease)
+        ptr, write, rel = self._rw._ptr, int(self._write), self._rel
+        return _acquire_with(
+            lambda w, ls: self._acq(ptr, w, ls),
+            lambda w, ls, got, fd: _core.rlcpy_rwlock_acquire_main(ptr, write, w, ls, got, fd),
+            lambda _taken: rel(ptr), blocking, timeout, lease)
 
     def release(self):
         """Gives back one level. NotOwnerError if none is held, LockLostError if lost."""
@@ -210,7 +250,11 @@ class FairLock(_Handle):
 
     def acquire(self, blocking=True, timeout=-1, lease=None):
         """As ``Lock.acquire``: True, or False if it stayed busy."""
-        return _acquire_with(_core.rlc_fairlock_acquire, self._ptr, blocking, timeout, lease)
+        ptr = self._ptr
+        return _acquire_with(
+            lambda w, ls: _core.rlc_fairlock_acquire(ptr, w, ls),
+            lambda w, ls, got, fd: _core.rlcpy_fairlock_acquire_main(ptr, w, ls, got, fd),
+            lambda _taken: _core.rlc_fairlock_release(ptr), blocking, timeout, lease)
 
     def release(self):
         """Gives back one level; at zero the next waiter in line is woken."""
@@ -278,8 +322,11 @@ class Semaphore(_Handle):
 
     def acquire(self, permits=1, blocking=True, timeout=-1):
         """Takes ``permits`` free permits, waiting for them; True, or False on timeout."""
-        return _core.rlc_semaphore_acquire(self._ptr, _count(permits, "permits"),
-                                           _wait_ms(blocking, timeout))
+        ptr, n = self._ptr, _count(permits, "permits")
+        return _take(lambda w: _core.rlc_semaphore_acquire(ptr, n, w),
+                     lambda w, got, fd: _core.rlcpy_semaphore_acquire_main(ptr, n, w, got, fd),
+                     lambda _taken: _core.rlc_semaphore_release(ptr, n),
+                     _wait_ms(blocking, timeout))
 
     def release(self, permits=1):
         """Gives ``permits`` back and wakes waiters."""
@@ -337,12 +384,14 @@ class PermitExpirableSemaphore(_Handle):
         if lease is None:
             raise invalid("a permit needs a lease in seconds (expirable permits have no "
                           "watchdog)")
-        n = _count(permits, "permits")
-        wait, lease_ms = _wait_ms(blocking, timeout), _lease_ms(lease)
-        try:
-            return _core.rlc_psemaphore_acquire(self._ptr, n, wait, lease_ms)
-        except InvalidArgument as e:
-            raise _lease_refused(e, lease) from None
+        ptr, n = self._ptr, _count(permits, "permits")
+        # The main thread's call answers False when busy (None: a signal).
+        permit = _acquire_with(
+            lambda w, ls: _core.rlc_psemaphore_acquire(ptr, n, w, ls),
+            lambda w, ls, got, fd: _core.rlcpy_psemaphore_acquire_main(ptr, n, w, ls, got, fd),
+            lambda permit_id: _core.rlc_psemaphore_release(ptr, permit_id),
+            blocking, timeout, lease)
+        return permit or None
 
     def release(self, permit_id):
         """Gives back the permits of ``permit_id``; LockLostError if they had expired."""
@@ -402,7 +451,11 @@ class MultiLock(_Handle):
 
     def acquire(self, blocking=True, timeout=-1, lease=None):
         """Takes every name (one level each) or none; True, or False if one stayed busy."""
-        return _acquire_with(_core.rlc_multilock_acquire, self._ptr, blocking, timeout, lease)
+        ptr = self._ptr
+        return _acquire_with(
+            lambda w, ls: _core.rlc_multilock_acquire(ptr, w, ls),
+            lambda w, ls, got, fd: _core.rlcpy_multilock_acquire_main(ptr, w, ls, got, fd),
+            lambda _taken: _core.rlc_multilock_release(ptr), blocking, timeout, lease)
 
     def release(self):
         """Gives back one level of every name; raises the first failure."""

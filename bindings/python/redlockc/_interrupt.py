@@ -7,7 +7,8 @@ the call to return, which would make Ctrl-C wait for the lock.
 Instead of cutting the wait into short polls, the main thread's wait is made
 cancellable: while it lasts, Python's wakeup fd (which Python's own C signal
 handler writes each signal's number to) is a pipe, read by a thread of this
-module that cancels the wait (rlc_lock_cancel, in redlockc.i). The C call then
+module that cancels the wait (rlc_lock_cancel, or the family handle's
+rlc_rwlock_cancel etc., in redlockc.i). The C call then
 returns, having kept nothing, and the handler runs: if it raises, that is
 what the caller sees; if it returns, the wait goes on for what is left of it,
 as Python's own sleeps do after a signal (PEP 475).
@@ -55,14 +56,20 @@ def _handle_signals():
     """Python runs a pending signal handler on entering a function: here."""
 
 
-def acquire(ptr, wait, lease, got):
-    """rlcpy_acquire for the main thread: True or False, or raises; a signal
-    ends the wait at once and its handler's exception is raised."""
+def wait_main(call, wait):
+    """call(wait, wake_fd), one of redlockc.i's rlcpy_*_acquire_main, until it
+    answers: what it returns, or raises; a signal ends the wait at once and
+    its handler's exception is raised. wait: ms, -1 forever."""
     deadline = None if wait < 0 else time.monotonic() + wait / 1000
     while True:
-        taken = _acquire_main(ptr, wait, lease, got, _wake_fd())
-        if taken is not None:
-            return taken
+        answer = call(wait, _wake_fd())
+        if answer is not None:
+            return answer
         _handle_signals()  # a KeyboardInterrupt leaves here
         if deadline is not None:
             wait = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+
+
+def acquire(ptr, wait, lease, got):
+    """rlcpy_acquire for the main thread: True or False, or raises."""
+    return wait_main(lambda w, fd: _acquire_main(ptr, w, lease, got, fd), wait)
