@@ -1,7 +1,8 @@
 /*
  * engine_query.c - asking the servers about a lock, changing nothing
  * (rlc_engine_query: rlc_lock_is_locked, is_held, hold_count, ttl_ms), and
- * the one round that changes it whoever holds it (rlc_engine_force_release).
+ * the one-shot rounds that write: a force release (rlc_engine_force_release)
+ * and a fenced write (rlc_engine_fenced_set).
  *
  * A query is one round of a read-only command on every node's command
  * connection, the one the locks' scripts use, so it sees whatever this
@@ -165,8 +166,9 @@ static void query_reply(rlc_engine *e, struct eng_op *op, int node, const redisR
     const redisReply *ok = round_note(op, node, r, status, msg);
     if (op->what == Q_FENCE) {
         fence_reply(op, node, ok);
-    } else if (ok && op->hold->lock->classic && (op->what == RLC_Q_HELD || op->what == RLC_Q_COUNT) &&
-        ok->type != REDIS_REPLY_ERROR) {
+    } else if (ok && op->hold->lock->classic &&
+               (op->what == RLC_Q_HELD || op->what == RLC_Q_COUNT) &&
+               ok->type != REDIS_REPLY_ERROR) {
         op->rep[node].a = classic_mine(e, op->hold, ok);
     } else if (ok && ok->type == REDIS_REPLY_INTEGER) {
         op->rep[node].a = ok->integer;
