@@ -190,6 +190,12 @@ export declare class Lock extends EventEmitter {
   emit(event: 'lost', err: LockLostError): boolean;
 }
 
+/** A family acquire's options. */
+export interface FamilyWaitOptions extends WaitLeaseOptions {
+  /** Aborting it ends the wait, rejecting with signal.reason; nothing stays held. */
+  signal?: AbortSignal;
+}
+
 /** Shared by the lock family's handles. */
 declare class FamilyHandle {
   readonly client: Client;
@@ -198,7 +204,7 @@ declare class FamilyHandle {
 }
 
 export declare class ReadWriteLockSide {
-  acquire(options?: WaitLeaseOptions): Promise<boolean>;
+  acquire(options?: FamilyWaitOptions): Promise<boolean>;
   tryAcquire(options?: LeaseOptions): Promise<boolean>;
   release(): Promise<void>;
   holdCount(): number;
@@ -221,7 +227,7 @@ export interface FairLockOptions {
 export declare class FairLock extends FamilyHandle {
   constructor(client: Client, name: string, options?: FairLockOptions);
   readonly owner: number;
-  acquire(options?: WaitLeaseOptions): Promise<boolean>;
+  acquire(options?: FamilyWaitOptions): Promise<boolean>;
   tryAcquire(options?: LeaseOptions): Promise<boolean>;
   release(): Promise<void>;
   holdCount(): number;
@@ -231,6 +237,8 @@ export declare class FairLock extends FamilyHandle {
 export interface PermitOptions {
   permits?: number;
   wait?: number;
+  /** Aborting it ends the wait, rejecting with signal.reason; no permit is taken. */
+  signal?: AbortSignal;
 }
 
 export declare class Semaphore extends FamilyHandle {
@@ -257,7 +265,7 @@ export declare class MultiLock extends FamilyHandle {
   /** Sorted and de-duplicated. */
   readonly names: string[];
   readonly size: number;
-  acquire(options?: WaitLeaseOptions): Promise<boolean>;
+  acquire(options?: FamilyWaitOptions): Promise<boolean>;
   tryAcquire(options?: LeaseOptions): Promise<boolean>;
   release(): Promise<void>;
 }

@@ -9,7 +9,10 @@
 // owner-bound object is an explicit owner of its own (acquiring the same
 // object again is reentrant, two objects of one name exclude each other);
 // failures reject with the error class of their status; a wait that runs
-// out resolves false (null for a permit). close() frees the native handle
+// out resolves false (null for a permit). An acquire's signal (an
+// AbortSignal) ends its wait as for Lock: the pool thread's wait is
+// cancelled (rlc_rwlock_cancel etc.), the acquire rejects with
+// signal.reason, and nothing stays held. close() frees the native handle
 // once no call is in flight (holds are not released: they expire).
 const { loadNative } = require('../build.js');
 // koffi as native.js found it (in this package, or in the application).
@@ -26,6 +29,7 @@ const ffn = {
   psemNew: lib.func('void *rlcn_psemaphore_new(void *c, const char *name, void *res)'),
   multiNew: lib.func('void *rlcn_multilock_new(void *c, const uint8_t *names, int n, uint64_t owner, void *res)'),
   free: lib.func('void rlcn_family_free(int kind, void *h)'),
+  cancel: lib.func('int rlcn_family_cancel(int kind, void *h)'),
   local: lib.func('int rlcn_family_local(int what, void *h, int write, void *res)'),
   strerror: lib.func('const char *rlcn_strerror(int rc)'),
 };
@@ -42,6 +46,21 @@ const KIND = { RW: 0, FAIR: 1, SEM: 2, PSEM: 3, MULTI: 4 };
 const MODES = ['free', 'read', 'write'];
 
 const fail = (rec) => errorFor(rec.rc, rec.msg, (rc) => ffn.strerror(rc));
+
+// A cancel spares an acquire that had not started yet (its job may still
+// wait for a pool thread): after an abort it is made again at this interval
+// until the job has settled.
+const CANCEL_AGAIN_MS = 20;
+
+// An AbortSignal, or nothing.
+function signalOption(signal) {
+  if (signal === undefined || signal === null) return null;
+  if (typeof signal !== 'object' || typeof signal.aborted !== 'boolean' ||
+      typeof signal.addEventListener !== 'function') {
+    throw new InvalidArgumentError(STATUS.E_INVAL, 'signal must be an AbortSignal');
+  }
+  return signal;
+}
 
 // Owner ids of family objects: from 2^52 up, apart from Lock's (1 up), so a
 // MultiLock never shares a hold with a Lock object of this process.
@@ -107,9 +126,35 @@ class Handle {
     return rec;
   }
 
-  // true | false (the wait ran out) | throws.
-  async _acquire(op, a, b, c) {
-    const rec = await this._run(op, a, b, c);
+  // An acquire job whose wait sig's abort cancels: its record, or rejects
+  // with sig.reason once aborted, after undo(rec) gave back what a job that
+  // crossed the abort took (nothing stays held).
+  async _wait(op, a, b, c, signal, undo) {
+    const sig = signalOption(signal);
+    if (!sig) return this._run(op, a, b, c);
+    if (sig.aborted) throw sig.reason;
+    let again = null;
+    const cancel = () => {
+      const once = () => { if (this._handle) ffn.cancel(this._kind, this._handle); };
+      once();
+      again = setInterval(once, CANCEL_AGAIN_MS);
+    };
+    sig.addEventListener('abort', cancel, { once: true });
+    let rec;
+    try {
+      rec = await this._run(op, a, b, c);
+    } finally {
+      sig.removeEventListener('abort', cancel);
+      if (again) clearInterval(again);
+    }
+    if (!sig.aborted) return rec;
+    if (rec.rc === STATUS.OK) await undo(rec).catch(() => {}); // the abort is what the caller sees
+    throw sig.reason;
+  }
+
+  // true | false (the wait ran out) | throws; undo() gives a level back.
+  async _acquire(op, a, b, c, signal, undo) {
+    const rec = await this._wait(op, a, b, c, signal, undo);
     if (rec.rc === STATUS.NOT_ACQUIRED) return false;
     if (rec.rc !== STATUS.OK) throw fail(rec);
     return true;
@@ -135,7 +180,7 @@ class Handle {
   }
 }
 
-// One side of a ReadWriteLock: acquire({wait, lease}), release(),
+// One side of a ReadWriteLock: acquire({wait, lease, signal}), release(),
 // holdCount(), validity() (no I/O).
 class RWSide {
   constructor(rw, write) {
@@ -143,8 +188,9 @@ class RWSide {
     this.write = write;
   }
 
-  acquire({ wait = -1, lease = 0 } = {}) {
-    return this.rw._acquire(this.write ? F.RW_WRITE_ACQUIRE : F.RW_READ_ACQUIRE, waitMs(wait), leaseMs(lease));
+  acquire({ wait = -1, lease = 0, signal } = {}) {
+    return this.rw._acquire(this.write ? F.RW_WRITE_ACQUIRE : F.RW_READ_ACQUIRE, waitMs(wait),
+      leaseMs(lease), 0, signal, () => this.release());
   }
 
   tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
@@ -185,7 +231,9 @@ class FairLock extends Handle {
     this.owner = owner;
   }
 
-  acquire({ wait = -1, lease = 0 } = {}) { return this._acquire(F.FAIR_ACQUIRE, waitMs(wait), leaseMs(lease)); }
+  acquire({ wait = -1, lease = 0, signal } = {}) {
+    return this._acquire(F.FAIR_ACQUIRE, waitMs(wait), leaseMs(lease), 0, signal, () => this.release());
+  }
 
   tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
 
@@ -207,7 +255,10 @@ class Semaphore extends Handle {
 
   async available() { return Number((await this._ok(F.SEM_AVAILABLE)).value); }
 
-  acquire({ permits = 1, wait = -1 } = {}) { return this._acquire(F.SEM_ACQUIRE, permitCount(permits), waitMs(wait)); }
+  acquire({ permits = 1, wait = -1, signal } = {}) {
+    const n = permitCount(permits);
+    return this._acquire(F.SEM_ACQUIRE, n, waitMs(wait), 0, signal, () => this.release(n));
+  }
 
   tryAcquire({ permits = 1 } = {}) { return this.acquire({ permits, wait: 0 }); }
 
@@ -226,10 +277,11 @@ class PermitExpirableSemaphore extends Handle {
 
   async available() { return Number((await this._ok(F.PSEM_AVAILABLE)).value); }
 
-  async acquire({ permits = 1, wait = -1, lease } = {}) {
+  async acquire({ permits = 1, wait = -1, lease, signal } = {}) {
     const l = leaseMs(lease);
     if (l <= 0) throw new InvalidArgumentError(STATUS.E_INVAL, 'a permit needs a lease > 0 ms (expirable permits have no watchdog)');
-    const rec = await this._run(F.PSEM_ACQUIRE, permitCount(permits), waitMs(wait), l);
+    const rec = await this._wait(F.PSEM_ACQUIRE, permitCount(permits), waitMs(wait), l, signal,
+      (taken) => this.release(taken.msg));
     if (rec.rc === STATUS.NOT_ACQUIRED) return null;
     if (rec.rc !== STATUS.OK) throw fail(rec);
     return rec.msg;
@@ -255,7 +307,9 @@ class MultiLock extends Handle {
 
   get size() { return this._local(4); }
 
-  acquire({ wait = -1, lease = 0 } = {}) { return this._acquire(F.MULTI_ACQUIRE, waitMs(wait), leaseMs(lease)); }
+  acquire({ wait = -1, lease = 0, signal } = {}) {
+    return this._acquire(F.MULTI_ACQUIRE, waitMs(wait), leaseMs(lease), 0, signal, () => this.release());
+  }
 
   tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
 

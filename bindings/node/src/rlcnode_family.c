@@ -145,6 +145,22 @@ API void rlcn_family_free(int kind, void *h)
     }
 }
 
+/* Ends the acquires waiting on h on pool threads (RLC_E_CANCELED, nothing
+ * kept): an AbortSignal's abort. No I/O; JS thread. An acquire that starts
+ * after the call is not affected, so lib/family.js calls it again until the
+ * job has settled. kind as for rlcn_family_free. */
+API int rlcn_family_cancel(int kind, void *h)
+{
+    switch (kind) {
+    case 0: return rlc_rwlock_cancel(h);
+    case 1: return rlc_fairlock_cancel(h);
+    case 2: return rlc_semaphore_cancel(h);
+    case 3: return rlc_psemaphore_cancel(h);
+    case 4: return rlc_multilock_cancel(h);
+    default: return RLC_E_INVAL;
+    }
+}
+
 /* No network I/O: levels held through the handle, and their validity. */
 API int rlcn_family_local(int what, void *h, int write, struct rlcn_record *res)
 {
