@@ -333,17 +333,7 @@ class Client(FamilyClientMixin):
         key holds no token) or an I/O error. close() waits for a call in
         progress.
         """
-        key = _units.text(key, "key")
-        if isinstance(value, str):
-            value = value.encode("utf-8")
-        elif isinstance(value, (bytearray, memoryview)):
-            value = bytes(value)
-        elif not isinstance(value, bytes):
-            raise TypeError(f"value must be bytes or str, not {type(value).__name__}")
-        if isinstance(token, bool) or not isinstance(token, int):
-            raise TypeError(f"token must be an int, not {type(token).__name__}")
-        if not 1 <= token < 2**64:
-            raise invalid(f"token must be 1 to 2**64-1 (a lock's fencing_token), got {token}")
+        key, value, token = _units.fenced_args(key, value, token)
         with self._mu:
             if self._ptr is None:
                 raise ClosedError(_core.RLC_E_CLOSED, "the client is closed")

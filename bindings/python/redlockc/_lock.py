@@ -1,12 +1,11 @@
 """Lock: one distributed lock name, held per owner (a thread, or an explicit id)."""
 import dis
 import logging
-import math
 import sys
 import threading
 import weakref
 
-from . import _interrupt, _otel
+from . import _interrupt, _otel, _units
 from . import redlockc_core as _core
 from ._errors import InvalidArgument, LockLostError, NotAcquiredError, NotOwnerError, error_for
 from ._units import lease_ms as _lease_ms
@@ -355,12 +354,7 @@ class Lock:
         says it: None if nobody holds it, ``math.inf`` if it has no expiry.
         Over N nodes: the value a quorum of nodes has at least. Asks Redis.
         """
-        ms = _core.rlc_lock_ttl_ms(self._ptr)
-        if ms == -2:
-            return None
-        if ms == -1:
-            return math.inf
-        return ms / 1000
+        return _units.ttl_seconds(_core.rlc_lock_ttl_ms(self._ptr))
 
     @property
     def validity(self):

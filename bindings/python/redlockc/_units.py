@@ -100,6 +100,33 @@ def text(value, what):
     return value
 
 
+def fenced_args(key, value, token):
+    """fenced_set's arguments, checked: the key (a str), the value as bytes
+    (a str as UTF-8) and the token (an int, 1 to 2**64-1)."""
+    key = text(key, "key")
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    elif isinstance(value, (bytearray, memoryview)):
+        value = bytes(value)
+    elif not isinstance(value, bytes):
+        raise TypeError(f"value must be bytes or str, not {type(value).__name__}")
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise TypeError(f"token must be an int, not {type(token).__name__}")
+    if not 1 <= token < 2**64:
+        raise invalid(f"token must be 1 to 2**64-1 (a lock's fencing_token), got {token}")
+    return key, value, token
+
+
+def ttl_seconds(ms):
+    """A lock's TTL as Redis says it (ms; -2 no key, -1 no expiry) in
+    seconds: None, math.inf, or a float."""
+    if ms == -2:
+        return None
+    if ms == -1:
+        return math.inf
+    return ms / 1000
+
+
 def owner_id(owner):
     """Lock owner: None -> 0 (the calling thread), else an explicit 64-bit id."""
     if owner is None:

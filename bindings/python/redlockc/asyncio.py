@@ -34,7 +34,6 @@ everywhere in redlockc.
 """
 import asyncio as _asyncio
 import logging
-import math
 import weakref
 
 from . import redlockc_core as _core
@@ -196,12 +195,7 @@ class Client:
         key holds no token), ClosedError or an I/O error. The write runs to
         its end even if the awaiting task is cancelled; close() lets it finish.
         """
-        key = _units.text(key, "key")
-        value = _fenced_value(value)
-        if isinstance(token, bool) or not isinstance(token, int):
-            raise TypeError(f"token must be an int, not {type(token).__name__}")
-        if not 1 <= token < 2**64:
-            raise invalid(f"token must be 1 to 2**64-1 (a lock's fencing_token), got {token}")
+        key, value, token = _units.fenced_args(key, value, token)
         return await self._round(lambda e, now: _fenced_set(e, key, value, token, now)) == 1
 
     async def _round(self, start, sink=None):
@@ -380,17 +374,6 @@ class _Forgets:
     def _done(self, kind, ev):
         if ev[1] == _OK:
             self.client._forget(self.name, self.owner)
-
-
-def _fenced_value(value):
-    """fenced_set's value as bytes (a str as UTF-8)."""
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    if not isinstance(value, bytes):
-        raise TypeError(f"value must be bytes or str, not {type(value).__name__}")
-    return value
 
 
 def _free_engine(driver):
@@ -633,11 +616,7 @@ class Lock:
         Redis. (A method to await; the blocking Lock's ``ttl`` is a property.)"""
         name = self._name
         ms = await self._client._round(lambda e, now: _query(e, name, _QUERY_OWNER, _Q_TTL, now))
-        if ms == -2:
-            return None
-        if ms == -1:
-            return math.inf
-        return ms / 1000
+        return _units.ttl_seconds(ms)
 
     # ---- state (no I/O) -------------------------------------------------------------
 
