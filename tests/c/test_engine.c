@@ -962,6 +962,48 @@ done:
     rs_stop(&s);
 }
 
+/* Names x and {x} have one channel (redisson_lock__channel:{x}). Waiters of
+ * both in one engine: the one that leaves first does not unsubscribe the
+ * other, and an unlock message of either wakes the waiters of each. */
+TEST(locks_that_share_a_channel_share_its_subscription)
+{
+    START(s);
+    struct eloop A, B;
+    CHECK_RC(el_init(&A, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(el_init(&B, s.uri, UUID_B, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&A, "x", 1, 0, -1, NULL), RLC_OK);
+    CHECK_RC(el_acquire(&A, "{x}", 1, 0, -1, NULL), RLC_OK);
+    uint64_t wx, wb;
+    CHECK_RC(rlc_engine_acquire(B.e, "x", 1, 2, 20000, -1, el_now(), &wx), RLC_OK);
+    CHECK_RC(rlc_engine_acquire(B.e, "{x}", 3, 3, 20000, -1, el_now(), &wb), RLC_OK);
+    for (int i = 0; i < 400 && channel_subscribers(&s, "redisson_lock__channel:{x}") != 1; i++) {
+        el_turn(&A, 5);
+        el_turn(&B, 5);
+    }
+    CHECK(channel_subscribers(&s, "redisson_lock__channel:{x}") == 1, "B subscribed");
+    /* {x}'s waiter leaves; x's still waits on the same channel */
+    CHECK_RC(rlc_engine_cancel(B.e, wb, el_now()), RLC_OK);
+    const struct el_done *d = el_wait(&B, wb, 5000);
+    CHECK(d && d->status == RLC_E_CANCELED, "{x}'s waiter cancelled");
+    for (int i = 0; i < 40; i++) {
+        el_turn(&A, 5);
+        el_turn(&B, 5);
+    }
+    CHECK(channel_subscribers(&s, "redisson_lock__channel:{x}") == 1,
+          "x's waiter lost its subscription when {x}'s left");
+    /* x's release is heard: its waiter is woken by the message, well
+     * before its safety poll (1 s) */
+    int64_t t0 = el_now();
+    CHECK_RC(el_release(&A, "x", 1), RLC_OK);
+    d = wait_two(&B, &A, wx, 10000);
+    CHECK(d && d->status == RLC_OK, "x's waiter got it: %d", d ? d->status : -100);
+    CHECK(el_now() - t0 < 900, "woken after %lld ms", (long long)(el_now() - t0));
+done:
+    el_free(&A);
+    el_free(&B);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_not_owner),
           CASE(a_query_reads_the_lock_on_the_lock_connection_and_waits_for_no_acquire),
           CASE(waiter_in_another_engine_is_woken_by_the_unlock_message),
@@ -984,4 +1026,5 @@ RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_no
           CASE(a_cluster_whose_seeds_are_all_down_fails_without_spinning),
           CASE(a_fixed_lease_that_runs_out_is_lost_at_that_moment),
           CASE(held_is_answered_from_the_validity_at_the_moment_of_the_call),
-          CASE(names_x_and_braced_x_keep_attempt_state_apart))
+          CASE(names_x_and_braced_x_keep_attempt_state_apart),
+          CASE(locks_that_share_a_channel_share_its_subscription))

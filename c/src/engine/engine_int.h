@@ -610,7 +610,13 @@ bool sub_wanted(const rlc_engine *e, int node);
 /* engine_lock.c */
 struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len);
 struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len);
+/* The first lock of channel ch; lock_next_of_channel, the next one: names
+ * such as x and {x} share a channel. */
 struct eng_lock *lock_by_channel(const rlc_engine *e, const char *ch, size_t len);
+struct eng_lock *lock_next_of_channel(const struct eng_lock *l);
+/* Another lock of l's channel that is subscribed, or NULL: the channel's
+ * subscription is theirs together (engine_sub.c). */
+struct eng_lock *lock_channel_peer(const rlc_engine *e, const struct eng_lock *l);
 /* Frees l if nothing keeps it (no hold, no waiter). */
 void lock_forget_if_idle(rlc_engine *e, struct eng_lock *l);
 struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool create);

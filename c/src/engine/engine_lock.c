@@ -61,6 +61,23 @@ struct eng_lock *lock_by_channel(const rlc_engine *e, const char *ch, size_t len
     return NULL;
 }
 
+struct eng_lock *lock_next_of_channel(const struct eng_lock *l)
+{
+    for (struct eng_lock *o = l->cnext; o; o = o->cnext)
+        if (o->channel_len == l->channel_len && memcmp(o->channel, l->channel, l->channel_len) == 0)
+            return o;
+    return NULL;
+}
+
+struct eng_lock *lock_channel_peer(const rlc_engine *e, const struct eng_lock *l)
+{
+    for (struct eng_lock *o = lock_by_channel(e, l->channel, l->channel_len); o;
+         o = lock_next_of_channel(o))
+        if (o != l && o->subscribed)
+            return o;
+    return NULL;
+}
+
 struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len)
 {
     struct eng_lock *l = lock_find(e, name, len);

@@ -80,10 +80,15 @@ void sub_join(rlc_engine *e, struct eng_op *op)
     l->wait_tail = op;
     l->waiters++;
     if (!l->subscribed) {
+        /* a lock of the same channel subscribed already: this one shares
+         * its subscription and what the nodes confirmed of it */
+        const struct eng_lock *peer = lock_channel_peer(e, l);
         l->subscribed = true;
-        l->confirms = l->resub = 0;
+        l->confirms = peer ? peer->confirms : 0;
+        l->resub = 0;
         e->n_subscribed++;
-        each_node_sub(e, true, l);
+        if (!peer)
+            each_node_sub(e, true, l);
     }
 }
 
@@ -108,7 +113,8 @@ void sub_leave(rlc_engine *e, struct eng_op *op)
         l->missed_wake = false;
         l->own_msgs = 0;
         e->n_subscribed--;
-        each_node_sub(e, false, l);
+        if (!lock_channel_peer(e, l)) /* the last of its channel */
+            each_node_sub(e, false, l);
         timer_clear(e, &l->timer);
         l->timer_want = -1;
     } else if (op->woken) {
@@ -261,6 +267,9 @@ static void refuse(rlc_engine *e, struct eng_lock *l, void *arg)
     }
 }
 
+static void on_channel_reply(rlc_engine *e, struct conn *c, const redisReply *r,
+                             struct eng_lock *l, int64_t now);
+
 static void on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t now)
 {
     if (r->type == REDIS_REPLY_ERROR) {
@@ -286,10 +295,22 @@ static void on_reply(rlc_engine *e, struct conn *c, const redisReply *r, int64_t
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
         return; /* +OK of the handshake, or a shape we do not use */
-    const char *kind = r->element[0]->str;
+    /* every lock of the channel hears it (names x and {x} share one); a
+     * wake starts tries, it frees no other lock of the channel */
     struct eng_lock *l = lock_by_channel(e, r->element[1]->str, r->element[1]->len);
-    if (!l || !l->subscribed)
-        return;
+    while (l) {
+        struct eng_lock *next = lock_next_of_channel(l);
+        if (l->subscribed)
+            on_channel_reply(e, c, r, l, now);
+        l = next;
+    }
+}
+
+/* What a subscriber's reply on l's channel means for l. */
+static void on_channel_reply(rlc_engine *e, struct conn *c, const redisReply *r,
+                             struct eng_lock *l, int64_t now)
+{
+    const char *kind = r->element[0]->str;
     /* (s)message, (s)subscribe: a sharded cluster's are the same with an 's' */
     if (kind[0] == 's' && c->master >= 0)
         kind++;
