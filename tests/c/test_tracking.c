@@ -370,21 +370,30 @@ TEST(a_hold_let_go_at_once_does_not_wake_the_tracking_thread)
     rlc_lock *keep = lock(c, "kept", 0), *l = lock(c, "brief", 0);
     CHECK(keep && l && hold_tracked(&cl, keep) == 0, "tracking not up: %s", rlc_errmsg());
     check_sleep_ms(100); /* kept's own verify is done */
-    long long woken0 = other_threads_woken();
-    int64_t t0 = check_now_ms();
-    int cycles = 0;
-    for (int i = 0; i < 300; i++)
-        cycles += rlc_lock_acquire(l, 0, -1) == RLC_OK && rlc_lock_release(l) == RLC_OK;
-    long long woken = other_threads_woken() - woken0;
-    int64_t ms = check_now_ms() - t0;
-    CHECK(cycles == 300, "only %d of 300 cycles", cycles);
     /* a grace ends at most every 50 ms during the cycles (slow under
      * valgrind): a wake-up or two each, and a few to spare; and half the
      * cycles, as a loaded machine or valgrind's scheduler (one thread runs
      * at a time) turns one wake-up into several switches (19 in 116 ms once
-     * under valgrind, 95 in ASan beside other suites). One wake-up per
-     * cycle, what this guards against, stays above. */
-    long long allowed = 10 + 3 * (ms / 50) + cycles / 2;
+     * under valgrind, 95 in ASan beside other suites; 357 in 268 ms once
+     * under valgrind beside another case, so the better of two windows
+     * counts). One wake-up per cycle, what this guards against, stays
+     * above in both. */
+    long long woken = 0, allowed = 0;
+    int64_t ms = 0;
+    int cycles = 0;
+    for (int window = 0; window < 2; window++) {
+        long long woken0 = other_threads_woken();
+        int64_t t0 = check_now_ms();
+        cycles = 0;
+        for (int i = 0; i < 300; i++)
+            cycles += rlc_lock_acquire(l, 0, -1) == RLC_OK && rlc_lock_release(l) == RLC_OK;
+        woken = other_threads_woken() - woken0;
+        ms = check_now_ms() - t0;
+        allowed = 10 + 3 * (ms / 50) + cycles / 2;
+        if (cycles != 300 || woken <= allowed)
+            break;
+    }
+    CHECK(cycles == 300, "only %d of 300 cycles", cycles);
     CHECK(woken <= allowed, "background threads woken %lld times for 300 brief holds in %lld ms "
           "(at most %lld)", woken, (long long)ms, allowed);
     CHECK(atomic_load(&lost_calls) == 0, "false loss");
