@@ -53,84 +53,14 @@
 #include <unistd.h>
 
 #include "netfault.h"
-#include "redis_server.h"
-#include "redlockc.h"
-
-#define MAXN 3
-#define PROCS 3
-#define THREADS 3
-#define LOG_CAP 400000
-#define LOCK_NAME "sched:lock"
+#include "sched_family.h"
 
 enum { F_STALL1, F_STALLALL, F_CUT, F_DROP, F_RESET, F_FLUSH, F_NKINDS };
 static const char *fault_names[F_NKINDS] = {"stall_conn", "stall_node", "cut_conn",
                                             "nft_drop",   "nft_reset",  "script_flush"};
 
-struct sec {
-    int64_t enter_ns, exit_ns;
-    int32_t v_exit_ms;
-    int16_t owner; /* proc * THREADS + thread */
-};
-
-struct owner_state {
-    char field[80];
-    atomic_int last_acquire_failed; /* the latest acquire attempt reported failure */
-    atomic_int release_error;       /* a release ended with an I/O status */
-    atomic_int levels;              /* levels it believes it holds */
-    uint64_t acquired, nested, acquire_failed, release_failed, lost;
-};
-
-struct shared {
-    atomic_int stop;
-    atomic_uint_fast64_t nsec;
-    struct owner_state owner[PROCS * THREADS];
-    struct sec log[LOG_CAP];
-};
-
-struct config {
-    uint64_t seed;
-    int nodes, pool;
-    int64_t lease[PROCS * THREADS]; /* 0 watchdog, else fixed */
-    char uris[MAXN * 64];
-    char options[128];
-};
-
-static struct shared *sh;
+struct shared *sh;
 static char ns[40];
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static uint64_t rnd(uint64_t *s)
-{ /* xorshift64* */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ULL;
-}
-
-static uint64_t splitmix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return (x ^ (x >> 31)) | 1;
-}
-
-static int64_t rnd_in(uint64_t *s, int64_t lo, int64_t hi)
-{
-    return lo + (int64_t)(rnd(s) % (uint64_t)(hi - lo + 1));
-}
 
 /* ---- workers ---------------------------------------------------------------- */
 
@@ -173,20 +103,14 @@ static void *worker_thread(void *p)
             }
         }
         atomic_store(&o->levels, levels);
-        struct sec s = {.owner = (int16_t)id};
+        struct sec s = {.owner = (int16_t)id, .kind = K_LOCK};
         s.enter_ns = now_ns();
         int64_t v = 0;
-        /* Mostly short sections; one in four holds 5-100 ms, so that a
-         * late undo landing meanwhile lets another owner in while this
-         * holder is still valid (what the overlap check can see). */
-        uint64_t pick = rnd(&rs) % 4;
-        sleep_ms(pick == 0 ? rnd_in(&rs, 5, 100) : pick == 1 ? 1 : 0);
+        section_pause(&rs);
         rlc_lock_validity_ms(l, &v);
         s.exit_ns = now_ns();
         s.v_exit_ms = (int32_t)v;
-        uint64_t slot = atomic_fetch_add(&sh->nsec, 1);
-        if (slot < LOG_CAP)
-            sh->log[slot] = s;
+        log_section(&s);
         for (; levels > 0; levels--) {
             rc = RLC_E_TIMEOUT;
             for (int k = 0; k < 3 && (rc == RLC_E_TIMEOUT || rc == RLC_E_CONNECT ||
@@ -217,13 +141,14 @@ static void worker_process(const struct config *cfg, int proc)
         fprintf(stderr, "worker %d: rlc_client_new: %s\n", proc, rlc_errmsg());
         _exit(1);
     }
-    pthread_t t[THREADS];
+    pthread_t t[THREADS + FAM_THREADS];
     struct wthread w[THREADS];
     for (int i = 0; i < THREADS; i++) {
         w[i] = (struct wthread){c, cfg, proc, i};
         pthread_create(&t[i], NULL, worker_thread, &w[i]);
     }
-    for (int i = 0; i < THREADS; i++)
+    int n = THREADS + fam_start(c, cfg, proc, t + THREADS);
+    for (int i = 0; i < n; i++)
         pthread_join(t[i], NULL);
     rlc_client_free(c);
     _exit(0);
@@ -346,11 +271,6 @@ static void heal_due(struct sched *s, bool all)
 
 /* ---- the checks ------------------------------------------------------------------ */
 
-struct totals {
-    uint64_t schedules, acquired, nested, acquire_failed, release_failed, lost, sections;
-    uint64_t faults[F_NKINDS];
-    uint64_t overlaps, left_behind, orphans, explained;
-};
 
 static int by_enter(const void *a, const void *b)
 {
@@ -358,67 +278,25 @@ static int by_enter(const void *a, const void *b)
     return x->enter_ns < y->enter_ns ? -1 : x->enter_ns > y->enter_ns;
 }
 
-static uint64_t overlaps(uint64_t seed)
+/* Sorts the log by enter time and runs every kind's checks over it
+ * (sched_family.c: the rlc_lock's sweep is one of them). */
+static void check_sections(const struct config *cfg, struct totals *tot)
 {
     size_t n = atomic_load(&sh->nsec);
     if (n > LOG_CAP)
         n = LOG_CAP;
     qsort(sh->log, n, sizeof sh->log[0], by_enter);
-    int64_t max_exit = 0;
-    int max_owner = -1;
-    uint64_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct sec *s = &sh->log[i];
-        if (s->exit_ns < s->enter_ns || s->v_exit_ms <= 0)
-            continue;
-        if (s->enter_ns < max_exit && s->owner != max_owner) {
-            if (k < 5)
-                printf("VIOLATION seed=%" PRIu64 " kind=overlap owner %d entered %.3f ms before "
-                       "owner %d left; validity at exit %d ms\n",
-                       seed, s->owner, (double)(max_exit - s->enter_ns) / 1e6, max_owner,
-                       s->v_exit_ms);
-            k++;
-        }
-        if (s->exit_ns > max_exit) {
-            max_exit = s->exit_ns;
-            max_owner = s->owner;
-        }
-    }
-    return k;
+    fam_check_sections(cfg, sh->log, n, tot);
 }
 
-/* Remaining fields on every node, classified by their owner's last outcome. */
+/* Remaining fields on every node, classified by their owner's last outcome;
+ * then what the family left. */
 static void leftovers(struct sched *s, struct totals *tot)
 {
-    for (int i = 0; i < s->cfg.nodes; i++) {
-        redisReply *r = rs_cmd(&s->node[i], "HGETALL %s", LOCK_NAME);
-        long long pttl = rs_int(&s->node[i], "PTTL %s", LOCK_NAME);
-        for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k + 1 < r->elements; k += 2) {
-            const char *field = r->element[k]->str, *count = r->element[k + 1]->str;
-            int id = -1;
-            for (int o = 0; o < PROCS * THREADS; o++)
-                if (strcmp(sh->owner[o].field, field) == 0)
-                    id = o;
-            const char *kind;
-            if (id >= 0 && (s->killed[id / THREADS] || atomic_load(&sh->owner[id].release_error))) {
-                kind = "explained";
-                tot->explained++;
-            } else if (id < 0 || atomic_load(&sh->owner[id].last_acquire_failed)) {
-                kind = "left_behind";
-                tot->left_behind++;
-            } else {
-                kind = "orphan";
-                tot->orphans++;
-            }
-            printf("%s seed=%" PRIu64 " kind=%s node=%d field=%s count=%s pttl=%lld ms "
-                   "(nodes=%d pool=%d lease=%s)\n",
-                   strcmp(kind, "explained") ? "VIOLATION" : "note", s->cfg.seed, kind, i, field,
-                   count, pttl, s->cfg.nodes, s->cfg.pool,
-                   id >= 0 ? (s->cfg.lease[id] ? "fixed" : "watchdog") : "?");
-        }
-        if (r)
-            freeReplyObject(r);
-    }
+    for (int i = 0; i < s->cfg.nodes; i++)
+        hash_leftovers(&s->node[i], i, LOCK_NAME, &s->cfg, s->killed, &tot->explained,
+                       &tot->left_behind, &tot->orphans);
+    fam_leftovers(s->node, &s->cfg, s->killed, tot);
 }
 
 /* ---- one schedule ------------------------------------------------------------------ */
@@ -430,9 +308,12 @@ static int run_schedule(uint64_t seed, int64_t load_ms, struct totals *tot)
     int rc = -1, started = 0, proxies = 0, forked = 0;
     s->cfg.seed = seed;
     s->cfg.nodes = rnd(&rs) % 2 ? 3 : 1;
+    if (seed % 3 == 1)
+        s->cfg.nodes = 1; /* fair and semaphore owners run on one node only */
     s->cfg.pool = rnd(&rs) % 2 ? 4 : 1;
     for (int i = 0; i < PROCS * THREADS; i++)
         s->cfg.lease[i] = rnd(&rs) % 2 ? 0 : rnd_in(&rs, 1000, 3000);
+    fam_plan(&s->cfg);
     snprintf(s->cfg.options, sizeof s->cfg.options,
              "watchdog_timeout_ms=1500;io_timeout_ms=%d;connect_timeout_ms=300;pool_size=%d;"
              "fencing=1",
@@ -452,8 +333,16 @@ static int run_schedule(uint64_t seed, int64_t load_ms, struct totals *tot)
            s->cfg.pool);
     for (int i = 0; i < PROCS * THREADS; i++)
         printf("%s%s", i ? "," : "", s->cfg.lease[i] ? "fixed" : "wd");
+    printf(" family=");
+    for (int k = K_WRITE, sep = 0; k < K_NKINDS; k++)
+        if (s->cfg.run[k])
+            printf("%s%s", sep++ ? "," : "", kind_names[k]);
+    if (s->cfg.run[K_SEM])
+        printf(" permits=%d", s->cfg.permits);
     printf("\n");
     fflush(stdout);
+    if (fam_setup(&s->node[0], &s->cfg) != 0)
+        goto out;
     for (; forked < PROCS; forked++) {
         pid_t pid = fork();
         if (pid < 0)
@@ -498,14 +387,19 @@ static int run_schedule(uint64_t seed, int64_t load_ms, struct totals *tot)
             printf("note seed=%" PRIu64 ": node %d still has %d proxied connections\n", seed, i,
                    proxy_open(&s->proxy[i]));
 
-    uint64_t ov = overlaps(seed);
-    tot->overlaps += ov;
+    struct totals before = *tot;
+    check_sections(&s->cfg, tot);
     leftovers(s, tot);
-    uint64_t acq = 0;
-    for (int i = 0; i < PROCS * THREADS; i++) {
+    uint64_t acq = 0, kacq[K_NKINDS] = {0};
+    for (int i = 0; i < OWNERS; i++) {
         struct owner_state *o = &sh->owner[i];
-        acq += o->acquired;
-        tot->acquired += o->acquired;
+        int kind = i < FAM_BASE ? K_LOCK : K_WRITE + (i - FAM_BASE) % FAM_THREADS;
+        kacq[kind] += o->acquired;
+        tot->kind_acquired[kind] += o->acquired;
+        if (kind == K_LOCK) {
+            acq += o->acquired;
+            tot->acquired += o->acquired;
+        }
         tot->nested += o->nested;
         tot->acquire_failed += o->acquire_failed;
         tot->release_failed += o->release_failed;
@@ -518,7 +412,13 @@ static int run_schedule(uint64_t seed, int64_t load_ms, struct totals *tot)
     printf("  seed=%" PRIu64 ": %" PRIu64 " acquisitions, faults", seed, acq);
     for (int k = 0; k < F_NKINDS; k++)
         printf(" %s=%" PRIu64, fault_names[k], s->faults[k]);
-    printf(", overlaps=%" PRIu64 "\n", ov);
+    printf(", overlaps=%" PRIu64, tot->overlaps - before.overlaps);
+    for (int k = K_WRITE; k < K_NKINDS; k++)
+        if (s->cfg.run[k])
+            printf(", %s=%" PRIu64, kind_names[k], kacq[k]);
+    printf(" (rw_overlaps=%" PRIu64 " fair_overlaps=%" PRIu64 " sem_excess=%" PRIu64 ")\n",
+           tot->rw_overlaps - before.rw_overlaps, tot->fair_overlaps - before.fair_overlaps,
+           tot->sem_excess - before.sem_excess);
     rc = 0;
 out:
     if (rc != 0)
@@ -589,9 +489,15 @@ int main(int argc, char **argv)
     for (int k = 0; k < F_NKINDS; k++)
         printf(" %s=%" PRIu64, fault_names[k], tot.faults[k]);
     printf(" overlaps=%" PRIu64 " left_behind=%" PRIu64 " orphans=%" PRIu64 " explained=%" PRIu64
-           " wall_s=%.0f\n",
+           " wall_s=%.0f",
            tot.overlaps, tot.left_behind, tot.orphans, tot.explained, (double)(now_ns() - t0) / 1e9);
+    fam_figures(&tot);
+    printf("\n");
     if (tot.schedules == 0)
         return 2;
-    return tot.overlaps || tot.left_behind || tot.orphans ? 1 : 0;
+    return tot.overlaps || tot.left_behind || tot.orphans || tot.rw_overlaps ||
+                   tot.fair_overlaps || tot.sem_excess || tot.fam_left_behind || tot.fam_orphans ||
+                   tot.permit_lost || tot.permit_extra
+               ? 1
+               : 0;
 }
