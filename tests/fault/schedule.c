@@ -33,7 +33,38 @@
  *       remove) - must be 0.
  * Fields of an owner whose process had to be killed, or whose release kept
  * failing with an I/O status, are "explained" (they expire with their lease)
- * and reported apart. Exit status 1 if any of (a)(b)(c) > 0.
+ * and reported apart.
+ *
+ * The lock family (sched_family.c) runs beside the rlc_lock owners, in the
+ * same processes and clients, under the same faults; each process adds one
+ * owner per kind the schedule runs: a writer and a reader of one rwlock
+ * (RW_NAME), a fair-lock owner (one node only), a semaphore owner (one node
+ * only; the orchestrator sets its permits, 1 or 2, before the workers
+ * start). Which kinds run is drawn from the seed: seed % 3 == 1 runs on one
+ * node with fair and semaphore owners, seed % 3 == 2 runs the rwlock, and
+ * seed % 3 == 0 draws each kind; the others of each schedule are drawn too.
+ * So any 3 consecutive seeds (every short run) run every kind. Checks:
+ *   (d) rw_overlaps: a writer's section overlapping another writer's or a
+ *       reader's, both valid at exit (rlc_rwlock_validity_ms(l, write) > 0);
+ *       readers' sections may overlap each other (their peak is reported);
+ *   (e) fair_overlaps: two fair holders' sections overlapping, both valid
+ *       at exit (rlc_fairlock_validity_ms > 0) - as (a);
+ *   (f) sem_excess: more than `permits` semaphore sections inside at once.
+ *       The semaphore has no validity; a section runs from its acquire's
+ *       RLC_OK to the call of its release, which lies inside the time its
+ *       permit was really out (taken before the grant was heard, given back
+ *       no earlier than the release is sent), whatever the release returns.
+ *       So every section counts, also those whose release failed: more at
+ *       once than the permits means a permit was handed out twice;
+ *   (g) family leftovers after quiescence, classified as in (b)(c)
+ *       (fam_left_behind, fam_orphans): an owner field of the rwlock's hash
+ *       (the "mode" field aside) or the fair lock's hash;
+ *   (h) permits: the semaphore's count back to `permits`. Above is
+ *       permit_extra (a permit given back twice); below is permit_lost,
+ *       less one permit per owner whose process was killed or whose last
+ *       release ended with an I/O status (reported as explained).
+ * Waiters left in the fair queue are reported (fair_queue_left), not
+ * checked. Exit status 1 if any of (a)-(h) > 0.
  *
  * Everything is bounded: each schedule's load phase, every wait (polled
  * conditions with deadlines), the whole run (short: 170 s, long: 60 min).
