@@ -645,6 +645,32 @@ RLC_API int rlc_engine_force_release(rlc_engine *e, const char *name, size_t nam
 RLC_API int rlc_engine_fenced_set(rlc_engine *e, const char *key, size_t key_len,
                                   const char *value, size_t value_len, uint64_t token,
                                   int64_t now_ms, uint64_t *op);
+/* Since 1.2 (REDLOCKC_1.2). Lock kinds an engine runs: RLC_KIND_LOCK is
+ * rlc_lock's (every rlc_engine_* call by name alone is of that kind);
+ * RLC_KIND_WRITE is the write side of a read-write lock (rlc_rwlock_write_*,
+ * Redisson's RReadWriteLock layout: hash field "<uuid>:<owner>:write", mode
+ * "write", channel redisson_rwlock:{name}). A name's holds of each kind are
+ * apart: an owner holding "x" as a lock and waiting for it as a write lock
+ * waits like any other owner. A write acquire that waits registers the
+ * writer, so that new readers let it in first; it leaves that place when it
+ * ends, granted or not. Nested acquires, undo, renewal, the restart guard,
+ * sync_replicas, Redlock over N nodes, clusters and Sentinel work as for a
+ * lock; a write hold takes no fencing token (its DONE token is 0) and is not
+ * watched by loss push (its loss is found by its next renewal). */
+enum { RLC_KIND_LOCK = 0, RLC_KIND_WRITE = 2 };
+/* rlc_engine_acquire / release / forget / hold_count / validity_ms for a
+ * lock kind: RLC_E_INVAL (or 0) for a kind that is none of the above. */
+RLC_API int rlc_engine_acquire_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
+                                    uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+                                    int64_t now_ms, uint64_t *op);
+RLC_API int rlc_engine_release_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
+                                    uint64_t owner, int64_t now_ms, uint64_t *op);
+RLC_API int rlc_engine_forget_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
+                                   uint64_t owner, int64_t now_ms);
+RLC_API int64_t rlc_engine_hold_count_kind(const rlc_engine *e, int kind, const char *name,
+                                           size_t name_len, uint64_t owner);
+RLC_API int64_t rlc_engine_validity_ms_kind(const rlc_engine *e, int kind, const char *name,
+                                            size_t name_len, uint64_t owner, int64_t now_ms);
 /* Ends an acquire that is still running with RLC_E_CANCELED; whatever it
  * may have taken is undone. An op that already ended, or a release or
  * extend, is left alone: RLC_NOT_ACQUIRED says so (nothing to cancel). */
@@ -681,7 +707,9 @@ typedef struct rlc_engine_event {
                             counted from the now_ms of the call that ended it */
     int64_t count;       /* the owner's hold count after this */
     const char *message; /* why, for a failing status; "" otherwise */
-    int64_t reserved[4];
+    int64_t kind;        /* the lock kind of the operation or hold (RLC_KIND_*; since
+                            1.2, 0 before: every event was RLC_KIND_LOCK's) */
+    int64_t reserved[3];
 } rlc_engine_event;
 
 /* 1 and *ev, or 0 when there is none. ev's strings are valid until the next

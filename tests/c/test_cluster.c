@@ -105,6 +105,52 @@ done:
     rc_stop(&rc);
 }
 
+/* Write holds under the watchdog, on names of every master: renewed (and a
+ * waiter's try undone) by calls that name only keys of the name's slot.
+ * Run by the lock family's own loop, a write level's renewal named a key
+ * "" (slot 0): every master but slot 0's refused it with CROSSSLOT, and the
+ * hold was lost one lease later. */
+TEST(write_holds_are_renewed_on_every_master)
+{
+    START_RC(rc)
+    rlc_client *c = client(rc.uri, "watchdog_timeout_ms=1500");
+    enum { N = 12 };
+    rlc_rwlock *l[N] = {0};
+    int per_master[RC_NODES] = {0};
+    CHECK(c, "client");
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "wwd:%d", i);
+        CHECK_RC(rlc_rwlock_new(c, name, 1, &l[i]), RLC_OK);
+        CHECK_RC(rlc_rwlock_write_acquire(l[i], 0, -1), RLC_OK);
+        per_master[rc_master_of(&rc, (int)slot_of(name, strlen(name)))]++;
+    }
+    int masters = 0;
+    for (int i = 0; i < RC_NODES; i++)
+        masters += per_master[i] > 0;
+    CHECK(masters == 3, "names reached %d masters", masters);
+    /* Three leases later every write hold is still held, on its master too. */
+    check_sleep_ms(4500);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "wwd:%d", i);
+        int64_t v = 0, n = 0;
+        CHECK_RC(rlc_rwlock_validity_ms(l[i], 1, &v), RLC_OK);
+        CHECK_RC(rlc_rwlock_hold_count(l[i], 1, &n), RLC_OK);
+        long long pttl = on_master(&rc, name, "PTTL %s");
+        CHECK(v > 0 && n == 1 && pttl > 0 && pttl <= 1500,
+              "%s: validity %lld, count %lld, PTTL %lld after 3 leases", name, (long long)v,
+              (long long)n, pttl);
+        CHECK_RC(rlc_rwlock_write_release(l[i]), RLC_OK);
+        CHECK(on_master(&rc, name, "EXISTS %s") == 0, "%s: key left after the release", name);
+    }
+done:
+    for (int i = 0; i < N; i++)
+        rlc_rwlock_free(l[i]);
+    rlc_client_free(c);
+    rc_stop(&rc);
+}
+
 struct waiter {
     rlc_lock *l;
     int64_t wait_ms, lease_ms;
@@ -640,7 +686,7 @@ static void *writer_main(void *arg)
 }
 
 /* The lock family on a sharded cluster: its scripts publish with SPUBLISH
- * there (their twins, fscripts.c), so a waiting writer (SSUBSCRIBEd on the
+ * there (their twins, scripts_family.c), so a waiting writer (SSUBSCRIBEd on the
  * slot's master) is woken by the read unlock itself. Before, the message
  * went out by PUBLISH, which no shard subscriber hears, and the writer only
  * found the lock free at its next poll, up to a second later. Five
@@ -722,6 +768,7 @@ done:
 
 RUN_TESTS(CASE(locks_on_many_names_go_to_the_master_of_their_slot),
           CASE(watchdog_renews_holds_on_every_master),
+          CASE(write_holds_are_renewed_on_every_master),
           CASE(a_waiter_is_woken_by_a_sharded_unlock_message),
           CASE(a_cluster_is_one_redlock_node_beside_standalone_masters),
           CASE(a_slot_migration_under_held_and_awaited_locks),

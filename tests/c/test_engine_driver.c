@@ -282,11 +282,11 @@ struct lost_seen {
     char name[64];
 };
 
-static void on_lost(void *user, const char *name, size_t len, uint64_t owner, int status,
-                    const char *message)
+static void on_lost(void *user, int kind, const char *name, size_t len, uint64_t owner,
+                    int status, const char *message)
 {
     struct lost_seen *ls = user;
-    (void)status, (void)message;
+    (void)kind, (void)status, (void)message;
     snprintf(ls->name, sizeof ls->name, "%.*s", (int)len, name);
     atomic_store(&ls->owner, owner);
     atomic_fetch_add(&ls->n, 1);
@@ -326,11 +326,11 @@ struct slow_lost {
     atomic_llong quiet_inside_ms; /* how long edrv_callbacks_quiet took in it */
 };
 
-static void on_lost_slowly(void *user, const char *name, size_t len, uint64_t owner, int status,
-                           const char *message)
+static void on_lost_slowly(void *user, int kind, const char *name, size_t len, uint64_t owner,
+                           int status, const char *message)
 {
     struct slow_lost *sl = user;
-    (void)name, (void)len, (void)owner, (void)status, (void)message;
+    (void)kind, (void)name, (void)len, (void)owner, (void)status, (void)message;
     atomic_store(&sl->entered, 1);
     int64_t t0 = check_now_ms();
     edrv_callbacks_quiet(atomic_load(&sl->d)); /* from inside: must not wait for itself */

@@ -5,11 +5,11 @@
  * Redis 7.4+ and Valkey 8 evict beyond 500 scripts: a server that flushes
  * or evicts scripts under load costs no failed family operation. Real
  * servers (RLC_SERVER=valkey-server runs them on Valkey); linked with the
- * library's objects to name the scripts (fscripts.h).
+ * library's objects to name the scripts (scripts_family.h).
  */
 #include "fixture.h"
 #include "script_churn.h"
-#include "fscripts.h"
+#include "scripts_family.h"
 
 /* Whether s has script sc loaded (SCRIPT EXISTS). */
 static bool script_loaded(const struct redis_server *s, const struct script *sc)

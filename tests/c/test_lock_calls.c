@@ -11,9 +11,11 @@
 #include "cmd.h"
 #include "lock_calls.h"
 #include "scripts.h"
+#include "scripts_family.h"
 
 static const struct lock_names NAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
-                                        "redisson_lock__channel:{k}", 1, 23, 21, 26, false};
+                                        "redisson_lock__channel:{k}", 1, 23, 21, 26, false,
+                                        RLC_KIND_LOCK, NULL, 0};
 
 /* The command as a string (its bytes are not NUL-terminated). */
 static const char *text(const struct rlc_cmd *c)
@@ -35,14 +37,14 @@ static const char *args_of(const struct rlc_cmd *c, const struct script *s)
 TEST(acquire_call_names_keys_and_attempts_in_the_scripts_order)
 {
     scripts_init();
-    struct rlc_cmd *c = call_acquire(&NAMES, "U", 30000, "U:7", 3, 0x1f, 0, true, false);
+    struct rlc_cmd *c = call_acquire(&NAMES, "U", 30000, "U:7", 3, 0x1f, 0, true, false, false);
     CHECK(c && strncmp(text(c), "*10\r\n$7\r\nEVALSHA\r\n", 18) == 0, "head %.20s", text(c));
     const char *want = "$1\r\n3\r\n$1\r\nk\r\n$21\r\nredlockc_attempts:{k}\r\n"
                        "$23\r\nredisson_lock_token:{k}\r\n$5\r\n30000\r\n$3\r\nU:7\r\n"
                        "$4\r\nU:1f\r\n$0\r\n\r\n";
     CHECK(strcmp(args_of(c, &script_acquire), want) == 0, "args %s", args_of(c, &script_acquire));
     cmd_unref(c);
-    c = call_acquire(&NAMES, "U", 500, "U:7", 3, 2, 1, false, false);
+    c = call_acquire(&NAMES, "U", 500, "U:7", 3, 2, 1, false, false, false);
     CHECK(strstr(text(c), "$3\r\nU:2\r\n$3\r\nU:1\r\n") != NULL, "nested names its outer level");
     CHECK(strncmp(text(c), "*9\r\n", 4) == 0 && !strstr(text(c), "redisson_lock_token"),
           "without fencing the counter is not named: %s", text(c));
@@ -184,20 +186,22 @@ TEST(answers_read_as_the_scripts_write_them)
     redisReply *busy_el[3] = {integer(0), integer(1234), holder};
     redisReply *busy = array(3, busy_el);
     struct acquire_answer a;
-    CHECK(answer_acquire(busy, &a) && a.count == 0 && a.x == 1234 && a.holder_len == 3 &&
+    CHECK(answer_acquire(busy, RLC_KIND_LOCK, &a) && a.count == 0 && a.x == 1234 && a.holder_len == 3 &&
               memcmp(a.holder, "X:1", 3) == 0 && !a.inner, "busy");
     redisReply *held_el[4] = {integer(2), integer(77), integer(-2), integer(1)};
     redisReply *held = array(4, held_el);
-    CHECK(answer_acquire(held, &a) && a.count == 2 && a.x == 77 && a.inner && a.holder_len == 0,
+    CHECK(answer_acquire(held, RLC_KIND_LOCK, &a) && a.count == 2 && a.x == 77 && a.inner && a.holder_len == 0,
           "held, nested in this life");
-    CHECK(answer_acquire(held_el[0], &a) && a.count == 0 && a.x == 2 && a.holder_len == 0 &&
+    CHECK(answer_acquire(held_el[0], RLC_KIND_LOCK, &a) && a.count == 0 && a.x == 2 && a.holder_len == 0 &&
               !a.inner, "an integer is a busy answer's pttl (the holder not asked for)");
-    CHECK(!answer_acquire(holder, &a), "a string is not an acquire answer");
+    CHECK(!answer_acquire(holder, RLC_KIND_LOCK, &a), "a string is not an acquire answer");
     redisReply *ren_el[2] = {integer(1), integer(0)};
     redisReply *ren = array(2, ren_el);
     CHECK(answer_renew(ren, 0) == 1 && answer_renew(ren, 1) == 0 && answer_renew(ren, 2) == -1,
           "renew answers");
-    CHECK(answer_renew(held_el[0], 0) == -1, "not an array");
+    CHECK(answer_renew(holder, 0) == -1, "a string is not a renew answer");
+    CHECK(answer_renew(held_el[0], 1) == -1 && answer_renew(ren_el[0], 0) == 1 &&
+              answer_renew(ren_el[1], 0) == 0, "one integer answers one renewal (the family's)");
     for (int i = 0; i < 3; i++)
         free(busy_el[i]);
     for (int i = 0; i < 4; i++)
@@ -210,7 +214,80 @@ TEST(answers_read_as_the_scripts_write_them)
 done:;
 }
 
+/* The write lock's calls go to the family's scripts in their order
+ * (scripts_family.h), and their answers read as the lock's. */
+static const struct lock_names WNAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
+                                         "redisson_rwlock:{k}", 1, 23, 21, 19, false,
+                                         RLC_KIND_WRITE, "redlockc_rwlock_writers:{k}", 27};
+
+TEST(write_kind_calls_the_write_lock_scripts_and_reads_their_answers)
+{
+    scripts_init();
+    struct rlc_cmd *c = call_acquire(&WNAMES, "U", 500, "U:7:write", 9, 2, 1, true, true, true);
+    const char *want = "$1\r\n3\r\n$1\r\nk\r\n$21\r\nredlockc_attempts:{k}\r\n"
+                       "$27\r\nredlockc_rwlock_writers:{k}\r\n$3\r\n500\r\n$9\r\nU:7:write\r\n"
+                       "$3\r\nU:2\r\n$4\r\n3000\r\n$3\r\nU:1\r\n";
+    CHECK(c && strcmp(args_of(c, &fscript_write_acquire), want) == 0, "waiting try %s",
+          c ? args_of(c, &fscript_write_acquire) : "NULL");
+    cmd_unref(c);
+    c = call_acquire(&WNAMES, "U", 500, "U:7:write", 9, 2, 0, false, false, false);
+    CHECK(c && strstr(args_of(c, &fscript_write_acquire), "$1\r\n0\r\n$0\r\n\r\n"),
+          "a try that does not wait registers nothing: %s", args_of(c, &fscript_write_acquire));
+    cmd_unref(c);
+    c = call_undo(&WNAMES, "U", 2, "U:7:write", 9, 90000);
+    CHECK(c && strcmp(args_of(c, &fscript_rw_undo),
+                      "$1\r\n2\r\n$1\r\nk\r\n$21\r\nredlockc_attempts:{k}\r\n"
+                      "$3\r\nU:2\r\n$9\r\nU:7:write\r\n$5\r\n90000\r\n") == 0,
+          "undo %s", c ? args_of(c, &fscript_rw_undo) : "NULL");
+    cmd_unref(c);
+    c = call_renew(&WNAMES, "U", 500, "U:7:write", 9, 2);
+    CHECK(c && strcmp(args_of(c, &fscript_rw_renew),
+                      "$1\r\n2\r\n$1\r\nk\r\n$21\r\nredlockc_attempts:{k}\r\n"
+                      "$3\r\n500\r\n$9\r\nU:7:write\r\n$3\r\nU:2\r\n") == 0,
+          "renew %s", c ? args_of(c, &fscript_rw_renew) : "NULL");
+    cmd_unref(c);
+    c = call_release(&WNAMES, "U", 500, "U:7:write", 9, 2, 9, NULL, 0);
+    CHECK(c && strcmp(args_of(c, &fscript_write_release),
+                      "$1\r\n3\r\n$1\r\nk\r\n$19\r\nredisson_rwlock:{k}\r\n"
+                      "$21\r\nredlockc_attempts:{k}\r\n$3\r\n500\r\n$9\r\nU:7:write\r\n"
+                      "$3\r\nU:2\r\n") == 0,
+          "release %s", c ? args_of(c, &fscript_write_release) : "NULL");
+    cmd_unref(c);
+    c = call_withdraw(&WNAMES, "U:7:write", 9);
+    CHECK(c && strcmp(args_of(c, &fscript_write_withdraw),
+                      "$1\r\n1\r\n$27\r\nredlockc_rwlock_writers:{k}\r\n$9\r\nU:7:write\r\n") == 0,
+          "withdraw %s", c ? args_of(c, &fscript_write_withdraw) : "NULL");
+    cmd_unref(c);
+    c = NULL;
+    CHECK(call_withdraw(&NAMES, "U:7", 3) == NULL, "a lock keeps no place to withdraw");
+
+    struct acquire_answer a;
+    redisReply *grant_el[3] = {integer(2), integer(0), integer(812)};
+    redisReply *grant = array(3, grant_el);
+    CHECK(answer_acquire(grant, RLC_KIND_WRITE, &a) && a.count == 2 && a.x == 0 && a.inner,
+          "a grant is in the life of the level it nests in");
+    redisReply *gone_el[2] = {integer(-2), integer(0)};
+    redisReply *gone = array(2, gone_el);
+    CHECK(answer_acquire(gone, RLC_KIND_WRITE, &a) && a.count == 1 && !a.inner,
+          "an outer level gone reads as a grant out of that life (A7)");
+    redisReply *freed_el[2] = {integer(0), integer(1)};
+    redisReply *freed = array(2, freed_el);
+    int64_t n = 9;
+    CHECK(answer_release(freed, &n) && n == 0, "freed");
+    CHECK(answer_release(gone_el[0], &n) && n == -2, "an integer release answer as it is");
+    for (int i = 0; i < 3; i++)
+        free(grant_el[i]);
+    for (int i = 0; i < 2; i++)
+        free(gone_el[i]), free(freed_el[i]);
+    free(grant);
+    free(gone);
+    free(freed);
+done:
+    cmd_unref(c);
+}
+
 RUN_TESTS(CASE(acquire_call_names_keys_and_attempts_in_the_scripts_order),
+          CASE(write_kind_calls_the_write_lock_scripts_and_reads_their_answers),
           CASE(renew_of_one_is_the_batch_of_one), CASE(release_names_its_level_upto_and_the_remains),
           CASE(verify_is_an_eval_of_the_renewal_test_after_an_exists),
           CASE(undo_carries_a_tombstone_that_outlives_a_late_acquire),

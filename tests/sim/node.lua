@@ -57,6 +57,18 @@ function Node:hash(key, create)
   return e
 end
 
+function Node:zset(key, create)
+  local e = self:entry(key)
+  if not e then
+    if not create then return nil end
+    e = { t = "zset", z = {} }
+    self.db[key] = e
+  elseif e.t ~= "zset" then
+    fail(WRONGTYPE)
+  end
+  return e
+end
+
 function Node:string(key)
   local e = self:entry(key)
   if e and e.t ~= "str" then fail(WRONGTYPE) end
@@ -241,6 +253,120 @@ function C.set(n, k, v, ...)
   touch(n, k)
   return { ok = "OK" }
 end
+-- A script's argument as Redis reads it: a Lua number becomes its digits.
+local function arg_string(a)
+  if type(a) == "number" then
+    return math.type(a) == "integer" and tostring(a) or string.format("%.17g", a)
+  end
+  return a
+end
+
+-- Sorted sets (the write lock's waiting writers): members by score, then
+-- by member, as Redis orders them.
+local function score_of(s)
+  if s == "-inf" then return -math.huge end
+  if s == "+inf" or s == "inf" then return math.huge end
+  local v = tonumber(s)
+  if not v then fail("ERR min or max is not a float") end
+  return v
+end
+local function zsorted(z)
+  local ms = {}
+  for m in pairs(z) do ms[#ms + 1] = m end
+  table.sort(ms, function(a, b)
+    if z[a] ~= z[b] then return z[a] < z[b] end
+    return a < b
+  end)
+  return ms
+end
+local function zdrop_if_empty(n, k, e)
+  if next(e.z) == nil then n.db[k] = nil end
+end
+function C.zadd(n, k, ...)
+  local a = { ... }
+  local xx = false
+  if a[1] and string.upper(tostring(a[1])) == "XX" then
+    xx = true
+    table.remove(a, 1)
+  end
+  if #a == 0 or #a % 2 ~= 0 then fail("ERR syntax error") end
+  local e = n:zset(k, not xx)
+  if not e then return 0 end
+  local new = 0
+  for i = 1, #a, 2 do
+    local sc = tonumber(a[i])
+    if not sc then fail("ERR value is not a valid float") end
+    local m = arg_string(a[i + 1])
+    if e.z[m] == nil then
+      if not xx then
+        new = new + 1
+        e.z[m] = sc
+      end
+    else
+      e.z[m] = sc
+    end
+  end
+  zdrop_if_empty(n, k, e)
+  touch(n, k)
+  return new
+end
+function C.zrem(n, k, ...)
+  local e = n:zset(k)
+  if not e then return 0 end
+  local c = 0
+  for _, m in ipairs({ ... }) do
+    if e.z[m] ~= nil then
+      e.z[m] = nil
+      c = c + 1
+    end
+  end
+  zdrop_if_empty(n, k, e)
+  if c > 0 then touch(n, k) end
+  return c
+end
+function C.zremrangebyscore(n, k, lo, hi)
+  local e = n:zset(k)
+  if not e then return 0 end
+  local a, b, c = score_of(arg_string(lo)), score_of(arg_string(hi)), 0
+  for _, m in ipairs(zsorted(e.z)) do
+    if e.z[m] >= a and e.z[m] <= b then
+      e.z[m] = nil
+      c = c + 1
+    end
+  end
+  zdrop_if_empty(n, k, e)
+  if c > 0 then touch(n, k) end
+  return c
+end
+function C.zcard(n, k)
+  local e = n:zset(k)
+  if not e then return 0 end
+  local c = 0
+  for _ in pairs(e.z) do c = c + 1 end
+  return c
+end
+function C.zscore(n, k, m)
+  local e = n:zset(k)
+  local v = e and e.z[m]
+  if v == nil then return false end
+  return string.format("%.17g", v)
+end
+function C.zrange(n, k, from, to, ...)
+  local e = n:zset(k)
+  if not e then return {} end
+  local ms = zsorted(e.z)
+  local i, j = int_of(from), int_of(to)
+  if not i or not j then fail("ERR value is not an integer or out of range") end
+  if i < 0 then i = #ms + i end
+  if j < 0 then j = #ms + j end
+  local scores = ({ ... })[1] and string.upper(tostring(({ ... })[1])) == "WITHSCORES"
+  local out = {}
+  for x = i + 1, math.min(j + 1, #ms) do
+    out[#out + 1] = ms[x]
+    if scores then out[#out + 1] = string.format("%.17g", e.z[ms[x]]) end
+  end
+  return out
+end
 function C.publish(_, ch, msg)
   return sim_publish(ch, msg)
 end
@@ -249,12 +375,6 @@ function C.spublish(_, ch, msg)
   return sim_spublish(ch, msg)
 end
 
-local function arg_string(a)
-  if type(a) == "number" then
-    return math.type(a) == "integer" and tostring(a) or string.format("%.17g", a)
-  end
-  return a
-end
 
 -- The `redis` of every script: acts on the node running the script.
 local R = {}
@@ -347,6 +467,10 @@ function move_key(from, to, key, now)
     c.h = {}
     for f, v in pairs(e.h) do c.h[f] = v end
   end
+  if e.z then
+    c.z = {}
+    for m, v in pairs(e.z) do c.z[m] = v end
+  end
   b.db[key] = c
   a.db[key] = nil
   touch(a, key)
@@ -362,6 +486,11 @@ function dump(node, key, now)
   if not e then return "(none)" end
   if e.t == "str" then return e.v end
   local out = {}
+  if e.t == "zset" then
+    for _, m in ipairs(zsorted(e.z)) do out[#out + 1] = m .. "@" .. tostring(e.z[m]) end
+    out[#out + 1] = "pttl=" .. tostring(e.exp and e.exp - n.now or -1)
+    return table.concat(out, " ")
+  end
   for _, f in ipairs(sorted_fields(e.h)) do out[#out + 1] = f .. "=" .. e.h[f] end
   out[#out + 1] = "pttl=" .. tostring(e.exp and e.exp - n.now or -1)
   return table.concat(out, " ")

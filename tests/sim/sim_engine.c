@@ -48,6 +48,15 @@
  * (an owner's stack is one unit deep), no fencing; the residue rule then
  * looks once the longest lease has run out (check_residue says why).
  *
+ * A sixth of the other seeds (by the seed alone; write=0|1: none, all) make
+ * some names write locks (RLC_KIND_WRITE, the read-write lock's write side:
+ * the family's scripts, Redisson's layout): every owner acquires, nests in
+ * and releases such a name as that kind, waiting writers register and
+ * withdraw, and the rules below hold for it as for a lock (no extend, no
+ * multi-lock and no query of it: the engine has none for that kind; its
+ * token is 0; residue also looks for a waiting writer's place, once its
+ * registration time has run out).
+ *
  * An owner holds a stack of units, newest on top: a plain acquire's one name,
  * or a multi-lock's names (rlc_engine_acquire_multi: all of 1-3 names, given
  * unsorted and at times with a duplicate, or none). A unit is one more level
@@ -87,6 +96,7 @@
  *
  *   sim_engine [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME]
  *              [replay=1] [expect=violations] [lua=PATH/node.lua] [cluster=0|1]
+ *              [classic=0|1] [write=0|1]
  *   sim_engine selftest
  * Exits 0 when every schedule kept every rule, 1 otherwise. replay=1 runs
  * each schedule twice and compares the traces. expect=violations (for the
@@ -107,7 +117,10 @@
 #include <time.h>
 
 #include "redlockc.h"
+#include "keys.h"
+#include "lock_calls.h"
 #include "scripts.h"
+#include "scripts_family.h"
 #include "sha1.h"
 #include "slot.h"
 
@@ -357,6 +370,8 @@ struct config {
     bool tagged;          /* the names share one {hash tag}: multi-locks allowed */
     bool fencing;         /* fencing=1: tokens checked; else every token is 0 */
     bool classic;         /* format=classic: string locks, no nesting, no fencing */
+    bool writes;          /* some names are write locks (kind) */
+    int kind[MAX_LOCKS];  /* each name's lock kind (RLC_KIND_*) */
 };
 
 /* The cluster's state: each master's own view of who owns a slot (they agree
@@ -384,6 +399,7 @@ static struct {
     int no_flush; /* flush=0: no SCRIPT FLUSH faults (to tell causes apart) */
     int cluster_mode; /* cluster=0|1: no schedule has a cluster, every one; -1: a quarter */
     int classic_mode; /* classic=0|1: no schedule in the classic format, every one; -1: a fifth */
+    int write_mode;   /* write=0|1: no schedule with write locks, every one; -1: a sixth */
     char unknown[256]; /* names of commands the node did not know */
 
     /* per schedule */
@@ -1479,6 +1495,12 @@ static void on_back(int p)
         service(pp->client);
 }
 
+/* Name l's lock kind in this schedule. */
+static int kind_of(int l)
+{
+    return S.cfg.kind[l];
+}
+
 static int lock_index(const char *name, size_t len)
 {
     for (int l = 0; l < MAX_LOCKS; l++)
@@ -1513,7 +1535,7 @@ static void check_overlap(int ci, int ti, int l)
 static int64_t engine_count(int ci, const struct task *t, int l)
 {
     const char *name = lock_names[l];
-    return rlc_engine_hold_count(S.cl[ci].e, name, strlen(name), t->owner);
+    return rlc_engine_hold_count_kind(S.cl[ci].e, kind_of(l), name, strlen(name), t->owner);
 }
 
 /* The engine's own word, rlc_engine_validity_ms() now: while it says the
@@ -1527,7 +1549,8 @@ static void check_claim(int ci, int ti, int l)
     struct client *c = &S.cl[ci];
     struct task *me = &c->task[ti];
     const char *name = lock_names[l];
-    int64_t v = rlc_engine_validity_ms(c->e, name, strlen(name), me->owner, local_now(c));
+    int64_t v = rlc_engine_validity_ms_kind(c->e, kind_of(l), name, strlen(name), me->owner,
+                                            local_now(c));
     int64_t n = engine_count(ci, me, l);
     if (v <= 0)
         return; /* says it does not hold it now */
@@ -1580,7 +1603,8 @@ static void check_count(int ci, const struct task *t, int l)
     int64_t n = engine_count(ci, t, l);
     int64_t want = h->lost_seen ? 0 : h->levels;
     bool ran_out = n == 0 && h->levels > 0 &&
-                   rlc_engine_validity_ms(c->e, name, strlen(name), t->owner, local_now(c)) == 0;
+                   rlc_engine_validity_ms_kind(c->e, kind_of(l), name, strlen(name), t->owner,
+                                               local_now(c)) == 0;
     if (n != want && !ran_out) {
         S.st.protocol++;
         trace("COUNT c%d/o%" PRIu64 " %s: rlc_engine_hold_count %" PRId64 ", events said %" PRId64,
@@ -1669,7 +1693,7 @@ static void after_no_grant(int ci, int ti)
  * hold's (multi-locks give none: they are left out); without fencing it is 0. */
 static void check_token(int ci, struct task *t, int l, const rlc_engine_event *ev)
 {
-    if (!S.cfg.fencing) {
+    if (!S.cfg.fencing || kind_of(l) != RLC_KIND_LOCK) { /* a write lock takes none */
         if (ev->token != 0) {
             S.st.contract++;
             trace("CONTRACT c%d/o%" PRIu64 ": token %" PRIu64 " with fencing off", ci, t->owner,
@@ -2095,8 +2119,8 @@ static bool start_acquire(int ci, int ti)
     t->h[t->lock].lease = pick_lease();
     int64_t wait = pick_wait();
     uint64_t op = 0;
-    int rc = rlc_engine_acquire(c->e, name, strlen(name), t->owner, wait, t->h[t->lock].lease,
-                                local_now(c), &op);
+    int rc = rlc_engine_acquire_kind(c->e, kind_of(t->lock), name, strlen(name), t->owner, wait,
+                                     t->h[t->lock].lease, local_now(c), &op);
     trace("c%d/o%" PRIu64 " acquire %s wait %" PRId64 " lease %" PRId64 " -> op%" PRIu64, ci,
           t->owner, name, wait, t->h[t->lock].lease, op);
     if (rc != RLC_OK) {
@@ -2184,8 +2208,8 @@ static bool start_nested(int ci, int ti, int l)
     const char *name = lock_names[l];
     uint64_t op = 0;
     t->lock = l;
-    int rc = rlc_engine_acquire(c->e, name, strlen(name), t->owner, 0, t->h[l].lease, local_now(c),
-                                &op);
+    int rc = rlc_engine_acquire_kind(c->e, kind_of(l), name, strlen(name), t->owner, 0,
+                                     t->h[l].lease, local_now(c), &op);
     trace("c%d/o%" PRIu64 " nested acquire %s -> op%" PRIu64, ci, t->owner, name, op);
     if (rc != RLC_OK) {
         refused(ci, t, rc);
@@ -2239,7 +2263,8 @@ static bool release_next(int ci, int ti)
     if (h->levels == 1)
         h->active = false; /* the critical section ends before the release leaves */
     uint64_t op = 0;
-    int rc = rlc_engine_release(c->e, name, strlen(name), t->owner, local_now(c), &op);
+    int rc = rlc_engine_release_kind(c->e, kind_of(l), name, strlen(name), t->owner,
+                                     local_now(c), &op);
     trace("c%d/o%" PRIu64 " release %s -> op%" PRIu64, ci, t->owner, name, op);
     if (rc != RLC_OK) {
         refused(ci, t, rc);
@@ -2282,8 +2307,11 @@ static bool held_step(int ci, int ti)
     int64_t k = rnd(0, 9);
     if (__builtin_popcount(top) == 1 && t->h[in].levels < 3 && k < 2 && !S.cfg.classic)
         return t->multi && chance(0.5) ? start_multi(ci, ti, in) : start_nested(ci, ti, in);
-    if (k < 4)
-        return start_extend(ci, ti, pick_held(t));
+    if (k < 4) {
+        int l = pick_held(t);
+        if (kind_of(l) == RLC_KIND_LOCK) /* a write lock has no extend */
+            return start_extend(ci, ti, l);
+    }
     t->releasing = top;
     t->nunits--;
     return release_next(ci, ti);
@@ -2298,6 +2326,8 @@ static void maybe_query(int ci, int ti)
     if (c->nq == MAX_QUERIES || !chance(0.15))
         return;
     int l = (int)rnd(0, S.cfg.locks - 1), what = (int)rnd(RLC_Q_LOCKED, RLC_Q_TTL);
+    if (kind_of(l) != RLC_KIND_LOCK)
+        return; /* the queries are the lock's */
     const char *name = lock_names[l];
     uint64_t op = 0;
     int rc = rlc_engine_query(c->e, name, strlen(name), c->task[ti].owner, what, local_now(c),
@@ -2744,6 +2774,30 @@ static bool all_idle(void)
  * key for the lease it carries (the format has no tombstone:
  * docs/design/classic.md); what must not be left is a key that outlives any lease
  * the engines gave, so it is looked for once the longest has run out. */
+/* Whether key is on node n at sim time `when`; a residue if so. */
+static void check_gone(int n, const char *key, int64_t when)
+{
+    lua_getglobal(S.L, "exists");
+    lua_pushinteger(S.L, n + 1);
+    lua_pushstring(S.L, key);
+    lua_pushinteger(S.L, when);
+    lua_call(S.L, 3, 1);
+    bool there = lua_toboolean(S.L, -1);
+    lua_pop(S.L, 1);
+    if (!there)
+        return;
+    S.st.residue++;
+    if (S.verbose) {
+        lua_getglobal(S.L, "dump");
+        lua_pushinteger(S.L, n + 1);
+        lua_pushstring(S.L, key);
+        lua_pushinteger(S.L, S.now);
+        lua_call(S.L, 3, 1);
+        trace("RESIDUE n%d %s: %s", n, key, lua_tostring(S.L, -1));
+        lua_pop(S.L, 1);
+    }
+}
+
 static void check_residue(void)
 {
     int64_t when = S.now;
@@ -2753,25 +2807,16 @@ static void check_residue(void)
         for (int l = 0; l < S.cfg.locks; l++) {
             char key[64];
             snprintf(key, sizeof key, "%s%s", S.cfg.prefix, lock_names[l]);
-            lua_getglobal(S.L, "exists");
-            lua_pushinteger(S.L, n + 1);
-            lua_pushstring(S.L, key);
-            lua_pushinteger(S.L, when);
-            lua_call(S.L, 3, 1);
-            bool there = lua_toboolean(S.L, -1);
-            lua_pop(S.L, 1);
-            if (!there)
+            check_gone(n, key, when);
+            if (kind_of(l) != RLC_KIND_WRITE)
                 continue;
-            S.st.residue++;
-            if (S.verbose) {
-                lua_getglobal(S.L, "dump");
-                lua_pushinteger(S.L, n + 1);
-                lua_pushstring(S.L, key);
-                lua_pushinteger(S.L, S.now);
-                lua_call(S.L, 3, 1);
-                trace("RESIDUE n%d %s: %s", n, lock_names[l], lua_tostring(S.L, -1));
-                lua_pop(S.L, 1);
-            }
+            /* a waiting writer's place: withdrawn when its acquire ended; a
+             * try the node ran late (a paused node, a cut connection) may
+             * register it again, for its registration time at most */
+            size_t len;
+            char *q = key_own("redlockc_rwlock_writers:", key, strlen(key), "", &len);
+            check_gone(n, q, S.now + LOCK_WRITER_INTENT_MS + 1);
+            free(q);
         }
 }
 
@@ -2796,6 +2841,32 @@ static bool classic_schedule(uint64_t seed)
     uint64_t z = (seed + 0x632be59bd9b4e019ULL) * 0xd6e8feb86659fd93ULL;
     z ^= z >> 32;
     return z % 5 == 0;
+}
+
+/* A sixth of the seeds that are not classic have write locks (told by the
+ * seed alone, in a draw of its own). */
+static bool write_schedule(uint64_t seed)
+{
+    if (S.write_mode >= 0)
+        return S.write_mode == 1;
+    uint64_t z = (seed + 0x3c6ef372fe94f82bULL) * 0xa0761d6478bd642fULL;
+    z ^= z >> 29;
+    return z % 6 == 0;
+}
+
+/* Which names are write locks: each at even odds, at least one (drawn only
+ * in a schedule with write locks: the others keep their random stream). */
+static void pick_kinds(struct config *g)
+{
+    memset(g->kind, 0, sizeof g->kind);
+    g->writes = !g->classic && write_schedule(S.seed);
+    if (!g->writes)
+        return;
+    int any = 0;
+    for (int l = 0; l < g->locks; l++)
+        any += (g->kind[l] = chance(0.5) ? RLC_KIND_WRITE : RLC_KIND_LOCK) != RLC_KIND_LOCK;
+    if (!any)
+        g->kind[rnd(0, g->locks - 1)] = RLC_KIND_WRITE;
 }
 
 static void make_config(void)
@@ -2858,6 +2929,7 @@ static int schedule(uint64_t seed)
     memset(S.last_token, 0, sizeof S.last_token);
     make_config();
     struct config *g = &S.cfg;
+    pick_kinds(g);
     for (int n = 0; n < g->servers; n++)
         S.node_scripts[n] = 0;
     lua_getglobal(S.L, "reset");
@@ -2888,6 +2960,9 @@ static int schedule(uint64_t seed)
     trace("schedule seed=%" PRIu64 ": %d nodes%s, %d clients, %d locks, faults %s until %" PRId64
           ", %s", seed, g->nodes, g->password ? " (AUTH, SELECT 3)" : "", g->clients, g->locks,
           g->faults ? "on" : "off", g->quiet_at, options);
+    for (int l = 0; g->writes && l < g->locks; l++)
+        if (kind_of(l) == RLC_KIND_WRITE)
+            trace("  %s is a write lock", lock_names[l]);
     if (g->cluster)
         trace("  node 0 is a cluster of %d masters (n%d..n%d, Redis %d rules), names %s: %s",
               g->masters, g->first_master, g->servers - 1, g->redis7 ? 7 : 6,
@@ -2916,7 +2991,7 @@ static int schedule(uint64_t seed)
             t->owner = (uint64_t)(ti + 1) * 7;
             t->rounds = g->rounds;
             /* a cluster's multi-lock needs its names in one slot */
-            t->multi = chance(0.25) && (!g->cluster || g->tagged);
+            t->multi = chance(0.25) && (!g->cluster || g->tagged) && !g->writes;
             t->st = T_IDLE;
             S.tasks_left++;
             app_next(ci, ti, rnd(0, 20));
@@ -3274,6 +3349,7 @@ int main(int argc, char **argv)
     long count = 1000;
     S.cluster_mode = -1;
     S.classic_mode = -1;
+    S.write_mode = -1;
     int replay = 0, self = 0, expect_violations = 0, found = 0;
     const char *lua_path = SIM_NODE_LUA;
     for (int i = 1; i < argc; i++) {
@@ -3294,6 +3370,8 @@ int main(int argc, char **argv)
             S.cluster_mode = atoi(a + 8) ? 1 : 0;
         else if (strncmp(a, "classic=", 8) == 0)
             S.classic_mode = atoi(a + 8) ? 1 : 0;
+        else if (strncmp(a, "write=", 6) == 0)
+            S.write_mode = atoi(a + 6) ? 1 : 0;
         else if (strcmp(a, "expect=violations") == 0)
             expect_violations = 1;
         else if (strcmp(a, "selftest") == 0)
@@ -3302,7 +3380,7 @@ int main(int argc, char **argv)
             lua_path = a + 4;
         else {
             fprintf(stderr, "usage: %s [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME] "
-                            "[replay=1] [expect=violations] [lua=node.lua] [cluster=0|1] [classic=0|1] | selftest\n", argv[0]);
+                            "[replay=1] [expect=violations] [lua=node.lua] [cluster=0|1] [classic=0|1] [write=0|1] | selftest\n", argv[0]);
             return 2;
         }
     }

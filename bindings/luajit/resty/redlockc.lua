@@ -80,7 +80,8 @@ pcall(ffi.cdef, [[
     int64_t validity_ms;
     int64_t count;
     const char *message;
-    int64_t reserved[4];
+    int64_t kind;
+    int64_t reserved[3];
   } rlc_engine_event;
   int rlc_engine_new(rlc_engine **out, const char *nodes, const char *client_uuid,
                      const char *options);

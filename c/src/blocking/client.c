@@ -266,14 +266,14 @@ int client_start_family_stack(rlc_client *c)
  * handle through which that owner holds the name hears of it once (its
  * on_lost, on the client's callback thread); a caller that learned of it
  * from a return code already is not told again. */
-static void engine_lost(void *user, const char *name, size_t len, uint64_t owner, int status,
-                        const char *message)
+static void engine_lost(void *user, int kind, const char *name, size_t len, uint64_t owner,
+                        int status, const char *message)
 {
     rlc_client *c = user;
     (void)message;
     pthread_mutex_lock(&c->mu);
     for (rlc_lock *l = c->handles; l; l = l->hnext) {
-        if (l->name_len != len || memcmp(l->name, name, len) != 0)
+        if (l->kind != kind || l->name_len != len || memcmp(l->name, name, len) != 0)
             continue;
         struct handle_hold *h = hh_find(l, owner);
         if (!h || h->count <= 0 || h->lost)

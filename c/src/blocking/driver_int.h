@@ -53,6 +53,7 @@ struct waiter {
     const char *const *names; /* a multi-lock's: n_names of them */
     const size_t *name_lens;
     int n_names;
+    int kind;           /* the lock kind (RLC_KIND_*) of an acquire or release */
     uint64_t owner;
     int64_t a, b;
     const char *value;  /* a fenced write's */
@@ -70,6 +71,7 @@ struct waiter {
 
 struct lost {
     struct lost *next;
+    int kind;
     uint64_t owner;
     int status;
     char message[DRV_MSGLEN];
@@ -127,8 +129,8 @@ struct edrv {
                                  is a forked child, where no thread of ours
                                  runs and the mutex may stay held */
 
-    void (*lost_fn)(void *user, const char *name, size_t name_len, uint64_t owner, int status,
-                    const char *message); /* edrv_lost_fn */
+    void (*lost_fn)(void *user, int kind, const char *name, size_t name_len, uint64_t owner,
+                    int status, const char *message); /* edrv_lost_fn */
     void *lost_user;
     void (*log_fn)(void *user, int level, const char *line); /* edrv_log_fn; under mu */
     void *log_user;

@@ -108,6 +108,7 @@ static void queue_lost(struct edrv *d, const rlc_engine_event *ev)
     if (!l)
         return; /* the hold's state still says lost: hold_count, validity_ms */
     l->next = NULL;
+    l->kind = (int)ev->kind;
     l->owner = ev->owner;
     l->status = ev->status;
     snprintf(l->message, sizeof l->message, "%s", ev->message ? ev->message : "");
@@ -368,7 +369,7 @@ static void *callbacks(void *arg)
             d->lost_tail = NULL;
         d->cb_running = true;
         pthread_mutex_unlock(&d->lost_mu);
-        d->lost_fn(d->lost_user, l->name, l->name_len, l->owner, l->status, l->message);
+        d->lost_fn(d->lost_user, l->kind, l->name, l->name_len, l->owner, l->status, l->message);
         free(l);
         pthread_mutex_lock(&d->lost_mu);
         d->cb_running = false;
@@ -382,7 +383,8 @@ static void *callbacks(void *arg)
 
 static int q_acquire(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
 {
-    return rlc_engine_acquire(d->e, w->name, w->name_len, w->owner, w->a, w->b, now, op);
+    return rlc_engine_acquire_kind(d->e, w->kind, w->name, w->name_len, w->owner, w->a, w->b,
+                                   now, op);
 }
 
 static int q_acquire_multi(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
@@ -393,7 +395,7 @@ static int q_acquire_multi(struct edrv *d, const struct waiter *w, int64_t now, 
 
 static int q_release(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
 {
-    return rlc_engine_release(d->e, w->name, w->name_len, w->owner, now, op);
+    return rlc_engine_release_kind(d->e, w->kind, w->name, w->name_len, w->owner, now, op);
 }
 
 static int q_extend(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
@@ -452,11 +454,12 @@ static int run_op(struct edrv *d, struct waiter w, struct edrv_outcome *out)
     return out->status;
 }
 
-int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
-                 const struct cancel_point *cp, int64_t wait_ms, int64_t lease_ms,
-                 struct edrv_outcome *out)
+int edrv_acquire_kind(struct edrv *d, int kind, const char *name, size_t name_len,
+                      uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
+                      int64_t lease_ms, struct edrv_outcome *out)
 {
-    return run_op(d, (struct waiter){.q = q_acquire, .name = name, .name_len = name_len,
+    return run_op(d, (struct waiter){.q = q_acquire, .kind = kind, .name = name,
+                                     .name_len = name_len,
                                      .owner = owner, .a = wait_ms, .b = lease_ms, .cp = cp,
                                      .acquire = true},
                   out);
@@ -472,10 +475,11 @@ int edrv_acquire_multi(struct edrv *d, const char *const *names, const size_t *n
                   out);
 }
 
-int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
-                 struct edrv_outcome *out)
+int edrv_release_kind(struct edrv *d, int kind, const char *name, size_t name_len,
+                      uint64_t owner, struct edrv_outcome *out)
 {
-    return run_op(d, (struct waiter){.q = q_release, .name = name, .name_len = name_len,
+    return run_op(d, (struct waiter){.q = q_release, .kind = kind, .name = name,
+                                     .name_len = name_len,
                                      .owner = owner},
                   out);
 }
@@ -580,13 +584,14 @@ void edrv_close(struct edrv *d)
     unlock(d);
 }
 
-void edrv_forget(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
+void edrv_forget_kind(struct edrv *d, int kind, const char *name, size_t name_len,
+                      uint64_t owner)
 {
     if (forked(d))
         return;
     pthread_mutex_lock(&d->mu);
     drain(d); /* what was asked before this call first */
-    rlc_engine_forget(d->e, name, name_len, owner, dio_now_ms());
+    rlc_engine_forget_kind(d->e, kind, name, name_len, owner, dio_now_ms());
     unlock(d);
 }
 
@@ -605,22 +610,24 @@ int edrv_metrics(struct edrv *d, uint64_t *out, int n)
     return rc;
 }
 
-int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
+int64_t edrv_hold_count_kind(struct edrv *d, int kind, const char *name, size_t name_len,
+                             uint64_t owner)
 {
     if (forked(d))
         return 0;
     pthread_mutex_lock(&d->mu);
-    int64_t n = rlc_engine_hold_count(d->e, name, name_len, owner);
+    int64_t n = rlc_engine_hold_count_kind(d->e, kind, name, name_len, owner);
     unlock(d);
     return n;
 }
 
-int64_t edrv_validity_ms(struct edrv *d, const char *name, size_t name_len, uint64_t owner)
+int64_t edrv_validity_ms_kind(struct edrv *d, int kind, const char *name, size_t name_len,
+                              uint64_t owner)
 {
     if (forked(d))
         return 0;
     pthread_mutex_lock(&d->mu);
-    int64_t v = rlc_engine_validity_ms(d->e, name, name_len, owner, dio_now_ms());
+    int64_t v = rlc_engine_validity_ms_kind(d->e, kind, name, name_len, owner, dio_now_ms());
     unlock(d);
     return v;
 }

@@ -38,9 +38,10 @@ struct edrv_outcome {
     char message[EDRV_MSGLEN];
 };
 
-/* A hold was lost (RLC_EV_LOST). Runs on the driver's callback thread. */
-typedef void (*edrv_lost_fn)(void *user, const char *name, size_t name_len, uint64_t owner,
-                             int status, const char *message);
+/* A hold of a lock kind (RLC_KIND_*) was lost (RLC_EV_LOST). Runs on the
+ * driver's callback thread. */
+typedef void (*edrv_lost_fn)(void *user, int kind, const char *name, size_t name_len,
+                             uint64_t owner, int status, const char *message);
 
 /* A line the engine would log and its level (rlc_engine_next_log). Called
  * under the driver's lock, in the order they came: it must only keep the
@@ -59,21 +60,33 @@ int edrv_new(struct edrv **out, const char *nodes, const char *uuid, const char 
  * other threads are the caller's to end first. Accepts NULL. */
 void edrv_free(struct edrv *d, int64_t drain_ms);
 
-/* As rlc_engine_acquire / release / extend, run to their end on the
+/* As rlc_engine_acquire(_kind) / release(_kind) / extend, run to their end on the
  * calling thread: the outcome's status (also returned). A status before
  * the operation was queued (bad arguments) comes with rlc_errmsg(). An
  * acquire carries its handle's cancel point (or NULL): a cancel counted
  * there after cp->seen ends it, before it reaches the engine too, and
  * edrv_cancel(d, cp->count) ends it in the engine. */
-int edrv_acquire(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
-                 const struct cancel_point *cp, int64_t wait_ms, int64_t lease_ms,
-                 struct edrv_outcome *out);
+int edrv_acquire_kind(struct edrv *d, int kind, const char *name, size_t name_len,
+                      uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
+                      int64_t lease_ms, struct edrv_outcome *out);
+static inline int edrv_acquire(struct edrv *d, const char *name, size_t name_len,
+                               uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
+                               int64_t lease_ms, struct edrv_outcome *out)
+{
+    return edrv_acquire_kind(d, RLC_KIND_LOCK, name, name_len, owner, cp, wait_ms, lease_ms,
+                             out);
+}
 /* rlc_engine_acquire_multi's, as edrv_acquire. */
 int edrv_acquire_multi(struct edrv *d, const char *const *names, const size_t *name_lens,
                        int n, uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
                        int64_t lease_ms, struct edrv_outcome *out);
-int edrv_release(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
-                 struct edrv_outcome *out);
+int edrv_release_kind(struct edrv *d, int kind, const char *name, size_t name_len,
+                      uint64_t owner, struct edrv_outcome *out);
+static inline int edrv_release(struct edrv *d, const char *name, size_t name_len,
+                               uint64_t owner, struct edrv_outcome *out)
+{
+    return edrv_release_kind(d, RLC_KIND_LOCK, name, name_len, owner, out);
+}
 int edrv_extend(struct edrv *d, const char *name, size_t name_len, uint64_t owner,
                 int64_t lease_ms, struct edrv_outcome *out);
 /* rlc_engine_force_release's: out->count is how many nodes had the key. */
@@ -94,7 +107,13 @@ void edrv_close(struct edrv *d);
 
 /* rlc_engine_forget's: owner's hold of name is forgotten (every owner's
  * with 0): not renewed, never reported lost. */
-void edrv_forget(struct edrv *d, const char *name, size_t name_len, uint64_t owner);
+void edrv_forget_kind(struct edrv *d, int kind, const char *name, size_t name_len,
+                      uint64_t owner);
+static inline void edrv_forget(struct edrv *d, const char *name, size_t name_len,
+                               uint64_t owner)
+{
+    edrv_forget_kind(d, RLC_KIND_LOCK, name, name_len, owner);
+}
 
 /* Ends every acquire running now whose cancel point counts at tag (its
  * handle's cancels: cp->count; not NULL), in any thread,
@@ -120,7 +139,20 @@ int edrv_metrics(struct edrv *d, uint64_t *out, int n);
  * kind that runs beside the engine: any thread, no lock taken. */
 uint64_t edrv_new_attempt(struct edrv *d);
 
-int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len, uint64_t owner);
-int64_t edrv_validity_ms(struct edrv *d, const char *name, size_t name_len, uint64_t owner);
+/* rlc_engine_hold_count_kind's and rlc_engine_validity_ms_kind's (now). */
+int64_t edrv_hold_count_kind(struct edrv *d, int kind, const char *name, size_t name_len,
+                             uint64_t owner);
+int64_t edrv_validity_ms_kind(struct edrv *d, int kind, const char *name, size_t name_len,
+                              uint64_t owner);
+static inline int64_t edrv_hold_count(struct edrv *d, const char *name, size_t name_len,
+                                      uint64_t owner)
+{
+    return edrv_hold_count_kind(d, RLC_KIND_LOCK, name, name_len, owner);
+}
+static inline int64_t edrv_validity_ms(struct edrv *d, const char *name, size_t name_len,
+                                       uint64_t owner)
+{
+    return edrv_validity_ms_kind(d, RLC_KIND_LOCK, name, name_len, owner);
+}
 
 #endif

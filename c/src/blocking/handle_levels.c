@@ -34,7 +34,8 @@ struct handle_hold *hh_for_release(rlc_client *c, rlc_lock *l, uint64_t owner)
     if (h && h->count > 0)
         return h;
     for (rlc_lock *o = c->handles; o; o = o->hnext) {
-        if (o == l || o->key_len != l->key_len || memcmp(o->key, l->key, l->key_len) != 0)
+        if (o == l || o->kind != l->kind || o->key_len != l->key_len ||
+            memcmp(o->key, l->key, l->key_len) != 0)
             continue;
         struct handle_hold *k = hh_find(o, owner);
         if (k && k->count > 0)
@@ -82,7 +83,8 @@ struct handle_hold *hh_detach_all(rlc_client *c, rlc_lock *l)
     for (struct handle_hold *h = list; h; h = h->next) {
         h->forget = h->count > 0;
         for (rlc_lock *o = c->handles; o && h->forget; o = o->hnext) {
-            if (o == l || o->key_len != l->key_len || memcmp(o->key, l->key, l->key_len) != 0)
+            if (o == l || o->kind != l->kind || o->key_len != l->key_len ||
+                memcmp(o->key, l->key, l->key_len) != 0)
                 continue;
             struct handle_hold *k = hh_find(o, h->owner);
             if (k && k->count > 0)
@@ -98,7 +100,7 @@ void hh_forget_detached(rlc_client *c, rlc_lock *l, struct handle_hold *list)
         struct handle_hold *h = list;
         list = h->next;
         if (h->forget && c && c->drv)
-            edrv_forget(c->drv, l->name, l->name_len, h->owner);
+            edrv_forget_kind(c->drv, l->kind, l->name, l->name_len, h->owner);
         free(h);
     }
 }

@@ -25,7 +25,8 @@ int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
     uint64_t owner = lock_owner(l);
     int64_t start = rlc_now_ns();
     struct edrv_outcome o;
-    rc = edrv_acquire(c->drv, l->name, l->name_len, owner, &cp, wait_ms, lease_ms, &o);
+    rc = edrv_acquire_kind(c->drv, l->kind, l->name, l->name_len, owner, &cp, wait_ms,
+                           lease_ms, &o);
     pthread_mutex_lock(&c->mu);
     struct handle_hold *h = rc == RLC_OK || rc == RLC_E_LOST ? hh_get(l, owner) : NULL;
     if (h && rc == RLC_OK)
@@ -36,17 +37,18 @@ int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
     if (rc == RLC_OK && !h) {
         /* held, but not recorded: let it go rather than keep it unseen */
         struct edrv_outcome r;
-        edrv_release(c->drv, l->name, l->name_len, owner, &r);
+        edrv_release_kind(c->drv, l->kind, l->name, l->name_len, owner, &r);
         rc = rlc_fail(RLC_E_NOMEM, "out of memory");
     } else if (rc == RLC_NOT_ACQUIRED && wait_ms != 0) {
         char name[80];
-        rlc_fail(RLC_NOT_ACQUIRED, "lock '%s' is held by another owner; waited %lld ms",
-                 lock_shown(l, name, sizeof name),
+        rlc_fail(RLC_NOT_ACQUIRED, "%s '%s' is held by another owner; waited %lld ms",
+                 lock_noun(l), lock_shown(l, name, sizeof name),
                  (long long)((rlc_now_ns() - start) / RLC_NS_PER_MS));
     } else if (rc == RLC_E_CANCELED) {
         char name[80];
-        rlc_fail(RLC_E_CANCELED, "acquire of lock '%s' was cancelled (rlc_lock_cancel); "
-                 "nothing was kept", lock_shown(l, name, sizeof name));
+        rlc_fail(RLC_E_CANCELED, "acquire of %s '%s' was cancelled (%s); nothing was kept",
+                 lock_noun(l), lock_shown(l, name, sizeof name),
+                 l->kind == RLC_KIND_WRITE ? "rlc_rwlock_cancel" : "rlc_lock_cancel");
     }
     metrics_flush_log(c);
 out:

@@ -43,6 +43,11 @@ const char *lock_shown(const rlc_lock *l, char *buf, size_t size)
     return rlc_clip(l->key, buf, size);
 }
 
+const char *lock_noun(const rlc_lock *l)
+{
+    return l->kind == RLC_KIND_WRITE ? "write lock" : "lock";
+}
+
 int lock_check_lease(const rlc_client *c, int64_t lease_ms, const char *what)
 {
     if (lease_ms <= 0)

@@ -28,6 +28,14 @@ uint64_t lock_owner(const rlc_lock *l);
 /* l's key, clipped for a message. */
 const char *lock_shown(const rlc_lock *l, char *buf, size_t size);
 
+/* What l is called in a message: "lock", or "write lock". */
+const char *lock_noun(const rlc_lock *l);
+
+/* rlc_lock_new's, for a handle of a lock kind (RLC_KIND_*): an rlc_rwlock's
+ * write side is a handle of RLC_KIND_WRITE, acquired, released, cancelled
+ * and counted through the rlc_lock_* calls. */
+int lock_new_kind(rlc_client *c, const char *name, uint64_t owner, int kind, rlc_lock **out);
+
 /* RLC_OK for lease_ms <= 0 (the watchdog's) or a usable fixed lease, else
  * RLC_E_INVAL with a message naming `what`. */
 int lock_check_lease(const rlc_client *c, int64_t lease_ms, const char *what);

@@ -24,6 +24,11 @@ static void lock_free_names(rlc_lock *l)
 
 int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out)
 {
+    return lock_new_kind(c, name, owner, RLC_KIND_LOCK, out);
+}
+
+int lock_new_kind(rlc_client *c, const char *name, uint64_t owner, int kind, rlc_lock **out)
+{
     if (!out)
         return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
     *out = NULL;
@@ -71,6 +76,7 @@ int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out
     l->name_len = name_len;
     l->client = c;
     l->owner = owner;
+    l->kind = kind;
     client_ref(c);
     pthread_mutex_lock(&c->mu);
     l->hnext = c->handles;

@@ -24,7 +24,8 @@ static int query(rlc_lock *l, int what, int64_t *answer)
  * hold whose lease ran out says so before its loss was handed on. */
 static bool valid_now(rlc_lock *l)
 {
-    return edrv_validity_ms(l->client->drv, l->name, l->name_len, lock_owner(l)) > 0;
+    return edrv_validity_ms_kind(l->client->drv, l->kind, l->name, l->name_len, lock_owner(l)) >
+           0;
 }
 
 /* A query whose answer is 0 or 1, as the caller's int. */
@@ -109,7 +110,8 @@ int rlc_lock_validity_ms(rlc_lock *l, int64_t *out)
     struct handle_hold *h = hh_find(l, owner);
     bool held = h && !h->lost && h->count > 0;
     pthread_mutex_unlock(&c->mu);
-    int64_t left = held ? edrv_validity_ms(c->drv, l->name, l->name_len, owner) : 0;
+    int64_t left =
+        held ? edrv_validity_ms_kind(c->drv, l->kind, l->name, l->name_len, owner) : 0;
     *out = left > 0 ? left : 0;
     client_leave(c);
     return RLC_OK;

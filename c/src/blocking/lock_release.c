@@ -21,7 +21,7 @@ int rlc_lock_release(rlc_lock *l)
     rlc_client *c = l->client;
     uint64_t owner = lock_owner(l);
     struct edrv_outcome o;
-    rc = edrv_release(c->drv, l->name, l->name_len, owner, &o);
+    rc = edrv_release_kind(c->drv, l->kind, l->name, l->name_len, owner, &o);
     /* Whatever the outcome, one level is gone from our side (the engine's
      * rule: a release that got no answer goes out again until one comes). */
     pthread_mutex_lock(&c->mu);

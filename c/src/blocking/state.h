@@ -89,6 +89,7 @@ struct rlc_lock {
     char *attempts_key;         /* redlockc_attempts:{key} */
     size_t attempts_key_len;
     uint64_t owner;             /* 0: the calling thread */
+    int kind;                   /* RLC_KIND_LOCK, or RLC_KIND_WRITE: an rlc_rwlock's write side */
     atomic_uint_fast64_t cancels; /* rlc_lock_cancel calls so far (cancel.h) */
 
     /* Guarded by client->mu. At most one of on_lost, on_lost_owner is set. */

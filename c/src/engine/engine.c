@@ -31,8 +31,17 @@ static void advance(rlc_engine *e, int64_t now)
         e->now = now;
 }
 
-static int new_op(rlc_engine *e, int kind, const char *name, size_t len, uint64_t owner,
-                  uint64_t *id)
+/* A lock kind the engine runs (redlockc.h, RLC_KIND_*). */
+static int check_kind(int kind)
+{
+    if (kind == RLC_KIND_LOCK || kind == RLC_KIND_WRITE)
+        return RLC_OK;
+    return rlc_fail(RLC_E_INVAL, "lock kind %d is not one the engine runs (RLC_KIND_LOCK, "
+                    "RLC_KIND_WRITE)", kind);
+}
+
+static int new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size_t len,
+                  uint64_t owner, uint64_t *id)
 {
     if (!e)
         return rlc_fail(RLC_E_INVAL, "engine is NULL");
@@ -44,7 +53,9 @@ static int new_op(rlc_engine *e, int kind, const char *name, size_t len, uint64_
         return rlc_fail(RLC_E_INVAL, "lock name is longer than %d bytes", MAX_NAME_LEN);
     if (owner == 0)
         return rlc_fail(RLC_E_INVAL, "owner id 0 is not an owner: use 1 to 2^64-1");
-    struct eng_lock *l = lock_get(e, name, len);
+    if (check_kind(lock_kind) != RLC_OK)
+        return RLC_E_INVAL;
+    struct eng_lock *l = lock_get(e, name, len, lock_kind);
     struct hold *h = l ? hold_get(e, l, owner, true) : NULL;
     struct eng_op *op = h ? op_alloc(e) : NULL;
     if (!op) {
@@ -108,10 +119,18 @@ static int check_lease(const rlc_engine *e, int64_t lease_ms)
 int rlc_engine_acquire(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                        int64_t wait_ms, int64_t lease_ms, int64_t now_ms, uint64_t *op_id)
 {
+    return rlc_engine_acquire_kind(e, RLC_KIND_LOCK, name, name_len, owner, wait_ms, lease_ms,
+                                   now_ms, op_id);
+}
+
+int rlc_engine_acquire_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
+                            uint64_t owner, int64_t wait_ms, int64_t lease_ms, int64_t now_ms,
+                            uint64_t *op_id)
+{
     int rc;
     if (e && (rc = check_lease(e, lease_ms)) != RLC_OK)
         return rc;
-    if ((rc = new_op(e, OP_ACQUIRE, name, name_len, owner, op_id)) != RLC_OK)
+    if ((rc = new_op(e, OP_ACQUIRE, kind, name, name_len, owner, op_id)) != RLC_OK)
         return rc;
     advance(e, now_ms);
     struct eng_op *op = find_op(e, *op_id);
@@ -204,7 +223,7 @@ int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names, const size
     }
     rc = RLC_OK;
     for (int i = 0; i < m && rc == RLC_OK; i++)
-        if (!(locks[i] = lock_get(e, v[i].name, v[i].len)))
+        if (!(locks[i] = lock_get(e, v[i].name, v[i].len, RLC_KIND_LOCK)))
             rc = rlc_fail(RLC_E_NOMEM, "out of memory");
     free(v);
     if (rc == RLC_OK)
@@ -238,7 +257,13 @@ int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names, const size
 int rlc_engine_release(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                        int64_t now_ms, uint64_t *op_id)
 {
-    int rc = new_op(e, OP_RELEASE, name, name_len, owner, op_id);
+    return rlc_engine_release_kind(e, RLC_KIND_LOCK, name, name_len, owner, now_ms, op_id);
+}
+
+int rlc_engine_release_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
+                            uint64_t owner, int64_t now_ms, uint64_t *op_id)
+{
+    int rc = new_op(e, OP_RELEASE, kind, name, name_len, owner, op_id);
     if (rc != RLC_OK)
         return rc;
     advance(e, now_ms);
@@ -252,7 +277,7 @@ int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t
     int rc;
     if (e && (rc = check_lease(e, lease_ms)) != RLC_OK)
         return rc;
-    if ((rc = new_op(e, OP_EXTEND, name, name_len, owner, op_id)) != RLC_OK)
+    if ((rc = new_op(e, OP_EXTEND, RLC_KIND_LOCK, name, name_len, owner, op_id)) != RLC_OK)
         return rc;
     advance(e, now_ms);
     struct eng_op *op = find_op(e, *op_id);
@@ -266,7 +291,7 @@ int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t 
 {
     if (what < RLC_Q_LOCKED || what > RLC_Q_TTL)
         return rlc_fail(RLC_E_INVAL, "query %d is not one of RLC_Q_LOCKED..RLC_Q_TTL", what);
-    int rc = new_op(e, OP_QUERY, name, name_len, owner, op_id);
+    int rc = new_op(e, OP_QUERY, RLC_KIND_LOCK, name, name_len, owner, op_id);
     if (rc != RLC_OK)
         return rc;
     advance(e, now_ms);
@@ -279,7 +304,7 @@ int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t 
 int rlc_engine_force_release(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                              int64_t now_ms, uint64_t *op_id)
 {
-    int rc = new_op(e, OP_QUERY, name, name_len, owner, op_id);
+    int rc = new_op(e, OP_QUERY, RLC_KIND_LOCK, name, name_len, owner, op_id);
     if (rc != RLC_OK)
         return rc;
     advance(e, now_ms);
@@ -331,7 +356,7 @@ int rlc_engine_fenced_set(rlc_engine *e, const char *key, size_t key_len, const 
     struct rlc_cmd *cmd = fenced_call(key, key_len, value, value_len, token);
     if (!cmd)
         return rlc_fail(RLC_E_NOMEM, "out of memory");
-    int rc = new_op(e, OP_QUERY, key, key_len, FENCE_OWNER, op_id);
+    int rc = new_op(e, OP_QUERY, RLC_KIND_LOCK, key, key_len, FENCE_OWNER, op_id);
     if (rc != RLC_OK) {
         cmd_unref(cmd);
         return rc;
@@ -371,10 +396,18 @@ int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
 int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                       int64_t now_ms)
 {
+    return rlc_engine_forget_kind(e, RLC_KIND_LOCK, name, name_len, owner, now_ms);
+}
+
+int rlc_engine_forget_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
+                           uint64_t owner, int64_t now_ms)
+{
     if (!e || !name)
         return rlc_fail(RLC_E_INVAL, "engine or name is NULL");
+    if (check_kind(kind) != RLC_OK)
+        return RLC_E_INVAL;
     advance(e, now_ms);
-    struct eng_lock *l = lock_find(e, name, name_len);
+    struct eng_lock *l = lock_find(e, name, name_len, kind);
     for (struct hold *h = l ? l->holds : NULL, *next; h; h = next) {
         next = h->next; /* h, and l with its last hold, may go here */
         if (owner != 0 && h->owner != owner)
@@ -396,9 +429,15 @@ int rlc_engine_next_event(rlc_engine *e, rlc_engine_event *ev)
 int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name_len,
                               uint64_t owner)
 {
+    return rlc_engine_hold_count_kind(e, RLC_KIND_LOCK, name, name_len, owner);
+}
+
+int64_t rlc_engine_hold_count_kind(const rlc_engine *e, int kind, const char *name,
+                                   size_t name_len, uint64_t owner)
+{
     if (!e || !name)
         return 0;
-    struct eng_lock *l = lock_find(e, name, name_len);
+    struct eng_lock *l = lock_find(e, name, name_len, kind);
     struct hold *h = l ? hold_get((rlc_engine *)e, l, owner, false) : NULL;
     /* lost, or its validity ended by the latest time passed in (its LOST
      * event is due at the next tick): held no more, whatever levels its
@@ -411,9 +450,15 @@ int64_t rlc_engine_hold_count(const rlc_engine *e, const char *name, size_t name
 int64_t rlc_engine_validity_ms(const rlc_engine *e, const char *name, size_t name_len,
                                uint64_t owner, int64_t now_ms)
 {
+    return rlc_engine_validity_ms_kind(e, RLC_KIND_LOCK, name, name_len, owner, now_ms);
+}
+
+int64_t rlc_engine_validity_ms_kind(const rlc_engine *e, int kind, const char *name,
+                                    size_t name_len, uint64_t owner, int64_t now_ms)
+{
     if (!e || !name)
         return 0;
-    struct eng_lock *l = lock_find(e, name, name_len);
+    struct eng_lock *l = lock_find(e, name, name_len, kind);
     struct hold *h = l ? hold_get((rlc_engine *)e, l, owner, false) : NULL;
     if (!h || h->count <= 0 || h->lost)
         return 0;

@@ -35,12 +35,47 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     guard_lease(e, op->lease);
     round_begin(e, op, now);
     struct lock_names names = eng_names(l);
+    bool waiting = op->wait_ms != 0 && l->kind == RLC_KIND_WRITE;
+    op->queued = op->queued || waiting;
     struct rlc_cmd *cmd = call_acquire(&names, e->uuid, op->lease, h->field, h->field_len,
-                                       op->attempt, op->outer_level, e->opts.fencing, e->n > 1);
+                                       op->attempt, op->outer_level, e->opts.fencing, e->n > 1,
+                                       waiting);
     if (!cmd)
         abort();
     round_send(e, op, R_ACQUIRE, cmd->script, cmd);
     cmd_unref(cmd);
+}
+
+/* A writer that may have registered as waiting (try_round) leaves that
+ * place when its acquire ends, or new readers would wait for a writer that
+ * is gone (for LOCK_WRITER_INTENT_MS): on every node when it ends without
+ * the lock, on those that did not grant when it holds it (a granting node
+ * took it out already). Sent like an undo: again on a new connection until
+ * answered. */
+static void withdraw(rlc_engine *e, struct eng_op *op, bool held)
+{
+    if (!op->queued)
+        return;
+    op->queued = false;
+    struct hold *h = op->hold;
+    struct lock_names names = eng_names(h->lock);
+    struct rlc_cmd *cmd = call_withdraw(&names, h->field, h->field_len);
+    if (!cmd)
+        abort(); /* a kind that queues has a withdraw */
+    for (int i = 0; i < e->n; i++)
+        if (!held || !op->granted[i])
+            conn_send(e, i, h->lock, R_UNDO, NULL, cmd->script, cmd, true);
+    cmd_unref(cmd);
+}
+
+/* The acquire ends with status (not RLC_OK): its DONE event, and the op is
+ * done. */
+static void acquire_end(rlc_engine *e, struct eng_op *op, int status, const char *msg,
+                        int64_t now)
+{
+    withdraw(e, op, false);
+    eng_event_done(e, op, status, "%s", msg);
+    op_finish(e, op, now);
 }
 
 void acquire_forget_lost(rlc_engine *e, struct hold *h)
@@ -77,10 +112,10 @@ static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
 }
 
 /* The acquire script's answer, kept past its reply (lock_calls.h). */
-static void parse(struct node_reply *nr, const redisReply *r)
+static void parse(struct node_reply *nr, const redisReply *r, int kind)
 {
     struct acquire_answer a;
-    if (!answer_acquire(r, &a)) {
+    if (!answer_acquire(r, kind, &a)) {
         nr->status = RLC_E_PROTOCOL;
         nr->err = strdup("unexpected reply to the acquire script");
         return;
@@ -137,10 +172,10 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
             h->watchdog = false;
             renew_schedule(e, h);
             sub_leave(e, op);
-            eng_event_done(e, op, RLC_E_LOST,
-                           "lock '%s' was lost before this nested acquire: its lease ran "
-                           "out; nothing was kept", RLC_SHOWN(h->lock->name));
-            op_finish(e, op, now);
+            snprintf(msg, sizeof msg,
+                     "lock '%s' was lost before this nested acquire: its lease ran out; "
+                     "nothing was kept", RLC_SHOWN(h->lock->name));
+            acquire_end(e, op, RLC_E_LOST, msg, now);
             return;
         }
         snprintf(msg, sizeof msg,
@@ -165,6 +200,7 @@ static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
     op->validity_out = h->valid_until - now;
     op->woken = false; /* the wake that led here was used */
     sub_leave(e, op);
+    withdraw(e, op, true);
     eng_event_done(e, op, RLC_OK, "%s", "");
     op_finish(e, op, now);
 }
@@ -181,6 +217,12 @@ bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t s
     op->woken = false;
     int64_t until = op->wait_deadline;
     op->retry_at = -1;
+    if (op->queued && (retry_ms < 0 || retry_ms > LOCK_WRITER_INTENT_MS / 3)) {
+        /* a waiting writer's place lapses unless its tries renew it */
+        retry_ms = LOCK_WRITER_INTENT_MS / 3;
+        if (sleep_ms >= 0 && sleep_ms < retry_ms)
+            retry_ms = sleep_ms > 0 ? sleep_ms : 1;
+    }
     if (l->classic && retry_ms != 0) {
         /* other clients free a classic lock without a message: look again
          * within the poll, or when the holder's lease ends if sooner */
@@ -240,12 +282,13 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
     bool time_left = op->wait_deadline < 0 || now < op->wait_deadline;
     if (rc != RLC_NOT_ACQUIRED || op->wait_ms == 0 || !time_left) {
         sub_leave(e, op);
-        if (rc == RLC_NOT_ACQUIRED && op->wait_ms != 0)
-            eng_event_done(e, op, rc, "lock '%s' is held by another owner; waited %lld ms",
-                           RLC_SHOWN(l->name), (long long)op->wait_ms);
-        else
-            eng_event_done(e, op, rc, "%s", msg);
-        op_finish(e, op, now);
+        char waited[300];
+        if (rc == RLC_NOT_ACQUIRED && op->wait_ms != 0) {
+            snprintf(waited, sizeof waited, "lock '%s' is held by another owner; waited %lld ms",
+                     RLC_SHOWN(l->name), (long long)op->wait_ms);
+            msg = waited;
+        }
+        acquire_end(e, op, rc, msg, now);
         return;
     }
     int64_t retry_ms = split ? quorum_jitter_ms(eng_random(e), e->opts.retry_jitter_ms) : -1;
@@ -320,8 +363,7 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
         h->watchdog = false;
         renew_schedule(e, h);
         sub_leave(e, op);
-        eng_event_done(e, op, out.status, "%s", msg);
-        op_finish(e, op, now);
+        acquire_end(e, op, out.status, msg, now);
         return;
     }
     if (vd.outcome == Q_HELD) {
@@ -404,7 +446,7 @@ static void acquire_reply(rlc_engine *e, struct eng_op *op, int node, const redi
     }
     const redisReply *ok = round_note(op, node, r, status, msg);
     if (ok)
-        parse(&op->rep[node], ok);
+        parse(&op->rep[node], ok, op->hold->lock->kind);
     if (op->answered == e->n)
         decide(e, op, now);
 }
@@ -452,9 +494,9 @@ void acquire_cancel(rlc_engine *e, struct eng_op *op, int64_t now)
         send_undo(e, h, op->attempt, op->lease, undo);
     }
     sub_leave(e, op);
-    eng_event_done(e, op, RLC_E_CANCELED, "the acquire of lock '%s' was cancelled",
-                   RLC_SHOWN(h->lock->name));
-    op_finish(e, op, now);
+    char msg[200];
+    snprintf(msg, sizeof msg, "the acquire of lock '%s' was cancelled", RLC_SHOWN(h->lock->name));
+    acquire_end(e, op, RLC_E_CANCELED, msg, now);
 }
 
 /* Ended from below (a refused SUBSCRIBE): nothing was taken while it slept. */
@@ -462,8 +504,7 @@ static void acquire_abort(rlc_engine *e, struct eng_op *op, int status, const ch
                           int64_t now)
 {
     sub_leave(e, op);
-    eng_event_done(e, op, status, "%s", why);
-    op_finish(e, op, now);
+    acquire_end(e, op, status, why, now);
 }
 
 const struct op_class op_acquire_class = {acquire_start, acquire_reply, acquire_timer,

@@ -93,7 +93,7 @@ struct req {
 
 enum conn_state { C_DOWN, C_CONNECTING, C_UP, C_DROPPED };
 
-#define CONN_SCRIPTS 16 /* the scripts and their SPUBLISH twins */
+#define CONN_SCRIPTS 32 /* the scripts and their SPUBLISH twins */
 
 struct conn {
     int state;
@@ -216,8 +216,11 @@ struct eng_lock {
     struct eng_lock *next; /* in the engine's bucket */
     char *name;            /* as the driver gave it */
     size_t name_len;
+    int kind;              /* RLC_KIND_*: one lock per (name, kind) */
     char *key, *channel, *token_key, *attempts_key;
     size_t key_len, channel_len, token_key_len, attempts_key_len;
+    char *queue;           /* a write lock's waiting writers; else NULL */
+    size_t queue_len;
     struct hold *holds;
     /* waiting acquires of this lock, in arrival order (engine_sub.c) */
     struct eng_op *wait_head, *wait_tail;
@@ -253,7 +256,7 @@ static inline struct lock_names eng_names(const struct eng_lock *l)
 {
     return (struct lock_names){l->key, l->token_key, l->attempts_key, l->channel,
                                l->key_len, l->token_key_len, l->attempts_key_len,
-                               l->channel_len, l->classic};
+                               l->channel_len, l->classic, l->kind, l->queue, l->queue_len};
 }
 
 /* ---- operations (engine_op.c; the kinds in engine_acquire.c,
@@ -308,6 +311,8 @@ struct eng_op {
     int64_t wait_ms, lease_req, wait_deadline;
     int64_t queued_at;     /* when the caller asked (an acquire's wait time) */
     bool waited;           /* an acquire that found the lock busy and slept */
+    bool queued;           /* a write acquire's try may have registered the writer as
+                              waiting (lock_calls.h): it withdraws when it ends */
     struct timer timer;    /* round deadline, retry time or wait deadline */
     /* the current round */
     uint64_t attempt;
@@ -608,8 +613,8 @@ void sub_timer(rlc_engine *e, struct eng_lock *l, int64_t now);
 bool sub_wanted(const rlc_engine *e, int node);
 
 /* engine_lock.c */
-struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len);
-struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len);
+struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len, int kind);
+struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len, int kind);
 /* The first lock of channel ch; lock_next_of_channel, the next one: names
  * such as x and {x} share a channel. */
 struct eng_lock *lock_by_channel(const rlc_engine *e, const char *ch, size_t len);

@@ -37,6 +37,7 @@ static uint64_t hash(const char *s, size_t len)
 
 static void lock_free(struct eng_lock *l)
 {
+    free(l->queue);
     free(l->name);
     free(l->key);
     free(l->channel);
@@ -45,12 +46,31 @@ static void lock_free(struct eng_lock *l)
     free(l);
 }
 
-struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len)
+/* A name's locks of every kind share its bucket. */
+struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len, int kind)
 {
     for (struct eng_lock *l = e->buckets[hash(name, len) % ENG_BUCKETS]; l; l = l->next)
-        if (l->name_len == len && memcmp(l->name, name, len) == 0)
+        if (l->kind == kind && l->name_len == len && memcmp(l->name, name, len) == 0)
             return l;
     return NULL;
+}
+
+/* Its names of its kind (keys.h): the lock's, or a write lock's (Redisson's
+ * RReadWriteLock: its channel, and our waiting writers' zset). Every one
+ * hashes to the key's slot. */
+static bool lock_names_make(const rlc_engine *e, struct eng_lock *l)
+{
+    l->token_key = key_derived("redisson_lock_token:", l->key, l->key_len, "", &l->token_key_len);
+    l->attempts_key =
+        key_own("redlockc_attempts:", l->key, l->key_len, "", &l->attempts_key_len);
+    if (l->kind == RLC_KIND_WRITE) {
+        l->channel = key_derived("redisson_rwlock:", l->key, l->key_len, "", &l->channel_len);
+        l->queue = key_own("redlockc_rwlock_writers:", l->key, l->key_len, "", &l->queue_len);
+        return l->token_key && l->attempts_key && l->channel && l->queue;
+    }
+    l->channel = key_derived("redisson_lock__channel:", l->key, l->key_len, "", &l->channel_len);
+    l->classic = e->opts.format == RLC_FORMAT_CLASSIC;
+    return l->token_key && l->attempts_key && l->channel;
 }
 
 struct eng_lock *lock_by_channel(const rlc_engine *e, const char *ch, size_t len)
@@ -78,14 +98,15 @@ struct eng_lock *lock_channel_peer(const rlc_engine *e, const struct eng_lock *l
     return NULL;
 }
 
-struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len)
+struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len, int kind)
 {
-    struct eng_lock *l = lock_find(e, name, len);
+    struct eng_lock *l = lock_find(e, name, len, kind);
     if (l)
         return l;
     l = calloc(1, sizeof *l);
     if (!l)
         return NULL;
+    l->kind = kind;
     l->timer.at = -1;
     l->timer_want = -1;
     size_t plen = strlen(e->opts.key_prefix);
@@ -99,16 +120,9 @@ struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len)
         memcpy(l->key + plen, name, len);
         l->key_len = plen + len;
         l->key[l->key_len] = '\0';
-        l->channel =
-            key_derived("redisson_lock__channel:", l->key, l->key_len, "", &l->channel_len);
-        l->token_key =
-            key_derived("redisson_lock_token:", l->key, l->key_len, "", &l->token_key_len);
-        l->attempts_key =
-            key_own("redlockc_attempts:", l->key, l->key_len, "", &l->attempts_key_len);
-        l->slot = slot_of(l->key, l->key_len); /* all four names hash here */
-        l->classic = e->opts.format == RLC_FORMAT_CLASSIC;
+        l->slot = slot_of(l->key, l->key_len); /* all its names hash here */
     }
-    if (!l->name || !l->key || !l->channel || !l->token_key || !l->attempts_key) {
+    if (!l->name || !l->key || !lock_names_make(e, l)) {
         lock_free(l);
         return NULL;
     }
@@ -184,8 +198,10 @@ struct hold *hold_get(rlc_engine *e, struct eng_lock *l, uint64_t owner, bool cr
     if (e->n_holds >= e->hcap && !hold_table_grow(e))
         return NULL;
     struct hold *h = calloc(1, sizeof *h);
-    char field[80];
-    int n = snprintf(field, sizeof field, "%s:%llu", e->uuid, (unsigned long long)owner);
+    /* Redisson's fields: a write lock's holder is "<uuid>:<owner>:write" */
+    char field[96];
+    int n = snprintf(field, sizeof field, "%s:%llu%s", e->uuid, (unsigned long long)owner,
+                     l->kind == RLC_KIND_WRITE ? ":write" : "");
     if (!h || !(h->field = malloc((size_t)n + 1))) {
         free(h);
         return NULL;

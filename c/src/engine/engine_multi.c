@@ -323,7 +323,7 @@ static void multi_reply(rlc_engine *e, struct eng_op *op, int node, const redisR
 {
     const redisReply *ok = round_note(op, node, r, status, msg);
     struct acquire_answer a;
-    if (ok && answer_acquire(ok, &a)) {
+    if (ok && answer_acquire(ok, RLC_KIND_LOCK, &a)) {
         int named = answer_multi_name(ok);
         op->rep[node].a = a.count;
         op->rep[node].b = a.count >= 1 ? 0 : a.x;

@@ -58,6 +58,7 @@ void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fm
     ev.owner = h->owner;
     ev.name = h->lock->name;
     ev.name_len = h->lock->name_len;
+    ev.kind = h->lock->kind;
     ev.count = op->kind == OP_QUERY ? op->query_out : h->count;
     if (status == RLC_OK && op->kind == OP_ACQUIRE)
         ev.token = h->token;
@@ -77,6 +78,7 @@ void eng_event_lost(rlc_engine *e, struct hold *h, int status, const char *why)
     ev.owner = h->owner;
     ev.name = h->lock->name;
     ev.name_len = h->lock->name_len;
+    ev.kind = h->lock->kind;
     ev.token = h->token;
     ev.count = h->count;
     push_event(e, &ev, why);

@@ -137,8 +137,8 @@ static void release_reply(rlc_engine *e, struct eng_op *op, int node, const redi
                    const char *msg, int64_t now)
 {
     const redisReply *ok = round_note(op, node, r, status, msg);
-    if (ok && ok->type == REDIS_REPLY_INTEGER) {
-        op->rep[node].a = ok->integer;
+    if (ok && answer_release(ok, &op->rep[node].a)) {
+        /* read: a release that ran */
     } else if (ok) {
         op->rep[node].status = RLC_E_PROTOCOL;
         op->rep[node].err = strdup("unexpected reply to the release script");

@@ -59,9 +59,10 @@ void renew_schedule(rlc_engine *e, struct hold *h)
         at = h->valid_until;
         if (!h->renewing && !extending(h) && h->next_renew < at)
             at = h->next_renew;
-        /* loss push (engine_track.c): a new watchdog hold joins after a
-         * grace; a verify's verdict is taken at once */
-        if (!h->track_joined && h->track_at < 0 && e->track)
+        /* loss push (engine_track.c): a new watchdog lock hold joins after
+         * a grace (a write hold's loss is found by its renewal); a verify's
+         * verdict is taken at once */
+        if (!h->track_joined && h->track_at < 0 && e->track && h->lock->kind == RLC_KIND_LOCK)
             h->track_at = e->now + TRACK_GRACE_MS;
         if (h->track_at >= 0 && h->track_at < at)
             at = h->track_at;

@@ -3,9 +3,11 @@
  */
 #include <stdlib.h>
 
+#include "redlockc.h"
 #include "cmd.h"
 #include "lock_calls.h"
 #include "scripts.h"
+#include "scripts_family.h"
 
 int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size)
 {
@@ -84,10 +86,90 @@ static struct rlc_cmd *classic_multi(int m, const struct lock_names *names, cons
     return cmd;
 }
 
+/* ---- the write lock's calls (scripts_family.h has their layout) ---- */
+
+static struct rlc_cmd *write_acquire(const struct lock_names *n, const char *uuid,
+                                     int64_t lease_ms, const char *field, size_t field_len,
+                                     uint64_t attempt, uint64_t outer_level, bool waiting)
+{
+    char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX], intent[24];
+    const char *argv[8] = {n->key, n->attempts_key, n->queue, lease, field, id, intent, in};
+    size_t lens[8] = {
+        n->key_len, n->attempts_key_len, n->queue_len, cmd_i64(lease, lease_ms), field_len,
+        (size_t)lock_attempt_id(uuid, attempt, id, sizeof id),
+        cmd_i64(intent, waiting ? LOCK_WRITER_INTENT_MS : 0),
+        outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0};
+    return cmd_evalsha(&fscript_write_acquire, 3, 5, argv, lens);
+}
+
+/* KEYS: lock, attempts (a read level's timeout prefix: none); ARGV: the
+ * level's attempt id, field, and the undo's tombstone ms; or (ms_first) the
+ * renewal's lease, field, attempt id: rw_renew's order. */
+static struct rlc_cmd *write_level(const struct script *s, const struct lock_names *n,
+                                   const char *uuid, uint64_t attempt, const char *field,
+                                   size_t field_len, int64_t ms, bool ms_first)
+{
+    char id[LOCK_ATTEMPT_ID_MAX], num[24];
+    size_t id_len = attempt ? (size_t)lock_attempt_id(uuid, attempt, id, sizeof id) : 0;
+    size_t num_len = cmd_i64(num, ms);
+    const char *argv[5] = {n->key, n->attempts_key, id, field, num};
+    size_t lens[5] = {n->key_len, n->attempts_key_len, id_len, field_len, num_len};
+    if (ms_first) {
+        argv[2] = num, lens[2] = num_len;
+        argv[4] = id, lens[4] = id_len;
+    }
+    return cmd_evalsha(s, 2, 3, argv, lens);
+}
+
+/* KEYS: lock, channel, attempts; ARGV: lease, field, the level, then the
+ * extra levels (a lost hold's remains). */
+static struct rlc_cmd *write_release(const struct lock_names *n, const char *uuid,
+                                     int64_t lease_ms, const char *field, size_t field_len,
+                                     uint64_t level, const uint64_t *extra, int64_t n_extra)
+{
+    int64_t argc = 6 + n_extra;
+    const char **argv = malloc(sizeof *argv * (size_t)argc);
+    size_t *lens = malloc(sizeof *lens * (size_t)argc);
+    char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)(n_extra + 1));
+    struct rlc_cmd *cmd = NULL;
+    if (argv && lens && ids) {
+        char lease[24];
+        argv[0] = n->key, lens[0] = n->key_len;
+        argv[1] = n->channel, lens[1] = n->channel_len;
+        argv[2] = n->attempts_key, lens[2] = n->attempts_key_len;
+        argv[3] = lease, lens[3] = cmd_i64(lease, lease_ms);
+        argv[4] = field, lens[4] = field_len;
+        for (int64_t k = 0; k <= n_extra; k++) {
+            uint64_t id = k == 0 ? level : extra[k - 1];
+            argv[5 + k] = ids[k];
+            lens[5 + k] = id ? (size_t)lock_attempt_id(uuid, id, ids[k], LOCK_ATTEMPT_ID_MAX) : 0;
+        }
+        cmd = cmd_evalsha(&fscript_write_release, 3, (int)(argc - 3), argv, lens);
+    }
+    free(argv);
+    free(lens);
+    free(ids);
+    return cmd;
+}
+
+struct rlc_cmd *call_withdraw(const struct lock_names *n, const char *field, size_t field_len)
+{
+    if (n->kind != RLC_KIND_WRITE)
+        return NULL;
+    const char *argv[2] = {n->queue, field};
+    size_t lens[2] = {n->queue_len, field_len};
+    return cmd_evalsha(&fscript_write_withdraw, 1, 1, argv, lens);
+}
+
+/* ---- the lock's calls ---- */
+
 struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                              const char *field, size_t field_len, uint64_t attempt,
-                             uint64_t outer_level, bool fencing, bool name_holder)
+                             uint64_t outer_level, bool fencing, bool name_holder, bool waiting)
 {
+    if (n->kind == RLC_KIND_WRITE)
+        return write_acquire(n, uuid, lease_ms, field, field_len, attempt, outer_level,
+                             waiting);
     if (n->classic)
         return classic_acquire(n, uuid, lease_ms, attempt, name_holder);
     char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX];
@@ -113,6 +195,8 @@ struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64
 struct rlc_cmd *call_undo(const struct lock_names *n, const char *uuid, uint64_t attempt,
                           const char *field, size_t field_len, int64_t tomb_ms)
 {
+    if (n->kind == RLC_KIND_WRITE)
+        return write_level(&fscript_rw_undo, n, uuid, attempt, field, field_len, tomb_ms, false);
     if (n->classic)
         return classic_one(&script_classic_undo, n, false, uuid, attempt);
     char id[LOCK_ATTEMPT_ID_MAX], ttl[24];
@@ -131,6 +215,8 @@ int64_t lock_undo_tomb_ms(int64_t lease_ms, int64_t call_timeout_ms, int64_t con
 struct rlc_cmd *call_renew(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                            const char *field, size_t field_len, uint64_t level)
 {
+    if (n->kind == RLC_KIND_WRITE)
+        return write_level(&fscript_rw_renew, n, uuid, level, field, field_len, lease_ms, true);
     return call_renew_many(1, n, uuid, lease_ms, &field, &field_len, &level);
 }
 
@@ -226,6 +312,11 @@ struct rlc_cmd *call_release(const struct lock_names *n, const char *uuid, int64
      * it (upto), and there are no tombstones to leave (extra) */
     if (n->classic)
         return classic_one(&script_classic_release, n, true, uuid, level);
+    /* the write lock's release takes its one level: a level of an earlier
+     * attempt whose undo is late is taken by that undo, and an attempt that
+     * never ran is stopped by its own undo's tombstone */
+    if (n->kind == RLC_KIND_WRITE)
+        return write_release(n, uuid, lease_ms, field, field_len, level, extra, n_extra);
     /* KEYS lock, channel, attempts; ARGV lease, field, the level, upto, then
      * the extra levels */
     int64_t argc = 7 + n_extra;
@@ -313,8 +404,51 @@ int answer_multi_name(const redisReply *r)
     return (int)r->element[2]->integer;
 }
 
-bool answer_acquire(const redisReply *r, struct acquire_answer *a)
+/* The family's acquire answers (scripts_family.h): {n, 0, before} granted,
+ * {0, pttl, holder} busy, {-1, 0} undone, {-2, 0} nested in a level that is
+ * gone. */
+static bool family_acquire(const redisReply *r, struct acquire_answer *a)
 {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+        return false;
+    a->count = r->element[0]->integer;
+    a->x = r->element[1]->integer;
+    a->inner = a->count >= 1;
+    if (a->count == -2) {
+        a->count = 1;
+        a->x = 0;
+    } else if (a->count >= 1) {
+        a->x = 0; /* no fencing token: element 1 is 0 */
+    }
+    if (a->count == 0 && r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
+        a->holder = r->element[2]->str;
+        a->holder_len = r->element[2]->len;
+    }
+    return true;
+}
+
+bool answer_release(const redisReply *r, int64_t *n)
+{
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *n = r->integer;
+        return true;
+    }
+    /* the family's: {n left, freed} */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        return false;
+    *n = r->element[0]->integer;
+    return true;
+}
+
+bool answer_acquire(const redisReply *r, int kind, struct acquire_answer *a)
+{
+    a->holder = "";
+    a->holder_len = 0;
+    a->inner = false;
+    if (kind != RLC_KIND_LOCK)
+        return family_acquire(r, a);
     a->holder = "";
     a->holder_len = 0;
     a->inner = false;
@@ -341,6 +475,8 @@ bool answer_acquire(const redisReply *r, struct acquire_answer *a)
 
 int answer_renew(const redisReply *r, size_t j)
 {
+    if (r->type == REDIS_REPLY_INTEGER && j == 0)
+        return r->integer == 1;
     if (r->type != REDIS_REPLY_ARRAY || j >= r->elements ||
         r->element[j]->type != REDIS_REPLY_INTEGER)
         return -1;

@@ -24,7 +24,16 @@ struct lock_names {
     size_t key_len, token_key_len, attempts_key_len, channel_len;
     bool classic; /* the classic format's scripts (scripts_classic.c): only the
                      key (and the channel) are named, never the other two */
+    int kind;     /* RLC_KIND_LOCK, or the lock family's kind whose scripts
+                     (scripts_family.h) are called: RLC_KIND_WRITE */
+    const char *queue; /* a write lock's waiting writers (a zset), else NULL */
+    size_t queue_len;
 };
+
+/* A waiting writer's place (the write lock's writers zset) lasts this long
+ * past its last try: it tries again at least every third of it, so a live
+ * writer keeps it, and one that died stops holding readers back within it. */
+#define LOCK_WRITER_INTENT_MS 3000
 
 /* Room for an attempt id: "<client uuid>:<attempt in hex>". */
 #define LOCK_ATTEMPT_ID_MAX 96
@@ -36,10 +45,16 @@ int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size);
  * hold it nests in, or 0 for a new hold; fencing: take a fencing token (the
  * counter key; without it the answer's token is 0 and no key outlives the
  * lock); name_holder: a busy answer names the holder (Redlock's split vote
- * needs it; one node does not). */
+ * needs it; one node does not); waiting: a try of an acquire that waits (a
+ * busy write try then registers the writer as waiting for
+ * LOCK_WRITER_INTENT_MS, so that new readers let it in first). */
 struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                              const char *field, size_t field_len, uint64_t attempt,
-                             uint64_t outer_level, bool fencing, bool name_holder);
+                             uint64_t outer_level, bool fencing, bool name_holder, bool waiting);
+
+/* A waiter that gives up leaves its place (a write lock's writers zset), or
+ * NULL: the kind keeps none. */
+struct rlc_cmd *call_withdraw(const struct lock_names *n, const char *field, size_t field_len);
 
 /* Takes back attempt's level wherever it ran, and stops it where it has not
  * arrived yet, for tomb_ms (lock_undo_tomb_ms). */
@@ -108,14 +123,24 @@ struct acquire_answer {
     size_t holder_len;
 };
 
-/* Reads r into a; false when it is not the acquire script's answer. */
-bool answer_acquire(const redisReply *r, struct acquire_answer *a);
+/* Reads r, the answer of a lock of this kind, into a; false when it is not
+ * an acquire script's answer. The family's answers read as the lock's: a
+ * grant is in the life of any level it nests in (inner), and a nested try
+ * whose outer level is gone (A7) reads as a grant that is not (count 1,
+ * inner false: the quorum's verdict is then "outer lost"), though it took
+ * nothing. */
+bool answer_acquire(const redisReply *r, int kind, struct acquire_answer *a);
+
+/* The release script's answer as the lock's (scripts.h): -1 not the
+ * owner, 0 freed, n > 0 levels left; false when it is none. */
+bool answer_release(const redisReply *r, int64_t *n);
 
 /* The name (1-based) a multi-lock try's answer names, or 0. */
 int answer_multi_name(const redisReply *r);
 
 /* The renew script's answer for the j-th hold it renewed (0 for a single
- * one): 1 renewed, 0 not ours, -1 not a renew answer. */
+ * one; the family's renewals answer one integer): 1 renewed, 0 not ours,
+ * -1 not a renew answer. */
 int answer_renew(const redisReply *r, size_t j);
 
 #endif

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "scripts.h"
+#include "scripts_family.h"
 #include "sha1.h"
 
 /* parse: a record's epoch, owner field and pttl before (nil for a
@@ -577,7 +578,15 @@ static void compute_shas(void)
     /* loaded where it is first called (a NOSCRIPT there): it writes the
      * resource, not a lock, and most connections never call it */
     sha1_hex(script_fenced_set.source, strlen(script_fenced_set.source), script_fenced_set.sha);
+    const struct script *const *family;
+    scripts_family(&family);
 }
+
+/* The lock family's kinds the engine runs (lock_calls.c): their scripts are
+ * loaded beside the lock's. */
+static const struct script *const engine_family[] = {
+    &fscript_write_acquire, &fscript_write_release, &fscript_rw_undo, &fscript_rw_renew,
+    &fscript_write_withdraw};
 
 size_t scripts_engine(const struct script **out, bool twins, bool classic)
 {
@@ -589,6 +598,11 @@ size_t scripts_engine(const struct script **out, bool twins, bool classic)
         out[n++] = all[i];
         if (twins && all[i]->sharded)
             out[n++] = all[i]->sharded;
+    }
+    for (size_t i = 0; !classic && i < COUNT(engine_family); i++) {
+        out[n++] = engine_family[i];
+        if (twins && engine_family[i]->sharded)
+            out[n++] = engine_family[i]->sharded;
     }
     return n;
 }

@@ -1,5 +1,5 @@
 /*
- * fscripts.c - the lock family's scripts (see fscripts.h for each one's
+ * scripts_family.c - the lock family's scripts (see scripts_family.h for each one's
  * keys, arguments and reply, docs/FAMILY.md for the layouts and why).
  *
  * The attempt records are those of the RLock scripts (scripts.c): field
@@ -10,8 +10,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "conn.h"
-#include "fscripts.h"
+#include "scripts_family.h"
 #include "sha1.h"
 
 /* now_ms: the server's clock (Redis 7 replicates scripts by effects, so
@@ -204,6 +203,12 @@ struct script fscript_read_release = {
 
 /* An inner write level only raises the hash's TTL to the lease (Redisson
  * sets it): the writer's own read levels may have been promised longer.
+ * Further attempt ids (ARGV[4..]) are the other levels of a lost hold,
+ * given up at once with its last release: each goes if it is of this life,
+ * and nothing is raised then (nobody counts on the hold any more). A level
+ * whose attempt has not run here (a node that did not answer in time) gets
+ * a tombstone, as the lock's release gives it, so that its acquire does
+ * nothing when it comes late.
  * The write hold's last level: the hash goes (or turns to mode read when
  * the writer still holds read levels, as in Redisson); either way waiting
  * readers may come in, so it publishes 1, which wakes every Redisson
@@ -211,13 +216,21 @@ struct script fscript_read_release = {
 struct script fscript_write_release = {
     "write_release",
     HEAD
-    "if redis.call('hget', KEYS[1], 'mode') ~= 'write' or\n"
-    "   not may_release(KEYS[1], KEYS[3], ARGV[3], ARGV[2]) then\n"
-    "  return -1\n"
+    "local writing = redis.call('hget', KEYS[1], 'mode') == 'write'\n"
+    "local n, took = 1, 0\n"
+    "for i = 3, #ARGV do\n"
+    "  local ran = redis.call('hexists', KEYS[3], ARGV[i]) == 1\n"
+    "  if writing and n > 0 and may_release(KEYS[1], KEYS[3], ARGV[i], ARGV[2]) then\n"
+    "    n, took = redis.call('hincrby', KEYS[1], ARGV[2], -1), took + 1\n"
+    "  elseif not ran then\n"
+    "    tombstone(KEYS[3], ARGV[i], tonumber(ARGV[1]) + 60000)\n"
+    "  end\n"
     "end\n"
-    "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "if took == 0 then return -1 end\n"
     "if n > 0 then\n"
-    "  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end\n"
+    "  if #ARGV == 3 and redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then\n"
+    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  end\n"
     "  return {n, 0}\n"
     "end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"
@@ -246,13 +259,13 @@ struct script fscript_rw_undo = {
     "if rec ~= 'u' then redis.call('hdel', KEYS[2], ARGV[1]) end\n"
     "if not before or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return 0 end\n"
     "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "if KEYS[3] ~= '' then read_drop(KEYS[3], n) end\n"
+    "if KEYS[3] then read_drop(KEYS[3], n) end\n"
     "if n > 0 then return 1 end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"
     "if redis.call('hlen', KEYS[1]) <= 1 then\n"
     "  redis.call('del', KEYS[1])\n"
     "  redis.call('hdel', KEYS[2], 'e')\n"
-    "elseif KEYS[3] == '' then\n"
+    "elseif not KEYS[3] then\n"
     "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
     "end\n"
     "return 1\n",
@@ -266,7 +279,7 @@ struct script fscript_rw_renew = {
     "if not level_of(KEYS[2], ARGV[3]) and redis.call('exists', KEYS[2]) == 1 then return 0 end\n"
     "local c = tonumber(redis.call('hget', KEYS[1], ARGV[2]))\n"
     "if not c then return 0 end\n"
-    "if KEYS[3] ~= '' then\n"
+    "if KEYS[3] then\n"
     "  for i = 1, c do redis.call('pexpire', KEYS[3] .. ':' .. i, ARGV[1]) end\n"
     "end\n"
     "if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end\n"
@@ -524,22 +537,23 @@ struct script fscript_sem_release = {
     "return n\n",
     "", NULL};
 
+static struct script *const all[] = {
+    &fscript_read_acquire, &fscript_write_acquire, &fscript_read_release,
+    &fscript_write_release, &fscript_rw_undo, &fscript_rw_renew, &fscript_write_withdraw,
+    &fscript_fair_acquire, &fscript_fair_release, &fscript_fair_withdraw,
+    &fscript_fair_undo, &fscript_fair_renew, &fscript_psem_acquire, &fscript_psem_release,
+    &fscript_psem_renew, &fscript_psem_available, &fscript_sem_acquire,
+    &fscript_sem_release};
+enum { N = sizeof all / sizeof all[0] };
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void compute(void)
 {
-    static struct script *all[] = {
-        &fscript_read_acquire, &fscript_write_acquire, &fscript_read_release,
-        &fscript_write_release, &fscript_rw_undo, &fscript_rw_renew, &fscript_write_withdraw,
-        &fscript_fair_acquire, &fscript_fair_release, &fscript_fair_withdraw,
-        &fscript_fair_undo, &fscript_fair_renew, &fscript_psem_acquire, &fscript_psem_release,
-        &fscript_psem_renew, &fscript_psem_available, &fscript_sem_acquire,
-        &fscript_sem_release};
     /* SPUBLISH twins of those that publish, for sharded clusters: without
-     * them a waiter there (SSUBSCRIBEd, pubsub.c) hears no release and
-     * only finds the lock free at its next poll, up to a second later.
-     * Static storage: a library that is unloaded leaves nothing behind. */
-    enum { N = sizeof all / sizeof all[0] };
+     * them a waiter there (SSUBSCRIBEd) hears no release and only finds the
+     * lock free at its next poll. Static storage: a library that is
+     * unloaded leaves nothing behind. */
     static struct script twins[N];
     static char pool[64 * 1024];
     size_t used = 0;
@@ -547,16 +561,11 @@ static void compute(void)
         sha1_hex(all[i]->source, strlen(all[i]->source), all[i]->sha);
         used += script_make_sharded(all[i], &twins[i], pool + used, sizeof pool - used);
     }
-    /* Every command connection made from now on loads them with SCRIPT
-     * LOAD in its handshake, as it does the RLock's: none is left to EVAL's
-     * cache, which Redis 7.4+ and Valkey 8 evict. The SPUBLISH twins (a
-     * sharded cluster's) are not: there, each is loaded at its first
-     * NOSCRIPT (mux.c). */
-    conn_load_also((const struct script *const *)all, N);
 }
 
-void fscripts_init(void)
+size_t scripts_family(const struct script *const **list)
 {
-    scripts_init();
     pthread_once(&once, compute);
+    *list = (const struct script *const *)all;
+    return N;
 }

@@ -1,5 +1,5 @@
 /*
- * fscripts.h - the scripts of the lock family (read-write lock, fair lock,
+ * scripts_family.h - the scripts of the lock family (read-write lock, fair lock,
  * semaphores, multi-name lock). Our own code; only the data they leave
  * behind matches Redisson's layout (docs/FAMILY.md).
  *
@@ -18,8 +18,8 @@
  * set none, and a read release's recompute keeps every level's time.
  * Release replies: -1 not the owner (in this life), else {n left, freed}.
  */
-#ifndef RLC_FSCRIPTS_H
-#define RLC_FSCRIPTS_H
+#ifndef RLC_SCRIPTS_FAMILY_H
+#define RLC_SCRIPTS_FAMILY_H
 
 #include "scripts.h"
 
@@ -33,14 +33,18 @@ extern struct script fscript_write_acquire;
  * field, attempt id. Publishes 0 when it frees the hash (Redisson's read
  * unlock message). */
 extern struct script fscript_read_release;
-/* KEYS: hash, channel, attempts. ARGV: lease, write field, attempt id.
+/* KEYS: hash, channel, attempts. ARGV: lease, write field, attempt id, then
+ * the attempt ids of a lost hold's other levels, given up with it.
  * Publishes 1 (Redisson's READ_UNLOCK_MESSAGE) when the write hold ends. */
 extern struct script fscript_write_release;
-/* KEYS: hash, attempts, timeout prefix ("" for a write level). ARGV:
- * attempt id, field, tombstone ms. -> 1 taken back, 0 nothing. */
+/* KEYS: hash, attempts, and for a read level its timeout prefix (a write
+ * level names no third key: on a cluster every key named must be in the
+ * lock's slot). ARGV: attempt id, field, tombstone ms. -> 1 taken back, 0
+ * nothing. */
 extern struct script fscript_rw_undo;
-/* KEYS: hash, attempts, timeout prefix ("" for write). ARGV: lease, field,
- * attempt id of one level. -> 1 renewed, 0 gone. */
+/* KEYS: hash, attempts, and for a read level its timeout prefix (none for
+ * a write level). ARGV: lease, field, attempt id of one level. -> 1
+ * renewed, 0 gone. */
 extern struct script fscript_rw_renew;
 /* KEYS: writers zset. ARGV: write field. Withdraws a waiting writer. */
 extern struct script fscript_write_withdraw;
@@ -82,6 +86,8 @@ extern struct script fscript_sem_acquire;
  * its record names, or writes the tombstone). -> permits given. */
 extern struct script fscript_sem_release;
 
-void fscripts_init(void);
+/* Every script above, their SHA-1 names and SPUBLISH twins computed (once,
+ * thread-safe): *list points at static storage; returns how many. */
+size_t scripts_family(const struct script *const **list);
 
 #endif

@@ -15,11 +15,13 @@
 
 #include "family.h"
 #include "clock.h"
+#include "conn.h"
 #include "error.h"
 #include "lock_calls.h"
 #include "owner.h"
 #include "pubsub.h"
 #include "quorum.h"
+#include "scripts_family.h"
 
 #define MAX_LEASE_MS (366LL * 24 * 3600 * 1000)
 
@@ -368,4 +370,15 @@ static int64_t family_watchdog_run(rlc_client *c)
         pthread_mutex_unlock(&fam_mu);
     }
     return next;
+}
+
+void fscripts_init(void)
+{
+    const struct script *const *list;
+    size_t n = scripts_family(&list);
+    /* SCRIPT LOAD in each command connection's handshake, as the RLock's:
+     * none is left to EVAL's cache, which Redis 7.4+ and Valkey 8 evict.
+     * The SPUBLISH twins (a sharded cluster's) are loaded at their first
+     * NOSCRIPT (mux.c). */
+    conn_load_also(list, n);
 }

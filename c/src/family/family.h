@@ -97,7 +97,7 @@ struct fam_try {
     bool any_undo;
 };
 
-/* Reads an acquire reply of the family's shape (fscripts.h) from every
+/* Reads an acquire reply of the family's shape (scripts_family.h) from every
  * node of f into t; lease for the validity check. */
 void fam_read_acquire(rlc_client *c, const struct fanout *f, int64_t lease, const char *key,
                       struct fam_try *t);
@@ -115,5 +115,9 @@ int fam_cancel(rlc_client *c, atomic_uint_fast64_t *cancels);
 
 /* Release reply: -1, or {n, freed}. Returns 1 parsed (fills), 0 not. */
 int fam_release_reply(const redisReply *r, int64_t *n, int *freed);
+
+/* The family's scripts (scripts_family.h) are loaded by every command
+ * connection of the older stack made from now on. */
+void fscripts_init(void);
 
 #endif

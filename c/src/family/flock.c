@@ -3,8 +3,10 @@
  * locks whose holds, undo and renewals work as rlc_lock's (attempt ids,
  * docs/design/attempts.md), on Redisson's layouts (docs/FAMILY.md).
  *
- * One engine serves both. A read-write handle has two sides (read, write),
- * each with its own holds; a fair lock has one. What differs per kind is
+ * A read-write handle has two sides. Its write side is an engine operation
+ * (RLC_KIND_WRITE): a lock handle of that kind (lock_new_kind), acquired,
+ * released and cancelled as rlc_lock is. Its read side and the fair lock
+ * run here, on the older blocking stack: what differs between them is
  * which script runs with which keys, built in build(); the rest (trying,
  * waiting, undoing a try that was not certainly granted, releasing,
  * renewing) is shared.
@@ -14,10 +16,13 @@
 #include <string.h>
 
 #include "family.h"
-#include "fscripts.h"
+#include "scripts_family.h"
 #include "clock.h"
 #include "cmd.h"
+#include "engine_driver.h"
 #include "error.h"
+#include "lock_common.h"
+#include "handle_levels.h"
 #include "pubsub.h"
 #include "quorum.h"
 
@@ -25,10 +30,6 @@ enum { K_RW, K_FAIR };
 enum { OP_ACQUIRE, OP_RELEASE, OP_UNDO, OP_RENEW, OP_WITHDRAW };
 enum { SIDE_READ = 0, SIDE_WRITE = 1, SIDE_FAIR = 0 };
 
-/* A waiting writer's registration lasts this long past its last try; a
- * waiter tries at least every second, so a live one never lapses, and a
- * dead or departed one stops holding readers back within this time. */
-#define WRITER_INTENT_MS 3000
 #define FIELD_MAX (RLC_UUID_LEN + 32)
 
 struct flock {
@@ -48,7 +49,8 @@ struct flock {
 };
 
 struct rlc_rwlock {
-    struct flock f;
+    struct flock f;            /* the read side */
+    rlc_lock *write;           /* the write side: the engine's (RLC_KIND_WRITE) */
 };
 
 struct rlc_fairlock {
@@ -57,7 +59,8 @@ struct rlc_fairlock {
 
 static const char *side_name(const struct flock *l, int side)
 {
-    return l->kind == K_FAIR ? "fair lock" : side == SIDE_WRITE ? "write lock" : "read lock";
+    (void)side; /* the write side is the engine's: lock_noun names it */
+    return l->kind == K_FAIR ? "fair lock" : "read lock";
 }
 
 /* The owner's hash field on this side: "<uuid>:<owner>", plus ":write" for
@@ -90,8 +93,8 @@ static struct rlc_cmd *build(const struct flock *l, int op, int side, uint64_t o
     size_t oidlen = outer ? (size_t)client_attempt_name(c, outer, oid, sizeof oid) : 0;
     size_t n1len = (size_t)snprintf(n1, sizeof n1, "%lld", (long long)lease);
     size_t n2len = (size_t)snprintf(n2, sizeof n2, "%lld", (long long)extra);
-    const char *f = side == SIDE_WRITE ? wfield : field;
-    size_t fl = side == SIDE_WRITE ? wlen : flen;
+    const char *f = field;
+    size_t fl = flen;
     size_t tlen = 0;
     char *tp = NULL;
     if (l->kind == K_RW && side == SIDE_READ) {
@@ -112,43 +115,36 @@ static struct rlc_cmd *build(const struct flock *l, int op, int side, uint64_t o
 #define A(s, n) (argv[nk + na] = (s), lens[nk + na] = (n), na++)
     const struct script *s = NULL;
     if (l->kind == K_RW) {
-        bool rd = side == SIDE_READ;
+        /* the read side: the write side is the engine's */
         switch (op) {
         case OP_ACQUIRE:
-            s = rd ? &fscript_read_acquire : &fscript_write_acquire;
+            s = &fscript_read_acquire;
             K(l->key, l->key_len);
-            if (rd)
-                K(tp, tlen);
+            K(tp, tlen);
             K(l->attempts, l->attempts_len);
             K(l->aux1, l->aux1_len);
             A(n1, n1len);
             A(f, fl);
-            if (rd)
-                A(wfield, wlen);
+            A(wfield, wlen);
             A(id, idlen);
-            if (!rd)
-                A(n2, n2len);
             A(oid, oidlen);
             break;
         case OP_RELEASE:
-            s = rd ? &fscript_read_release : &fscript_write_release;
+            s = &fscript_read_release;
             K(l->key, l->key_len);
             K(l->channel, l->channel_len);
-            if (rd)
-                K(tp, tlen);
+            K(tp, tlen);
             K(l->attempts, l->attempts_len);
-            if (rd)
-                K(l->aux2, l->aux2_len);
+            K(l->aux2, l->aux2_len);
             A(n1, n1len);
             A(f, fl);
             A(id, idlen);
             break;
-        case OP_UNDO:
-        case OP_RENEW:
+        default: /* OP_UNDO, OP_RENEW: a reader never withdraws */
             s = op == OP_UNDO ? &fscript_rw_undo : &fscript_rw_renew;
             K(l->key, l->key_len);
             K(l->attempts, l->attempts_len);
-            K(rd ? tp : "", rd ? tlen : 0);
+            K(tp, tlen);
             if (op == OP_UNDO) {
                 A(id, idlen);
                 A(f, fl);
@@ -158,11 +154,6 @@ static struct rlc_cmd *build(const struct flock *l, int op, int side, uint64_t o
                 A(f, fl);
                 A(id, idlen);
             }
-            break;
-        default:
-            s = &fscript_write_withdraw;
-            K(l->aux1, l->aux1_len);
-            A(wfield, wlen);
         }
     } else {
         switch (op) {
@@ -245,7 +236,7 @@ struct try_arg {
     bool queued;       /* a try may have registered us as waiting: withdraw on giving up */
 };
 
-/* The first integer of an acquire reply (fscripts.h), or 0 for none. */
+/* The first integer of an acquire reply (scripts_family.h), or 0 for none. */
 static int64_t reply_head(const redisReply *r)
 {
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
@@ -399,7 +390,7 @@ static int acquire(struct flock *l, int side, int64_t wait_ms, int64_t lease_ms)
             memcpy(p + l->channel_len + 1, field, fl + 1);
             wname = p;
         }
-        a.enqueue = l->kind == K_FAIR ? 1 : side == SIDE_WRITE ? WRITER_INTENT_MS : 0;
+        a.enqueue = l->kind == K_FAIR ? 1 : 0;
         rc = fam_wait(c, wname, wlen, deadline, &cp, try_once, &a, &t);
         free(big);
         if (rc != RLC_OK && a.queued) {
@@ -680,6 +671,7 @@ int rlc_rwlock_cancel(rlc_rwlock *l)
 {
     if (!l)
         return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    rlc_lock_cancel(l->write);
     return fam_cancel(l->f.o.client, &l->f.o.cancels);
 }
 
@@ -692,12 +684,21 @@ int rlc_fairlock_cancel(rlc_fairlock *l)
 
 int rlc_rwlock_new(rlc_client *c, const char *name, uint64_t owner, rlc_rwlock **out)
 {
-    return flock_new(c, name, owner, K_RW, 0, (struct flock **)out);
+    int rc = flock_new(c, name, owner, K_RW, 0, (struct flock **)out);
+    if (rc == RLC_OK && (rc = lock_new_kind(c, name, owner, RLC_KIND_WRITE, &(*out)->write)) !=
+                            RLC_OK) {
+        flock_free(&(*out)->f);
+        *out = NULL;
+    }
+    return rc;
 }
 
 void rlc_rwlock_free(rlc_rwlock *l)
 {
-    flock_free(l ? &l->f : NULL);
+    if (!l)
+        return;
+    rlc_lock_free(l->write);
+    flock_free(&l->f);
 }
 
 int rlc_rwlock_read_acquire(rlc_rwlock *l, int64_t wait_ms, int64_t lease_ms)
@@ -712,12 +713,44 @@ int rlc_rwlock_read_release(rlc_rwlock *l)
 
 int rlc_rwlock_write_acquire(rlc_rwlock *l, int64_t wait_ms, int64_t lease_ms)
 {
-    return acquire(l ? &l->f : NULL, SIDE_WRITE, wait_ms, lease_ms);
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    return rlc_lock_acquire(l->write, wait_ms, lease_ms);
 }
 
 int rlc_rwlock_write_release(rlc_rwlock *l)
 {
-    return release(l ? &l->f : NULL, SIDE_WRITE);
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    return rlc_lock_release(l->write);
+}
+
+/* The write side's levels held through this handle, and how long they are
+ * certainly held: 0 and 0 once its validity ran out (before any report of
+ * the loss), as the read side's. */
+static int write_query(rlc_rwlock *l, int64_t *count, int64_t *validity_ms)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    rlc_lock *w = l->write;
+    int rc = lock_enter(w);
+    if (rc != RLC_OK)
+        return rc;
+    rlc_client *c = w->client;
+    uint64_t owner = lock_owner(w);
+    pthread_mutex_lock(&c->mu);
+    struct handle_hold *h = hh_find(w, owner);
+    int64_t n = h && !h->lost ? h->count : 0;
+    pthread_mutex_unlock(&c->mu);
+    int64_t left = n > 0 ? edrv_validity_ms_kind(c->drv, RLC_KIND_WRITE, w->name, w->name_len,
+                                                 owner)
+                         : 0;
+    if (count)
+        *count = left > 0 ? n : 0;
+    if (validity_ms)
+        *validity_ms = left > 0 ? left : 0;
+    client_leave(c);
+    return RLC_OK;
 }
 
 int rlc_rwlock_mode(rlc_rwlock *l, int *out)
@@ -737,14 +770,18 @@ int rlc_rwlock_hold_count(rlc_rwlock *l, int write, int64_t *out)
 {
     if (!out)
         return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
-    return local_query(l ? &l->f : NULL, write ? SIDE_WRITE : SIDE_READ, out, NULL);
+    if (write)
+        return write_query(l, out, NULL);
+    return local_query(l ? &l->f : NULL, SIDE_READ, out, NULL);
 }
 
 int rlc_rwlock_validity_ms(rlc_rwlock *l, int write, int64_t *out)
 {
     if (!out)
         return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
-    return local_query(l ? &l->f : NULL, write ? SIDE_WRITE : SIDE_READ, NULL, out);
+    if (write)
+        return write_query(l, NULL, out);
+    return local_query(l ? &l->f : NULL, SIDE_READ, NULL, out);
 }
 
 /* ---- public: fair lock ------------------------------------------------------------------ */

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "family.h"
-#include "fscripts.h"
+#include "scripts_family.h"
 #include "clock.h"
 #include "cmd.h"
 #include "error.h"
@@ -218,7 +218,7 @@ static size_t rec_key(struct sem_try *a, char *buf, size_t size, char **heap)
 }
 
 /* A plain try was granted and the client heard it: no undo will name its
- * record, which has no expiry (fscripts.c), so it goes. Detached and sent
+ * record, which has no expiry (scripts_family.c), so it goes. Detached and sent
  * again after a broken connection: a DEL acts once however often. */
 static void forget_record(rlc_client *c, const char *key, size_t klen)
 {
