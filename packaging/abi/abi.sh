@@ -20,6 +20,8 @@ ABI_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ABI_TOP=$(cd "$ABI_DIR/../.." && pwd)
 ABI_XML=$ABI_DIR/libredlockc.so.1.abi
 ABI_CONSTANTS=$ABI_DIR/constants.txt
+# Reported changes that are compatible (a reserved member put to use).
+ABI_SUPPRESSIONS=$ABI_DIR/suppressions.ini
 # Version nodes that shipped in a release, one a line: frozen, no symbol may
 # join them. A node in the baseline but not listed here (REDLOCKC_1.1 while
 # 1.1 is being made) still takes new symbols.

@@ -39,7 +39,7 @@ echo "$(grep -c ' rlc_' "$tmp/nm") rlc_* symbols, nodes: $(awk '$2 == "A" {print
 # 2. Functions and signatures: abidiff of the baseline and the current XML.
 echo "--- abidiff against ${ABI_XML#$PWD/}"
 abi_dump "$lib" "$tmp/current.abi" || exit 1
-abidiff "$ABI_XML" "$tmp/current.abi" >"$tmp/report" 2>&1
+abidiff --suppressions "$ABI_SUPPRESSIONS" "$ABI_XML" "$tmp/current.abi" >"$tmp/report" 2>&1
 rc=$?
 # abidiff's status is a bit set: 1 error, 2 usage, 4 change, 8 incompatible.
 if ((rc & 3)); then
