@@ -1130,9 +1130,11 @@ static int library_threads(void)
 }
 
 /* A client that only locks (acquire, queries, extend, force release,
- * fenced writes, release) runs the engine's two threads and opens one
- * command connection; the lock family's stack (its pooled connections and
- * the client's own thread) is made with the first family handle. */
+ * fenced writes, release), and takes write locks, runs the engine's two
+ * threads and opens one command connection (and a subscriber while a
+ * writer waits); the lock family's older stack (its pooled connections and
+ * the client's own thread) is made with the first read level. A write lock
+ * made it with its handle before (3 threads) and waited on it. */
 TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
 {
     START(s);
@@ -1153,8 +1155,17 @@ TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
     CHECK(WAIT_UNTIL(server_connections(&s) == before + 1, 2000), "%lld connections",
           server_connections(&s) - before);
     CHECK_RC(rlc_rwlock_new(c, "only-rw", 0, &rw), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_acquire(rw, 0, -1), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_acquire(rw, 0, -1), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_release(rw), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_release(rw), RLC_OK);
+    CHECK(library_threads() == 2, "with write locks: %d library threads", library_threads());
+    CHECK(server_connections(&s) == before + 1, "with write locks: %lld connections",
+          server_connections(&s) - before);
+    CHECK_RC(rlc_rwlock_read_acquire(rw, 0, -1), RLC_OK);
+    CHECK_RC(rlc_rwlock_read_release(rw), RLC_OK);
     /* the client's thread names itself once it runs */
-    CHECK(WAIT_UNTIL(library_threads() == 3, 5000), "with a family handle: %d library threads",
+    CHECK(WAIT_UNTIL(library_threads() == 3, 5000), "with a read level: %d library threads",
           library_threads());
 done:
     rlc_rwlock_free(rw);

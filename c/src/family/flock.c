@@ -355,7 +355,8 @@ static int acquire(struct flock *l, int side, int64_t wait_ms, int64_t lease_ms)
     int rc = client_enter(c);
     if (rc != RLC_OK)
         return rc;
-    if ((rc = fam_check_lease(c, lease_ms)) != RLC_OK)
+    if ((rc = fam_check_lease(c, lease_ms)) != RLC_OK ||
+        (rc = client_start_family_stack(c)) != RLC_OK)
         goto out;
     /* Cancels made from here on end this acquire; earlier ones do not. */
     struct cancel_point cp = {&l->o.cancels, atomic_load(&l->o.cancels)};
@@ -553,7 +554,9 @@ static int flock_new(rlc_client *c, const char *name, uint64_t owner, int kind,
                       (long long)thread_wait_ms);
         goto out;
     }
-    if ((rc = client_start_family_stack(c)) != RLC_OK)
+    /* A fair lock needs the older stack at once; a read-write lock with
+     * its first read (its write side is the engine's). */
+    if (kind == K_FAIR && (rc = client_start_family_stack(c)) != RLC_OK)
         goto out;
     l = calloc(1, kind == K_RW ? sizeof(struct rlc_rwlock) : sizeof(struct rlc_fairlock));
     if (!l) {
@@ -638,6 +641,10 @@ static int server_string(struct flock *l, int argc, const char **argv, const siz
     int rc = client_enter(c);
     if (rc != RLC_OK)
         return rc;
+    if ((rc = client_start_family_stack(c)) != RLC_OK) {
+        client_leave(c);
+        return rc;
+    }
     struct rlc_cmd *cmd = cmd_format(argc, argv, lens);
     struct fanout f;
     fanout_run(c, fam_owner(&l->o), cmd, NULL, &f);
