@@ -6,7 +6,8 @@
  *     nests in is gone, it is refused with RLC_E_LOST and takes nothing;
  *   - no script sets the hash's TTL below what a holder was promised;
  *   - a fair waiter that gives up, whatever ended its wait, leaves the
- *     queue, so the next live waiter is not held up by a ghost.
+ *     queue, so the next live waiter is not held up by a ghost;
+ *   - over N nodes a write lock follows the restart guard, as the lock does.
  * Leases are short (300-1500 ms) and every wait is bounded.
  */
 #include <pthread.h>
@@ -243,9 +244,58 @@ done:
     rs_stop(&s);
 }
 
+/* ---- Redlock: the node-restart guard ----------------------------------------- */
+
+/* Writer 1 holds a bare quorum {A, C} of three nodes (B had another
+ * writer's hash for a moment). C restarts without persistence and forgets
+ * it; B is free again. Writer 2 could take B and the empty C: two writers.
+ * The write lock is an engine kind, so C does not vote until the longest
+ * lease has passed since its restart, as for rlc_lock (test_fence.c). The
+ * family's own loop had no guard: the second writer got a quorum. */
+TEST(a_node_restarted_empty_gives_no_second_writer)
+{
+    START_CLUSTER(cl, 3);
+    const char *opts = "node_timeout_ms=2000;restart_guard=1";
+    rlc_client *c1 = client(cl.uris, opts), *c2 = client(cl.uris, opts);
+    rlc_rwlock *w1 = NULL, *w2 = NULL, *l1 = NULL, *l2 = NULL;
+    CHECK(c1 && c2, "clients");
+    CHECK_RC(rlc_rwlock_new(c1, "rgw-warm", 1, &w1), RLC_OK);
+    CHECK_RC(rlc_rwlock_new(c2, "rgw-warm", 2, &w2), RLC_OK);
+    /* each client's first calls see every node's run id */
+    CHECK_RC(rlc_rwlock_write_acquire(w1, 0, 5000), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_release(w1), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_acquire(w2, 0, 5000), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_release(w2), RLC_OK);
+    freeReplyObject(rs_cmd(&cl.node[1], "HSET rgw mode write other:1:write 1"));
+    freeReplyObject(rs_cmd(&cl.node[1], "PEXPIRE rgw 300"));
+    CHECK_RC(rlc_rwlock_new(c1, "rgw", 1, &l1), RLC_OK);
+    CHECK_RC(rlc_rwlock_write_acquire(l1, 0, 30000), RLC_OK);
+    CHECK(gone_from_server(&cl.node[1], "rgw", 5000), "B's other writer did not expire");
+    CHECK(rs_restart(&cl.node[2]) == 0 && rs_int(&cl.node[2], "EXISTS rgw") == 0,
+          "C restarted empty");
+    CHECK_RC(rlc_rwlock_new(c2, "rgw", 2, &l2), RLC_OK);
+    int rc = rlc_rwlock_write_acquire(l2, 0, 30000);
+    CHECK(rc == RLC_NOT_ACQUIRED && strstr(rlc_errmsg(), "restarted"),
+          "a second writer: %d (%s)", rc, rlc_errmsg());
+    /* the first writer's hold is on A alone now: its release says lost,
+     * and takes it from A */
+    rc = rlc_rwlock_write_release(l1);
+    CHECK(rc == RLC_E_LOST, "the first writer's release: %d (%s)", rc, rlc_errmsg());
+    CHECK(rs_int(&cl.node[0], "EXISTS rgw") == 0, "A keeps the first writer's level");
+done:
+    rlc_rwlock_free(w1);
+    rlc_rwlock_free(w2);
+    rlc_rwlock_free(l1);
+    rlc_rwlock_free(l2);
+    rlc_client_free(c1);
+    rlc_client_free(c2);
+    cluster_stop(&cl);
+}
+
 RUN_TESTS(CASE(nested_write_after_the_lease_ran_out_is_lost_not_a_second_hold),
           CASE(nested_read_after_the_hash_is_gone_is_lost),
           CASE(nested_fair_acquire_after_the_lease_ran_out_is_lost),
           CASE(nested_read_release_keeps_the_ttl_the_holder_was_promised),
           CASE(nested_write_keeps_the_ttl_of_the_writers_read_levels),
-          CASE(fair_waiter_whose_try_timed_out_leaves_the_queue))
+          CASE(fair_waiter_whose_try_timed_out_leaves_the_queue),
+          CASE(a_node_restarted_empty_gives_no_second_writer))
