@@ -12,12 +12,15 @@
  *   - acquire/release/extend, and the one-shot rounds (query,
  *     force_release, fenced_set), return the operation id (an int): the
  *     answer of a one-shot round is its DONE event's count;
+ *   - the *_kind calls are the same for a lock kind (RLC_KIND_*, its first
+ *     argument after the engine); the calls without it are RLC_KIND_LOCK's;
  *   - rlcpy_engine_flush(e), the driver's one call after each step, returns
  *     everything a driver must act on, in one crossing; rlcpy_engine_step
  *     feeds bytes read (or a tick) first.
  * An event is the tuple
- *     (type, status, op, owner, name, token, validity_ms, count, message)
- * with name and message as str (invalid UTF-8 replaced).
+ *     (type, status, op, owner, name, token, validity_ms, count, message, kind)
+ * with name and message as str (invalid UTF-8 replaced) and kind the lock
+ * kind of the operation or hold (RLC_KIND_*).
  *
  * The engine never blocks and touches no thread, so every call keeps the GIL
  * (%nothread: no release and re-take around a call of a microsecond).
@@ -36,9 +39,10 @@ static PyObject *rlcpy_event_tuple(const rlc_engine_event *ev)
     PyObject *message = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
     PyObject *t = NULL;
     if (name && message)
-        t = Py_BuildValue("(iiKKOKLLO)", ev->type, ev->status, (unsigned long long)ev->op,
+        t = Py_BuildValue("(iiKKOKLLOL)", ev->type, ev->status, (unsigned long long)ev->op,
                           (unsigned long long)ev->owner, name, (unsigned long long)ev->token,
-                          (long long)ev->validity_ms, (long long)ev->count, message);
+                          (long long)ev->validity_ms, (long long)ev->count, message,
+                          (long long)ev->kind);
     Py_XDECREF(name);
     Py_XDECREF(message);
     return t;
@@ -122,6 +126,11 @@ static PyObject *rlcpy_counters(int n, const uint64_t *v)
 %nothread rlcpy_engine_hold_count;
 %nothread rlcpy_engine_validity_ms;
 %nothread rlcpy_engine_metrics;
+%nothread rlcpy_engine_acquire_kind;
+%nothread rlcpy_engine_release_kind;
+%nothread rlcpy_engine_forget_kind;
+%nothread rlcpy_engine_hold_count_kind;
+%nothread rlcpy_engine_validity_ms_kind;
 %nothread rlcpy_engine_flush;
 %nothread rlcpy_engine_step;
 
@@ -341,6 +350,67 @@ PyObject *rlcpy_engine_hold_count(rlc_engine *e, PyObject *name, uint64_t owner)
     if (!rlcpy_name(name, &p, &n))
         return NULL;
     return PyLong_FromLongLong((long long)rlc_engine_hold_count(e, p, n, owner));
+}
+
+/* The same calls for a lock kind (RLC_KIND_LOCK, RLC_KIND_WRITE, ...): the
+ * engine refuses a kind it does not run (InvalidArgument; 0 for the counts). */
+PyObject *rlcpy_engine_acquire_kind(rlc_engine *e, int kind, PyObject *name, uint64_t owner,
+                                    int64_t wait_ms, int64_t lease_ms, int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_acquire_kind(e, kind, p, n, owner, wait_ms, lease_ms, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+PyObject *rlcpy_engine_release_kind(rlc_engine *e, int kind, PyObject *name, uint64_t owner,
+                                    int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_release_kind(e, kind, p, n, owner, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+PyObject *rlcpy_engine_forget_kind(rlc_engine *e, int kind, PyObject *name, uint64_t owner,
+                                   int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_forget_kind(e, kind, p, n, owner, now_ms);
+    if (st != RLC_OK) {
+        rlcpy_raise(st);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject *rlcpy_engine_validity_ms_kind(rlc_engine *e, int kind, PyObject *name, uint64_t owner,
+                                        int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    return PyLong_FromLongLong(
+        (long long)rlc_engine_validity_ms_kind(e, kind, p, n, owner, now_ms));
+}
+
+PyObject *rlcpy_engine_hold_count_kind(rlc_engine *e, int kind, PyObject *name, uint64_t owner)
+{
+    const char *p;
+    size_t n;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    return PyLong_FromLongLong((long long)rlc_engine_hold_count_kind(e, kind, p, n, owner));
 }
 
 /* The engine's counters, by index (rlc_engine_metrics), as a list of ints:

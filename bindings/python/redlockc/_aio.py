@@ -39,6 +39,7 @@ _log = logging.getLogger("redlockc")
 _flush = _core.rlcpy_engine_flush
 _step = _core.rlcpy_engine_step
 _cancel = _core.rlcpy_engine_cancel
+_release_kind = _core.rlcpy_engine_release_kind
 
 EV_DONE = _core.RLC_EV_DONE
 EV_LOST = _core.RLC_EV_LOST
@@ -48,6 +49,10 @@ E_CANCELED = _core.RLC_E_CANCELED
 # Statuses whose message gets what the sockets saw (a refused connect, a
 # failed TLS handshake): the engine's message does not know it.
 _DETAILED = (_core.RLC_E_CONNECT, _core.RLC_E_TIMEOUT)
+
+# An event tuple (engine.i): (type, status, op, owner, name, token,
+# validity_ms, count, message, kind); kind is the lock kind (RLC_KIND_*).
+EV_KIND = 9
 
 # Kinds of operation, for what a DONE of an abandoned one needs. QUERY: a
 # one-shot round (a query, a force release, a fenced write), whose answer is
@@ -179,7 +184,8 @@ class Driver:
         self.timer = None
         self.timer_at = -1
         self.kicked = False
-        self.on_lost = None  # WeakMethod: fn(name, owner, status, message), the client's
+        # WeakMethod: fn(name, owner, status, message, kind), the client's
+        self.on_lost = None
         self.idle_waiter = None  # a future close() awaits: set when the engine is idle
 
     # ---- time and scheduling ------------------------------------------------------
@@ -262,7 +268,7 @@ class Driver:
         ops = self.ops
         for ev in events:
             if ev[0] == EV_DONE and ev[1] in _DETAILED and self.last_error:
-                ev = ev[:8] + (self._detail(ev[8]),)
+                ev = ev[:8] + (self._detail(ev[8]),) + ev[9:]
             if ev[0] == EV_DONE:
                 rec = ops.pop(ev[2], None)
                 if rec is None:
@@ -276,11 +282,11 @@ class Driver:
                     # The task that waited was cancelled and the engine granted
                     # it anyway (the cancel came too late): nobody will release
                     # this level, so release it now.
-                    self.release_level(ev[4], ev[3], sink)
+                    self.release_level(ev[4], ev[3], sink, ev[EV_KIND])
             elif ev[0] == EV_LOST:
                 fn = self.on_lost() if self.on_lost is not None else None
                 if fn is not None:
-                    fn(ev[4], ev[3], ev[1], ev[8])
+                    fn(ev[4], ev[3], ev[1], ev[8], ev[EV_KIND])
             elif ev[0] == "log":
                 # what the blocking client logs too (a node refused loss
                 # push; reconnecting; a node that lost the scripts)
@@ -385,7 +391,7 @@ class Driver:
             # the caller never sees True, so nobody would release this level.
             ev = fut.result()
             if ev[1] == OK:
-                self.release_level(ev[4], ev[3], sink)
+                self.release_level(ev[4], ev[3], sink, ev[EV_KIND])
             return
         if op in self.ops and self.engine is not None:
             # RLC_NOT_ACQUIRED: it already ended; its DONE, dispatched on the
@@ -393,12 +399,13 @@ class Driver:
             _cancel(self.engine, op, self.now())
             self.kick()
 
-    def release_level(self, name, owner, sink):
-        """Releases one level of (name, owner) with nobody awaiting the result."""
+    def release_level(self, name, owner, sink, kind):
+        """Releases one level of owner's hold of name of lock kind `kind`
+        (RLC_KIND_*), with nobody awaiting the result."""
         if self.engine is None:
             return
         try:
-            op = _core.rlcpy_engine_release(self.engine, name, owner, self.now())
+            op = _release_kind(self.engine, kind, name, owner, self.now())
         except Exception as e:  # refused at once: nothing was held to give back
             _log.debug("redlockc.asyncio: release of %r for a cancelled task: %r", name, e)
             return

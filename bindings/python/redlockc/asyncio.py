@@ -47,7 +47,7 @@ from ._units import lease_ms as _lease_ms
 from ._units import lease_refused as _lease_refused
 from ._units import wait_ms as _wait_ms
 
-__all__ = ["Client", "Lock", "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError",
+__all__ = ["Client", "Lock", "ReadWriteLock", "WriteLock", "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError",
            "TimeoutError", "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError",
            "ProtocolError", "ClosedError", "AuthenticationError", "NotAcquiredError"]
 
@@ -59,10 +59,15 @@ _AUTO_OWNER_BASE = 2**61
 _OK = _core.RLC_OK
 _NOT_ACQUIRED = _core.RLC_NOT_ACQUIRED
 _E_CANCELED = _core.RLC_E_CANCELED
-_acquire = _core.rlcpy_engine_acquire
-_release = _core.rlcpy_engine_release
+_acquire_kind = _core.rlcpy_engine_acquire_kind
+_release_kind = _core.rlcpy_engine_release_kind
 _extend = _core.rlcpy_engine_extend
-_validity_ms = _core.rlcpy_engine_validity_ms
+_validity_ms_kind = _core.rlcpy_engine_validity_ms_kind
+_hold_count_kind = _core.rlcpy_engine_hold_count_kind
+# The engine's lock kinds this client runs, and what messages call them.
+_KIND_LOCK = _core.RLC_KIND_LOCK
+_KIND_WRITE = _core.RLC_KIND_WRITE
+_NOUNS = {_KIND_LOCK: "lock", _KIND_WRITE: "write lock"}
 _query = _core.rlcpy_engine_query
 _force_release = _core.rlcpy_engine_force_release
 _fenced_set = _core.rlcpy_engine_fenced_set
@@ -127,9 +132,11 @@ class Client:
         # Each task's owner id, for as long as the task lives (a task ended
         # with a hold leaves it held, as a thread does in the blocking API).
         self._tasks = weakref.WeakKeyDictionary()
-        self._holds = {}  # (name, owner id) -> _Hold, from the grant to the last release
+        # (name, owner id, lock kind) -> _Hold, from the grant to the last release
+        self._holds = {}
         self._stats = _metrics.Stats()  # what Prometheus reads beside the engine's counters
-        self._watchers = {}  # name -> WeakSet of its Locks that have on_lost callbacks
+        # (lock kind, name) -> WeakSet of its Locks that have on_lost callbacks
+        self._watchers = {}
         # Not closed: the engine is freed with the client (sockets with the loop).
         weakref.finalize(self, _free_engine, self._driver)
 
@@ -160,6 +167,13 @@ class Client:
         lease).
         """
         return Lock(self, name, owner, timeout=timeout, lease=lease)
+
+    def rwlock(self, name, owner=None, *, timeout=None, lease=None):
+        """A :class:`ReadWriteLock` for ``name`` (no I/O): ``async with
+        client.rwlock(name).write():``. owner, timeout and lease as for
+        :meth:`lock` (timeout and lease: what ``async with rw.write():`` waits
+        and leases). Its read side is not on asyncio yet (see the class)."""
+        return ReadWriteLock(self, name, owner, timeout=timeout, lease=lease)
 
     def _task_owner(self, make):
         """The current task's owner id (made if `make`), or 0: no task, or
@@ -208,15 +222,17 @@ class Client:
         return ev[7]
 
     def _forget(self, name, owner):
-        """The holds of name by owner (0: by every task) end here quietly: no
-        renewal, no loss report, no level left to release or nest in."""
+        """The lock holds (RLC_KIND_LOCK) of name by owner (0: by every task)
+        end here quietly: no renewal, no loss report, no level left to
+        release or nest in."""
         if owner:
             owners = [owner]
         else:
-            owners = [o for (n, o) in self._holds if n == name and o > _AUTO_OWNER_BASE]
+            owners = [o for (n, o, k) in self._holds
+                      if n == name and k == _KIND_LOCK and o > _AUTO_OWNER_BASE]
         e = self._driver.engine
         for o in owners:
-            hold = self._holds.pop((name, o), None)
+            hold = self._holds.pop((name, o, _KIND_LOCK), None)
             if hold is not None:
                 span, hold.span = hold.span, None
                 hold.cancel_tasks = None
@@ -228,40 +244,43 @@ class Client:
         """One of this client's operations ended (the driver, on the loop): its holds."""
         if kind == _aio.ACQUIRE:
             if ev[1] == _OK:
-                key = (ev[4], ev[3])
+                key = (ev[4], ev[3], ev[_aio.EV_KIND])
                 if ev[7] == 1 or key not in self._holds:  # a new hold, not a nested level
                     self._holds[key] = _Hold(ev[5])
         elif kind == _aio.RELEASE and ev[7] <= 0:
-            hold = self._holds.pop((ev[4], ev[3]), None)
+            hold = self._holds.pop((ev[4], ev[3], ev[_aio.EV_KIND]), None)
             if hold is not None:
                 span, hold.span = hold.span, None
                 _otel.hold_ended(span)
 
-    def _lost(self, name, owner, status, message):
-        """The engine found (name, owner)'s hold lost: its signals, and the
-        on_lost callbacks of the Locks that act for that owner."""
+    def _lost(self, name, owner, status, message, kind=_KIND_LOCK):
+        """The engine found owner's hold of (name, kind) lost: its signals, and
+        the on_lost callbacks of the objects of that kind and name that act for
+        that owner (a write hold's loss reaches no Lock of the name)."""
         self._stats.lost(status)
+        noun = _NOUNS.get(kind, "lock")
         if not message:
-            message = f"lock {name!r} was lost: it expired or was taken"
+            message = f"{noun} {name!r} was lost: it expired or was taken"
         _log.warning("%s", message)
         error = error_for(status, message)
-        hold = self._holds.get((name, owner))
+        hold = self._holds.get((name, owner, kind))
         if hold is not None:
             span, hold.span = hold.span, None
             _otel.hold_ended(span, error)
-            hold.was_lost(name, error)
-        watchers = self._watchers.get(name)
+            hold.was_lost(f"{noun} {name!r}", error)
+        watchers = self._watchers.get((kind, name))
         if watchers is not None:
             for lk in list(watchers):
                 lk._was_lost(owner, error)
             if not watchers:
-                del self._watchers[name]
+                del self._watchers[(kind, name)]
 
     def _watch(self, lock):
-        """lock has on_lost callbacks: it hears of its name's losses."""
-        watchers = self._watchers.get(lock._name)
+        """lock has on_lost callbacks: it hears of its kind and name's losses."""
+        key = (lock._kind, lock._name)
+        watchers = self._watchers.get(key)
         if watchers is None:
-            watchers = self._watchers[lock._name] = weakref.WeakSet()
+            watchers = self._watchers[key] = weakref.WeakSet()
         watchers.add(lock)
 
     async def close(self, timeout=None):
@@ -351,14 +370,15 @@ class _Hold:
         self.event = None  # the asyncio.Event of lock.lost, made when asked for
         self.cancel_tasks = None  # tasks to cancel when it is lost (cancel_on_lost)
 
-    def was_lost(self, name, error):
+    def was_lost(self, what, error):
+        """what: the hold's kind and name, for messages ("lock 'x'")."""
         self.lost_error = error
         if self.event is not None:
             self.event.set()
         tasks, self.cancel_tasks = self.cancel_tasks, None
         for task in tasks or ():
             if not task.done():
-                _cancel_task(task, f"lock {name!r} was lost")
+                _cancel_task(task, f"{what} was lost")
 
 
 class _Forgets:
@@ -382,44 +402,22 @@ def _free_engine(driver):
         _core.rlcpy_engine_free(e)
 
 
-class Lock:
-    """A distributed, reentrant lock for asyncio (Redisson's layout, or Redlock).
+class _KindLock:
+    """What the engine's lock kinds share (Lock, WriteLock): a hold of one
+    (name, kind) by one owner of the client, its waits, levels, validity and
+    loss. A subclass names its kind (RLC_KIND_*) and what it is called."""
 
-    Made by ``client.lock(name, owner=None, *, timeout=None, lease=None)``.
-
-    - ``await acquire(blocking=True, timeout=None, lease=None)`` -> True, or
-      False if it stayed busy; ``await release()``; ``await extend(seconds)``;
-      ``async with lock:`` / ``async with lock(timeout=5):`` (NotAcquiredError
-      when busy).
-    - owner: None (default): each call acts for the task that makes it (the
-      task that calls ``acquire()``, also when another awaits it, as
-      ``asyncio.wait_for`` does); an int: that explicit owner, from any task.
-      A hold belongs to its owner in the client: any Lock object of the name
-      and owner releases it; collecting this object changes nothing.
-    - lease None: renewed on the event loop every watchdog_timeout/3 until
-      release; seconds: a fixed lease, no renewal.
-    - lost: ``on_lost(fn)`` calls ``fn(lock, error)`` on the loop; ``lost`` is
-      an asyncio.Event set when the owner's hold is lost; ``cancel_on_lost(
-      task=None)`` cancels a task (default: the current one) when it is.
-    - ``owned()``, ``hold_count``, ``fencing_token``, ``validity``: the
-      caller's owner's hold, from the engine's validity at the moment of the
-      call (not held once it ran out, also before the loss is reported). No I/O.
-    - ``await locked()`` (anyone holds it), ``await ttl()`` (the server's
-      lease, seconds), ``await force_release()``: ask Redis, one round on the
-      connections the locks use, as the blocking Lock's ``locked()``, ``ttl``
-      and ``force_release()`` do.
-
-    Cancelling a task that waits in ``acquire()`` ends the wait (in the engine)
-    and leaves nothing held, also when the grant and the cancel cross.
-    """
 
     __slots__ = ("_client", "_name", "_owner", "_owner_id", "_timeout", "_lease", "_lost_fns",
                  "__weakref__")
+    _kind = _KIND_LOCK  # the engine's lock kind of the holds
+    _noun = "lock"  # what messages call it
 
     def __init__(self, client, name, owner=None, *, timeout=None, lease=None):
         """See ``Client.lock()``."""
         if not isinstance(client, Client):
-            raise TypeError(f"Lock needs a redlockc.asyncio.Client, not {type(client).__name__}")
+            raise TypeError(f"{type(self).__name__} needs a redlockc.asyncio.Client, "
+                            f"not {type(client).__name__}")
         _units.text(name, "lock name")
         _wait_ms(True, timeout), _lease_ms(lease)  # checked now, not at the first `async with`
         self._client = client
@@ -444,8 +442,8 @@ class Lock:
         # runs the coroutine is the owner.
         owner = owner or self._caller()
         if not owner:
-            raise RuntimeError("redlockc.asyncio.Lock needs a task to own its hold "
-                               "(await it in one, or pass owner=<int>)")
+            raise RuntimeError(f"redlockc.asyncio.{type(self).__name__} needs a task to own its "
+                               "hold (await it in one, or pass owner=<int>)")
         return owner
 
     # ---- acquiring and releasing ------------------------------------------------
@@ -477,7 +475,7 @@ class Lock:
         d = self._client._bind()
         owner = self._running_owner(owner)
         try:
-            op = _acquire(d.engine, self._name, owner, wait, lease_ms, d.now())
+            op = _acquire_kind(d.engine, self._kind, self._name, owner, wait, lease_ms, d.now())
         except InvalidArgument as e:
             raise _lease_refused(e, lease) from None
         client = self._client
@@ -499,7 +497,7 @@ class Lock:
             _otel.acquire_ended(span, result, error)
         status = ev[1]
         if status == _OK:
-            hold = client._holds.get((self._name, owner))
+            hold = self._hold(owner)
             if hold is not None and hold.span is None and hold.lost_error is None:
                 hold.span = _otel.hold_started(self._name)  # in the acquiring task's context
             return True
@@ -523,52 +521,10 @@ class Lock:
     async def _release(self, owner):
         d = self._client._bind()
         owner = self._running_owner(owner)
-        op = _release(d.engine, self._name, owner, d.now())
+        op = _release_kind(d.engine, self._kind, self._name, owner, d.now())
         ev = await d.start(_aio.RELEASE, op, self._client)
         if ev[1] != _OK:
             raise error_for(ev[1], ev[8] or None)
-
-    def extend(self, seconds):
-        """Sets this owner's lease to ``seconds`` from now (a fixed lease; the
-        watchdog stops), or with ``None`` hands the lock back to the watchdog.
-
-        Raises NotOwnerError, LockLostError, or an I/O error.
-        """
-        return self._extend(self._caller(), _lease_ms(seconds, "extend's lease"), seconds)
-
-    async def _extend(self, owner, ms, seconds):
-        d = self._client._bind()
-        owner = self._running_owner(owner)
-        try:
-            op = _extend(d.engine, self._name, owner, ms, d.now())
-        except InvalidArgument as e:
-            raise _lease_refused(e, seconds, "extend's lease") from None
-        ev = await d.start(_aio.EXTEND, op, None)
-        if ev[1] != _OK:
-            raise error_for(ev[1], ev[8] or None)
-
-    async def force_release(self):
-        """Deletes the lock whoever holds it and wakes its waiters (an admin
-        action). Succeeds whether or not it was held.
-
-        As the blocking Lock forgets its handle's holds, the holds of this
-        name that this Lock acts for end quietly: its explicit owner's, or
-        with owner=None every task's in this client (what the blocking API's
-        owner=None does for threads). They are not renewed, ``lost`` is not
-        set, on_lost is not called; their ``release()`` raises NotOwnerError
-        and the next ``acquire()`` makes a new hold. Other owners' holds of
-        the name (another client's, or another explicit owner's here) are
-        found gone by their next renewal: lost, on_lost, and LockLostError
-        from their release. The round runs to its end even if the awaiting
-        task is cancelled, and its holds end all the same.
-
-        Raises ConnectionError, TimeoutError, NoQuorumError, ServerError or
-        ClosedError; a round that raised forgets no hold.
-        """
-        sink = _Forgets(self._client, self._name, self._owner_id)
-        name = self._name
-        await self._client._round(lambda e, now: _force_release(e, name, _QUERY_OWNER, now),
-                                  sink)
 
     # ---- `async with` -------------------------------------------------------------
 
@@ -582,7 +538,8 @@ class Lock:
         if not await self._acquire(self._caller(), _wait_ms(True, timeout), _lease_ms(lease),
                                    lease):
             raise NotAcquiredError(_core.RLC_NOT_ACQUIRED,
-                                   f"lock {self._name!r} is busy: the wait of {timeout} s ran out")
+                                   f"{self._noun} {self._name!r} is busy: the wait of {timeout} s "
+                                   "ran out")
 
     async def __aexit__(self, *exc):
         """Releases one level when the block ends, also when it raised."""
@@ -600,24 +557,6 @@ class Lock:
     def __exit__(self, *exc):  # pragma: no cover (never entered)
         pass
 
-    # ---- what Redis says (one round) --------------------------------------------------
-
-    async def locked(self):
-        """True if anyone holds the lock (on a quorum of nodes). Asks Redis, on
-        the connections the locks use (it sees what this client sent before)."""
-        name = self._name
-        return await self._client._round(
-            lambda e, now: _query(e, name, _QUERY_OWNER, _Q_LOCKED, now)) != 0
-
-    async def ttl(self):
-        """The lock's remaining lease on the server in seconds (float), as
-        Redis says it: None if nobody holds it, ``math.inf`` if it has no
-        expiry. Over N nodes: the value a quorum of nodes has at least. Asks
-        Redis. (A method to await; the blocking Lock's ``ttl`` is a property.)"""
-        name = self._name
-        ms = await self._client._round(lambda e, now: _query(e, name, _QUERY_OWNER, _Q_TTL, now))
-        return _units.ttl_seconds(ms)
-
     # ---- state (no I/O) -------------------------------------------------------------
 
     def _now_validity_ms(self, owner):
@@ -625,10 +564,10 @@ class Lock:
         d = self._client._driver
         if not owner or d.engine is None or d.loop is None:
             return 0
-        return _validity_ms(d.engine, self._name, owner, d.now())
+        return _validity_ms_kind(d.engine, self._kind, self._name, owner, d.now())
 
     def _hold(self, owner):
-        return self._client._holds.get((self._name, owner)) if owner else None
+        return self._client._holds.get((self._name, owner, self._kind)) if owner else None
 
     @property
     def hold_count(self):
@@ -637,7 +576,7 @@ class Lock:
         owner = self._caller(False)
         if self._now_validity_ms(owner) <= 0:
             return 0
-        return _core.rlcpy_engine_hold_count(self._client._driver.engine, self._name, owner)
+        return _hold_count_kind(self._client._driver.engine, self._kind, self._name, owner)
 
     @property
     def validity(self):
@@ -652,31 +591,11 @@ class Lock:
         out, whether or not the loss was reported yet). No I/O."""
         return self._now_validity_ms(self._caller(False)) > 0
 
-    @property
-    def fencing_token(self):
-        """The fencing token of this owner's current hold (an int, grows with
-        each new holder). Needs the client option ``fencing=True``: without it
-        raises InvalidArgument (no hold takes a token). Raises NotOwnerError
-        when not held, LockLostError once lost or run out (until it is
-        released). No I/O."""
-        if not self._client._fencing:
-            raise InvalidArgument(_core.RLC_E_INVAL,
-                                  f"lock {self._name!r} has no fencing token: fencing is off "
-                                  "(open the client with the option fencing=1)")
-        owner = self._caller(False)
-        hold = self._hold(owner)
-        if hold is not None and self._now_validity_ms(owner) > 0:
-            return hold.token
-        if hold is not None:
-            raise LockLostError(_core.RLC_E_LOST, str(self._lost_of(hold)))
-        raise NotOwnerError(_core.RLC_E_NOT_OWNER,
-                            f"lock {self._name!r} is not held by this owner")
-
     def _lost_of(self, hold):
         # The validity ran out before the engine's tick reported it (a loop
         # blocked past the lease): lost all the same.
         return hold.lost_error or LockLostError(
-            _core.RLC_E_LOST, f"lock {self._name!r} was lost: its validity ran out")
+            _core.RLC_E_LOST, f"{self._noun} {self._name!r} was lost: its validity ran out")
 
     # ---- lost holds ------------------------------------------------------------------
 
@@ -760,9 +679,10 @@ class Lock:
         hold = self._hold(owner)
         if hold is None:
             raise NotOwnerError(_core.RLC_E_NOT_OWNER,
-                                f"cancel_on_lost: lock {self._name!r} is not held by this owner")
+                                f"cancel_on_lost: {self._noun} {self._name!r} is not held by "
+                                "this owner")
         if hold.lost_error is not None or self._now_validity_ms(owner) <= 0:
-            _cancel_task(task, f"lock {self._name!r} was lost")
+            _cancel_task(task, f"{self._noun} {self._name!r} was lost")
             return lambda: None
         if hold.cancel_tasks is None:
             hold.cancel_tasks = []
@@ -797,11 +717,216 @@ class Lock:
         return self._client
 
     def __reduce__(self):
-        raise TypeError("a redlockc.asyncio.Lock cannot be pickled or sent to another process")
+        raise TypeError(f"a redlockc.asyncio.{type(self).__name__} cannot be pickled or sent to "
+                        "another process")
 
     def __repr__(self):
         owner = "task" if self._owner is None else self._owner
-        return f"<redlockc.asyncio.Lock {self._name!r} owner={owner}>"
+        return f"<redlockc.asyncio.{type(self).__name__} {self._name!r} owner={owner}>"
+
+
+class Lock(_KindLock):
+    """A distributed, reentrant lock for asyncio (Redisson's layout, or Redlock).
+
+    Made by ``client.lock(name, owner=None, *, timeout=None, lease=None)``.
+
+    - ``await acquire(blocking=True, timeout=None, lease=None)`` -> True, or
+      False if it stayed busy; ``await release()``; ``await extend(seconds)``;
+      ``async with lock:`` / ``async with lock(timeout=5):`` (NotAcquiredError
+      when busy).
+    - owner: None (default): each call acts for the task that makes it (the
+      task that calls ``acquire()``, also when another awaits it, as
+      ``asyncio.wait_for`` does); an int: that explicit owner, from any task.
+      A hold belongs to its owner in the client: any Lock object of the name
+      and owner releases it; collecting this object changes nothing.
+    - lease None: renewed on the event loop every watchdog_timeout/3 until
+      release; seconds: a fixed lease, no renewal.
+    - lost: ``on_lost(fn)`` calls ``fn(lock, error)`` on the loop; ``lost`` is
+      an asyncio.Event set when the owner's hold is lost; ``cancel_on_lost(
+      task=None)`` cancels a task (default: the current one) when it is.
+    - ``owned()``, ``hold_count``, ``fencing_token``, ``validity``: the
+      caller's owner's hold, from the engine's validity at the moment of the
+      call (not held once it ran out, also before the loss is reported). No I/O.
+    - ``await locked()`` (anyone holds it), ``await ttl()`` (the server's
+      lease, seconds), ``await force_release()``: ask Redis, one round on the
+      connections the locks use, as the blocking Lock's ``locked()``, ``ttl``
+      and ``force_release()`` do.
+
+    Cancelling a task that waits in ``acquire()`` ends the wait (in the engine)
+    and leaves nothing held, also when the grant and the cancel cross.
+    """
+
+    __slots__ = ()
+
+    # ---- Lock's own: extend, force release, fencing, what Redis says ------------------
+
+    def extend(self, seconds):
+        """Sets this owner's lease to ``seconds`` from now (a fixed lease; the
+        watchdog stops), or with ``None`` hands the lock back to the watchdog.
+
+        Raises NotOwnerError, LockLostError, or an I/O error.
+        """
+        return self._extend(self._caller(), _lease_ms(seconds, "extend's lease"), seconds)
+
+    async def _extend(self, owner, ms, seconds):
+        d = self._client._bind()
+        owner = self._running_owner(owner)
+        try:
+            op = _extend(d.engine, self._name, owner, ms, d.now())
+        except InvalidArgument as e:
+            raise _lease_refused(e, seconds, "extend's lease") from None
+        ev = await d.start(_aio.EXTEND, op, None)
+        if ev[1] != _OK:
+            raise error_for(ev[1], ev[8] or None)
+
+    async def force_release(self):
+        """Deletes the lock whoever holds it and wakes its waiters (an admin
+        action). Succeeds whether or not it was held.
+
+        As the blocking Lock forgets its handle's holds, the holds of this
+        name that this Lock acts for end quietly: its explicit owner's, or
+        with owner=None every task's in this client (what the blocking API's
+        owner=None does for threads). They are not renewed, ``lost`` is not
+        set, on_lost is not called; their ``release()`` raises NotOwnerError
+        and the next ``acquire()`` makes a new hold. Other owners' holds of
+        the name (another client's, or another explicit owner's here) are
+        found gone by their next renewal: lost, on_lost, and LockLostError
+        from their release. The round runs to its end even if the awaiting
+        task is cancelled, and its holds end all the same.
+
+        Raises ConnectionError, TimeoutError, NoQuorumError, ServerError or
+        ClosedError; a round that raised forgets no hold.
+        """
+        sink = _Forgets(self._client, self._name, self._owner_id)
+        name = self._name
+        await self._client._round(lambda e, now: _force_release(e, name, _QUERY_OWNER, now),
+                                  sink)
+
+    async def locked(self):
+        """True if anyone holds the lock (on a quorum of nodes). Asks Redis, on
+        the connections the locks use (it sees what this client sent before)."""
+        name = self._name
+        return await self._client._round(
+            lambda e, now: _query(e, name, _QUERY_OWNER, _Q_LOCKED, now)) != 0
+
+    async def ttl(self):
+        """The lock's remaining lease on the server in seconds (float), as
+        Redis says it: None if nobody holds it, ``math.inf`` if it has no
+        expiry. Over N nodes: the value a quorum of nodes has at least. Asks
+        Redis. (A method to await; the blocking Lock's ``ttl`` is a property.)"""
+        name = self._name
+        ms = await self._client._round(lambda e, now: _query(e, name, _QUERY_OWNER, _Q_TTL, now))
+        return _units.ttl_seconds(ms)
+
+    @property
+    def fencing_token(self):
+        """The fencing token of this owner's current hold (an int, grows with
+        each new holder). Needs the client option ``fencing=True``: without it
+        raises InvalidArgument (no hold takes a token). Raises NotOwnerError
+        when not held, LockLostError once lost or run out (until it is
+        released). No I/O."""
+        if not self._client._fencing:
+            raise InvalidArgument(_core.RLC_E_INVAL,
+                                  f"lock {self._name!r} has no fencing token: fencing is off "
+                                  "(open the client with the option fencing=1)")
+        owner = self._caller(False)
+        hold = self._hold(owner)
+        if hold is not None and self._now_validity_ms(owner) > 0:
+            return hold.token
+        if hold is not None:
+            raise LockLostError(_core.RLC_E_LOST, str(self._lost_of(hold)))
+        raise NotOwnerError(_core.RLC_E_NOT_OWNER,
+                            f"lock {self._name!r} is not held by this owner")
+
+
+class WriteLock(_KindLock):
+    """The write side of a :class:`ReadWriteLock` (``rw.write()``): one
+    holder, no reader beside it; Redisson's RReadWriteLock layout (hash field
+    ``"<uuid>:<owner>:write"``, mode ``write``, channel
+    ``redisson_rwlock:{name}``), on the engine as a Lock is.
+
+    The verbs of :class:`Lock` that every lock kind has: ``await
+    acquire(blocking=True, timeout=None, lease=None)``, ``await release()``,
+    ``async with`` (and ``async with w(timeout=5):``), ``hold_count``,
+    ``validity``, ``owned()``, ``lost``, ``lost_error``, ``on_lost(fn)``,
+    ``cancel_on_lost()``. Owners as for Lock (the calling task, or the
+    rwlock's explicit owner); reentrant. A writer that waits holds back new
+    readers (of any client) until it is granted or gives up. Cancelling the
+    waiting task ends the wait and leaves nothing: no level, no place among
+    the waiting writers. A write hold takes no fencing token; it has no
+    ``extend()`` (give a lease at acquire) and no queries: the blocking
+    ``ReadWriteLock.mode`` asks Redis.
+    """
+
+    __slots__ = ("_rw",)
+    _kind = _KIND_WRITE
+    _noun = "write lock"
+
+    def __init__(self, rw):
+        super().__init__(rw.client, rw.name, rw.owner, timeout=rw._timeout, lease=rw._lease)
+        self._rw = rw
+
+    @property
+    def rwlock(self):
+        """The ReadWriteLock this is the write side of."""
+        return self._rw
+
+    def __repr__(self):
+        return f"<write side of {self._rw!r}>"
+
+
+class ReadWriteLock:
+    """A Redisson-compatible read-write lock for asyncio: many readers or one writer.
+
+    Made by ``client.rwlock(name, owner=None, *, timeout=None, lease=None)``;
+    ``rw.write()`` is its write side, a :class:`WriteLock` (``async with
+    client.rwlock("x").write():``). It excludes, and is excluded by, the
+    read-write locks of the blocking client and of Redisson on one name.
+
+    ``rw.read()`` raises NotImplementedError: the read side runs on the
+    blocking client (:meth:`redlockc.Client.rwlock`) until the engine runs
+    read levels (RLC_KIND_READ).
+    """
+
+    __slots__ = ("_client", "_name", "_owner", "_timeout", "_lease", "_write", "__weakref__")
+
+    def __init__(self, client, name, owner=None, *, timeout=None, lease=None):
+        """See ``Client.rwlock()``."""
+        self._client, self._name, self._owner = client, name, owner
+        self._timeout, self._lease = timeout, lease
+        self._write = WriteLock(self)  # checks every argument
+
+    def write(self):
+        """The write side (one holder, no readers), the same object each time."""
+        return self._write
+
+    def read(self):
+        """Not yet: raises NotImplementedError (see the class)."""
+        raise NotImplementedError(
+            "the read side of redlockc.asyncio.ReadWriteLock runs on the blocking client until "
+            "the engine runs read levels (RLC_KIND_READ): use redlockc.Client(...).rwlock("
+            f"{self._name!r}).read()")
+
+    @property
+    def name(self):
+        return self._name
+
+    @property
+    def owner(self):
+        """The explicit owner id, or None: the current task is the owner."""
+        return self._owner
+
+    @property
+    def client(self):
+        return self._client
+
+    def __reduce__(self):
+        raise TypeError("a redlockc.asyncio.ReadWriteLock cannot be pickled or sent to another "
+                        "process")
+
+    def __repr__(self):
+        owner = "task" if self._owner is None else self._owner
+        return f"<redlockc.asyncio.ReadWriteLock {self._name!r} owner={owner}>"
 
 
 def _cancel_task(task, why):
