@@ -38,7 +38,7 @@ const efn = {
   nodeTls: lib.func('int rlc_engine_node_tls(void *e, int node)'),
   option: lib.func('const char *rlc_engine_option(void *e, const char *name)'),
   take: lib.func('size_t rlcn_engine_take(void *e, int conn, uint8_t *buf, size_t cap)'),
-  start: lib.func('uint64_t rlcn_engine_start(void *e, int kind, const uint8_t *name, size_t len, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
+  start: lib.func('uint64_t rlcn_engine_start(void *e, int kind, int lockKind, const uint8_t *name, size_t len, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
   startFenced: lib.func('uint64_t rlcn_engine_start_fenced(void *e, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, uint64_t token, int64_t now, void *res)'),
   startMulti: lib.func('uint64_t rlcn_engine_start_multi(void *e, const uint8_t *names, int n, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
   event: lib.func('int rlcn_engine_event(void *e, uint8_t *buf, size_t cap)'),
@@ -53,8 +53,9 @@ const efn = {
   tick: lib.func('void rlc_engine_tick(void *e, int64_t now)'),
   idle: lib.func('int rlc_engine_idle(void *e)'),
   cancel: lib.func('int rlc_engine_cancel(void *e, uint64_t op, int64_t now)'),
-  holdCount: lib.func('int64_t rlc_engine_hold_count(void *e, const uint8_t *name, size_t len, uint64_t owner)'),
-  validity: lib.func('int64_t rlc_engine_validity_ms(void *e, const uint8_t *name, size_t len, uint64_t owner, int64_t now)'),
+  holdCount: lib.func('int64_t rlc_engine_hold_count_kind(void *e, int kind, const uint8_t *name, size_t len, uint64_t owner)'),
+  validity: lib.func('int64_t rlc_engine_validity_ms_kind(void *e, int kind, const uint8_t *name, size_t len, uint64_t owner, int64_t now)'),
+  forget: lib.func('int rlc_engine_forget_kind(void *e, int kind, const uint8_t *name, size_t len, uint64_t owner, int64_t now)'),
   nextLog: lib.func('size_t rlc_engine_next_log(void *e, void *level, uint8_t *buf, size_t size)'),
   metrics: lib.func('int rlc_engine_metrics(void *e, void *out, int n)'),
 };
@@ -62,9 +63,12 @@ const efn = {
 // As in src/rlcnode_engine.c: a query's kind is QUERY + what it asks (Q).
 const KIND = { ACQUIRE: 0, RELEASE: 1, EXTEND: 2, FORCE_RELEASE: 3, QUERY: 4, FENCED_SET: -1 };
 const Q = { LOCKED: 1, HELD: 2, COUNT: 3, TTL: 4 }; // RLC_Q_* of redlockc.h
+// The lock kinds the engine runs (RLC_KIND_* of redlockc.h): a Lock's, and
+// the write side of a read-write lock (lib/family.js).
+const LOCK_KIND = { LOCK: 0, WRITE: 2 };
 const EV_DONE = 1;
 const EV_LOST = 2;
-const EV_HEAD = 56;
+const EV_HEAD = 64;
 const OUT_CAP = 1 << 16;
 const RECORD = 256;
 
@@ -93,6 +97,7 @@ function readEvent() {
     token: evBuf.readBigUInt64LE(24),
     validity: Number(evBuf.readBigInt64LE(32)),
     count: Number(evBuf.readBigInt64LE(40)),
+    lockKind: evBuf.readInt32LE(56),
     message: evBuf.toString('utf8', EV_HEAD, EV_HEAD + evBuf.readUInt32LE(52)),
   };
 }
@@ -172,7 +177,8 @@ function tlsError(err, c) {
 
 class EngineDriver {
   // nodes, uuid, options: as rlc_engine_new. hooks: {lost(owner, status,
-  // message), log(level, message), connectTimeoutMs}.
+  // message): a Lock's hold (RLC_KIND_LOCK) was lost, log(level, message),
+  // connectTimeoutMs}. The losses of other kinds go to watchLost's watchers.
   constructor(nodes, uuid, options, hooks) {
     this.e = efn.engineNew(nodes, uuid, options, res);
     if (!this.e) throw new StartError(res.readInt32LE(16), resMsg());
@@ -198,6 +204,7 @@ class EngineDriver {
     this.lastError = new Array(nConns).fill(null);
     this.connLabel = new Array(nConns).fill(null); // where each went last
     this.ops = new Map();      // op id -> {resolve, kind}
+    this.kindLost = new Map(); // "<lock kind>:<owner>" -> fn(ev): losses of holds not a Lock's
     this.timer = null;
     this.timerAt = -1;
     this.tickQueued = false;   // the timer fired: its tick waits for the poll phase
@@ -213,9 +220,10 @@ class EngineDriver {
 
   // Starts an operation; resolves with its RLC_EV_DONE event (never rejects).
   // Throws StartError when the engine refuses it at once.
-  start(kind, name, owner, waitMs = 0, leaseMs = 0) {
+  start(kind, name, owner, waitMs = 0, leaseMs = 0, lockKind = LOCK_KIND.LOCK) {
     if (!this.e) throw new StartError(STATUS.E_CLOSED, 'the client is closed');
-    const op = Number(efn.start(this.e, kind, name, name.length, owner, waitMs, leaseMs, nowMs(), res));
+    const op = Number(efn.start(this.e, kind, lockKind, name, name.length, owner, waitMs, leaseMs,
+      nowMs(), res));
     return this.started(op, kind);
   }
 
@@ -237,8 +245,12 @@ class EngineDriver {
     return { op, promise };
   }
 
-  acquire(name, owner, waitMs, leaseMs) { return this.start(KIND.ACQUIRE, name, owner, waitMs, leaseMs); }
-  release(name, owner) { return this.start(KIND.RELEASE, name, owner); }
+  // lockKind: LOCK_KIND.* (default a Lock's).
+  acquire(name, owner, waitMs, leaseMs, lockKind) {
+    return this.start(KIND.ACQUIRE, name, owner, waitMs, leaseMs, lockKind);
+  }
+
+  release(name, owner, lockKind) { return this.start(KIND.RELEASE, name, owner, 0, 0, lockKind); }
   extend(name, owner, leaseMs) { return this.start(KIND.EXTEND, name, owner, 0, leaseMs); }
 
   // One round that asks the servers (what: Q.*), changing nothing; its DONE
@@ -270,16 +282,30 @@ class EngineDriver {
     return this.e ? Number(efn.deadline(this.e)) : -1;
   }
 
-  holdCount(name, owner) {
-    return this.e ? Number(efn.holdCount(this.e, name, name.length, owner)) : 0;
+  holdCount(name, owner, lockKind = LOCK_KIND.LOCK) {
+    return this.e ? Number(efn.holdCount(this.e, lockKind, name, name.length, owner)) : 0;
+  }
+
+  // owner's hold of (name, lockKind) ends here quietly: no renewal, no loss
+  // report; what the servers keep of it expires with its lease.
+  forget(name, owner, lockKind) {
+    if (this.e && !this.closing) efn.forget(this.e, lockKind, name, name.length, owner, nowMs());
+  }
+
+  // fn(ev) hears the loss of owner's holds of lockKind (not LOCK_KIND.LOCK:
+  // a Lock's go to hooks.lost); fn null stops it.
+  watchLost(lockKind, owner, fn) {
+    const key = `${lockKind}:${owner}`;
+    if (fn) this.kindLost.set(key, fn);
+    else this.kindLost.delete(key);
   }
 
   // ms the owner's hold is certainly still held, now (the engine's own
   // figure, at the clock's current reading, not at the engine's last tick):
   // 0 once its validity ran out, even before the timer that finds it lost
   // has run (a loop blocked past the lease). The one answer to "is it held".
-  validity(name, owner) {
-    return this.e ? Number(efn.validity(this.e, name, name.length, owner, nowMs())) : 0;
+  validity(name, owner, lockKind = LOCK_KIND.LOCK) {
+    return this.e ? Number(efn.validity(this.e, lockKind, name, name.length, owner, nowMs())) : 0;
   }
 
   // The engine's counters (rlc_engine_metrics: the indices of
@@ -357,7 +383,9 @@ class EngineDriver {
 
   dispatch(ev) {
     if (ev.type === EV_LOST) {
-      this.hooks.lost(ev.owner, ev.status, ev.message);
+      // Routed by (kind, owner): a write hold's loss never reaches a Lock.
+      if (ev.lockKind === LOCK_KIND.LOCK) this.hooks.lost(ev.owner, ev.status, ev.message);
+      else this.kindLost.get(`${ev.lockKind}:${ev.owner}`)?.(ev);
       return;
     }
     if (ev.type !== EV_DONE) return;
@@ -544,4 +572,4 @@ class EngineDriver {
   }
 }
 
-module.exports = { EngineDriver, StartError, KIND, Q, nowMs };
+module.exports = { EngineDriver, StartError, KIND, LOCK_KIND, Q, nowMs };

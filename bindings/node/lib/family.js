@@ -4,8 +4,14 @@
 // client (client.rwlock(name), client.fairLock(name), client.semaphore(name,
 // permits), client.permitSemaphore(name, permits), client.multiLock(names)).
 //
-// As Lock: every call that may touch the network returns a Promise and runs
-// on the helper's thread pool (src/rlcnode_family.c); times are ms; each
+// The write side of a ReadWriteLock runs on the client's event-loop driver
+// (lib/engine_driver.js) as a Lock does: an engine lock of kind
+// RLC_KIND_WRITE, with no thread and no second client. The read side, mode()
+// and the other kinds run on the helper's thread pool (src/rlcnode_family.c)
+// through a blocking client made on their first use, until the engine runs
+// them too.
+//
+// As Lock: every call that may touch the network returns a Promise; times are ms; each
 // owner-bound object is an explicit owner of its own (acquiring the same
 // object again is reentrant, two objects of one name exclude each other);
 // failures reject with the error class of their status; a wait that runs
@@ -18,6 +24,7 @@ const { loadNative } = require('../build.js');
 // koffi as native.js found it (in this package, or in the application).
 const { getChannel, scratch, syncResult, koffi } = require('./native.js');
 const errors = require('./errors.js');
+const { StartError, LOCK_KIND } = require('./engine_driver.js');
 
 const { STATUS, errorFor, ClosedError, InvalidArgumentError } = errors;
 const lib = loadNative(koffi);
@@ -45,7 +52,8 @@ const F = {
 const KIND = { RW: 0, FAIR: 1, SEM: 2, PSEM: 3, MULTI: 4 };
 const MODES = ['free', 'read', 'write'];
 
-const fail = (rec) => errorFor(rec.rc, rec.msg, (rc) => ffn.strerror(rc));
+const strerror = (rc) => ffn.strerror(rc);
+const fail = (rec) => errorFor(rec.rc, rec.msg, strerror);
 
 // A cancel spares an acquire that had not started yet (its job may still
 // wait for a pool thread): after an abort it is made again at this interval
@@ -95,22 +103,35 @@ function checkName(name, what) {
 const registry = new FinalizationRegistry(({ kind, handle }) => ffn.free(kind, handle));
 
 // A native family handle: jobs in flight keep it; close() frees it after them.
+// lazy: made on its first job (the blocking client and its pool with it),
+// so an object whose calls all run on the engine makes none.
 class Handle {
-  constructor(client, kind, name, make) {
-    const native = client._native(this.constructor.name); // throws once closed
+  constructor(client, kind, name, make, lazy = false) {
     this.client = client; // keeps the client alive as long as its handles
     this.name = name;
     this._kind = kind;
-    this._handle = make(native);
-    if (!this._handle) throw fail(syncResult());
+    this._make = make;
+    this._handle = null;
     this._jobs = 0;
     this._closing = false;
-    registry.register(this, { kind, handle: this._handle }, this);
+    if (lazy) client._check(); // throws once closed
+    else this._native();
+  }
+
+  // The native handle, made on first use; throws once closed.
+  _native() {
+    if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this.name}' is closed`);
+    if (!this._handle) {
+      const handle = this._make(this.client._native(this.constructor.name)); // throws once closed
+      if (!handle) throw fail(syncResult());
+      this._handle = handle;
+      registry.register(this, { kind: this._kind, handle }, this);
+    }
+    return this._handle;
   }
 
   async _run(op, a = 0, b = 0, c = 0, s = null) {
-    if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this.name}' is closed`);
-    const call = ffn.call(this._handle, a, b, c, s);
+    const call = ffn.call(this._native(), a, b, c, s);
     if (!call) throw new errors.OutOfMemoryError(STATUS.E_NOMEM, 'out of memory');
     this._jobs++;
     try {
@@ -161,8 +182,7 @@ class Handle {
   }
 
   _local(what, write = 0) {
-    if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this.name}' is closed`);
-    if (ffn.local(what, this._handle, write, scratch) !== STATUS.OK) throw fail(syncResult());
+    if (ffn.local(what, this._native(), write, scratch) !== STATUS.OK) throw fail(syncResult());
     return Number(syncResult().value);
   }
 
@@ -180,38 +200,152 @@ class Handle {
   }
 }
 
-// One side of a ReadWriteLock: acquire({wait, lease, signal}), release(),
-// holdCount(), validity() (no I/O).
+// The read side of a ReadWriteLock, on the pool: acquire({wait, lease,
+// signal}), release(), holdCount(), validity() (no I/O).
 class RWSide {
-  constructor(rw, write) {
+  constructor(rw) {
     this.rw = rw;
-    this.write = write;
+    this.write = false;
   }
 
   acquire({ wait = -1, lease = 0, signal } = {}) {
-    return this.rw._acquire(this.write ? F.RW_WRITE_ACQUIRE : F.RW_READ_ACQUIRE, waitMs(wait),
-      leaseMs(lease), 0, signal, () => this.release());
+    const rw = this.rw;
+    if (rw._write.holdCount() > 0) {
+      // The write hold is the engine's (its field names the engine's UUID),
+      // the read level the blocking client's (another UUID): the read script
+      // would see another owner's writer and this wait would wait for itself.
+      return Promise.reject(new InvalidArgumentError(STATUS.E_INVAL,
+        `read lock '${rw.name}': this object holds its write side, which runs on the event loop; ` +
+        'a writer takes read levels once the engine runs them (RLC_KIND_READ)'));
+    }
+    return rw._acquire(F.RW_READ_ACQUIRE, waitMs(wait), leaseMs(lease), 0, signal,
+      () => this.release());
   }
 
   tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
 
-  async release() { await this.rw._ok(this.write ? F.RW_WRITE_RELEASE : F.RW_READ_RELEASE); }
+  async release() { await this.rw._ok(F.RW_READ_RELEASE); }
 
-  holdCount() { return this.rw._local(0, this.write ? 1 : 0); }
+  holdCount() { return this.rw._local(0, 0); }
 
-  validity() { return this.rw._local(1, this.write ? 1 : 0); }
+  validity() { return this.rw._local(1, 0); }
 }
+
+// The write side of a ReadWriteLock, on the client's engine (RLC_KIND_WRITE):
+// acquire({wait, lease, signal}), release(), holdCount(), validity() (no
+// I/O), as RWSide's. An abort of signal cancels the wait in the engine
+// (rlc_engine_cancel): the writer leaves the waiting writers, nothing stays.
+class WriteSide {
+  constructor(rw) {
+    this.rw = rw;
+    this.write = true;
+  }
+
+  // The client's driver, or throws ClosedError (the client's or this object's).
+  _driver() {
+    if (this.rw._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this.rw.name}' is closed`);
+    this.rw.client._check();
+    return this.rw.client._driver;
+  }
+
+  // Starts an engine operation of this side: its {op, promise}.
+  _start(how) {
+    try {
+      return how(this._driver());
+    } catch (e) {
+      if (e instanceof StartError) throw errorFor(e.status, `write lock '${this.rw.name}': ${e.message}`, strerror);
+      throw e;
+    }
+  }
+
+  _fail(ev) {
+    if (ev.status === STATUS.E_CLOSED) return new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    let msg = ev.message || '';
+    if (ev.detail && !msg.includes(ev.detail)) msg = msg ? `${msg} (${ev.detail})` : ev.detail;
+    return errorFor(ev.status, `write lock '${this.rw.name}'${msg ? `: ${msg}` : ''}`, strerror);
+  }
+
+  async acquire({ wait = -1, lease = 0, signal } = {}) {
+    const w = waitMs(wait);
+    const l = leaseMs(lease);
+    const sig = signalOption(signal);
+    if (sig && sig.aborted) throw sig.reason;
+    const rw = this.rw;
+    const job = this._start((d) => d.acquire(rw._key, rw.owner, w, l, LOCK_KIND.WRITE));
+    const cancel = () => rw.client._driver.cancel(job.op);
+    if (sig) sig.addEventListener('abort', cancel, { once: true });
+    let ev;
+    try {
+      ev = await job.promise;
+    } finally {
+      if (sig) sig.removeEventListener('abort', cancel);
+    }
+    if (sig && sig.aborted) {
+      // granted as the abort came: the caller sees the abort, so give it back
+      if (ev.status === STATUS.OK) await this.release().catch(() => {});
+      throw sig.reason;
+    }
+    if (ev.status === STATUS.OK) {
+      if (rw._closing) rw._forgetWrite(); // closed while it waited: not renewed
+      return true;
+    }
+    if (ev.status === STATUS.NOT_ACQUIRED) return false;
+    if (ev.status === STATUS.E_CANCELED && rw.client._driver.closing) {
+      throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    }
+    throw this._fail(ev);
+  }
+
+  tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
+
+  async release() {
+    const rw = this.rw;
+    const ev = await this._start((d) => d.release(rw._key, rw.owner, LOCK_KIND.WRITE)).promise;
+    if (ev.status !== STATUS.OK) throw this._fail(ev);
+  }
+
+  // Levels held (0 once the hold's validity ran out: lost). No I/O.
+  holdCount() {
+    if (this.validity() === 0) return 0;
+    return this.rw.client._driver.holdCount(this.rw._key, this.rw.owner, LOCK_KIND.WRITE);
+  }
+
+  // ms the write hold is certainly still held (0 if not held). No I/O.
+  validity() {
+    if (this.rw._closing) return 0;
+    return this.rw.client._driver.validity(this.rw._key, this.rw.owner, LOCK_KIND.WRITE);
+  }
+}
+
+// A dropped ReadWriteLock's write hold stops being renewed (it expires).
+const writeRegistry = new FinalizationRegistry(({ driver, key, owner }) => {
+  driver.watchLost(LOCK_KIND.WRITE, owner, null);
+  driver.forget(key, owner, LOCK_KIND.WRITE);
+});
 
 // Many readers or one writer (Redisson's RReadWriteLock). rw.readLock() and
 // rw.writeLock() are its sides; await rw.mode() is 'free', 'read' or 'write'.
+// The write side runs on the engine; the read side and mode() make the
+// native handle (and the blocking client) on their first use.
 class ReadWriteLock extends Handle {
   constructor(client, name) {
     const owner = nextOwner++;
     super(client, KIND.RW, checkName(name, 'lock name'),
-      (c) => ffn.rwNew(c, name, owner, scratch));
+      (c) => ffn.rwNew(c, name, owner, scratch), true);
     this.owner = owner;
-    this._read = new RWSide(this, false);
-    this._write = new RWSide(this, true);
+    this._key = Buffer.from(name, 'utf8');
+    this._read = new RWSide(this);
+    this._write = new WriteSide(this);
+    const driver = client._driver;
+    // Its write hold's loss (found by a renewal): logged as a Lock's is.
+    const state = new WeakRef(client);
+    driver.watchLost(LOCK_KIND.WRITE, owner, (ev) => {
+      const c = state.deref();
+      if (c && c.listenerCount('log')) {
+        c._log(2, `write lock '${name}' (owner ${owner}) was lost: ${ev.message || strerror(ev.status)}`);
+      }
+    });
+    writeRegistry.register(this, { driver, key: this._key, owner }, this);
   }
 
   readLock() { return this._read; }
@@ -219,6 +353,21 @@ class ReadWriteLock extends Handle {
   writeLock() { return this._write; }
 
   async mode() { return MODES[Number((await this._ok(F.RW_MODE)).value)]; }
+
+  _forgetWrite() {
+    const driver = this.client._driver;
+    driver.watchLost(LOCK_KIND.WRITE, this.owner, null);
+    driver.forget(this._key, this.owner, LOCK_KIND.WRITE);
+  }
+
+  // As Handle's; the write hold is not released either: it is no longer
+  // renewed and expires with its lease.
+  close() {
+    if (this._closing) return;
+    writeRegistry.unregister(this);
+    this._forgetWrite();
+    super.close();
+  }
 }
 
 // First come, first served (Redisson's RFairLock). One node only.

@@ -15,9 +15,11 @@
  * lib/engine_driver.js reads it):
  *   0 int32 type      4 int32 status    8 uint64 op       16 uint64 owner
  *  24 uint64 token   32 int64 validity  40 int64 count    48 uint32 name_len
- *  52 uint32 msg_len 56 the message bytes (truncated to fit), no NUL
- * The name is not copied: the driver knows an owner's lock by its owner id. */
-enum { EV_HEAD = 56 };
+ *  52 uint32 msg_len 56 int32 kind (the lock kind, RLC_KIND_*)  60 int32 0
+ *  64 the message bytes (truncated to fit), no NUL
+ * The name is not copied: the driver knows an owner's lock by its owner id
+ * and kind. */
+enum { EV_HEAD = 64 };
 
 static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
@@ -82,15 +84,27 @@ API size_t rlcn_engine_take(rlc_engine *e, int conn, unsigned char *buf, size_t 
 enum { KIND_ACQUIRE, KIND_RELEASE, KIND_EXTEND, KIND_FORCE_RELEASE, KIND_QUERY };
 
 /* The operation's id, or 0 with the status and rlc_errmsg() in res (the
- * engine refused it at once). */
-API uint64_t rlcn_engine_start(rlc_engine *e, int kind, const char *name, size_t name_len,
-                               uint64_t owner, int64_t wait_ms, int64_t lease_ms, int64_t now_ms,
-                               struct rlcn_record *res)
+ * engine refused it at once). lock_kind (RLC_KIND_*) is the kind of lock an
+ * acquire or release is of; the other operations are RLC_KIND_LOCK's only. */
+API uint64_t rlcn_engine_start(rlc_engine *e, int kind, int lock_kind, const char *name,
+                               size_t name_len, uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+                               int64_t now_ms, struct rlcn_record *res)
 {
     uint64_t op = 0;
+    if (lock_kind != RLC_KIND_LOCK && kind != KIND_ACQUIRE && kind != KIND_RELEASE) {
+        res->rc = RLC_E_INVAL;
+        snprintf(res->msg, sizeof res->msg, "engine operation %d is for locks only (kind %d)",
+                 kind, lock_kind);
+        return 0;
+    }
     switch (kind) {
-    case KIND_ACQUIRE: res->rc = rlc_engine_acquire(e, name, name_len, owner, wait_ms, lease_ms, now_ms, &op); break;
-    case KIND_RELEASE: res->rc = rlc_engine_release(e, name, name_len, owner, now_ms, &op); break;
+    case KIND_ACQUIRE:
+        res->rc = rlc_engine_acquire_kind(e, lock_kind, name, name_len, owner, wait_ms, lease_ms,
+                                          now_ms, &op);
+        break;
+    case KIND_RELEASE:
+        res->rc = rlc_engine_release_kind(e, lock_kind, name, name_len, owner, now_ms, &op);
+        break;
     case KIND_EXTEND: res->rc = rlc_engine_extend(e, name, name_len, owner, lease_ms, now_ms, &op); break;
     case KIND_FORCE_RELEASE: res->rc = rlc_engine_force_release(e, name, name_len, owner, now_ms, &op); break;
     case KIND_QUERY + RLC_Q_LOCKED:
@@ -167,6 +181,8 @@ API int rlcn_engine_event(rlc_engine *e, unsigned char *buf, size_t cap)
     put_u64(buf + 40, (uint64_t)ev.count);
     put_u32(buf + 48, (uint32_t)ev.name_len);
     put_u32(buf + 52, (uint32_t)msg_len);
+    put_u32(buf + 56, (uint32_t)ev.kind);
+    put_u32(buf + 60, 0);
     if (msg_len)
         memcpy(buf + EV_HEAD, ev.message, msg_len);
     return 1;
