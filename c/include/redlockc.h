@@ -620,6 +620,9 @@ RLC_API int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len, 
  * or the time to live in ms (TTL: -1 no expiry, -2 no key) that at least a
  * quorum of nodes still has. */
 enum { RLC_Q_LOCKED = 1, RLC_Q_HELD = 2, RLC_Q_COUNT = 3, RLC_Q_TTL = 4 };
+/* Since 1.2: a read-write lock's mode that a quorum of nodes agrees on
+ * (rlc_rwlock_mode): 1 read, 2 write, 0 free or no agreement. */
+enum { RLC_Q_MODE = 5 };
 /* Asks the servers, changing nothing, on the connections the locks use (it
  * sees every command this engine wrote before it). It does not wait behind
  * the owner's other operations. Its DONE event carries the answer in
@@ -647,17 +650,21 @@ RLC_API int rlc_engine_fenced_set(rlc_engine *e, const char *key, size_t key_len
                                   int64_t now_ms, uint64_t *op);
 /* Since 1.2 (REDLOCKC_1.2). Lock kinds an engine runs: RLC_KIND_LOCK is
  * rlc_lock's (every rlc_engine_* call by name alone is of that kind);
- * RLC_KIND_WRITE is the write side of a read-write lock (rlc_rwlock_write_*,
- * Redisson's RReadWriteLock layout: hash field "<uuid>:<owner>:write", mode
- * "write", channel redisson_rwlock:{name}). A name's holds of each kind are
- * apart: an owner holding "x" as a lock and waiting for it as a write lock
- * waits like any other owner. A write acquire that waits registers the
- * writer, so that new readers let it in first; it leaves that place when it
- * ends, granted or not. Nested acquires, undo, renewal, the restart guard,
+ * RLC_KIND_READ and RLC_KIND_WRITE are the two sides of a read-write lock
+ * (rlc_rwlock_*, Redisson's RReadWriteLock layout: mode "read" / "write",
+ * a reader's field "<uuid>:<owner>" with its timeout keys
+ * "{name}:<uuid>:<owner>:rwlock_timeout:<n>", the writer's
+ * "<uuid>:<owner>:write", channel redisson_rwlock:{name}): many readers or
+ * one writer; the writer may take read levels; a reader that asks for the
+ * write side waits like anyone else. A name's holds of each kind are apart:
+ * an owner holding "x" as a lock and waiting for it as a write lock waits
+ * like any other owner. A write acquire that waits registers the writer, so
+ * that new readers let it in first; it leaves that place when it ends,
+ * granted or not. Nested acquires, undo, renewal, the restart guard,
  * sync_replicas, Redlock over N nodes, clusters and Sentinel work as for a
- * lock; a write hold takes no fencing token (its DONE token is 0) and is not
- * watched by loss push (its loss is found by its next renewal). */
-enum { RLC_KIND_LOCK = 0, RLC_KIND_WRITE = 2 };
+ * lock; a read or write hold takes no fencing token (its DONE token is 0)
+ * and is not watched by loss push (its loss is found by its next renewal). */
+enum { RLC_KIND_LOCK = 0, RLC_KIND_READ = 1, RLC_KIND_WRITE = 2 };
 /* rlc_engine_acquire / release / forget / hold_count / validity_ms for a
  * lock kind: RLC_E_INVAL (or 0) for a kind that is none of the above. */
 RLC_API int rlc_engine_acquire_kind(rlc_engine *e, int kind, const char *name, size_t name_len,

@@ -1130,11 +1130,12 @@ static int library_threads(void)
 }
 
 /* A client that only locks (acquire, queries, extend, force release,
- * fenced writes, release), and takes write locks, runs the engine's two
- * threads and opens one command connection (and a subscriber while a
- * writer waits); the lock family's older stack (its pooled connections and
- * the client's own thread) is made with the first read level. A write lock
- * made it with its handle before (3 threads) and waited on it. */
+ * fenced writes, release), and takes read and write locks, runs the
+ * engine's two threads and opens one command connection (and a subscriber
+ * while someone waits); the lock family's older stack (its pooled
+ * connections and the client's own thread) is made with the first handle
+ * of a kind still on it (a fair lock). A read-write lock made it with its
+ * handle before (3 threads) and waited on it. */
 TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
 {
     START(s);
@@ -1142,6 +1143,7 @@ TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
     rlc_client *c = client(s.uri, "loss_push=0");
     rlc_lock *l = lock(c, "only", 0);
     rlc_rwlock *rw = NULL;
+    rlc_fairlock *fair = NULL;
     int applied = 0, v = 0;
     int64_t ttl = 0;
     CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
@@ -1163,11 +1165,21 @@ TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
     CHECK(server_connections(&s) == before + 1, "with write locks: %lld connections",
           server_connections(&s) - before);
     CHECK_RC(rlc_rwlock_read_acquire(rw, 0, -1), RLC_OK);
+    CHECK_RC(rlc_rwlock_read_acquire(rw, 0, -1), RLC_OK);
+    int mode = -1;
+    CHECK_RC(rlc_rwlock_mode(rw, &mode), RLC_OK);
+    CHECK(mode == 1, "mode %d while read", mode);
     CHECK_RC(rlc_rwlock_read_release(rw), RLC_OK);
+    CHECK_RC(rlc_rwlock_read_release(rw), RLC_OK);
+    CHECK(library_threads() == 2, "with read locks: %d library threads", library_threads());
+    CHECK(server_connections(&s) == before + 1, "with read locks: %lld connections",
+          server_connections(&s) - before);
+    CHECK_RC(rlc_fairlock_new(c, "only-fair", 0, 0, &fair), RLC_OK);
     /* the client's thread names itself once it runs */
-    CHECK(WAIT_UNTIL(library_threads() == 3, 5000), "with a read level: %d library threads",
+    CHECK(WAIT_UNTIL(library_threads() == 3, 5000), "with a fair lock: %d library threads",
           library_threads());
 done:
+    rlc_fairlock_free(fair);
     rlc_rwlock_free(rw);
     rlc_lock_free(l);
     rlc_client_free(c);

@@ -15,7 +15,7 @@
 
 static const struct lock_names NAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
                                         "redisson_lock__channel:{k}", 1, 23, 21, 26, false,
-                                        RLC_KIND_LOCK, NULL, 0};
+                                        RLC_KIND_LOCK, NULL, 0, NULL, 0};
 
 /* The command as a string (its bytes are not NUL-terminated). */
 static const char *text(const struct rlc_cmd *c)
@@ -214,13 +214,18 @@ TEST(answers_read_as_the_scripts_write_them)
 done:;
 }
 
-/* The write lock's calls go to the family's scripts in their order
+/* The read and write locks' calls go to the family's scripts in their order
  * (scripts_family.h), and their answers read as the lock's. */
 static const struct lock_names WNAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
                                          "redisson_rwlock:{k}", 1, 23, 21, 19, false,
-                                         RLC_KIND_WRITE, "redlockc_rwlock_writers:{k}", 27};
+                                         RLC_KIND_WRITE, "redlockc_rwlock_writers:{k}", 27,
+                                         NULL, 0};
+static const struct lock_names RNAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
+                                         "redisson_rwlock:{k}", 1, 23, 21, 19, false,
+                                         RLC_KIND_READ, "redlockc_rwlock_writers:{k}", 27,
+                                         "{k}", 3};
 
-TEST(write_kind_calls_the_write_lock_scripts_and_reads_their_answers)
+TEST(read_and_write_kinds_call_the_family_scripts_and_read_their_answers)
 {
     scripts_init();
     struct rlc_cmd *c = call_acquire(&WNAMES, "U", 500, "U:7:write", 9, 2, 1, true, true, true);
@@ -260,6 +265,31 @@ TEST(write_kind_calls_the_write_lock_scripts_and_reads_their_answers)
     cmd_unref(c);
     c = NULL;
     CHECK(call_withdraw(&NAMES, "U:7", 3) == NULL, "a lock keeps no place to withdraw");
+    CHECK(call_withdraw(&RNAMES, "U:7", 3) == NULL, "a reader keeps no place to withdraw");
+    c = call_acquire(&RNAMES, "U", 500, "U:7", 3, 2, 1, true, true, true);
+    CHECK(c && strcmp(args_of(c, &fscript_read_acquire),
+                      "$1\r\n4\r\n$1\r\nk\r\n$22\r\n{k}:U:7:rwlock_timeout\r\n"
+                      "$21\r\nredlockc_attempts:{k}\r\n$27\r\nredlockc_rwlock_writers:{k}\r\n"
+                      "$3\r\n500\r\n$3\r\nU:7\r\n$9\r\nU:7:write\r\n$3\r\nU:2\r\n"
+                      "$3\r\nU:1\r\n") == 0,
+          "read try %s", c ? args_of(c, &fscript_read_acquire) : "NULL");
+    cmd_unref(c);
+    c = call_undo(&RNAMES, "U", 2, "U:7", 3, 90000);
+    CHECK(c && strcmp(args_of(c, &fscript_rw_undo),
+                      "$1\r\n3\r\n$1\r\nk\r\n$21\r\nredlockc_attempts:{k}\r\n"
+                      "$22\r\n{k}:U:7:rwlock_timeout\r\n$3\r\nU:2\r\n$3\r\nU:7\r\n"
+                      "$5\r\n90000\r\n") == 0,
+          "read undo %s", c ? args_of(c, &fscript_rw_undo) : "NULL");
+    cmd_unref(c);
+    uint64_t more = 3;
+    c = call_release(&RNAMES, "U", 500, "U:7", 3, 2, 9, &more, 1);
+    CHECK(c && strcmp(args_of(c, &fscript_read_release),
+                      "$1\r\n5\r\n$1\r\nk\r\n$19\r\nredisson_rwlock:{k}\r\n"
+                      "$22\r\n{k}:U:7:rwlock_timeout\r\n$21\r\nredlockc_attempts:{k}\r\n"
+                      "$3\r\n{k}\r\n$3\r\n500\r\n$3\r\nU:7\r\n$3\r\nU:2\r\n$3\r\nU:3\r\n") == 0,
+          "read release %s", c ? args_of(c, &fscript_read_release) : "NULL");
+    cmd_unref(c);
+    c = NULL;
 
     struct acquire_answer a;
     redisReply *grant_el[3] = {integer(2), integer(0), integer(812)};
@@ -273,8 +303,13 @@ TEST(write_kind_calls_the_write_lock_scripts_and_reads_their_answers)
     redisReply *freed_el[2] = {integer(0), integer(1)};
     redisReply *freed = array(2, freed_el);
     int64_t n = 9;
-    CHECK(answer_release(freed, &n) && n == 0, "freed");
-    CHECK(answer_release(gone_el[0], &n) && n == -2, "an integer release answer as it is");
+    bool was_freed = false;
+    CHECK(answer_release(freed, &n, &was_freed) && n == 0 && was_freed, "freed");
+    CHECK(answer_release(gone_el[0], &n, &was_freed) && n == -2 && was_freed,
+          "an integer release answer as it is (-2: freed, its message refused)");
+    freed_el[1]->integer = 0;
+    CHECK(answer_release(freed, &n, &was_freed) && n == 0 && !was_freed,
+          "a reader's last level, other readers left: not freed");
     for (int i = 0; i < 3; i++)
         free(grant_el[i]);
     for (int i = 0; i < 2; i++)
@@ -287,7 +322,7 @@ done:
 }
 
 RUN_TESTS(CASE(acquire_call_names_keys_and_attempts_in_the_scripts_order),
-          CASE(write_kind_calls_the_write_lock_scripts_and_reads_their_answers),
+          CASE(read_and_write_kinds_call_the_family_scripts_and_read_their_answers),
           CASE(renew_of_one_is_the_batch_of_one), CASE(release_names_its_level_upto_and_the_remains),
           CASE(verify_is_an_eval_of_the_renewal_test_after_an_exists),
           CASE(undo_carries_a_tombstone_that_outlives_a_late_acquire),

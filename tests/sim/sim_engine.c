@@ -49,12 +49,14 @@
  * looks once the longest lease has run out (check_residue says why).
  *
  * A sixth of the other seeds (by the seed alone; write=0|1: none, all) make
- * some names write locks (RLC_KIND_WRITE, the read-write lock's write side:
- * the family's scripts, Redisson's layout): every owner acquires, nests in
- * and releases such a name as that kind, waiting writers register and
- * withdraw, and the rules below hold for it as for a lock (no extend, no
- * multi-lock and no query of it: the engine has none for that kind; its
- * token is 0; residue also looks for a waiting writer's place, once its
+ * some names read-write locks (the family's scripts, Redisson's
+ * RReadWriteLock layout): each round of an owner on such a name takes it
+ * as a reader (RLC_KIND_READ) or a writer (RLC_KIND_WRITE), nests in and
+ * releases it as that kind; waiting writers register and withdraw. The
+ * rules below hold for them as for a lock, where readers may overlap each
+ * other and nothing else (no extend, no multi-lock and no query of them:
+ * the engine has none for those kinds; their token is 0; residue also looks
+ * for a reader's timeout keys, and for a waiting writer's place once its
  * registration time has run out).
  *
  * An owner holds a stack of units, newest on top: a plain acquire's one name,
@@ -290,6 +292,7 @@ struct hold {
     bool lost_seen;       /* a LOST event or an op's RLC_E_LOST said it is gone */
     int64_t valid_end;    /* sim time its validity ends (NEVER: a watchdog hold) */
     int64_t lease;        /* the hold's lease_ms (<= 0: watchdog) */
+    int kind;             /* the lock kind it is held as (RLC_KIND_*) */
     uint64_t token;       /* 0 when a multi-lock made it */
 };
 
@@ -1495,10 +1498,17 @@ static void on_back(int p)
         service(pp->client);
 }
 
-/* Name l's lock kind in this schedule. */
+/* Name l's lock kind in this schedule: RLC_KIND_LOCK, or RLC_KIND_WRITE for
+ * a read-write lock (each round takes it as a reader or a writer). */
 static int kind_of(int l)
 {
     return S.cfg.kind[l];
+}
+
+/* Two holds of one name exclude each other unless both are read levels. */
+static bool conflict(const struct hold *a, const struct hold *b)
+{
+    return a->kind != RLC_KIND_READ || b->kind != RLC_KIND_READ;
 }
 
 static int lock_index(const char *name, size_t len)
@@ -1521,7 +1531,8 @@ static void check_overlap(int ci, int ti, int l)
         for (int tj = 0; tj < S.cl[cj].ntasks; tj++) {
             const struct task *ot = &S.cl[cj].task[tj];
             const struct hold *o = &ot->h[l];
-            if ((cj == ci && tj == ti) || !o->active || o->valid_end <= S.now)
+            if ((cj == ci && tj == ti) || !o->active || o->valid_end <= S.now ||
+                !conflict(mh, o))
                 continue;
             S.st.overlaps++;
             trace("OVERLAP %s: c%d/o%" PRIu64 " (valid to %" PRId64 ") and c%d/o%" PRIu64
@@ -1535,7 +1546,7 @@ static void check_overlap(int ci, int ti, int l)
 static int64_t engine_count(int ci, const struct task *t, int l)
 {
     const char *name = lock_names[l];
-    return rlc_engine_hold_count_kind(S.cl[ci].e, kind_of(l), name, strlen(name), t->owner);
+    return rlc_engine_hold_count_kind(S.cl[ci].e, t->h[l].kind, name, strlen(name), t->owner);
 }
 
 /* The engine's own word, rlc_engine_validity_ms() now: while it says the
@@ -1549,7 +1560,7 @@ static void check_claim(int ci, int ti, int l)
     struct client *c = &S.cl[ci];
     struct task *me = &c->task[ti];
     const char *name = lock_names[l];
-    int64_t v = rlc_engine_validity_ms_kind(c->e, kind_of(l), name, strlen(name), me->owner,
+    int64_t v = rlc_engine_validity_ms_kind(c->e, me->h[l].kind, name, strlen(name), me->owner,
                                             local_now(c));
     int64_t n = engine_count(ci, me, l);
     if (v <= 0)
@@ -1561,7 +1572,8 @@ static void check_claim(int ci, int ti, int l)
         for (int tj = 0; tj < S.cl[cj].ntasks; tj++) {
             const struct task *ot = &S.cl[cj].task[tj];
             const struct hold *o = &ot->h[l];
-            if ((cj == ci && tj == ti) || !o->active || o->valid_end <= S.now)
+            if ((cj == ci && tj == ti) || !o->active || o->valid_end <= S.now ||
+                !conflict(&me->h[l], o))
                 continue;
             S.st.overlaps++;
             trace("OVERLAP %s: the engine says c%d/o%" PRIu64 " holds it (%" PRId64
@@ -1603,7 +1615,7 @@ static void check_count(int ci, const struct task *t, int l)
     int64_t n = engine_count(ci, t, l);
     int64_t want = h->lost_seen ? 0 : h->levels;
     bool ran_out = n == 0 && h->levels > 0 &&
-                   rlc_engine_validity_ms_kind(c->e, kind_of(l), name, strlen(name), t->owner,
+                   rlc_engine_validity_ms_kind(c->e, h->kind, name, strlen(name), t->owner,
                                                local_now(c)) == 0;
     if (n != want && !ran_out) {
         S.st.protocol++;
@@ -2116,13 +2128,18 @@ static bool start_acquire(int ci, int ti)
     struct task *t = &c->task[ti];
     t->lock = (int)rnd(0, S.cfg.locks - 1);
     const char *name = lock_names[t->lock];
+    if (kind_of(t->lock) != RLC_KIND_LOCK)
+        t->h[t->lock].kind = chance(0.5) ? RLC_KIND_READ : RLC_KIND_WRITE;
     t->h[t->lock].lease = pick_lease();
     int64_t wait = pick_wait();
     uint64_t op = 0;
-    int rc = rlc_engine_acquire_kind(c->e, kind_of(t->lock), name, strlen(name), t->owner, wait,
+    int rc = rlc_engine_acquire_kind(c->e, t->h[t->lock].kind, name, strlen(name), t->owner, wait,
                                      t->h[t->lock].lease, local_now(c), &op);
-    trace("c%d/o%" PRIu64 " acquire %s wait %" PRId64 " lease %" PRId64 " -> op%" PRIu64, ci,
-          t->owner, name, wait, t->h[t->lock].lease, op);
+    trace("c%d/o%" PRIu64 " acquire %s%s wait %" PRId64 " lease %" PRId64 " -> op%" PRIu64, ci,
+          t->owner, name,
+          t->h[t->lock].kind == RLC_KIND_READ    ? " (read)"
+          : t->h[t->lock].kind == RLC_KIND_WRITE ? " (write)"
+                                                 : "", wait, t->h[t->lock].lease, op);
     if (rc != RLC_OK) {
         refused(ci, t, rc);
         return false;
@@ -2208,7 +2225,7 @@ static bool start_nested(int ci, int ti, int l)
     const char *name = lock_names[l];
     uint64_t op = 0;
     t->lock = l;
-    int rc = rlc_engine_acquire_kind(c->e, kind_of(l), name, strlen(name), t->owner, 0,
+    int rc = rlc_engine_acquire_kind(c->e, t->h[l].kind, name, strlen(name), t->owner, 0,
                                      t->h[l].lease, local_now(c), &op);
     trace("c%d/o%" PRIu64 " nested acquire %s -> op%" PRIu64, ci, t->owner, name, op);
     if (rc != RLC_OK) {
@@ -2263,7 +2280,7 @@ static bool release_next(int ci, int ti)
     if (h->levels == 1)
         h->active = false; /* the critical section ends before the release leaves */
     uint64_t op = 0;
-    int rc = rlc_engine_release_kind(c->e, kind_of(l), name, strlen(name), t->owner,
+    int rc = rlc_engine_release_kind(c->e, h->kind, name, strlen(name), t->owner,
                                      local_now(c), &op);
     trace("c%d/o%" PRIu64 " release %s -> op%" PRIu64, ci, t->owner, name, op);
     if (rc != RLC_OK) {
@@ -2817,6 +2834,21 @@ static void check_residue(void)
             char *q = key_own("redlockc_rwlock_writers:", key, strlen(key), "", &len);
             check_gone(n, q, S.now + LOCK_WRITER_INTENT_MS + 1);
             free(q);
+            /* a reader's timeout keys "{name}:<field>:rwlock_timeout:<n>" go
+             * with its levels */
+            char *aux = key_derived("", key, strlen(key), ":", &len);
+            lua_getglobal(S.L, "keys_of");
+            lua_pushinteger(S.L, n + 1);
+            lua_pushinteger(S.L, when);
+            lua_call(S.L, 2, 1);
+            for (lua_Integer i = 1; lua_rawgeti(S.L, -1, i) == LUA_TSTRING; i++) {
+                const char *k = lua_tostring(S.L, -1);
+                if (strncmp(k, aux, len) == 0 && strstr(k, ":rwlock_timeout:"))
+                    check_gone(n, k, when);
+                lua_pop(S.L, 1);
+            }
+            lua_pop(S.L, 2);
+            free(aux);
         }
 }
 
@@ -3128,6 +3160,25 @@ static void mutate(const char *m)
         script_classic_renew.source =
             replace(script_classic_renew.source, "if redis.pcall('get', KEYS[i]) == ARGV[1 + i] then",
                     "if redis.call('exists', KEYS[i]) == 1 then");
+    else if (strcmp(m, "readbesidewriter") == 0) /* a reader joins a writer's hash */
+        fscript_read_acquire.source =
+            replace(fscript_read_acquire.source, "elseif mode == 'read' or writing then",
+                    "elseif true then");
+    else if (strcmp(m, "writebesideany") == 0) /* a writer joins any holder's hash */
+        fscript_write_acquire.source = replace(
+            fscript_write_acquire.source,
+            "elseif mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then",
+            "elseif true then");
+    else if (strcmp(m, "writereleasenotomb") == 0) /* a late write try runs after the release */
+        fscript_write_release.source =
+            replace(fscript_write_release.source, "  elseif not ran then", "  elseif false then");
+    else if (strcmp(m, "readreleasenotomb") == 0) /* a late read try runs after the release */
+        fscript_read_release.source =
+            replace(fscript_read_release.source, "  elseif not ran then", "  elseif false then");
+    else if (strcmp(m, "rwundonotomb") == 0) /* a late read or write try runs after its undo */
+        fscript_rw_undo.source =
+            replace(fscript_rw_undo.source, "  tombstone(KEYS[2], ARGV[1], ARGV[3])\n  return 0",
+                    "  return 0");
     else {
         fprintf(stderr, "sim: unknown mutation %s\n", m);
         exit(2);

@@ -48,7 +48,7 @@ int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
         char name[80];
         rlc_fail(RLC_E_CANCELED, "acquire of %s '%s' was cancelled (%s); nothing was kept",
                  lock_noun(l), lock_shown(l, name, sizeof name),
-                 l->kind == RLC_KIND_WRITE ? "rlc_rwlock_cancel" : "rlc_lock_cancel");
+                 l->kind == RLC_KIND_LOCK ? "rlc_lock_cancel" : "rlc_rwlock_cancel");
     }
     metrics_flush_log(c);
 out:

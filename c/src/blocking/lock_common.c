@@ -45,7 +45,7 @@ const char *lock_shown(const rlc_lock *l, char *buf, size_t size)
 
 const char *lock_noun(const rlc_lock *l)
 {
-    return l->kind == RLC_KIND_WRITE ? "write lock" : "lock";
+    return l->kind == RLC_KIND_WRITE ? "write lock" : l->kind == RLC_KIND_READ ? "read lock" : "lock";
 }
 
 int lock_check_lease(const rlc_client *c, int64_t lease_ms, const char *what)

@@ -34,10 +34,10 @@ static void advance(rlc_engine *e, int64_t now)
 /* A lock kind the engine runs (redlockc.h, RLC_KIND_*). */
 static int check_kind(int kind)
 {
-    if (kind == RLC_KIND_LOCK || kind == RLC_KIND_WRITE)
+    if (kind == RLC_KIND_LOCK || kind == RLC_KIND_READ || kind == RLC_KIND_WRITE)
         return RLC_OK;
     return rlc_fail(RLC_E_INVAL, "lock kind %d is not one the engine runs (RLC_KIND_LOCK, "
-                    "RLC_KIND_WRITE)", kind);
+                    "RLC_KIND_READ, RLC_KIND_WRITE)", kind);
 }
 
 static int new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size_t len,
@@ -289,8 +289,8 @@ int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t
 int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                      int what, int64_t now_ms, uint64_t *op_id)
 {
-    if (what < RLC_Q_LOCKED || what > RLC_Q_TTL)
-        return rlc_fail(RLC_E_INVAL, "query %d is not one of RLC_Q_LOCKED..RLC_Q_TTL", what);
+    if (what < RLC_Q_LOCKED || what > RLC_Q_MODE)
+        return rlc_fail(RLC_E_INVAL, "query %d is not one of RLC_Q_LOCKED..RLC_Q_MODE", what);
     int rc = new_op(e, OP_QUERY, RLC_KIND_LOCK, name, name_len, owner, op_id);
     if (rc != RLC_OK)
         return rc;

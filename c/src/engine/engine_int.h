@@ -219,8 +219,10 @@ struct eng_lock {
     int kind;              /* RLC_KIND_*: one lock per (name, kind) */
     char *key, *channel, *token_key, *attempts_key;
     size_t key_len, channel_len, token_key_len, attempts_key_len;
-    char *queue;           /* a write lock's waiting writers; else NULL */
+    char *queue;           /* a read-write lock's waiting writers; else NULL */
     size_t queue_len;
+    char *aux;             /* a read lock's timeout keys' prefix ("{name}"); else NULL */
+    size_t aux_len;
     struct hold *holds;
     /* waiting acquires of this lock, in arrival order (engine_sub.c) */
     struct eng_op *wait_head, *wait_tail;
@@ -256,7 +258,8 @@ static inline struct lock_names eng_names(const struct eng_lock *l)
 {
     return (struct lock_names){l->key, l->token_key, l->attempts_key, l->channel,
                                l->key_len, l->token_key_len, l->attempts_key_len,
-                               l->channel_len, l->classic, l->kind, l->queue, l->queue_len};
+                               l->channel_len, l->classic, l->kind, l->queue, l->queue_len,
+                               l->aux, l->aux_len};
 }
 
 /* ---- operations (engine_op.c; the kinds in engine_acquire.c,
@@ -605,6 +608,9 @@ const char *sentinel_why(const rlc_engine *e, int node);
 void sub_join(rlc_engine *e, struct eng_op *op);
 void sub_leave(rlc_engine *e, struct eng_op *op);
 void sub_wake_one(rlc_engine *e, struct eng_lock *l, int64_t now);
+/* Wakes every waiter of every lock of l's channel (a write release's
+ * message, 1, is Redisson's READ_UNLOCK_MESSAGE: every waiter looks). */
+void sub_wake_channel(rlc_engine *e, struct eng_lock *l, int64_t now);
 void sub_on_connected(rlc_engine *e, struct conn *c);
 void sub_on_closed(rlc_engine *e, struct conn *c);
 int sub_received(rlc_engine *e, struct conn *c, const char *data, size_t len, int64_t now);

@@ -38,6 +38,7 @@ static uint64_t hash(const char *s, size_t len)
 static void lock_free(struct eng_lock *l)
 {
     free(l->queue);
+    free(l->aux);
     free(l->name);
     free(l->key);
     free(l->channel);
@@ -55,18 +56,22 @@ struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len, in
     return NULL;
 }
 
-/* Its names of its kind (keys.h): the lock's, or a write lock's (Redisson's
- * RReadWriteLock: its channel, and our waiting writers' zset). Every one
- * hashes to the key's slot. */
+/* Its names of its kind (keys.h): the lock's, or a read or write lock's
+ * (Redisson's RReadWriteLock: its channel and, for a reader, its timeout
+ * keys' prefix; our waiting writers' zset). Every one hashes to the key's
+ * slot. */
 static bool lock_names_make(const rlc_engine *e, struct eng_lock *l)
 {
     l->token_key = key_derived("redisson_lock_token:", l->key, l->key_len, "", &l->token_key_len);
     l->attempts_key =
         key_own("redlockc_attempts:", l->key, l->key_len, "", &l->attempts_key_len);
-    if (l->kind == RLC_KIND_WRITE) {
+    if (l->kind == RLC_KIND_READ || l->kind == RLC_KIND_WRITE) {
         l->channel = key_derived("redisson_rwlock:", l->key, l->key_len, "", &l->channel_len);
         l->queue = key_own("redlockc_rwlock_writers:", l->key, l->key_len, "", &l->queue_len);
-        return l->token_key && l->attempts_key && l->channel && l->queue;
+        if (l->kind == RLC_KIND_READ)
+            l->aux = key_derived("", l->key, l->key_len, "", &l->aux_len);
+        return l->token_key && l->attempts_key && l->channel && l->queue &&
+               (l->kind != RLC_KIND_READ || l->aux);
     }
     l->channel = key_derived("redisson_lock__channel:", l->key, l->key_len, "", &l->channel_len);
     l->classic = e->opts.format == RLC_FORMAT_CLASSIC;

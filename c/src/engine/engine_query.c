@@ -62,6 +62,10 @@ static struct rlc_cmd *query_cmd(const struct eng_op *op)
         argv[0] = l->classic ? "GET" : what == RLC_Q_HELD ? "HEXISTS" : "HGET";
         argc = l->classic ? 2 : 3;
         break;
+    case RLC_Q_MODE: /* a read-write lock's hash: its field "mode" */
+        argv[0] = "HGET";
+        argc = 3;
+        break;
     default:
         argv[0] = "PTTL";
         break;
@@ -69,8 +73,8 @@ static struct rlc_cmd *query_cmd(const struct eng_op *op)
     lens[0] = strlen(argv[0]);
     argv[1] = l->key;
     lens[1] = l->key_len;
-    argv[2] = h->field;
-    lens[2] = h->field_len;
+    argv[2] = what == RLC_Q_MODE ? "mode" : h->field;
+    lens[2] = what == RLC_Q_MODE ? 4 : h->field_len;
     return cmd_format(argc, argv, lens);
 }
 
@@ -95,6 +99,15 @@ static int64_t query_answer(const rlc_engine *e, int what, int64_t *v, int nv)
         return quorum_has(e->n, ones);
     case RLC_Q_COUNT:
         return quorum_kth_largest(v, nv, e->q, 0);
+    case RLC_Q_MODE: /* the mode a quorum shares, else 0 */
+        for (int m = 1; m <= 2; m++) {
+            ones = 0;
+            for (int i = 0; i < nv; i++)
+                ones += v[i] == m;
+            if (quorum_has(e->n, ones))
+                return m;
+        }
+        return 0;
     default:
         for (int i = 0; i < nv; i++)
             if (v[i] == -1)
@@ -170,6 +183,12 @@ static void query_reply(rlc_engine *e, struct eng_op *op, int node, const redisR
                (op->what == RLC_Q_HELD || op->what == RLC_Q_COUNT) &&
                ok->type != REDIS_REPLY_ERROR) {
         op->rep[node].a = classic_mine(e, op->hold, ok);
+    } else if (ok && op->what == RLC_Q_MODE &&
+               (ok->type == REDIS_REPLY_STRING || ok->type == REDIS_REPLY_NIL)) {
+        bool str = ok->type == REDIS_REPLY_STRING;
+        op->rep[node].a = str && strcmp(ok->str, "read") == 0    ? 1
+                          : str && strcmp(ok->str, "write") == 0 ? 2
+                                                                 : 0;
     } else if (ok && ok->type == REDIS_REPLY_INTEGER) {
         op->rep[node].a = ok->integer;
     } else if (ok && ok->type == REDIS_REPLY_STRING && number(ok->str, &op->rep[node].a)) {

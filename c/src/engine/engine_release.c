@@ -103,7 +103,7 @@ static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         if (op->rep[i].status != RLC_OK)
             continue;
         op->rep[i].a == -1 ? refused++ : done++;
-        freed += op->rep[i].a == 0 || op->rep[i].a == -2;
+        freed += op->rep[i].b == 1;
     }
     /* unanswered releases stay queued as redo requests; nobody waits for them */
     round_abandon(op);
@@ -125,8 +125,12 @@ static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         renew_schedule(e, h);
     }
     /* our own waiters hear of it now, not a message's round trip later;
-     * the messages of this release then wake nobody more (engine_sub.c) */
-    if (quorum_has(e->n, freed) && h->lock->waiters) {
+     * the messages of this release then wake nobody more (engine_sub.c). A
+     * write release's message (1) wakes every waiter of the channel, the
+     * read side's too, so all are woken at once (and again by it). */
+    if (quorum_has(e->n, freed) && h->lock->kind == RLC_KIND_WRITE) {
+        sub_wake_channel(e, h->lock, now);
+    } else if (quorum_has(e->n, freed) && h->lock->waiters) {
         h->lock->own_msgs += freed;
         sub_wake_one(e, h->lock, now);
     }
@@ -137,8 +141,9 @@ static void release_reply(rlc_engine *e, struct eng_op *op, int node, const redi
                    const char *msg, int64_t now)
 {
     const redisReply *ok = round_note(op, node, r, status, msg);
-    if (ok && answer_release(ok, &op->rep[node].a)) {
-        /* read: a release that ran */
+    bool freed = false;
+    if (ok && answer_release(ok, &op->rep[node].a, &freed)) {
+        op->rep[node].b = freed;
     } else if (ok) {
         op->rep[node].status = RLC_E_PROTOCOL;
         op->rep[node].err = strdup("unexpected reply to the release script");

@@ -158,6 +158,14 @@ static void wake_all(rlc_engine *e, struct eng_lock *l, int64_t now)
     }
 }
 
+void sub_wake_channel(rlc_engine *e, struct eng_lock *l, int64_t now)
+{
+    for (struct eng_lock *o = lock_by_channel(e, l->channel, l->channel_len), *next; o; o = next) {
+        next = lock_next_of_channel(o); /* a wake may end an op, and free no lock */
+        wake_all(e, o, now);
+    }
+}
+
 void sub_holder_expires(rlc_engine *e, struct eng_lock *l, int64_t at, int64_t now)
 {
     at = now + quorum_retry_ms(at < 0 ? -1 : at - now);
@@ -315,7 +323,10 @@ static void on_channel_reply(rlc_engine *e, struct conn *c, const redisReply *r,
     if (kind[0] == 's' && c->master >= 0)
         kind++;
     if (strcmp(kind, "message") == 0) {
-        if (l->own_msgs > 0)
+        const redisReply *m = r->elements > 2 ? r->element[2] : NULL;
+        if (m && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1')
+            wake_all(e, l, now); /* a write unlock: readers come in together */
+        else if (l->own_msgs > 0)
             l->own_msgs--;
         else
             sub_wake_one(e, l, now);

@@ -2,6 +2,7 @@
  * lock_calls.c - each lock script's call and answer (lock_calls.h).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "redlockc.h"
 #include "cmd.h"
@@ -86,7 +87,63 @@ static struct rlc_cmd *classic_multi(int m, const struct lock_names *names, cons
     return cmd;
 }
 
-/* ---- the write lock's calls (scripts_family.h has their layout) ---- */
+/* ---- the read-write lock's calls (scripts_family.h has their layout) ---- */
+
+/* A reader's names beside the lock's: its timeout keys' prefix
+ * "{name}:<field>:rwlock_timeout" and its owner's write field
+ * "<field>:write" (a write holder may take read levels). */
+struct reader_names {
+    char *prefix, *wfield;
+    size_t prefix_len, wfield_len;
+};
+
+static bool reader_names(const struct lock_names *n, const char *field, size_t field_len,
+                         struct reader_names *r)
+{
+    static const char tail[] = ":rwlock_timeout", w[] = ":write";
+    r->prefix_len = n->aux_len + 1 + field_len + sizeof tail - 1;
+    r->wfield_len = field_len + sizeof w - 1;
+    r->prefix = malloc(r->prefix_len + 1);
+    r->wfield = malloc(r->wfield_len + 1);
+    if (!r->prefix || !r->wfield) {
+        free(r->prefix);
+        free(r->wfield);
+        return false;
+    }
+    char *p = r->prefix;
+    memcpy(p, n->aux, n->aux_len);
+    p[n->aux_len] = ':';
+    memcpy(p + n->aux_len + 1, field, field_len);
+    memcpy(p + n->aux_len + 1 + field_len, tail, sizeof tail);
+    memcpy(r->wfield, field, field_len);
+    memcpy(r->wfield + field_len, w, sizeof w);
+    return true;
+}
+
+static void reader_names_free(struct reader_names *r)
+{
+    free(r->prefix);
+    free(r->wfield);
+}
+
+static struct rlc_cmd *read_acquire(const struct lock_names *n, const char *uuid,
+                                    int64_t lease_ms, const char *field, size_t field_len,
+                                    uint64_t attempt, uint64_t outer_level)
+{
+    struct reader_names rn;
+    if (!reader_names(n, field, field_len, &rn))
+        return NULL;
+    char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX];
+    const char *argv[9] = {n->key, rn.prefix, n->attempts_key, n->queue, lease, field,
+                           rn.wfield, id, in};
+    size_t lens[9] = {
+        n->key_len, rn.prefix_len, n->attempts_key_len, n->queue_len, cmd_i64(lease, lease_ms),
+        field_len, rn.wfield_len, (size_t)lock_attempt_id(uuid, attempt, id, sizeof id),
+        outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0};
+    struct rlc_cmd *cmd = cmd_evalsha(&fscript_read_acquire, 4, 5, argv, lens);
+    reader_names_free(&rn);
+    return cmd;
+}
 
 static struct rlc_cmd *write_acquire(const struct lock_names *n, const char *uuid,
                                      int64_t lease_ms, const char *field, size_t field_len,
@@ -102,32 +159,47 @@ static struct rlc_cmd *write_acquire(const struct lock_names *n, const char *uui
     return cmd_evalsha(&fscript_write_acquire, 3, 5, argv, lens);
 }
 
-/* KEYS: lock, attempts (a read level's timeout prefix: none); ARGV: the
- * level's attempt id, field, and the undo's tombstone ms; or (ms_first) the
- * renewal's lease, field, attempt id: rw_renew's order. */
-static struct rlc_cmd *write_level(const struct script *s, const struct lock_names *n,
-                                   const char *uuid, uint64_t attempt, const char *field,
-                                   size_t field_len, int64_t ms, bool ms_first)
+/* KEYS: lock, attempts, and a read level's timeout prefix (none for a
+ * write level); ARGV: the level's attempt id, field, and the undo's
+ * tombstone ms; or (ms_first) the renewal's lease, field, attempt id:
+ * rw_renew's order. */
+static struct rlc_cmd *rw_level(const struct script *s, const struct lock_names *n,
+                                const char *uuid, uint64_t attempt, const char *field,
+                                size_t field_len, int64_t ms, bool ms_first)
 {
+    struct reader_names rn = {NULL, NULL, 0, 0};
+    bool read = n->kind == RLC_KIND_READ;
+    if (read && !reader_names(n, field, field_len, &rn))
+        return NULL;
     char id[LOCK_ATTEMPT_ID_MAX], num[24];
     size_t id_len = attempt ? (size_t)lock_attempt_id(uuid, attempt, id, sizeof id) : 0;
     size_t num_len = cmd_i64(num, ms);
-    const char *argv[5] = {n->key, n->attempts_key, id, field, num};
-    size_t lens[5] = {n->key_len, n->attempts_key_len, id_len, field_len, num_len};
-    if (ms_first) {
-        argv[2] = num, lens[2] = num_len;
-        argv[4] = id, lens[4] = id_len;
-    }
-    return cmd_evalsha(s, 2, 3, argv, lens);
+    int nk = read ? 3 : 2;
+    const char *argv[6] = {n->key, n->attempts_key, rn.prefix};
+    size_t lens[6] = {n->key_len, n->attempts_key_len, rn.prefix_len};
+    const char **av = argv + nk;
+    size_t *al = lens + nk;
+    av[0] = ms_first ? num : id, al[0] = ms_first ? num_len : id_len;
+    av[1] = field, al[1] = field_len;
+    av[2] = ms_first ? id : num, al[2] = ms_first ? id_len : num_len;
+    struct rlc_cmd *cmd = cmd_evalsha(s, nk, 3, argv, lens);
+    reader_names_free(&rn);
+    return cmd;
 }
 
-/* KEYS: lock, channel, attempts; ARGV: lease, field, the level, then the
- * extra levels (a lost hold's remains). */
-static struct rlc_cmd *write_release(const struct lock_names *n, const char *uuid,
-                                     int64_t lease_ms, const char *field, size_t field_len,
-                                     uint64_t level, const uint64_t *extra, int64_t n_extra)
+/* KEYS: lock, channel, attempts (write); lock, channel, timeout prefix,
+ * attempts, "{name}" (read); ARGV: lease, field, the level, then the extra
+ * levels (a lost hold's remains). */
+static struct rlc_cmd *rw_release(const struct lock_names *n, const char *uuid,
+                                  int64_t lease_ms, const char *field, size_t field_len,
+                                  uint64_t level, const uint64_t *extra, int64_t n_extra)
 {
-    int64_t argc = 6 + n_extra;
+    bool read = n->kind == RLC_KIND_READ;
+    struct reader_names rn = {NULL, NULL, 0, 0};
+    if (read && !reader_names(n, field, field_len, &rn))
+        return NULL;
+    int nk = read ? 5 : 3;
+    int64_t argc = nk + 3 + n_extra;
     const char **argv = malloc(sizeof *argv * (size_t)argc);
     size_t *lens = malloc(sizeof *lens * (size_t)argc);
     char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)(n_extra + 1));
@@ -136,19 +208,28 @@ static struct rlc_cmd *write_release(const struct lock_names *n, const char *uui
         char lease[24];
         argv[0] = n->key, lens[0] = n->key_len;
         argv[1] = n->channel, lens[1] = n->channel_len;
-        argv[2] = n->attempts_key, lens[2] = n->attempts_key_len;
-        argv[3] = lease, lens[3] = cmd_i64(lease, lease_ms);
-        argv[4] = field, lens[4] = field_len;
+        if (read) {
+            argv[2] = rn.prefix, lens[2] = rn.prefix_len;
+            argv[3] = n->attempts_key, lens[3] = n->attempts_key_len;
+            argv[4] = n->aux, lens[4] = n->aux_len;
+        } else {
+            argv[2] = n->attempts_key, lens[2] = n->attempts_key_len;
+        }
+        argv[nk] = lease, lens[nk] = cmd_i64(lease, lease_ms);
+        argv[nk + 1] = field, lens[nk + 1] = field_len;
         for (int64_t k = 0; k <= n_extra; k++) {
             uint64_t id = k == 0 ? level : extra[k - 1];
-            argv[5 + k] = ids[k];
-            lens[5 + k] = id ? (size_t)lock_attempt_id(uuid, id, ids[k], LOCK_ATTEMPT_ID_MAX) : 0;
+            argv[nk + 2 + k] = ids[k];
+            lens[nk + 2 + k] =
+                id ? (size_t)lock_attempt_id(uuid, id, ids[k], LOCK_ATTEMPT_ID_MAX) : 0;
         }
-        cmd = cmd_evalsha(&fscript_write_release, 3, (int)(argc - 3), argv, lens);
+        cmd = cmd_evalsha(read ? &fscript_read_release : &fscript_write_release, nk,
+                          (int)(argc - nk), argv, lens);
     }
     free(argv);
     free(lens);
     free(ids);
+    reader_names_free(&rn);
     return cmd;
 }
 
@@ -170,6 +251,8 @@ struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64
     if (n->kind == RLC_KIND_WRITE)
         return write_acquire(n, uuid, lease_ms, field, field_len, attempt, outer_level,
                              waiting);
+    if (n->kind == RLC_KIND_READ)
+        return read_acquire(n, uuid, lease_ms, field, field_len, attempt, outer_level);
     if (n->classic)
         return classic_acquire(n, uuid, lease_ms, attempt, name_holder);
     char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX];
@@ -195,8 +278,8 @@ struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64
 struct rlc_cmd *call_undo(const struct lock_names *n, const char *uuid, uint64_t attempt,
                           const char *field, size_t field_len, int64_t tomb_ms)
 {
-    if (n->kind == RLC_KIND_WRITE)
-        return write_level(&fscript_rw_undo, n, uuid, attempt, field, field_len, tomb_ms, false);
+    if (n->kind != RLC_KIND_LOCK)
+        return rw_level(&fscript_rw_undo, n, uuid, attempt, field, field_len, tomb_ms, false);
     if (n->classic)
         return classic_one(&script_classic_undo, n, false, uuid, attempt);
     char id[LOCK_ATTEMPT_ID_MAX], ttl[24];
@@ -215,8 +298,8 @@ int64_t lock_undo_tomb_ms(int64_t lease_ms, int64_t call_timeout_ms, int64_t con
 struct rlc_cmd *call_renew(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                            const char *field, size_t field_len, uint64_t level)
 {
-    if (n->kind == RLC_KIND_WRITE)
-        return write_level(&fscript_rw_renew, n, uuid, level, field, field_len, lease_ms, true);
+    if (n->kind != RLC_KIND_LOCK)
+        return rw_level(&fscript_rw_renew, n, uuid, level, field, field_len, lease_ms, true);
     return call_renew_many(1, n, uuid, lease_ms, &field, &field_len, &level);
 }
 
@@ -312,11 +395,11 @@ struct rlc_cmd *call_release(const struct lock_names *n, const char *uuid, int64
      * it (upto), and there are no tombstones to leave (extra) */
     if (n->classic)
         return classic_one(&script_classic_release, n, true, uuid, level);
-    /* the write lock's release takes its one level: a level of an earlier
-     * attempt whose undo is late is taken by that undo, and an attempt that
-     * never ran is stopped by its own undo's tombstone */
-    if (n->kind == RLC_KIND_WRITE)
-        return write_release(n, uuid, lease_ms, field, field_len, level, extra, n_extra);
+    /* a read or write release takes its one level (and a lost hold's
+     * remains): a level of an earlier attempt whose undo is late is taken
+     * by that undo */
+    if (n->kind != RLC_KIND_LOCK)
+        return rw_release(n, uuid, lease_ms, field, field_len, level, extra, n_extra);
     /* KEYS lock, channel, attempts; ARGV lease, field, the level, upto, then
      * the extra levels */
     int64_t argc = 7 + n_extra;
@@ -428,17 +511,19 @@ static bool family_acquire(const redisReply *r, struct acquire_answer *a)
     return true;
 }
 
-bool answer_release(const redisReply *r, int64_t *n)
+bool answer_release(const redisReply *r, int64_t *n, bool *freed)
 {
     if (r->type == REDIS_REPLY_INTEGER) {
         *n = r->integer;
+        *freed = *n == 0 || *n == -2;
         return true;
     }
     /* the family's: {n left, freed} */
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER)
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
         return false;
     *n = r->element[0]->integer;
+    *freed = r->element[1]->integer == 1;
     return true;
 }
 

@@ -25,9 +25,11 @@ struct lock_names {
     bool classic; /* the classic format's scripts (scripts_classic.c): only the
                      key (and the channel) are named, never the other two */
     int kind;     /* RLC_KIND_LOCK, or the lock family's kind whose scripts
-                     (scripts_family.h) are called: RLC_KIND_WRITE */
-    const char *queue; /* a write lock's waiting writers (a zset), else NULL */
+                     (scripts_family.h) are called: RLC_KIND_READ, RLC_KIND_WRITE */
+    const char *queue; /* a read-write lock's waiting writers (a zset), else NULL */
     size_t queue_len;
+    const char *aux;   /* a read lock's timeout keys' prefix "{name}", else NULL */
+    size_t aux_len;
 };
 
 /* A waiting writer's place (the write lock's writers zset) lasts this long
@@ -131,9 +133,11 @@ struct acquire_answer {
  * nothing. */
 bool answer_acquire(const redisReply *r, int kind, struct acquire_answer *a);
 
-/* The release script's answer as the lock's (scripts.h): -1 not the
- * owner, 0 freed, n > 0 levels left; false when it is none. */
-bool answer_release(const redisReply *r, int64_t *n);
+/* The release script's answer as the lock's (scripts.h): *n -1 not the
+ * owner, 0 the owner's last level went, n > 0 levels left; *freed: the lock
+ * was freed and its message published (a read level's last release frees
+ * the lock only when no other reader is left); false when it is none. */
+bool answer_release(const redisReply *r, int64_t *n, bool *freed);
 
 /* The name (1-based) a multi-lock try's answer names, or 0. */
 int answer_multi_name(const redisReply *r);

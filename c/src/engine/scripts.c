@@ -585,8 +585,8 @@ static void compute_shas(void)
 /* The lock family's kinds the engine runs (lock_calls.c): their scripts are
  * loaded beside the lock's. */
 static const struct script *const engine_family[] = {
-    &fscript_write_acquire, &fscript_write_release, &fscript_rw_undo, &fscript_rw_renew,
-    &fscript_write_withdraw};
+    &fscript_read_acquire, &fscript_read_release, &fscript_write_acquire,
+    &fscript_write_release, &fscript_rw_undo, &fscript_rw_renew, &fscript_write_withdraw};
 
 size_t scripts_engine(const struct script **out, bool twins, bool classic)
 {

@@ -170,13 +170,23 @@ struct script fscript_write_acquire = {
     "", NULL};
 
 /* The hash lives as long as the longest read level (Redisson's rule, from
- * the per-level timeout keys), or is deleted, which publishes 0. */
+ * the per-level timeout keys), or is deleted, which publishes 0. As the
+ * write release: further ids are a lost hold's other levels, and a level
+ * whose attempt has not run here gets a tombstone. */
 struct script fscript_read_release = {
     "read_release",
     HEAD READ_DROP
-    "if not may_release(KEYS[1], KEYS[4], ARGV[3], ARGV[2]) then return -1 end\n"
-    "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "read_drop(KEYS[3], n)\n"
+    "local n, took = 1, 0\n"
+    "for i = 3, #ARGV do\n"
+    "  local ran = redis.call('hexists', KEYS[4], ARGV[i]) == 1\n"
+    "  if n > 0 and may_release(KEYS[1], KEYS[4], ARGV[i], ARGV[2]) then\n"
+    "    n, took = redis.call('hincrby', KEYS[1], ARGV[2], -1), took + 1\n"
+    "    read_drop(KEYS[3], n)\n"
+    "  elseif not ran then\n"
+    "    tombstone(KEYS[4], ARGV[i], tonumber(ARGV[1]) + 60000)\n"
+    "  end\n"
+    "end\n"
+    "if took == 0 then return -1 end\n"
     "if n <= 0 then redis.call('hdel', KEYS[1], ARGV[2]) end\n"
     "local mode = redis.call('hget', KEYS[1], 'mode')\n"
     "if redis.call('hlen', KEYS[1]) > 1 then\n"

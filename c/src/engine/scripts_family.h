@@ -30,8 +30,8 @@ extern struct script fscript_read_acquire;
  * intent ms (0: do not register as a waiting writer), outer. */
 extern struct script fscript_write_acquire;
 /* KEYS: hash, channel, timeout prefix, attempts, "{name}". ARGV: lease,
- * field, attempt id. Publishes 0 when it frees the hash (Redisson's read
- * unlock message). */
+ * field, attempt id, then the attempt ids of a lost hold's other levels.
+ * Publishes 0 when it frees the hash (Redisson's read unlock message). */
 extern struct script fscript_read_release;
 /* KEYS: hash, channel, attempts. ARGV: lease, write field, attempt id, then
  * the attempt ids of a lost hold's other levels, given up with it.
