@@ -765,6 +765,12 @@ RLC_API int rlc_lock_cancel(rlc_lock *l);
  * without a waiter to cancel), RLC_E_INVAL for NULL. An acquire that starts
  * after the call is not affected. */
 RLC_API int rlc_rwlock_cancel(rlc_rwlock *l);
+/* Since 1.2 (REDLOCKC_1.2). A read-write lock's lost holds, as
+ * rlc_lock_on_lost_owner's (same thread, same rules): write is 1 for a
+ * write hold, 0 for a read hold. fn NULL removes it. */
+typedef void (*rlc_rwlock_lost_fn)(rlc_rwlock *l, int write, uint64_t owner, int reason,
+                                   void *user);
+RLC_API int rlc_rwlock_on_lost(rlc_rwlock *l, rlc_rwlock_lost_fn fn, void *user);
 RLC_API int rlc_fairlock_cancel(rlc_fairlock *l);
 RLC_API int rlc_semaphore_cancel(rlc_semaphore *s);
 RLC_API int rlc_psemaphore_cancel(rlc_psemaphore *s);

@@ -11,6 +11,7 @@
  * Leases are short (300-1500 ms) and every wait is bounded.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "fixture.h"
@@ -244,6 +245,59 @@ done:
     rs_stop(&s);
 }
 
+/* ---- on_lost ------------------------------------------------------------------ */
+
+struct lost_seen {
+    atomic_int n, write;
+    atomic_uint_fast64_t owner;
+    atomic_int reason;
+};
+
+static void on_rw_lost(rlc_rwlock *l, int write, uint64_t owner, int reason, void *user)
+{
+    struct lost_seen *ls = user;
+    (void)l;
+    atomic_store(&ls->write, write);
+    atomic_store(&ls->owner, owner);
+    atomic_store(&ls->reason, reason);
+    atomic_fetch_add(&ls->n, 1);
+}
+
+/* A read-write lock's holds are watched as a lock's: a hold whose key is
+ * gone is lost at its next renewal, and the handle's on_lost hears which
+ * side it was. The family's own loop had no on_lost at all. */
+TEST(a_lost_read_or_write_hold_calls_on_lost_with_its_side)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "watchdog_timeout_ms=600;loss_push=0");
+    rlc_rwlock *l = NULL;
+    struct lost_seen seen = {0};
+    CHECK(c, "client");
+    CHECK_RC(rlc_rwlock_new(c, "rwlost", 9, &l), RLC_OK);
+    CHECK_RC(rlc_rwlock_on_lost(l, on_rw_lost, &seen), RLC_OK);
+    for (int write = 1; write >= 0; write--) {
+        atomic_store(&seen.n, 0);
+        CHECK_RC(write ? rlc_rwlock_write_acquire(l, 0, -1) : rlc_rwlock_read_acquire(l, 0, -1),
+                 RLC_OK);
+        freeReplyObject(rs_cmd(&s, "DEL rwlost"));
+        CHECK(WAIT_UNTIL(atomic_load(&seen.n) == 1, 3000), "%s hold: on_lost not called",
+              write ? "write" : "read");
+        CHECK(atomic_load(&seen.write) == write && atomic_load(&seen.owner) == 9 &&
+                  atomic_load(&seen.reason) == RLC_E_LOST,
+              "on_lost(write %d, owner %llu, reason %d)", atomic_load(&seen.write),
+              (unsigned long long)atomic_load(&seen.owner), atomic_load(&seen.reason));
+        int64_t v = 1;
+        CHECK_RC(rlc_rwlock_validity_ms(l, write, &v), RLC_OK);
+        CHECK(v == 0, "validity %lld after the loss", (long long)v);
+        int rc = write ? rlc_rwlock_write_release(l) : rlc_rwlock_read_release(l);
+        CHECK(rc == RLC_E_LOST, "release after the loss: %d", rc);
+    }
+done:
+    rlc_rwlock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 /* ---- Redlock: the node-restart guard ----------------------------------------- */
 
 /* Writer 1 holds a bare quorum {A, C} of three nodes (B had another
@@ -298,4 +352,5 @@ RUN_TESTS(CASE(nested_write_after_the_lease_ran_out_is_lost_not_a_second_hold),
           CASE(nested_read_release_keeps_the_ttl_the_holder_was_promised),
           CASE(nested_write_keeps_the_ttl_of_the_writers_read_levels),
           CASE(fair_waiter_whose_try_timed_out_leaves_the_queue),
-          CASE(a_node_restarted_empty_gives_no_second_writer))
+          CASE(a_node_restarted_empty_gives_no_second_writer),
+          CASE(a_lost_read_or_write_hold_calls_on_lost_with_its_side))

@@ -18,6 +18,8 @@
 
 struct rlc_rwlock {
     rlc_lock *read, *write;
+    rlc_rwlock_lost_fn on_lost; /* guarded by the client's mu */
+    void *on_lost_user;
 };
 
 int rlc_rwlock_new(rlc_client *c, const char *name, uint64_t owner, rlc_rwlock **out)
@@ -88,6 +90,35 @@ int rlc_rwlock_cancel(rlc_rwlock *l)
         return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
     rlc_lock_cancel(l->read);
     return rlc_lock_cancel(l->write);
+}
+
+/* A side's lost hold, on the client's callback thread: the handle's
+ * callback hears which side. */
+static void side_lost(rlc_lock *s, uint64_t owner, int reason, void *user)
+{
+    rlc_rwlock *l = user;
+    rlc_client *c = s->client;
+    pthread_mutex_lock(&c->mu);
+    rlc_rwlock_lost_fn fn = l->on_lost;
+    void *u = l->on_lost_user;
+    pthread_mutex_unlock(&c->mu);
+    if (fn)
+        fn(l, s == l->write, owner, reason, u);
+}
+
+int rlc_rwlock_on_lost(rlc_rwlock *l, rlc_rwlock_lost_fn fn, void *user)
+{
+    if (!l)
+        return rlc_fail(RLC_E_INVAL, "lock handle is NULL");
+    rlc_client *c = l->read->client;
+    pthread_mutex_lock(&c->mu);
+    l->on_lost = fn;
+    l->on_lost_user = user;
+    pthread_mutex_unlock(&c->mu);
+    int rc = rlc_lock_on_lost_owner(l->read, fn ? side_lost : NULL, l);
+    if (rc == RLC_OK)
+        rc = rlc_lock_on_lost_owner(l->write, fn ? side_lost : NULL, l);
+    return rc;
 }
 
 int rlc_rwlock_mode(rlc_rwlock *l, int *out)
