@@ -47,7 +47,7 @@ from ._units import lease_ms as _lease_ms
 from ._units import lease_refused as _lease_refused
 from ._units import wait_ms as _wait_ms
 
-__all__ = ["Client", "Lock", "ReadWriteLock", "WriteLock", "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError",
+__all__ = ["Client", "Lock", "ReadWriteLock", "ReadLock", "WriteLock", "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError",
            "TimeoutError", "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError",
            "ProtocolError", "ClosedError", "AuthenticationError", "NotAcquiredError"]
 
@@ -66,14 +66,18 @@ _validity_ms_kind = _core.rlcpy_engine_validity_ms_kind
 _hold_count_kind = _core.rlcpy_engine_hold_count_kind
 # The engine's lock kinds this client runs, and what messages call them.
 _KIND_LOCK = _core.RLC_KIND_LOCK
+_KIND_READ = _core.RLC_KIND_READ
 _KIND_WRITE = _core.RLC_KIND_WRITE
-_NOUNS = {_KIND_LOCK: "lock", _KIND_WRITE: "write lock"}
+_NOUNS = {_KIND_LOCK: "lock", _KIND_READ: "read lock", _KIND_WRITE: "write lock"}
 _query = _core.rlcpy_engine_query
 _force_release = _core.rlcpy_engine_force_release
 _fenced_set = _core.rlcpy_engine_fenced_set
 _forget = _core.rlcpy_engine_forget
 _Q_LOCKED = _core.RLC_Q_LOCKED
 _Q_TTL = _core.RLC_Q_TTL
+_Q_MODE = _core.RLC_Q_MODE
+# RLC_Q_MODE's answer: the mode a quorum of nodes agrees on (0: free).
+_MODES = {0: None, 1: "read", 2: "write"}
 # The owner a query or force release names (the engine wants a non-zero id;
 # these rounds wait in no owner's queue): no task's, no explicit owner's.
 _QUERY_OWNER = _AUTO_OWNER_BASE
@@ -170,9 +174,9 @@ class Client:
 
     def rwlock(self, name, owner=None, *, timeout=None, lease=None):
         """A :class:`ReadWriteLock` for ``name`` (no I/O): ``async with
-        client.rwlock(name).write():``. owner, timeout and lease as for
-        :meth:`lock` (timeout and lease: what ``async with rw.write():`` waits
-        and leases). Its read side is not on asyncio yet (see the class)."""
+        client.rwlock(name).read():`` or ``.write():``. owner, timeout and
+        lease as for :meth:`lock` (timeout and lease: what ``async with
+        rw.read():`` and ``rw.write():`` wait and lease)."""
         return ReadWriteLock(self, name, owner, timeout=timeout, lease=lease)
 
     def _task_owner(self, make):
@@ -403,7 +407,7 @@ def _free_engine(driver):
 
 
 class _KindLock:
-    """What the engine's lock kinds share (Lock, WriteLock): a hold of one
+    """What the engine's lock kinds share (Lock, ReadLock, WriteLock): a hold of one
     (name, kind) by one owner of the client, its waits, levels, validity and
     loss. A subclass names its kind (RLC_KIND_*) and what it is called."""
 
@@ -839,11 +843,51 @@ class Lock(_KindLock):
                             f"lock {self._name!r} is not held by this owner")
 
 
-class WriteLock(_KindLock):
-    """The write side of a :class:`ReadWriteLock` (``rw.write()``): one
-    holder, no reader beside it; Redisson's RReadWriteLock layout (hash field
-    ``"<uuid>:<owner>:write"``, mode ``write``, channel
+class _RwSide(_KindLock):
+    """A side of a :class:`ReadWriteLock` (ReadLock, WriteLock): the verbs
+    of :class:`Lock` that every lock kind has, for one engine lock kind."""
+
+    __slots__ = ("_rw",)
+
+    def __init__(self, rw):
+        super().__init__(rw.client, rw.name, rw.owner, timeout=rw._timeout, lease=rw._lease)
+        self._rw = rw
+
+    @property
+    def rwlock(self):
+        """The ReadWriteLock this is a side of."""
+        return self._rw
+
+    def __repr__(self):
+        return f"<{self._noun[:-5]} side of {self._rw!r}>"
+
+
+class ReadLock(_RwSide):
+    """The read side of a :class:`ReadWriteLock` (``rw.read()``): many
+    readers at once, no writer beside them; Redisson's RReadWriteLock layout
+    (hash field ``"<uuid>:<owner>"``, mode ``read``, one timeout key
+    ``"{name}:<uuid>:<owner>:rwlock_timeout:<level>"`` per level, channel
     ``redisson_rwlock:{name}``), on the engine as a Lock is.
+
+    The verbs of :class:`WriteLock`. A reader waits while a writer holds the
+    lock or waits for it (a waiting writer holds back new readers); the
+    writer's release wakes every waiting reader at once. The write holder
+    may take read levels (its own owner's, through ``rw.read()``); a reader
+    that asks for the write side waits like anyone else. Cancelling the
+    waiting task ends the wait and leaves nothing: no field, no timeout key.
+    A read hold takes no fencing token and has no ``extend()``.
+    """
+
+    __slots__ = ()
+    _kind = _KIND_READ
+    _noun = "read lock"
+
+
+class WriteLock(_RwSide):
+    """The write side of a :class:`ReadWriteLock` (``rw.write()``): one
+    holder, no reader beside it (but its own read levels); Redisson's
+    RReadWriteLock layout (hash field ``"<uuid>:<owner>:write"``, mode
+    ``write``, channel ``redisson_rwlock:{name}``), on the engine as a Lock is.
 
     The verbs of :class:`Lock` that every lock kind has: ``await
     acquire(blocking=True, timeout=None, lease=None)``, ``await release()``,
@@ -853,59 +897,54 @@ class WriteLock(_KindLock):
     rwlock's explicit owner); reentrant. A writer that waits holds back new
     readers (of any client) until it is granted or gives up. Cancelling the
     waiting task ends the wait and leaves nothing: no level, no place among
-    the waiting writers. A write hold takes no fencing token; it has no
-    ``extend()`` (give a lease at acquire) and no queries: the blocking
-    ``ReadWriteLock.mode`` asks Redis.
+    the waiting writers. A write hold takes no fencing token and has no
+    ``extend()`` (give a lease at acquire).
     """
 
-    __slots__ = ("_rw",)
+    __slots__ = ()
     _kind = _KIND_WRITE
     _noun = "write lock"
-
-    def __init__(self, rw):
-        super().__init__(rw.client, rw.name, rw.owner, timeout=rw._timeout, lease=rw._lease)
-        self._rw = rw
-
-    @property
-    def rwlock(self):
-        """The ReadWriteLock this is the write side of."""
-        return self._rw
-
-    def __repr__(self):
-        return f"<write side of {self._rw!r}>"
 
 
 class ReadWriteLock:
     """A Redisson-compatible read-write lock for asyncio: many readers or one writer.
 
     Made by ``client.rwlock(name, owner=None, *, timeout=None, lease=None)``;
-    ``rw.write()`` is its write side, a :class:`WriteLock` (``async with
-    client.rwlock("x").write():``). It excludes, and is excluded by, the
-    read-write locks of the blocking client and of Redisson on one name.
-
-    ``rw.read()`` raises NotImplementedError: the read side runs on the
-    blocking client (:meth:`redlockc.Client.rwlock`) until the engine runs
-    read levels (RLC_KIND_READ).
+    ``rw.read()`` is its read side, a :class:`ReadLock`, and ``rw.write()``
+    its write side, a :class:`WriteLock` (``async with
+    client.rwlock("x").read():``). Each side is an engine lock kind, its holds
+    apart from the other side's and from a Lock's of the name (an owner's
+    read and write levels are counted, released and lost apart). It
+    excludes, and is excluded by, the read-write locks of the blocking
+    client and of Redisson on one name. ``await rw.mode()`` asks Redis.
     """
 
-    __slots__ = ("_client", "_name", "_owner", "_timeout", "_lease", "_write", "__weakref__")
+    __slots__ = ("_client", "_name", "_owner", "_timeout", "_lease", "_read", "_write",
+                 "__weakref__")
 
     def __init__(self, client, name, owner=None, *, timeout=None, lease=None):
         """See ``Client.rwlock()``."""
         self._client, self._name, self._owner = client, name, owner
         self._timeout, self._lease = timeout, lease
         self._write = WriteLock(self)  # checks every argument
+        self._read = ReadLock(self)
+
+    def read(self):
+        """The read side (many readers, no writer), the same object each time."""
+        return self._read
 
     def write(self):
         """The write side (one holder, no readers), the same object each time."""
         return self._write
 
-    def read(self):
-        """Not yet: raises NotImplementedError (see the class)."""
-        raise NotImplementedError(
-            "the read side of redlockc.asyncio.ReadWriteLock runs on the blocking client until "
-            "the engine runs read levels (RLC_KIND_READ): use redlockc.Client(...).rwlock("
-            f"{self._name!r}).read()")
+    async def mode(self):
+        """``None`` (free), ``"read"`` or ``"write"``: the hash's mode field
+        that a quorum of nodes agrees on (None without agreement). Asks Redis,
+        one round on the connections the locks use, as the blocking
+        ``ReadWriteLock.mode()`` does."""
+        name = self._name
+        m = await self._client._round(lambda e, now: _query(e, name, _QUERY_OWNER, _Q_MODE, now))
+        return _MODES.get(m)
 
     @property
     def name(self):
