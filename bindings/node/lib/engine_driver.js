@@ -62,10 +62,11 @@ const efn = {
 
 // As in src/rlcnode_engine.c: a query's kind is QUERY + what it asks (Q).
 const KIND = { ACQUIRE: 0, RELEASE: 1, EXTEND: 2, FORCE_RELEASE: 3, QUERY: 4, FENCED_SET: -1 };
-const Q = { LOCKED: 1, HELD: 2, COUNT: 3, TTL: 4 }; // RLC_Q_* of redlockc.h
+// RLC_Q_* of redlockc.h; MODE: a read-write lock's (0 free, 1 read, 2 write).
+const Q = { LOCKED: 1, HELD: 2, COUNT: 3, TTL: 4, MODE: 5 };
 // The lock kinds the engine runs (RLC_KIND_* of redlockc.h): a Lock's, and
-// the write side of a read-write lock (lib/family.js).
-const LOCK_KIND = { LOCK: 0, WRITE: 2 };
+// the read and write sides of a read-write lock (lib/family.js).
+const LOCK_KIND = { LOCK: 0, READ: 1, WRITE: 2 };
 const EV_DONE = 1;
 const EV_LOST = 2;
 const EV_HEAD = 64;
@@ -383,7 +384,7 @@ class EngineDriver {
 
   dispatch(ev) {
     if (ev.type === EV_LOST) {
-      // Routed by (kind, owner): a write hold's loss never reaches a Lock.
+      // Routed by (kind, owner): a read or write hold's loss never reaches a Lock.
       if (ev.lockKind === LOCK_KIND.LOCK) this.hooks.lost(ev.owner, ev.status, ev.message);
       else this.kindLost.get(`${ev.lockKind}:${ev.owner}`)?.(ev);
       return;

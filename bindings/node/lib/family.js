@@ -4,33 +4,33 @@
 // client (client.rwlock(name), client.fairLock(name), client.semaphore(name,
 // permits), client.permitSemaphore(name, permits), client.multiLock(names)).
 //
-// The write side of a ReadWriteLock runs on the client's event-loop driver
-// (lib/engine_driver.js) as a Lock does: an engine lock of kind
-// RLC_KIND_WRITE, with no thread and no second client. The read side, mode()
-// and the other kinds run on the helper's thread pool (src/rlcnode_family.c)
-// through a blocking client made on their first use, until the engine runs
-// them too.
+// A ReadWriteLock runs on the client's event-loop driver
+// (lib/engine_driver.js) as a Lock does: its read and write sides are engine
+// locks of kinds RLC_KIND_READ and RLC_KIND_WRITE, mode() an engine query
+// (RLC_Q_MODE), with no thread and no second client. The other kinds run on
+// the helper's thread pool (src/rlcnode_family.c) through a blocking client
+// made on their first use, until the engine runs them too.
 //
 // As Lock: every call that may touch the network returns a Promise; times are ms; each
 // owner-bound object is an explicit owner of its own (acquiring the same
 // object again is reentrant, two objects of one name exclude each other);
 // failures reject with the error class of their status; a wait that runs
 // out resolves false (null for a permit). An acquire's signal (an
-// AbortSignal) ends its wait as for Lock: the pool thread's wait is
-// cancelled (rlc_rwlock_cancel etc.), the acquire rejects with
-// signal.reason, and nothing stays held. close() frees the native handle
-// once no call is in flight (holds are not released: they expire).
+// AbortSignal) ends its wait as for Lock: the engine's wait (a read-write
+// lock's) or the pool thread's (rlc_fairlock_cancel etc.) is cancelled, the
+// acquire rejects with signal.reason, and nothing stays held. close() frees
+// the native handle once no call is in flight (holds are not released:
+// they expire).
 const { loadNative } = require('../build.js');
 // koffi as native.js found it (in this package, or in the application).
 const { getChannel, scratch, syncResult, koffi } = require('./native.js');
 const errors = require('./errors.js');
-const { StartError, LOCK_KIND } = require('./engine_driver.js');
+const { StartError, LOCK_KIND, Q } = require('./engine_driver.js');
 
 const { STATUS, errorFor, ClosedError, InvalidArgumentError } = errors;
 const lib = loadNative(koffi);
 const ffn = {
   call: lib.func('void *rlcn_fcall_new(void *h, int64_t a, int64_t b, int64_t c, const char *s)'),
-  rwNew: lib.func('void *rlcn_rwlock_new(void *c, const char *name, uint64_t owner, void *res)'),
   fairNew: lib.func('void *rlcn_fairlock_new(void *c, const char *name, uint64_t owner, int64_t tw, void *res)'),
   semNew: lib.func('void *rlcn_semaphore_new(void *c, const char *name, void *res)'),
   psemNew: lib.func('void *rlcn_psemaphore_new(void *c, const char *name, void *res)'),
@@ -103,10 +103,8 @@ function checkName(name, what) {
 const registry = new FinalizationRegistry(({ kind, handle }) => ffn.free(kind, handle));
 
 // A native family handle: jobs in flight keep it; close() frees it after them.
-// lazy: made on its first job (the blocking client and its pool with it),
-// so an object whose calls all run on the engine makes none.
 class Handle {
-  constructor(client, kind, name, make, lazy = false) {
+  constructor(client, kind, name, make) {
     this.client = client; // keeps the client alive as long as its handles
     this.name = name;
     this._kind = kind;
@@ -114,8 +112,7 @@ class Handle {
     this._handle = null;
     this._jobs = 0;
     this._closing = false;
-    if (lazy) client._check(); // throws once closed
-    else this._native();
+    this._native();
   }
 
   // The native handle, made on first use; throws once closed.
@@ -200,46 +197,19 @@ class Handle {
   }
 }
 
-// The read side of a ReadWriteLock, on the pool: acquire({wait, lease,
-// signal}), release(), holdCount(), validity() (no I/O).
+// A side of a ReadWriteLock, on the client's engine: an engine lock of kind
+// RLC_KIND_READ or RLC_KIND_WRITE. acquire({wait, lease, signal}),
+// release(), holdCount(), validity() (no I/O). An abort of signal cancels
+// the wait in the engine (rlc_engine_cancel): nothing stays (no level, no
+// reader's timeout key, no place among the waiting writers).
 class RWSide {
-  constructor(rw) {
+  constructor(rw, lockKind) {
     this.rw = rw;
-    this.write = false;
+    this.lockKind = lockKind;
+    this.write = lockKind === LOCK_KIND.WRITE;
   }
 
-  acquire({ wait = -1, lease = 0, signal } = {}) {
-    const rw = this.rw;
-    if (rw._write.holdCount() > 0) {
-      // The write hold is the engine's (its field names the engine's UUID),
-      // the read level the blocking client's (another UUID): the read script
-      // would see another owner's writer and this wait would wait for itself.
-      return Promise.reject(new InvalidArgumentError(STATUS.E_INVAL,
-        `read lock '${rw.name}': this object holds its write side, which runs on the event loop; ` +
-        'a writer takes read levels once the engine runs them (RLC_KIND_READ)'));
-    }
-    return rw._acquire(F.RW_READ_ACQUIRE, waitMs(wait), leaseMs(lease), 0, signal,
-      () => this.release());
-  }
-
-  tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
-
-  async release() { await this.rw._ok(F.RW_READ_RELEASE); }
-
-  holdCount() { return this.rw._local(0, 0); }
-
-  validity() { return this.rw._local(1, 0); }
-}
-
-// The write side of a ReadWriteLock, on the client's engine (RLC_KIND_WRITE):
-// acquire({wait, lease, signal}), release(), holdCount(), validity() (no
-// I/O), as RWSide's. An abort of signal cancels the wait in the engine
-// (rlc_engine_cancel): the writer leaves the waiting writers, nothing stays.
-class WriteSide {
-  constructor(rw) {
-    this.rw = rw;
-    this.write = true;
-  }
+  get _noun() { return this.write ? 'write lock' : 'read lock'; }
 
   // The client's driver, or throws ClosedError (the client's or this object's).
   _driver() {
@@ -253,7 +223,7 @@ class WriteSide {
     try {
       return how(this._driver());
     } catch (e) {
-      if (e instanceof StartError) throw errorFor(e.status, `write lock '${this.rw.name}': ${e.message}`, strerror);
+      if (e instanceof StartError) throw errorFor(e.status, `${this._noun} '${this.rw.name}': ${e.message}`, strerror);
       throw e;
     }
   }
@@ -262,7 +232,7 @@ class WriteSide {
     if (ev.status === STATUS.E_CLOSED) return new ClosedError(STATUS.E_CLOSED, 'the client is closed');
     let msg = ev.message || '';
     if (ev.detail && !msg.includes(ev.detail)) msg = msg ? `${msg} (${ev.detail})` : ev.detail;
-    return errorFor(ev.status, `write lock '${this.rw.name}'${msg ? `: ${msg}` : ''}`, strerror);
+    return errorFor(ev.status, `${this._noun} '${this.rw.name}'${msg ? `: ${msg}` : ''}`, strerror);
   }
 
   async acquire({ wait = -1, lease = 0, signal } = {}) {
@@ -271,7 +241,7 @@ class WriteSide {
     const sig = signalOption(signal);
     if (sig && sig.aborted) throw sig.reason;
     const rw = this.rw;
-    const job = this._start((d) => d.acquire(rw._key, rw.owner, w, l, LOCK_KIND.WRITE));
+    const job = this._start((d) => d.acquire(rw._key, rw.owner, w, l, this.lockKind));
     const cancel = () => rw.client._driver.cancel(job.op);
     if (sig) sig.addEventListener('abort', cancel, { once: true });
     let ev;
@@ -286,7 +256,7 @@ class WriteSide {
       throw sig.reason;
     }
     if (ev.status === STATUS.OK) {
-      if (rw._closing) rw._forgetWrite(); // closed while it waited: not renewed
+      if (rw._closing) rw._forget(); // closed while it waited: not renewed
       return true;
     }
     if (ev.status === STATUS.NOT_ACQUIRED) return false;
@@ -300,73 +270,85 @@ class WriteSide {
 
   async release() {
     const rw = this.rw;
-    const ev = await this._start((d) => d.release(rw._key, rw.owner, LOCK_KIND.WRITE)).promise;
+    const ev = await this._start((d) => d.release(rw._key, rw.owner, this.lockKind)).promise;
     if (ev.status !== STATUS.OK) throw this._fail(ev);
   }
 
   // Levels held (0 once the hold's validity ran out: lost). No I/O.
   holdCount() {
     if (this.validity() === 0) return 0;
-    return this.rw.client._driver.holdCount(this.rw._key, this.rw.owner, LOCK_KIND.WRITE);
+    return this.rw.client._driver.holdCount(this.rw._key, this.rw.owner, this.lockKind);
   }
 
-  // ms the write hold is certainly still held (0 if not held). No I/O.
+  // ms this side's hold is certainly still held (0 if not held). No I/O.
   validity() {
     if (this.rw._closing) return 0;
-    return this.rw.client._driver.validity(this.rw._key, this.rw.owner, LOCK_KIND.WRITE);
+    return this.rw.client._driver.validity(this.rw._key, this.rw.owner, this.lockKind);
   }
 }
 
-// A dropped ReadWriteLock's write hold stops being renewed (it expires).
-const writeRegistry = new FinalizationRegistry(({ driver, key, owner }) => {
-  driver.watchLost(LOCK_KIND.WRITE, owner, null);
-  driver.forget(key, owner, LOCK_KIND.WRITE);
-});
+const RW_KINDS = [LOCK_KIND.READ, LOCK_KIND.WRITE];
+
+// A dropped ReadWriteLock's holds stop being renewed (they expire).
+function forgetHolds(driver, key, owner) {
+  for (const kind of RW_KINDS) {
+    driver.watchLost(kind, owner, null);
+    driver.forget(key, owner, kind);
+  }
+}
+const rwRegistry = new FinalizationRegistry(({ driver, key, owner }) => forgetHolds(driver, key, owner));
 
 // Many readers or one writer (Redisson's RReadWriteLock). rw.readLock() and
-// rw.writeLock() are its sides; await rw.mode() is 'free', 'read' or 'write'.
-// The write side runs on the engine; the read side and mode() make the
-// native handle (and the blocking client) on their first use.
-class ReadWriteLock extends Handle {
+// rw.writeLock() are its sides; await rw.mode() is 'free', 'read' or 'write'
+// (the mode a quorum of nodes agrees on). All of it runs on the client's
+// engine: no thread, no blocking client. The object is one owner: its
+// writer may take read levels; its two sides' levels are counted, released
+// and lost apart.
+class ReadWriteLock {
   constructor(client, name) {
-    const owner = nextOwner++;
-    super(client, KIND.RW, checkName(name, 'lock name'),
-      (c) => ffn.rwNew(c, name, owner, scratch), true);
-    this.owner = owner;
+    client._check(); // throws once closed
+    this.client = client; // keeps the client alive as long as its handles
+    this.name = checkName(name, 'lock name');
+    this.owner = nextOwner++;
+    this._closing = false;
     this._key = Buffer.from(name, 'utf8');
-    this._read = new RWSide(this);
-    this._write = new WriteSide(this);
+    this._read = new RWSide(this, LOCK_KIND.READ);
+    this._write = new RWSide(this, LOCK_KIND.WRITE);
     const driver = client._driver;
-    // Its write hold's loss (found by a renewal): logged as a Lock's is.
+    const owner = this.owner;
+    // A hold's loss (found by a renewal): logged as a Lock's is, by its side.
     const state = new WeakRef(client);
-    driver.watchLost(LOCK_KIND.WRITE, owner, (ev) => {
-      const c = state.deref();
-      if (c && c.listenerCount('log')) {
-        c._log(2, `write lock '${name}' (owner ${owner}) was lost: ${ev.message || strerror(ev.status)}`);
-      }
-    });
-    writeRegistry.register(this, { driver, key: this._key, owner }, this);
+    for (const side of [this._read, this._write]) {
+      const noun = side._noun;
+      driver.watchLost(side.lockKind, owner, (ev) => {
+        const c = state.deref();
+        if (c && c.listenerCount('log')) {
+          c._log(2, `${noun} '${name}' (owner ${owner}) was lost: ${ev.message || strerror(ev.status)}`);
+        }
+      });
+    }
+    rwRegistry.register(this, { driver, key: this._key, owner }, this);
   }
 
   readLock() { return this._read; }
 
   writeLock() { return this._write; }
 
-  async mode() { return MODES[Number((await this._ok(F.RW_MODE)).value)]; }
-
-  _forgetWrite() {
-    const driver = this.client._driver;
-    driver.watchLost(LOCK_KIND.WRITE, this.owner, null);
-    driver.forget(this._key, this.owner, LOCK_KIND.WRITE);
+  async mode() {
+    const ev = await this._write._start((d) => d.query(this._key, this.owner, Q.MODE)).promise;
+    if (ev.status !== STATUS.OK) throw this._write._fail(ev);
+    return MODES[ev.count] ?? 'free';
   }
 
-  // As Handle's; the write hold is not released either: it is no longer
-  // renewed and expires with its lease.
+  _forget() { forgetHolds(this.client._driver, this._key, this.owner); }
+
+  // Its holds are not released: they are no longer renewed and expire with
+  // their lease. Calls made after it reject with ClosedError.
   close() {
     if (this._closing) return;
-    writeRegistry.unregister(this);
-    this._forgetWrite();
-    super.close();
+    this._closing = true;
+    rwRegistry.unregister(this);
+    this._forget();
   }
 }
 

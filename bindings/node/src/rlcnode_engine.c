@@ -111,6 +111,7 @@ API uint64_t rlcn_engine_start(rlc_engine *e, int kind, int lock_kind, const cha
     case KIND_QUERY + RLC_Q_HELD:
     case KIND_QUERY + RLC_Q_COUNT:
     case KIND_QUERY + RLC_Q_TTL:
+    case KIND_QUERY + RLC_Q_MODE:
         res->rc = rlc_engine_query(e, name, name_len, owner, kind - KIND_QUERY, now_ms, &op);
         break;
     default:

@@ -1,10 +1,11 @@
 'use strict';
-// A read-write lock's write side runs on the event-loop driver (an engine
-// lock of kind RLC_KIND_WRITE), as a Lock does: a program of Locks and write
-// locks starts no helper thread, makes no blocking client and opens no
-// connection but the engine's; a waiting writer is a Map entry, not a
-// thread; its AbortSignal cancels the wait in the engine. Each test has a
-// redis-server of its own, so the connections it counts are this client's.
+// A read-write lock runs on the event-loop driver as a Lock does: its sides
+// are engine locks of kinds RLC_KIND_READ and RLC_KIND_WRITE, mode() an
+// engine query (RLC_Q_MODE). A program of Locks and read-write locks starts
+// no helper thread, makes no blocking client and opens no connection but the
+// engine's; a waiting reader or writer is a Map entry, not a thread; its
+// AbortSignal cancels the wait in the engine. Each test has a redis-server
+// of its own, so the connections it counts are this client's.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -56,7 +57,7 @@ async function until(what, check, ms = 10000) {
   assert.fail(`${what}: not seen within ${ms} ms`);
 }
 
-test('Locks and write locks start no helper thread and no connection but the engine\'s', async () => {
+test('Locks and read-write locks start no helper thread and no connection but the engine\'s', async () => {
   const server = await startRedis();
   const client = new Client(server.uri);
   try {
@@ -96,6 +97,28 @@ test('Locks and write locks start no helper thread and no connection but the eng
     await third.release();
     assert.equal(await redis(server.uri, 'EXISTS', name), '0');
     await assert.rejects(w.release(), NotOwnerError);
+
+    // the read side and mode(): readers overlap, the writer reads
+    const r = rw.readLock();
+    const r2 = client.rwlock(name).readLock();
+    assert.equal(await rw.mode(), 'free');
+    assert.equal(await r.tryAcquire(), true);
+    assert.equal(await r2.tryAcquire(), true, 'two readers at once');
+    assert.equal(await rw.mode(), 'read');
+    assert.equal(await redis(server.uri, 'HGET', name, `${client.uuid}:${rw.owner}`), '1',
+      "a reader's field <uuid>:<owner>");
+    assert.equal(await redis(server.uri, 'EXISTS', `{${name}}:${client.uuid}:${rw.owner}:rwlock_timeout:1`), '1',
+      'its timeout key');
+    await r.release();
+    await r2.release();
+    assert.equal(await w.tryAcquire(), true);
+    assert.equal(await r.tryAcquire(), true, 'the writer reads');
+    assert.equal(r.holdCount(), 1);
+    assert.equal(w.holdCount(), 1);
+    await w.release();
+    assert.equal(await rw.mode(), 'read', 'its read level is left');
+    await r.release();
+    assert.equal(await redis(server.uri, 'EXISTS', name), '0');
     await lock.release();
 
     assert.deepEqual(libraryThreads(), [], 'threads of the blocking client or the helper pool');
@@ -166,6 +189,105 @@ test("a write hold's loss is its own: logged as a write lock's, no Lock of the n
     await until('the write hold is lost', async () => w.holdCount() === 0);
     await until('its loss is logged', async () => logs.some((l) => l.includes(`write lock '${name}'`)));
     await assert.rejects(w.release(), LockLostError);
+    assert.equal(lockHeard, 0, 'the Lock of the name heard nothing');
+  } finally {
+    await client.close();
+    await server.stop();
+  }
+});
+
+// The keys a reader keeps beside the hash: one timeout key per level.
+const timeoutKeys = async (uri, name) => Number(await redis(uri, 'EVAL',
+  "return #redis.call('keys', KEYS[1])", 1, `{${name}}:*rwlock_timeout*`));
+
+test("a writer's release wakes every waiting reader; the last reader's wakes the writer", async () => {
+  const server = await startRedis();
+  const client = new Client(server.uri);
+  const other = new Client(server.uri);
+  try {
+    const name = uniqueName('rw-wake');
+    const w = other.rwlock(name).writeLock();
+    assert.equal(await w.acquire({ wait: 0 }), true); // a watchdog lease: 30 s
+    const readers = [client, other, client, other].map((c) => c.rwlock(name).readLock());
+    const waits = readers.map((r) => r.acquire({ wait: 60000 }));
+    await until('both clients wait on the channel', async () => Number(await redis(server.uri, 'EVAL',
+      "return redis.call('pubsub', 'numsub', KEYS[1])[2]", 1, `redisson_rwlock:{${name}}`)) === 2);
+    // a round trip of each client: the tries their subscription's
+    // confirmation started are answered, every reader sleeps
+    for (let i = 0; i < 2; i++) await Promise.all([client, other].map((c) => c.rwlock(name).mode()));
+    await w.release();
+    // far below the 30 s lease: only the release's message meets it
+    assert.deepEqual(await within(5000, 'the woken readers', Promise.all(waits)), [true, true, true, true]);
+    assert.equal(await redis(server.uri, 'HLEN', name), '5', 'mode and four readers');
+    assert.deepEqual(libraryThreads(), [], 'readers hold no helper thread');
+
+    const writer = client.rwlock(name).writeLock();
+    const writing = writer.acquire({ wait: 60000 });
+    await until('the writer waits, registered', async () => (await redis(server.uri, 'ZCARD', writers(name))) === '1');
+    for (const r of readers.slice(1)) await r.release();
+    assert.equal(await Promise.race([writing, delay(50, 'waits')]), 'waits', 'one reader is left');
+    await readers[0].release();
+    assert.equal(await within(5000, "the last reader's release woke the writer", writing), true);
+    assert.equal(await redis(server.uri, 'HGET', name, 'mode'), 'write');
+    await writer.release();
+    assert.equal(await redis(server.uri, 'EXISTS', name), '0');
+    assert.equal(await timeoutKeys(server.uri, name), 0);
+  } finally {
+    await client.close();
+    await other.close();
+    await server.stop();
+  }
+});
+
+test('1,000 waiting readers in one loop start no thread; their aborts leave no field and no timeout key', async () => {
+  const server = await startRedis();
+  const client = new Client(server.uri);
+  try {
+    const name = uniqueName('rw-readers');
+    const holder = client.rwlock(name).writeLock();
+    assert.equal(await holder.acquire({ wait: 0, lease: 60000 }), true);
+    const before = threadCount();
+    const waitsBefore = client.metrics().waits;
+    const ac = new AbortController();
+    const waits = [];
+    for (let i = 0; i < 1000; i++) {
+      waits.push(client.rwlock(name).readLock().acquire({ wait: 60000, signal: ac.signal })
+        .then(() => null, (err) => err));
+    }
+    await until('every reader waits', async () => client.metrics().waits - waitsBefore === 1000, 30000);
+    assert.equal(threadCount(), before, 'waiting readers start no thread');
+    assert.deepEqual(libraryThreads(), []);
+    ac.abort(new Error('enough'));
+    const ends = await within(30000, 'the aborted readers', Promise.all(waits));
+    assert.ok(ends.every((e) => e && e.message === 'enough'), 'each rejects with the reason');
+    assert.equal(await redis(server.uri, 'HLEN', name), '2', "mode and the writer's field only");
+    assert.equal(await timeoutKeys(server.uri, name), 0, 'no reader left a timeout key');
+    assert.equal(threadCount(), before);
+    await holder.release();
+    assert.equal(await redis(server.uri, 'EXISTS', name), '0');
+  } finally {
+    await client.close();
+    await server.stop();
+  }
+});
+
+test("a read hold's loss is its own: logged as a read lock's, neither the write side nor a Lock hears it", async () => {
+  const server = await startRedis();
+  const client = new Client(server.uri, { watchdogTimeoutMs: 1500 });
+  const logs = [];
+  client.on('log', (line) => logs.push(line.message));
+  try {
+    const name = uniqueName('rw-rlost');
+    const lock = client.lock(name);
+    let lockHeard = 0;
+    lock.on('lost', () => { lockHeard += 1; });
+    const rw = client.rwlock(name);
+    assert.equal(await rw.readLock().acquire({ wait: 0 }), true);
+    await redis(server.uri, 'DEL', name); // taken from under it: its renewal finds it gone
+    await until('the read hold is lost', async () => rw.readLock().holdCount() === 0);
+    await until('its loss is logged', async () => logs.some((l) => l.includes(`read lock '${name}'`)));
+    assert.ok(!logs.some((l) => l.includes(`write lock '${name}'`)), 'not as a write lock');
+    await assert.rejects(rw.readLock().release(), LockLostError);
     assert.equal(lockHeard, 0, 'the Lock of the name heard nothing');
   } finally {
     await client.close();

@@ -140,7 +140,12 @@ test('with rediss:// nodes what runs on the blocking client works over its own T
     await lock.acquire();
     assert.equal(await lock.isLocked(), true);
     await lock.release();
-    const rw = client.rwlock(uniqueName('tls-rw'));
+    const fair = client.fairLock(uniqueName('tls-fair'));
+    assert.equal(await fair.tryAcquire(), true);
+    assert.equal(fair.holdCount(), 1);
+    await fair.release();
+    fair.close();
+    const rw = client.rwlock(uniqueName('tls-rw')); // on the engine's TLS connections
     assert.equal(await rw.writeLock().tryAcquire(), true);
     assert.equal(await rw.mode(), 'write');
     await rw.writeLock().release();
