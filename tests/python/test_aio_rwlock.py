@@ -265,6 +265,8 @@ async def test_readers_wait_for_a_writer_and_its_release_wakes_them_all(server, 
         waiting = [asyncio.ensure_future(r.acquire(timeout=60)) for r in readers]
         assert await until(lambda: rw_subscribers(raw, "r4w") == 2), \
             "both clients wait on the read-write lock's channel"
+        for c in (a, b):
+            assert await until_async(lambda: settled(raw, c.rwlock("r4w"))), "the readers sleep"
         assert not any(t.done() for t in waiting)
         await w.release()
         assert await asyncio.wait_for(asyncio.gather(*waiting), HAND_OFF_S) == [True] * 4, \
