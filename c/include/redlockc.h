@@ -665,6 +665,22 @@ RLC_API int rlc_engine_fenced_set(rlc_engine *e, const char *key, size_t key_len
  * lock; a read or write hold takes no fencing token (its DONE token is 0)
  * and is not watched by loss push (its loss is found by its next renewal). */
 enum { RLC_KIND_LOCK = 0, RLC_KIND_READ = 1, RLC_KIND_WRITE = 2 };
+/* RLC_KIND_FAIR is the fair lock (rlc_fairlock_*, Redisson's RFairLock
+ * layout: the lock's hash and field, the queue redisson_lock_queue:{name},
+ * the timeouts redisson_lock_timeout:{name}, each waiter's own channel
+ * redisson_lock__channel:{name}:<uuid>:<owner>). Acquired with
+ * rlc_engine_acquire_fair; released, forgotten and counted with the *_kind
+ * calls. An engine of one node only (RLC_E_INVAL otherwise): a queue per node
+ * keeps no order a quorum shares. A waiting acquire joins the queue (after
+ * its first try, once it listens on its channel), keeps its place by trying
+ * at least every half thread wait, and leaves the queue when it ends. */
+enum { RLC_KIND_FAIR = 3 };
+/* A fair lock's acquire: thread_wait_ms (> 0; Redisson's threadWaitTime,
+ * 5000 by default) is how long a queued waiter that stopped trying keeps its
+ * place (twice it, as Redisson counts); the rest as rlc_engine_acquire. */
+RLC_API int rlc_engine_acquire_fair(rlc_engine *e, const char *name, size_t name_len,
+                                    uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+                                    int64_t thread_wait_ms, int64_t now_ms, uint64_t *op);
 /* rlc_engine_acquire / release / forget / hold_count / validity_ms for a
  * lock kind: RLC_E_INVAL (or 0) for a kind that is none of the above. */
 RLC_API int rlc_engine_acquire_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
@@ -771,6 +787,10 @@ RLC_API int rlc_rwlock_cancel(rlc_rwlock *l);
 typedef void (*rlc_rwlock_lost_fn)(rlc_rwlock *l, int write, uint64_t owner, int reason,
                                    void *user);
 RLC_API int rlc_rwlock_on_lost(rlc_rwlock *l, rlc_rwlock_lost_fn fn, void *user);
+/* Since 1.2 (REDLOCKC_1.2). A fair lock's lost holds, as
+ * rlc_lock_on_lost_owner's. fn NULL removes it. */
+typedef void (*rlc_fairlock_lost_fn)(rlc_fairlock *l, uint64_t owner, int reason, void *user);
+RLC_API int rlc_fairlock_on_lost(rlc_fairlock *l, rlc_fairlock_lost_fn fn, void *user);
 RLC_API int rlc_fairlock_cancel(rlc_fairlock *l);
 RLC_API int rlc_semaphore_cancel(rlc_semaphore *s);
 RLC_API int rlc_psemaphore_cancel(rlc_psemaphore *s);

@@ -1130,12 +1130,12 @@ static int library_threads(void)
 }
 
 /* A client that only locks (acquire, queries, extend, force release,
- * fenced writes, release), and takes read and write locks, runs the
+ * fenced writes, release), and takes read, write and fair locks, runs the
  * engine's two threads and opens one command connection (and a subscriber
  * while someone waits); the lock family's older stack (its pooled
  * connections and the client's own thread) is made with the first handle
- * of a kind still on it (a fair lock). A read-write lock made it with its
- * handle before (3 threads) and waited on it. */
+ * of a kind still on it (a semaphore). A read-write or fair lock made it
+ * with its handle before (3 threads) and waited on it. */
 TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
 {
     START(s);
@@ -1144,6 +1144,7 @@ TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
     rlc_lock *l = lock(c, "only", 0);
     rlc_rwlock *rw = NULL;
     rlc_fairlock *fair = NULL;
+    rlc_semaphore *sem = NULL;
     int applied = 0, v = 0;
     int64_t ttl = 0;
     CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
@@ -1175,10 +1176,17 @@ TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
     CHECK(server_connections(&s) == before + 1, "with read locks: %lld connections",
           server_connections(&s) - before);
     CHECK_RC(rlc_fairlock_new(c, "only-fair", 0, 0, &fair), RLC_OK);
+    CHECK_RC(rlc_fairlock_acquire(fair, 0, -1), RLC_OK);
+    CHECK_RC(rlc_fairlock_release(fair), RLC_OK);
+    CHECK(library_threads() == 2, "with fair locks: %d library threads", library_threads());
+    CHECK(server_connections(&s) == before + 1, "with fair locks: %lld connections",
+          server_connections(&s) - before);
+    CHECK_RC(rlc_semaphore_new(c, "only-sem", &sem), RLC_OK);
     /* the client's thread names itself once it runs */
-    CHECK(WAIT_UNTIL(library_threads() == 3, 5000), "with a fair lock: %d library threads",
+    CHECK(WAIT_UNTIL(library_threads() == 3, 5000), "with a semaphore: %d library threads",
           library_threads());
 done:
+    rlc_semaphore_free(sem);
     rlc_fairlock_free(fair);
     rlc_rwlock_free(rw);
     rlc_lock_free(l);

@@ -298,6 +298,42 @@ done:
     rs_stop(&s);
 }
 
+static void on_fair_lost(rlc_fairlock *l, uint64_t owner, int reason, void *user)
+{
+    struct lost_seen *ls = user;
+    (void)l;
+    atomic_store(&ls->owner, owner);
+    atomic_store(&ls->reason, reason);
+    atomic_fetch_add(&ls->n, 1);
+}
+
+/* The same for a fair lock: its holds are the engine's, renewed and
+ * found lost as a lock's. */
+TEST(a_lost_fair_hold_calls_on_lost)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "watchdog_timeout_ms=600;loss_push=0");
+    rlc_fairlock *l = NULL;
+    struct lost_seen seen = {0};
+    CHECK(c, "client");
+    CHECK_RC(rlc_fairlock_new(c, "fairlost", 5, 0, &l), RLC_OK);
+    CHECK_RC(rlc_fairlock_on_lost(l, on_fair_lost, &seen), RLC_OK);
+    CHECK_RC(rlc_fairlock_acquire(l, 0, -1), RLC_OK);
+    freeReplyObject(rs_cmd(&s, "DEL fairlost"));
+    CHECK(WAIT_UNTIL(atomic_load(&seen.n) == 1, 3000), "on_lost not called");
+    CHECK(atomic_load(&seen.owner) == 5 && atomic_load(&seen.reason) == RLC_E_LOST,
+          "on_lost(owner %llu, reason %d)", (unsigned long long)atomic_load(&seen.owner),
+          atomic_load(&seen.reason));
+    int64_t n = 1;
+    CHECK_RC(rlc_fairlock_hold_count(l, &n), RLC_OK);
+    CHECK(n == 0, "hold count %lld after the loss", (long long)n);
+    CHECK_RC(rlc_fairlock_release(l), RLC_E_LOST);
+done:
+    rlc_fairlock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 /* ---- Redlock: the node-restart guard ----------------------------------------- */
 
 /* Writer 1 holds a bare quorum {A, C} of three nodes (B had another
@@ -353,4 +389,5 @@ RUN_TESTS(CASE(nested_write_after_the_lease_ran_out_is_lost_not_a_second_hold),
           CASE(nested_write_keeps_the_ttl_of_the_writers_read_levels),
           CASE(fair_waiter_whose_try_timed_out_leaves_the_queue),
           CASE(a_node_restarted_empty_gives_no_second_writer),
-          CASE(a_lost_read_or_write_hold_calls_on_lost_with_its_side))
+          CASE(a_lost_read_or_write_hold_calls_on_lost_with_its_side),
+          CASE(a_lost_fair_hold_calls_on_lost))

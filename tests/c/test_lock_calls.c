@@ -15,7 +15,7 @@
 
 static const struct lock_names NAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
                                         "redisson_lock__channel:{k}", 1, 23, 21, 26, false,
-                                        RLC_KIND_LOCK, NULL, 0, NULL, 0};
+                                        RLC_KIND_LOCK, NULL, 0, NULL, 0, 0};
 
 /* The command as a string (its bytes are not NUL-terminated). */
 static const char *text(const struct rlc_cmd *c)
@@ -214,18 +214,22 @@ TEST(answers_read_as_the_scripts_write_them)
 done:;
 }
 
-/* The read and write locks' calls go to the family's scripts in their order
+/* The read, write and fair locks' calls go to the family's scripts in their order
  * (scripts_family.h), and their answers read as the lock's. */
 static const struct lock_names WNAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
                                          "redisson_rwlock:{k}", 1, 23, 21, 19, false,
                                          RLC_KIND_WRITE, "redlockc_rwlock_writers:{k}", 27,
-                                         NULL, 0};
+                                         NULL, 0, 0};
+static const struct lock_names FNAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
+                                         "redisson_lock__channel:{k}", 1, 23, 21, 26, false,
+                                         RLC_KIND_FAIR, "redisson_lock_queue:{k}", 23,
+                                         "redisson_lock_timeout:{k}", 25, 5000};
 static const struct lock_names RNAMES = {"k", "redisson_lock_token:{k}", "redlockc_attempts:{k}",
                                          "redisson_rwlock:{k}", 1, 23, 21, 19, false,
                                          RLC_KIND_READ, "redlockc_rwlock_writers:{k}", 27,
-                                         "{k}", 3};
+                                         "{k}", 3, 0};
 
-TEST(read_and_write_kinds_call_the_family_scripts_and_read_their_answers)
+TEST(family_kinds_call_the_family_scripts_and_read_their_answers)
 {
     scripts_init();
     struct rlc_cmd *c = call_acquire(&WNAMES, "U", 500, "U:7:write", 9, 2, 1, true, true, true);
@@ -281,7 +285,26 @@ TEST(read_and_write_kinds_call_the_family_scripts_and_read_their_answers)
                       "$5\r\n90000\r\n") == 0,
           "read undo %s", c ? args_of(c, &fscript_rw_undo) : "NULL");
     cmd_unref(c);
+    c = call_acquire(&FNAMES, "U", 500, "U:7", 3, 2, 0, true, true, true);
+    CHECK(c && strcmp(args_of(c, &fscript_fair_acquire),
+                      "$1\r\n4\r\n$1\r\nk\r\n$23\r\nredisson_lock_queue:{k}\r\n"
+                      "$25\r\nredisson_lock_timeout:{k}\r\n$21\r\nredlockc_attempts:{k}\r\n"
+                      "$3\r\n500\r\n$3\r\nU:7\r\n$3\r\nU:2\r\n$4\r\n5000\r\n$1\r\n1\r\n"
+                      "$0\r\n\r\n") == 0,
+          "fair try %s", c ? args_of(c, &fscript_fair_acquire) : "NULL");
+    cmd_unref(c);
     uint64_t more = 3;
+    c = call_release(&FNAMES, "U", 500, "U:7", 3, 2, 9, &more, 1);
+    CHECK(c && strcmp(args_of(c, &fscript_fair_release),
+                      "$1\r\n5\r\n$1\r\nk\r\n$23\r\nredisson_lock_queue:{k}\r\n"
+                      "$25\r\nredisson_lock_timeout:{k}\r\n$21\r\nredlockc_attempts:{k}\r\n"
+                      "$26\r\nredisson_lock__channel:{k}\r\n$3\r\n500\r\n$3\r\nU:7\r\n"
+                      "$3\r\nU:2\r\n$3\r\nU:3\r\n") == 0,
+          "fair release %s", c ? args_of(c, &fscript_fair_release) : "NULL");
+    cmd_unref(c);
+    c = call_withdraw(&FNAMES, "U:7", 3);
+    CHECK(c && strstr(args_of(c, &fscript_fair_withdraw), "$3\r\nU:7\r\n"), "fair withdraw");
+    cmd_unref(c);
     c = call_release(&RNAMES, "U", 500, "U:7", 3, 2, 9, &more, 1);
     CHECK(c && strcmp(args_of(c, &fscript_read_release),
                       "$1\r\n5\r\n$1\r\nk\r\n$19\r\nredisson_rwlock:{k}\r\n"
@@ -322,7 +345,7 @@ done:
 }
 
 RUN_TESTS(CASE(acquire_call_names_keys_and_attempts_in_the_scripts_order),
-          CASE(read_and_write_kinds_call_the_family_scripts_and_read_their_answers),
+          CASE(family_kinds_call_the_family_scripts_and_read_their_answers),
           CASE(renew_of_one_is_the_batch_of_one), CASE(release_names_its_level_upto_and_the_remains),
           CASE(verify_is_an_eval_of_the_renewal_test_after_an_exists),
           CASE(undo_carries_a_tombstone_that_outlives_a_late_acquire),

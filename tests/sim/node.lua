@@ -367,6 +367,59 @@ function C.zrange(n, k, from, to, ...)
   end
   return out
 end
+-- Lists (the fair lock's queue).
+function Node:list(key, create)
+  local e = self:entry(key)
+  if not e then
+    if not create then return nil end
+    e = { t = "list", l = {} }
+    self.db[key] = e
+  elseif e.t ~= "list" then
+    fail(WRONGTYPE)
+  end
+  return e
+end
+local function ldrop_if_empty(n, k, e)
+  if #e.l == 0 then n.db[k] = nil end
+end
+function C.rpush(n, k, ...)
+  local e = n:list(k, true)
+  for _, v in ipairs({ ... }) do e.l[#e.l + 1] = v end
+  touch(n, k)
+  return #e.l
+end
+function C.lpop(n, k)
+  local e = n:list(k)
+  if not e then return false end
+  local v = table.remove(e.l, 1)
+  ldrop_if_empty(n, k, e)
+  touch(n, k)
+  return v
+end
+function C.lindex(n, k, i)
+  local e = n:list(k)
+  i = int_of(i)
+  if not i then fail("ERR value is not an integer or out of range") end
+  if not e then return false end
+  if i < 0 then i = #e.l + i end
+  local v = e.l[i + 1]
+  if v == nil then return false end
+  return v
+end
+function C.lrem(n, k, count, v)
+  local e = n:list(k)
+  count = int_of(count)
+  if not count then fail("ERR value is not an integer or out of range") end
+  if not e then return 0 end
+  local kept, c = {}, 0
+  for _, x in ipairs(e.l) do
+    if x == v and (count == 0 or c < math.abs(count)) then c = c + 1 else kept[#kept + 1] = x end
+  end
+  e.l = kept
+  ldrop_if_empty(n, k, e)
+  if c > 0 then touch(n, k) end
+  return c
+end
 function C.publish(_, ch, msg)
   return sim_publish(ch, msg)
 end
@@ -471,6 +524,10 @@ function move_key(from, to, key, now)
     c.z = {}
     for m, v in pairs(e.z) do c.z[m] = v end
   end
+  if e.l then
+    c.l = {}
+    for i, v in ipairs(e.l) do c.l[i] = v end
+  end
   b.db[key] = c
   a.db[key] = nil
   touch(a, key)
@@ -486,6 +543,11 @@ function dump(node, key, now)
   if not e then return "(none)" end
   if e.t == "str" then return e.v end
   local out = {}
+  if e.t == "list" then
+    out[#out + 1] = table.concat(e.l, ",")
+    out[#out + 1] = "pttl=" .. tostring(e.exp and e.exp - n.now or -1)
+    return table.concat(out, " ")
+  end
   if e.t == "zset" then
     for _, m in ipairs(zsorted(e.z)) do out[#out + 1] = m .. "@" .. tostring(e.z[m]) end
     out[#out + 1] = "pttl=" .. tostring(e.exp and e.exp - n.now or -1)

@@ -57,7 +57,12 @@
  * other and nothing else (no extend, no multi-lock and no query of them:
  * the engine has none for those kinds; their token is 0; residue also looks
  * for a reader's timeout keys, and for a waiting writer's place once its
- * registration time has run out).
+ * registration time has run out). In such a schedule of one node, a name
+ * may also be a fair lock (RLC_KIND_FAIR, Redisson's RFairLock: a queue and
+ * each waiter's own channel; a thread wait drawn per schedule); residue
+ * then also looks at its queue and timeouts in a schedule without faults
+ * (with faults, a try a node ran late may queue a waiter that is gone, as
+ * in Redisson: the next fair call on the name prunes it).
  *
  * An owner holds a stack of units, newest on top: a plain acquire's one name,
  * or a multi-lock's names (rlc_engine_acquire_multi: all of 1-3 names, given
@@ -373,8 +378,10 @@ struct config {
     bool tagged;          /* the names share one {hash tag}: multi-locks allowed */
     bool fencing;         /* fencing=1: tokens checked; else every token is 0 */
     bool classic;         /* format=classic: string locks, no nesting, no fencing */
-    bool writes;          /* some names are write locks (kind) */
-    int kind[MAX_LOCKS];  /* each name's lock kind (RLC_KIND_*) */
+    bool writes;          /* some names are read-write or fair locks (kind) */
+    int kind[MAX_LOCKS];  /* each name's lock kind: RLC_KIND_LOCK, WRITE (a read-write
+                             lock: each round reads or writes), FAIR */
+    int64_t thread_wait;  /* the fair locks' */
 };
 
 /* The cluster's state: each master's own view of who owns a slot (they agree
@@ -2128,17 +2135,24 @@ static bool start_acquire(int ci, int ti)
     struct task *t = &c->task[ti];
     t->lock = (int)rnd(0, S.cfg.locks - 1);
     const char *name = lock_names[t->lock];
-    if (kind_of(t->lock) != RLC_KIND_LOCK)
+    if (kind_of(t->lock) == RLC_KIND_WRITE)
         t->h[t->lock].kind = chance(0.5) ? RLC_KIND_READ : RLC_KIND_WRITE;
+    else
+        t->h[t->lock].kind = kind_of(t->lock);
     t->h[t->lock].lease = pick_lease();
     int64_t wait = pick_wait();
     uint64_t op = 0;
-    int rc = rlc_engine_acquire_kind(c->e, t->h[t->lock].kind, name, strlen(name), t->owner, wait,
-                                     t->h[t->lock].lease, local_now(c), &op);
+    int rc = t->h[t->lock].kind == RLC_KIND_FAIR
+                 ? rlc_engine_acquire_fair(c->e, name, strlen(name), t->owner, wait,
+                                           t->h[t->lock].lease, S.cfg.thread_wait, local_now(c),
+                                           &op)
+                 : rlc_engine_acquire_kind(c->e, t->h[t->lock].kind, name, strlen(name), t->owner,
+                                           wait, t->h[t->lock].lease, local_now(c), &op);
     trace("c%d/o%" PRIu64 " acquire %s%s wait %" PRId64 " lease %" PRId64 " -> op%" PRIu64, ci,
           t->owner, name,
           t->h[t->lock].kind == RLC_KIND_READ    ? " (read)"
           : t->h[t->lock].kind == RLC_KIND_WRITE ? " (write)"
+          : t->h[t->lock].kind == RLC_KIND_FAIR  ? " (fair)"
                                                  : "", wait, t->h[t->lock].lease, op);
     if (rc != RLC_OK) {
         refused(ci, t, rc);
@@ -2225,8 +2239,11 @@ static bool start_nested(int ci, int ti, int l)
     const char *name = lock_names[l];
     uint64_t op = 0;
     t->lock = l;
-    int rc = rlc_engine_acquire_kind(c->e, t->h[l].kind, name, strlen(name), t->owner, 0,
-                                     t->h[l].lease, local_now(c), &op);
+    int rc = t->h[l].kind == RLC_KIND_FAIR
+                 ? rlc_engine_acquire_fair(c->e, name, strlen(name), t->owner, 0, t->h[l].lease,
+                                           S.cfg.thread_wait, local_now(c), &op)
+                 : rlc_engine_acquire_kind(c->e, t->h[l].kind, name, strlen(name), t->owner, 0,
+                                           t->h[l].lease, local_now(c), &op);
     trace("c%d/o%" PRIu64 " nested acquire %s -> op%" PRIu64, ci, t->owner, name, op);
     if (rc != RLC_OK) {
         refused(ci, t, rc);
@@ -2825,12 +2842,20 @@ static void check_residue(void)
             char key[64];
             snprintf(key, sizeof key, "%s%s", S.cfg.prefix, lock_names[l]);
             check_gone(n, key, when);
+            size_t len;
+            if (kind_of(l) == RLC_KIND_FAIR && !S.cfg.faults) {
+                const char *fair[2] = {"redisson_lock_queue:", "redisson_lock_timeout:"};
+                for (int k = 0; k < 2; k++) {
+                    char *q = key_derived(fair[k], key, strlen(key), "", &len);
+                    check_gone(n, q, when);
+                    free(q);
+                }
+            }
             if (kind_of(l) != RLC_KIND_WRITE)
                 continue;
             /* a waiting writer's place: withdrawn when its acquire ended; a
              * try the node ran late (a paused node, a cut connection) may
              * register it again, for its registration time at most */
-            size_t len;
             char *q = key_own("redlockc_rwlock_writers:", key, strlen(key), "", &len);
             check_gone(n, q, S.now + LOCK_WRITER_INTENT_MS + 1);
             free(q);
@@ -2886,8 +2911,9 @@ static bool write_schedule(uint64_t seed)
     return z % 6 == 0;
 }
 
-/* Which names are write locks: each at even odds, at least one (drawn only
- * in a schedule with write locks: the others keep their random stream). */
+/* Which names are read-write (or, on one node, fair) locks: each at even
+ * odds, at least one (drawn only in such a schedule: the others keep their
+ * random stream). */
 static void pick_kinds(struct config *g)
 {
     memset(g->kind, 0, sizeof g->kind);
@@ -2895,8 +2921,13 @@ static void pick_kinds(struct config *g)
     if (!g->writes)
         return;
     int any = 0;
-    for (int l = 0; l < g->locks; l++)
-        any += (g->kind[l] = chance(0.5) ? RLC_KIND_WRITE : RLC_KIND_LOCK) != RLC_KIND_LOCK;
+    g->thread_wait = rnd(50, 1000);
+    for (int l = 0; l < g->locks; l++) {
+        g->kind[l] = chance(0.5)                          ? RLC_KIND_LOCK
+                     : g->nodes == 1 && chance(0.5)       ? RLC_KIND_FAIR
+                                                          : RLC_KIND_WRITE;
+        any += g->kind[l] != RLC_KIND_LOCK;
+    }
     if (!any)
         g->kind[rnd(0, g->locks - 1)] = RLC_KIND_WRITE;
 }
@@ -2993,8 +3024,9 @@ static int schedule(uint64_t seed)
           ", %s", seed, g->nodes, g->password ? " (AUTH, SELECT 3)" : "", g->clients, g->locks,
           g->faults ? "on" : "off", g->quiet_at, options);
     for (int l = 0; g->writes && l < g->locks; l++)
-        if (kind_of(l) == RLC_KIND_WRITE)
-            trace("  %s is a write lock", lock_names[l]);
+        if (kind_of(l) != RLC_KIND_LOCK)
+            trace("  %s is a %s lock", lock_names[l],
+                  kind_of(l) == RLC_KIND_FAIR ? "fair" : "read-write");
     if (g->cluster)
         trace("  node 0 is a cluster of %d masters (n%d..n%d, Redis %d rules), names %s: %s",
               g->masters, g->first_master, g->servers - 1, g->redis7 ? 7 : 6,
@@ -3171,10 +3203,21 @@ static void mutate(const char *m)
             "elseif true then");
     else if (strcmp(m, "writereleasenotomb") == 0) /* a late write try runs after the release */
         fscript_write_release.source =
-            replace(fscript_write_release.source, "  elseif not ran then", "  elseif false then");
+            replace(fscript_write_release.source, "  elseif not rec then", "  elseif false then");
     else if (strcmp(m, "readreleasenotomb") == 0) /* a late read try runs after the release */
         fscript_read_release.source =
-            replace(fscript_read_release.source, "  elseif not ran then", "  elseif false then");
+            replace(fscript_read_release.source, "  elseif not rec then", "  elseif false then");
+    else if (strcmp(m, "fairbesideany") == 0) /* a fair try joins another owner's hash */
+        fscript_fair_acquire.source =
+            replace(fscript_fair_acquire.source,
+                    "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then", "elseif true then");
+    else if (strcmp(m, "fairreleasenotomb") == 0) /* a late fair try runs after the release */
+        fscript_fair_release.source =
+            replace(fscript_fair_release.source, "  elseif not rec then", "  elseif false then");
+    else if (strcmp(m, "fairundonotomb") == 0) /* a late fair try runs after its undo */
+        fscript_fair_undo.source =
+            replace(fscript_fair_undo.source, "  tombstone(KEYS[2], ARGV[1], ARGV[3])\n  return 0",
+                    "  return 0");
     else if (strcmp(m, "rwundonotomb") == 0) /* a late read or write try runs after its undo */
         fscript_rw_undo.source =
             replace(fscript_rw_undo.source, "  tombstone(KEYS[2], ARGV[1], ARGV[3])\n  return 0",

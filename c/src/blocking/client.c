@@ -103,8 +103,7 @@ static void *thread_main(void *arg)
     rlc_client *c = arg;
     (void)pthread_setname_np(pthread_self(), "rlc-client"); /* seen in top -H, gdb */
     while (!atomic_load(&c->stopping)) {
-        int64_t (*family_renew)(rlc_client *) = atomic_load(&c->family_renew);
-        int64_t next = family_renew ? family_renew(c) : RLC_FOREVER_NS;
+        int64_t next = RLC_FOREVER_NS;
         /* Detached work nobody else will move (a redo, an undo's reply); a
          * connection that waits out its reconnect backoff is looked at
          * again when the backoff ends (mux.h). */

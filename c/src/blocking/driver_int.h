@@ -54,6 +54,7 @@ struct waiter {
     const size_t *name_lens;
     int n_names;
     int kind;           /* the lock kind (RLC_KIND_*) of an acquire or release */
+    int64_t thread_wait; /* a fair acquire's */
     uint64_t owner;
     int64_t a, b;
     const char *value;  /* a fenced write's */

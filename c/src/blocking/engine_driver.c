@@ -383,6 +383,9 @@ static void *callbacks(void *arg)
 
 static int q_acquire(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
 {
+    if (w->kind == RLC_KIND_FAIR)
+        return rlc_engine_acquire_fair(d->e, w->name, w->name_len, w->owner, w->a, w->b,
+                                       w->thread_wait, now, op);
     return rlc_engine_acquire_kind(d->e, w->kind, w->name, w->name_len, w->owner, w->a, w->b,
                                    now, op);
 }
@@ -456,10 +459,10 @@ static int run_op(struct edrv *d, struct waiter w, struct edrv_outcome *out)
 
 int edrv_acquire_kind(struct edrv *d, int kind, const char *name, size_t name_len,
                       uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
-                      int64_t lease_ms, struct edrv_outcome *out)
+                      int64_t lease_ms, int64_t thread_wait_ms, struct edrv_outcome *out)
 {
     return run_op(d, (struct waiter){.q = q_acquire, .kind = kind, .name = name,
-                                     .name_len = name_len,
+                                     .thread_wait = thread_wait_ms, .name_len = name_len,
                                      .owner = owner, .a = wait_ms, .b = lease_ms, .cp = cp,
                                      .acquire = true},
                   out);

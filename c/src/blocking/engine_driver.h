@@ -66,14 +66,15 @@ void edrv_free(struct edrv *d, int64_t drain_ms);
  * acquire carries its handle's cancel point (or NULL): a cancel counted
  * there after cp->seen ends it, before it reaches the engine too, and
  * edrv_cancel(d, cp->count) ends it in the engine. */
+/* thread_wait_ms: a fair lock's (rlc_engine_acquire_fair); else unused. */
 int edrv_acquire_kind(struct edrv *d, int kind, const char *name, size_t name_len,
                       uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
-                      int64_t lease_ms, struct edrv_outcome *out);
+                      int64_t lease_ms, int64_t thread_wait_ms, struct edrv_outcome *out);
 static inline int edrv_acquire(struct edrv *d, const char *name, size_t name_len,
                                uint64_t owner, const struct cancel_point *cp, int64_t wait_ms,
                                int64_t lease_ms, struct edrv_outcome *out)
 {
-    return edrv_acquire_kind(d, RLC_KIND_LOCK, name, name_len, owner, cp, wait_ms, lease_ms,
+    return edrv_acquire_kind(d, RLC_KIND_LOCK, name, name_len, owner, cp, wait_ms, lease_ms, 0,
                              out);
 }
 /* rlc_engine_acquire_multi's, as edrv_acquire. */

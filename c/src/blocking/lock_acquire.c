@@ -26,7 +26,7 @@ int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
     int64_t start = rlc_now_ns();
     struct edrv_outcome o;
     rc = edrv_acquire_kind(c->drv, l->kind, l->name, l->name_len, owner, &cp, wait_ms,
-                           lease_ms, &o);
+                           lease_ms, l->thread_wait_ms, &o);
     pthread_mutex_lock(&c->mu);
     struct handle_hold *h = rc == RLC_OK || rc == RLC_E_LOST ? hh_get(l, owner) : NULL;
     if (h && rc == RLC_OK)
@@ -48,7 +48,9 @@ int rlc_lock_acquire(rlc_lock *l, int64_t wait_ms, int64_t lease_ms)
         char name[80];
         rlc_fail(RLC_E_CANCELED, "acquire of %s '%s' was cancelled (%s); nothing was kept",
                  lock_noun(l), lock_shown(l, name, sizeof name),
-                 l->kind == RLC_KIND_LOCK ? "rlc_lock_cancel" : "rlc_rwlock_cancel");
+                 l->kind == RLC_KIND_LOCK   ? "rlc_lock_cancel"
+                 : l->kind == RLC_KIND_FAIR ? "rlc_fairlock_cancel"
+                                            : "rlc_rwlock_cancel");
     }
     metrics_flush_log(c);
 out:

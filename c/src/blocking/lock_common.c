@@ -45,7 +45,16 @@ const char *lock_shown(const rlc_lock *l, char *buf, size_t size)
 
 const char *lock_noun(const rlc_lock *l)
 {
-    return l->kind == RLC_KIND_WRITE ? "write lock" : l->kind == RLC_KIND_READ ? "read lock" : "lock";
+    switch (l->kind) {
+    case RLC_KIND_READ:
+        return "read lock";
+    case RLC_KIND_WRITE:
+        return "write lock";
+    case RLC_KIND_FAIR:
+        return "fair lock";
+    default:
+        return "lock";
+    }
 }
 
 int lock_check_lease(const rlc_client *c, int64_t lease_ms, const char *what)

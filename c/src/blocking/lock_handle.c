@@ -29,6 +29,12 @@ int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out
 
 int lock_new_kind(rlc_client *c, const char *name, uint64_t owner, int kind, rlc_lock **out)
 {
+    if (c && kind != RLC_KIND_LOCK && c->opts.format == RLC_FORMAT_CLASSIC) {
+        if (out)
+            *out = NULL;
+        return rlc_fail(RLC_E_INVAL, "the lock family keeps Redisson's layouts only; this "
+                                     "client has format=classic (use a client without it)");
+    }
     if (!out)
         return rlc_fail(RLC_E_INVAL, "out pointer is NULL");
     *out = NULL;

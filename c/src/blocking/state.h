@@ -69,11 +69,6 @@ struct rlc_client {
     int wake_fd;                /* eventfd that wakes the thread */
     atomic_bool stopping;
     struct rlc_metrics *metrics; /* metrics.c: counters and the log callback, or NULL */
-    /* The lock family's renewals (family.c sets it with its first handle on
-     * this client): the background thread calls it after its own round and
-     * sleeps no longer than it says. A pointer, so that this layer names
-     * nothing of the family above it. */
-    int64_t (*_Atomic family_renew)(rlc_client *c);
 };
 
 struct rlc_lock {
@@ -89,7 +84,8 @@ struct rlc_lock {
     char *attempts_key;         /* redlockc_attempts:{key} */
     size_t attempts_key_len;
     uint64_t owner;             /* 0: the calling thread */
-    int kind;                   /* RLC_KIND_LOCK, or RLC_KIND_WRITE: an rlc_rwlock's write side */
+    int kind;                   /* RLC_KIND_LOCK; a read-write lock's side; a fair lock */
+    int64_t thread_wait_ms;     /* a fair lock's (rlc_engine_acquire_fair) */
     atomic_uint_fast64_t cancels; /* rlc_lock_cancel calls so far (cancel.h) */
 
     /* Guarded by client->mu. At most one of on_lost, on_lost_owner is set. */

@@ -34,10 +34,10 @@ static void advance(rlc_engine *e, int64_t now)
 /* A lock kind the engine runs (redlockc.h, RLC_KIND_*). */
 static int check_kind(int kind)
 {
-    if (kind == RLC_KIND_LOCK || kind == RLC_KIND_READ || kind == RLC_KIND_WRITE)
+    if (kind >= RLC_KIND_LOCK && kind <= RLC_KIND_FAIR)
         return RLC_OK;
     return rlc_fail(RLC_E_INVAL, "lock kind %d is not one the engine runs (RLC_KIND_LOCK, "
-                    "RLC_KIND_READ, RLC_KIND_WRITE)", kind);
+                    "RLC_KIND_READ, RLC_KIND_WRITE, RLC_KIND_FAIR)", kind);
 }
 
 static int new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size_t len,
@@ -55,7 +55,15 @@ static int new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size
         return rlc_fail(RLC_E_INVAL, "owner id 0 is not an owner: use 1 to 2^64-1");
     if (check_kind(lock_kind) != RLC_OK)
         return RLC_E_INVAL;
-    struct eng_lock *l = lock_get(e, name, len, lock_kind);
+    if (lock_kind != RLC_KIND_LOCK && e->opts.format == RLC_FORMAT_CLASSIC)
+        return rlc_fail(RLC_E_INVAL, "the lock family keeps Redisson's layouts only; this "
+                                     "engine has format=classic");
+    if (lock_kind == RLC_KIND_FAIR && e->n > 1)
+        return rlc_fail(RLC_E_INVAL,
+                        "a fair lock over %d nodes is refused: each node keeps its own queue, "
+                        "so no order is shared by a quorum and the FIFO promise cannot hold "
+                        "(use one node, or rlc_lock for Redlock)", e->n);
+    struct eng_lock *l = lock_get(e, name, len, lock_kind, owner);
     struct hold *h = l ? hold_get(e, l, owner, true) : NULL;
     struct eng_op *op = h ? op_alloc(e) : NULL;
     if (!op) {
@@ -123,9 +131,34 @@ int rlc_engine_acquire(rlc_engine *e, const char *name, size_t name_len, uint64_
                                    now_ms, op_id);
 }
 
+/* Fair acquires carry their thread wait: rlc_engine_acquire_fair. */
+static int acquire(rlc_engine *e, int kind, const char *name, size_t name_len, uint64_t owner,
+                   int64_t wait_ms, int64_t lease_ms, int64_t thread_wait, int64_t now_ms,
+                   uint64_t *op_id);
+
 int rlc_engine_acquire_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
                             uint64_t owner, int64_t wait_ms, int64_t lease_ms, int64_t now_ms,
                             uint64_t *op_id)
+{
+    if (kind == RLC_KIND_FAIR)
+        return rlc_fail(RLC_E_INVAL, "a fair lock is acquired with rlc_engine_acquire_fair");
+    return acquire(e, kind, name, name_len, owner, wait_ms, lease_ms, 0, now_ms, op_id);
+}
+
+int rlc_engine_acquire_fair(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+                            int64_t wait_ms, int64_t lease_ms, int64_t thread_wait_ms,
+                            int64_t now_ms, uint64_t *op_id)
+{
+    if (thread_wait_ms <= 0 || thread_wait_ms > MAX_LEASE_MS)
+        return rlc_fail(RLC_E_INVAL, "thread wait of %lld ms is not 1 ms to 366 days",
+                        (long long)thread_wait_ms);
+    return acquire(e, RLC_KIND_FAIR, name, name_len, owner, wait_ms, lease_ms, thread_wait_ms,
+                   now_ms, op_id);
+}
+
+static int acquire(rlc_engine *e, int kind, const char *name, size_t name_len, uint64_t owner,
+                   int64_t wait_ms, int64_t lease_ms, int64_t thread_wait, int64_t now_ms,
+                   uint64_t *op_id)
 {
     int rc;
     if (e && (rc = check_lease(e, lease_ms)) != RLC_OK)
@@ -137,6 +170,8 @@ int rlc_engine_acquire_kind(rlc_engine *e, int kind, const char *name, size_t na
     op->queued_at = e->now;
     op->wait_ms = wait_ms;
     op->lease_req = lease_ms;
+    if (kind == RLC_KIND_FAIR)
+        op->hold->lock->thread_wait = thread_wait;
     enqueue(e, op);
     return RLC_OK;
 }
@@ -223,7 +258,7 @@ int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names, const size
     }
     rc = RLC_OK;
     for (int i = 0; i < m && rc == RLC_OK; i++)
-        if (!(locks[i] = lock_get(e, v[i].name, v[i].len, RLC_KIND_LOCK)))
+        if (!(locks[i] = lock_get(e, v[i].name, v[i].len, RLC_KIND_LOCK, 0)))
             rc = rlc_fail(RLC_E_NOMEM, "out of memory");
     free(v);
     if (rc == RLC_OK)
@@ -407,16 +442,19 @@ int rlc_engine_forget_kind(rlc_engine *e, int kind, const char *name, size_t nam
     if (check_kind(kind) != RLC_OK)
         return RLC_E_INVAL;
     advance(e, now_ms);
-    struct eng_lock *l = lock_find(e, name, name_len, kind);
-    for (struct hold *h = l ? l->holds : NULL, *next; h; h = next) {
-        next = h->next; /* h, and l with its last hold, may go here */
-        if (owner != 0 && h->owner != owner)
-            continue;
-        h->count = 0;
-        h->n_levels = 0;
-        h->lost = 0;
-        renew_schedule(e, h); /* no renewal, no loss push, no LOST event */
-        hold_maybe_free(e, h);
+    /* a fair lock is one lock per owner: every one of them for owner 0 */
+    for (struct eng_lock *l = lock_next_named(e, NULL, name, name_len, kind), *nl; l; l = nl) {
+        nl = lock_next_named(e, l, name, name_len, kind);
+        for (struct hold *h = l->holds, *next; h; h = next) {
+            next = h->next; /* h, and l with its last hold, may go here */
+            if (owner != 0 && h->owner != owner)
+                continue;
+            h->count = 0;
+            h->n_levels = 0;
+            h->lost = 0;
+            renew_schedule(e, h); /* no renewal, no loss push, no LOST event */
+            hold_maybe_free(e, h);
+        }
     }
     return RLC_OK;
 }
@@ -437,7 +475,7 @@ int64_t rlc_engine_hold_count_kind(const rlc_engine *e, int kind, const char *na
 {
     if (!e || !name)
         return 0;
-    struct eng_lock *l = lock_find(e, name, name_len, kind);
+    struct eng_lock *l = lock_find(e, name, name_len, kind, owner);
     struct hold *h = l ? hold_get((rlc_engine *)e, l, owner, false) : NULL;
     /* lost, or its validity ended by the latest time passed in (its LOST
      * event is due at the next tick): held no more, whatever levels its
@@ -458,7 +496,7 @@ int64_t rlc_engine_validity_ms_kind(const rlc_engine *e, int kind, const char *n
 {
     if (!e || !name)
         return 0;
-    struct eng_lock *l = lock_find(e, name, name_len, kind);
+    struct eng_lock *l = lock_find(e, name, name_len, kind, owner);
     struct hold *h = l ? hold_get((rlc_engine *)e, l, owner, false) : NULL;
     if (!h || h->count <= 0 || h->lost)
         return 0;

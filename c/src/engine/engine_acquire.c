@@ -35,7 +35,11 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     guard_lease(e, op->lease);
     round_begin(e, op, now);
     struct lock_names names = eng_names(l);
-    bool waiting = op->wait_ms != 0 && l->kind == RLC_KIND_WRITE;
+    /* A waiting writer registers from its first try; a fair waiter joins
+     * the queue once it has slept, so that it listens on its own channel
+     * before the hand-off to it can be published. */
+    bool waiting = op->wait_ms != 0 && (l->kind == RLC_KIND_WRITE ||
+                                         (l->kind == RLC_KIND_FAIR && op->waited));
     op->queued = op->queued || waiting;
     struct rlc_cmd *cmd = call_acquire(&names, e->uuid, op->lease, h->field, h->field_len,
                                        op->attempt, op->outer_level, e->opts.fencing, e->n > 1,
@@ -217,9 +221,11 @@ bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t s
     op->woken = false;
     int64_t until = op->wait_deadline;
     op->retry_at = -1;
-    if (op->queued && (retry_ms < 0 || retry_ms > LOCK_WRITER_INTENT_MS / 3)) {
-        /* a waiting writer's place lapses unless its tries renew it */
-        retry_ms = LOCK_WRITER_INTENT_MS / 3;
+    /* a waiting writer's place, a fair waiter's in the queue, lapses
+     * unless its tries renew it */
+    int64_t keep = l->kind == RLC_KIND_FAIR ? l->thread_wait / 2 : LOCK_WRITER_INTENT_MS / 3;
+    if (op->queued && (retry_ms < 0 || retry_ms > keep)) {
+        retry_ms = keep > 0 ? keep : 1;
         if (sleep_ms >= 0 && sleep_ms < retry_ms)
             retry_ms = sleep_ms > 0 ? sleep_ms : 1;
     }

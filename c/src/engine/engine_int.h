@@ -216,13 +216,20 @@ struct eng_lock {
     struct eng_lock *next; /* in the engine's bucket */
     char *name;            /* as the driver gave it */
     size_t name_len;
-    int kind;              /* RLC_KIND_*: one lock per (name, kind) */
+    int kind;              /* RLC_KIND_*: one lock per (name, kind, who) */
+    uint64_t who;          /* a fair lock's owner (each waiter has its own channel);
+                              0 for the other kinds */
     char *key, *channel, *token_key, *attempts_key;
     size_t key_len, channel_len, token_key_len, attempts_key_len;
     char *queue;           /* a read-write lock's waiting writers; else NULL */
     size_t queue_len;
-    char *aux;             /* a read lock's timeout keys' prefix ("{name}"); else NULL */
+    char *aux;             /* a read lock's timeout keys' prefix ("{name}"), a fair
+                              lock's timeouts zset; else NULL */
     size_t aux_len;
+    char *pub;             /* a fair lock's channel prefix (its scripts publish to the
+                              next waiter's channel under it); else NULL */
+    size_t pub_len;
+    int64_t thread_wait;   /* a fair lock's thread wait (ms): its last acquire's */
     struct hold *holds;
     /* waiting acquires of this lock, in arrival order (engine_sub.c) */
     struct eng_op *wait_head, *wait_tail;
@@ -256,10 +263,12 @@ static inline int64_t wait_deadline(int64_t now, int64_t wait_ms)
 /* Its names as the script calls take them (lock_calls.h). */
 static inline struct lock_names eng_names(const struct eng_lock *l)
 {
-    return (struct lock_names){l->key, l->token_key, l->attempts_key, l->channel,
-                               l->key_len, l->token_key_len, l->attempts_key_len,
-                               l->channel_len, l->classic, l->kind, l->queue, l->queue_len,
-                               l->aux, l->aux_len};
+    bool fair = l->kind == RLC_KIND_FAIR;
+    return (struct lock_names){l->key, l->token_key, l->attempts_key,
+                               fair ? l->pub : l->channel, l->key_len, l->token_key_len,
+                               l->attempts_key_len, fair ? l->pub_len : l->channel_len,
+                               l->classic, l->kind, l->queue, l->queue_len, l->aux, l->aux_len,
+                               l->thread_wait};
 }
 
 /* ---- operations (engine_op.c; the kinds in engine_acquire.c,
@@ -619,8 +628,14 @@ void sub_timer(rlc_engine *e, struct eng_lock *l, int64_t now);
 bool sub_wanted(const rlc_engine *e, int node);
 
 /* engine_lock.c */
-struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len, int kind);
-struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len, int kind);
+/* A lock by (name, kind, owner): owner counts only for a fair lock, one per
+ * waiter (its own channel). */
+struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len, int kind, uint64_t owner);
+struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len, int kind,
+                           uint64_t owner);
+/* The next lock after `after` (NULL: the first) of name and kind, any owner. */
+struct eng_lock *lock_next_named(const rlc_engine *e, const struct eng_lock *after,
+                                 const char *name, size_t len, int kind);
 /* The first lock of channel ch; lock_next_of_channel, the next one: names
  * such as x and {x} share a channel. */
 struct eng_lock *lock_by_channel(const rlc_engine *e, const char *ch, size_t len);

@@ -39,6 +39,7 @@ static void lock_free(struct eng_lock *l)
 {
     free(l->queue);
     free(l->aux);
+    free(l->pub);
     free(l->name);
     free(l->key);
     free(l->channel);
@@ -48,23 +49,58 @@ static void lock_free(struct eng_lock *l)
 }
 
 /* A name's locks of every kind share its bucket. */
-struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len, int kind)
+struct eng_lock *lock_next_named(const rlc_engine *e, const struct eng_lock *after,
+                                 const char *name, size_t len, int kind)
 {
-    for (struct eng_lock *l = e->buckets[hash(name, len) % ENG_BUCKETS]; l; l = l->next)
+    for (struct eng_lock *l = after ? after->next : e->buckets[hash(name, len) % ENG_BUCKETS]; l;
+         l = l->next)
         if (l->kind == kind && l->name_len == len && memcmp(l->name, name, len) == 0)
             return l;
     return NULL;
 }
 
-/* Its names of its kind (keys.h): the lock's, or a read or write lock's
+struct eng_lock *lock_find(const rlc_engine *e, const char *name, size_t len, int kind,
+                           uint64_t owner)
+{
+    uint64_t who = kind == RLC_KIND_FAIR ? owner : 0;
+    for (struct eng_lock *l = lock_next_named(e, NULL, name, len, kind); l;
+         l = lock_next_named(e, l, name, len, kind))
+        if (l->who == who)
+            return l;
+    return NULL;
+}
+
+/* A fair waiter's own channel: "<prefix>:<uuid>:<owner>" (Redisson's). */
+static char *fair_channel(const rlc_engine *e, const struct eng_lock *l, size_t *len)
+{
+    char tail[96];
+    int n = snprintf(tail, sizeof tail, ":%s:%llu", e->uuid, (unsigned long long)l->who);
+    char *ch = malloc(l->pub_len + (size_t)n + 1);
+    if (ch) {
+        memcpy(ch, l->pub, l->pub_len);
+        memcpy(ch + l->pub_len, tail, (size_t)n + 1);
+        *len = l->pub_len + (size_t)n;
+    }
+    return ch;
+}
+
+/* Its names of its kind (keys.h): the lock's, a read or write lock's
  * (Redisson's RReadWriteLock: its channel and, for a reader, its timeout
- * keys' prefix; our waiting writers' zset). Every one hashes to the key's
- * slot. */
+ * keys' prefix; our waiting writers' zset), or a fair lock's (Redisson's
+ * RFairLock: its queue, its timeouts, the waiter's own channel). Every one
+ * hashes to the key's slot. */
 static bool lock_names_make(const rlc_engine *e, struct eng_lock *l)
 {
     l->token_key = key_derived("redisson_lock_token:", l->key, l->key_len, "", &l->token_key_len);
     l->attempts_key =
         key_own("redlockc_attempts:", l->key, l->key_len, "", &l->attempts_key_len);
+    if (l->kind == RLC_KIND_FAIR) {
+        l->pub = key_derived("redisson_lock__channel:", l->key, l->key_len, "", &l->pub_len);
+        l->queue = key_derived("redisson_lock_queue:", l->key, l->key_len, "", &l->queue_len);
+        l->aux = key_derived("redisson_lock_timeout:", l->key, l->key_len, "", &l->aux_len);
+        l->channel = l->pub ? fair_channel(e, l, &l->channel_len) : NULL;
+        return l->token_key && l->attempts_key && l->pub && l->queue && l->aux && l->channel;
+    }
     if (l->kind == RLC_KIND_READ || l->kind == RLC_KIND_WRITE) {
         l->channel = key_derived("redisson_rwlock:", l->key, l->key_len, "", &l->channel_len);
         l->queue = key_own("redlockc_rwlock_writers:", l->key, l->key_len, "", &l->queue_len);
@@ -103,15 +139,16 @@ struct eng_lock *lock_channel_peer(const rlc_engine *e, const struct eng_lock *l
     return NULL;
 }
 
-struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len, int kind)
+struct eng_lock *lock_get(rlc_engine *e, const char *name, size_t len, int kind, uint64_t owner)
 {
-    struct eng_lock *l = lock_find(e, name, len, kind);
+    struct eng_lock *l = lock_find(e, name, len, kind, owner);
     if (l)
         return l;
     l = calloc(1, sizeof *l);
     if (!l)
         return NULL;
     l->kind = kind;
+    l->who = kind == RLC_KIND_FAIR ? owner : 0;
     l->timer.at = -1;
     l->timer_want = -1;
     size_t plen = strlen(e->opts.key_prefix);

@@ -301,7 +301,7 @@ static void invalidated(rlc_engine *e, const char *key, size_t len)
     size_t plen = strlen(e->opts.key_prefix);
     if (len < plen || memcmp(key, e->opts.key_prefix, plen) != 0)
         return;
-    struct eng_lock *l = lock_find(e, key + plen, len - plen, RLC_KIND_LOCK);
+    struct eng_lock *l = lock_find(e, key + plen, len - plen, RLC_KIND_LOCK, 0);
     if (l)
         dirty_lock(e, l);
 }

@@ -235,11 +235,82 @@ static struct rlc_cmd *rw_release(const struct lock_names *n, const char *uuid,
 
 struct rlc_cmd *call_withdraw(const struct lock_names *n, const char *field, size_t field_len)
 {
+    if (n->kind == RLC_KIND_FAIR) {
+        const char *argv[5] = {n->key, n->queue, n->aux, n->channel, field};
+        size_t lens[5] = {n->key_len, n->queue_len, n->aux_len, n->channel_len, field_len};
+        return cmd_evalsha(&fscript_fair_withdraw, 4, 1, argv, lens);
+    }
     if (n->kind != RLC_KIND_WRITE)
         return NULL;
     const char *argv[2] = {n->queue, field};
     size_t lens[2] = {n->queue_len, field_len};
     return cmd_evalsha(&fscript_write_withdraw, 1, 1, argv, lens);
+}
+
+/* ---- the fair lock's calls (scripts_family.h has their layout) ---- */
+
+static struct rlc_cmd *fair_acquire(const struct lock_names *n, const char *uuid,
+                                    int64_t lease_ms, const char *field, size_t field_len,
+                                    uint64_t attempt, uint64_t outer_level, bool join)
+{
+    char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX], wait[24];
+    const char *argv[10] = {n->key, n->queue, n->aux, n->attempts_key, lease, field, id, wait,
+                            join ? "1" : "0", in};
+    size_t lens[10] = {
+        n->key_len, n->queue_len, n->aux_len, n->attempts_key_len, cmd_i64(lease, lease_ms),
+        field_len, (size_t)lock_attempt_id(uuid, attempt, id, sizeof id),
+        cmd_i64(wait, n->thread_wait), 1,
+        outer_level ? (size_t)lock_attempt_id(uuid, outer_level, in, sizeof in) : 0};
+    return cmd_evalsha(&fscript_fair_acquire, 4, 6, argv, lens);
+}
+
+/* KEYS: lock, attempts; ARGV: the level's attempt id, field, the undo's
+ * tombstone ms; or (ms_first) the renewal's lease, field, attempt id. */
+static struct rlc_cmd *fair_level(const struct script *s, const struct lock_names *n,
+                                  const char *uuid, uint64_t attempt, const char *field,
+                                  size_t field_len, int64_t ms, bool ms_first)
+{
+    char id[LOCK_ATTEMPT_ID_MAX], num[24];
+    size_t id_len = attempt ? (size_t)lock_attempt_id(uuid, attempt, id, sizeof id) : 0;
+    size_t num_len = cmd_i64(num, ms);
+    const char *argv[5] = {n->key, n->attempts_key, ms_first ? num : id, field,
+                           ms_first ? id : num};
+    size_t lens[5] = {n->key_len, n->attempts_key_len, ms_first ? num_len : id_len, field_len,
+                      ms_first ? id_len : num_len};
+    return cmd_evalsha(s, 2, 3, argv, lens);
+}
+
+/* KEYS: lock, queue, timeouts, attempts, channel prefix; ARGV: lease,
+ * field, the level, then the extra levels. */
+static struct rlc_cmd *fair_release(const struct lock_names *n, const char *uuid,
+                                    int64_t lease_ms, const char *field, size_t field_len,
+                                    uint64_t level, const uint64_t *extra, int64_t n_extra)
+{
+    int64_t argc = 8 + n_extra;
+    const char **argv = malloc(sizeof *argv * (size_t)argc);
+    size_t *lens = malloc(sizeof *lens * (size_t)argc);
+    char (*ids)[LOCK_ATTEMPT_ID_MAX] = malloc(LOCK_ATTEMPT_ID_MAX * (size_t)(n_extra + 1));
+    struct rlc_cmd *cmd = NULL;
+    if (argv && lens && ids) {
+        char lease[24];
+        argv[0] = n->key, lens[0] = n->key_len;
+        argv[1] = n->queue, lens[1] = n->queue_len;
+        argv[2] = n->aux, lens[2] = n->aux_len;
+        argv[3] = n->attempts_key, lens[3] = n->attempts_key_len;
+        argv[4] = n->channel, lens[4] = n->channel_len;
+        argv[5] = lease, lens[5] = cmd_i64(lease, lease_ms);
+        argv[6] = field, lens[6] = field_len;
+        for (int64_t k = 0; k <= n_extra; k++) {
+            uint64_t id = k == 0 ? level : extra[k - 1];
+            argv[7 + k] = ids[k];
+            lens[7 + k] = id ? (size_t)lock_attempt_id(uuid, id, ids[k], LOCK_ATTEMPT_ID_MAX) : 0;
+        }
+        cmd = cmd_evalsha(&fscript_fair_release, 5, (int)(argc - 5), argv, lens);
+    }
+    free(argv);
+    free(lens);
+    free(ids);
+    return cmd;
 }
 
 /* ---- the lock's calls ---- */
@@ -253,6 +324,8 @@ struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64
                              waiting);
     if (n->kind == RLC_KIND_READ)
         return read_acquire(n, uuid, lease_ms, field, field_len, attempt, outer_level);
+    if (n->kind == RLC_KIND_FAIR)
+        return fair_acquire(n, uuid, lease_ms, field, field_len, attempt, outer_level, waiting);
     if (n->classic)
         return classic_acquire(n, uuid, lease_ms, attempt, name_holder);
     char lease[24], id[LOCK_ATTEMPT_ID_MAX], in[LOCK_ATTEMPT_ID_MAX];
@@ -278,6 +351,8 @@ struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64
 struct rlc_cmd *call_undo(const struct lock_names *n, const char *uuid, uint64_t attempt,
                           const char *field, size_t field_len, int64_t tomb_ms)
 {
+    if (n->kind == RLC_KIND_FAIR)
+        return fair_level(&fscript_fair_undo, n, uuid, attempt, field, field_len, tomb_ms, false);
     if (n->kind != RLC_KIND_LOCK)
         return rw_level(&fscript_rw_undo, n, uuid, attempt, field, field_len, tomb_ms, false);
     if (n->classic)
@@ -298,6 +373,8 @@ int64_t lock_undo_tomb_ms(int64_t lease_ms, int64_t call_timeout_ms, int64_t con
 struct rlc_cmd *call_renew(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                            const char *field, size_t field_len, uint64_t level)
 {
+    if (n->kind == RLC_KIND_FAIR)
+        return fair_level(&fscript_fair_renew, n, uuid, level, field, field_len, lease_ms, true);
     if (n->kind != RLC_KIND_LOCK)
         return rw_level(&fscript_rw_renew, n, uuid, level, field, field_len, lease_ms, true);
     return call_renew_many(1, n, uuid, lease_ms, &field, &field_len, &level);
@@ -398,6 +475,8 @@ struct rlc_cmd *call_release(const struct lock_names *n, const char *uuid, int64
     /* a read or write release takes its one level (and a lost hold's
      * remains): a level of an earlier attempt whose undo is late is taken
      * by that undo */
+    if (n->kind == RLC_KIND_FAIR)
+        return fair_release(n, uuid, lease_ms, field, field_len, level, extra, n_extra);
     if (n->kind != RLC_KIND_LOCK)
         return rw_release(n, uuid, lease_ms, field, field_len, level, extra, n_extra);
     /* KEYS lock, channel, attempts; ARGV lease, field, the level, upto, then

@@ -28,8 +28,10 @@ struct lock_names {
                      (scripts_family.h) are called: RLC_KIND_READ, RLC_KIND_WRITE */
     const char *queue; /* a read-write lock's waiting writers (a zset), else NULL */
     size_t queue_len;
-    const char *aux;   /* a read lock's timeout keys' prefix "{name}", else NULL */
+    const char *aux;   /* a read lock's timeout keys' prefix "{name}", a fair lock's
+                          timeouts zset, else NULL */
     size_t aux_len;
+    int64_t thread_wait; /* a fair lock's thread wait, ms */
 };
 
 /* A waiting writer's place (the write lock's writers zset) lasts this long
@@ -49,13 +51,14 @@ int lock_attempt_id(const char *uuid, uint64_t attempt, char *buf, size_t size);
  * lock); name_holder: a busy answer names the holder (Redlock's split vote
  * needs it; one node does not); waiting: a try of an acquire that waits (a
  * busy write try then registers the writer as waiting for
- * LOCK_WRITER_INTENT_MS, so that new readers let it in first). */
+ * LOCK_WRITER_INTENT_MS, so that new readers let it in first; a fair try
+ * joins the queue, or keeps its place there, for twice the thread wait). */
 struct rlc_cmd *call_acquire(const struct lock_names *n, const char *uuid, int64_t lease_ms,
                              const char *field, size_t field_len, uint64_t attempt,
                              uint64_t outer_level, bool fencing, bool name_holder, bool waiting);
 
-/* A waiter that gives up leaves its place (a write lock's writers zset), or
- * NULL: the kind keeps none. */
+/* A waiter that gives up leaves its place (a write lock's writers zset, a
+ * fair lock's queue), or NULL: the kind keeps none. */
 struct rlc_cmd *call_withdraw(const struct lock_names *n, const char *field, size_t field_len);
 
 /* Takes back attempt's level wherever it ran, and stops it where it has not

@@ -586,7 +586,9 @@ static void compute_shas(void)
  * loaded beside the lock's. */
 static const struct script *const engine_family[] = {
     &fscript_read_acquire, &fscript_read_release, &fscript_write_acquire,
-    &fscript_write_release, &fscript_rw_undo, &fscript_rw_renew, &fscript_write_withdraw};
+    &fscript_write_release, &fscript_rw_undo, &fscript_rw_renew, &fscript_write_withdraw,
+    &fscript_fair_acquire, &fscript_fair_release, &fscript_fair_withdraw, &fscript_fair_undo,
+    &fscript_fair_renew};
 
 size_t scripts_engine(const struct script **out, bool twins, bool classic)
 {

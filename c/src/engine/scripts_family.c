@@ -178,11 +178,11 @@ struct script fscript_read_release = {
     HEAD READ_DROP
     "local n, took = 1, 0\n"
     "for i = 3, #ARGV do\n"
-    "  local ran = redis.call('hexists', KEYS[4], ARGV[i]) == 1\n"
-    "  if n > 0 and may_release(KEYS[1], KEYS[4], ARGV[i], ARGV[2]) then\n"
+    "  local rec = redis.call('hget', KEYS[4], ARGV[i])\n"
+    "  if rec ~= 'u' and n > 0 and may_release(KEYS[1], KEYS[4], ARGV[i], ARGV[2]) then\n"
     "    n, took = redis.call('hincrby', KEYS[1], ARGV[2], -1), took + 1\n"
     "    read_drop(KEYS[3], n)\n"
-    "  elseif not ran then\n"
+    "  elseif not rec then\n"
     "    tombstone(KEYS[4], ARGV[i], tonumber(ARGV[1]) + 60000)\n"
     "  end\n"
     "end\n"
@@ -218,7 +218,8 @@ struct script fscript_read_release = {
  * and nothing is raised then (nobody counts on the hold any more). A level
  * whose attempt has not run here (a node that did not answer in time) gets
  * a tombstone, as the lock's release gives it, so that its acquire does
- * nothing when it comes late.
+ * nothing when it comes late; a tombstone already there stays (this
+ * release sent again on a new connection must not take it away).
  * The write hold's last level: the hash goes (or turns to mode read when
  * the writer still holds read levels, as in Redisson); either way waiting
  * readers may come in, so it publishes 1, which wakes every Redisson
@@ -229,10 +230,10 @@ struct script fscript_write_release = {
     "local writing = redis.call('hget', KEYS[1], 'mode') == 'write'\n"
     "local n, took = 1, 0\n"
     "for i = 3, #ARGV do\n"
-    "  local ran = redis.call('hexists', KEYS[3], ARGV[i]) == 1\n"
-    "  if writing and n > 0 and may_release(KEYS[1], KEYS[3], ARGV[i], ARGV[2]) then\n"
+    "  local rec = redis.call('hget', KEYS[3], ARGV[i])\n"
+    "  if rec ~= 'u' and writing and n > 0 and may_release(KEYS[1], KEYS[3], ARGV[i], ARGV[2]) then\n"
     "    n, took = redis.call('hincrby', KEYS[1], ARGV[2], -1), took + 1\n"
-    "  elseif not ran then\n"
+    "  elseif not rec then\n"
     "    tombstone(KEYS[3], ARGV[i], tonumber(ARGV[1]) + 60000)\n"
     "  end\n"
     "end\n"
@@ -375,10 +376,20 @@ struct script fscript_fair_acquire = {
 struct script fscript_fair_release = {
     "fair_release",
     HEAD FAIR_PRUNE
-    "if not may_release(KEYS[1], KEYS[4], ARGV[3], ARGV[2]) then return -1 end\n"
-    "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "local n, took = 1, 0\n"
+    "for i = 3, #ARGV do\n"
+    "  local rec = redis.call('hget', KEYS[4], ARGV[i])\n"
+    "  if rec ~= 'u' and n > 0 and may_release(KEYS[1], KEYS[4], ARGV[i], ARGV[2]) then\n"
+    "    n, took = redis.call('hincrby', KEYS[1], ARGV[2], -1), took + 1\n"
+    "  elseif not rec then\n"
+    "    tombstone(KEYS[4], ARGV[i], tonumber(ARGV[1]) + 60000)\n"
+    "  end\n"
+    "end\n"
+    "if took == 0 then return -1 end\n"
     "if n > 0 then\n"
-    "  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end\n"
+    "  if #ARGV == 3 and redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then\n"
+    "    redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  end\n"
     "  return {n, 0}\n"
     "end\n"
     "redis.call('hdel', KEYS[1], ARGV[2])\n"

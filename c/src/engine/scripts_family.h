@@ -53,7 +53,9 @@ extern struct script fscript_write_withdraw;
  * id, thread wait ms, "1" to join (or stay in) the queue, outer. */
 extern struct script fscript_fair_acquire;
 /* KEYS: hash, queue, timeouts zset, attempts, channel prefix. ARGV: lease,
- * field, attempt id. Publishes 0 to the next waiter's own channel. */
+ * field, attempt id, then the attempt ids of a lost hold's other levels (as
+ * the write release: a level whose attempt has not run gets a tombstone).
+ * Publishes 0 to the next waiter's own channel. */
 extern struct script fscript_fair_release;
 /* KEYS: hash, queue, timeouts zset, channel prefix. ARGV: field. A waiter
  * that gives up leaves the queue (and wakes the next one if it is free). */
