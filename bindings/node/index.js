@@ -2,10 +2,12 @@
 // redlockc for Node.js: Redisson-compatible distributed locks and Redlock,
 // over libredlockc.so.1. Every call that may touch the network returns a
 // Promise; times are milliseconds, like setTimeout. A Lock (every call of
-// it) and fencedSet run on the library's engine, driven from this thread
-// with net.Sockets (lib/engine_driver.js): a waiting acquire holds no
-// thread. The lock family still calls the blocking API on a helper thread
-// (lib/native.js), through a blocking client made on the family's first use.
+// it), a ReadWriteLock (both sides and mode(), lib/family.js) and fencedSet
+// run on the library's engine, driven from this thread with net.Sockets
+// (lib/engine_driver.js): a waiting acquire holds no thread. The fair lock,
+// the semaphores and the multi-name lock still call the blocking API on a
+// helper thread (lib/native.js), through a blocking client made on their
+// first use.
 //
 //   const { Client } = require('redlockc');
 //   const client = new Client('redis://127.0.0.1:6379');
@@ -251,9 +253,10 @@ class Client extends EventEmitter {
       if (e instanceof StartError) throw asWritten(errorFor(e.status, e.message, strerror), written);
       throw e;
     }
-    // The blocking client (the lock family) is made on the family's first
-    // use (_native): a program of Locks alone starts no thread and opens no
-    // connection but the engine's.
+    // The blocking client (the fair lock, the semaphores, the multi-name
+    // lock) is made on their first use (_native): a program of Locks and
+    // read-write locks starts no thread and opens no connection but the
+    // engine's.
     this._nodes = nodes;
     this._optionText = text;
     this._written = written;

@@ -941,7 +941,7 @@ class ReadWriteLock:
         """``None`` (free), ``"read"`` or ``"write"``: the hash's mode field
         that a quorum of nodes agrees on (None without agreement). Asks Redis,
         one round on the connections the locks use, as the blocking
-        ``ReadWriteLock.mode()`` does."""
+        ``ReadWriteLock.mode`` (a property there) does."""
         name = self._name
         m = await self._client._round(lambda e, now: _query(e, name, _QUERY_OWNER, _Q_MODE, now))
         return _MODES.get(m)
