@@ -260,6 +260,13 @@ static inline int64_t wait_deadline(int64_t now, int64_t wait_ms)
     return wait_ms < 0 || wait_ms > INT64_MAX - now ? -1 : now + wait_ms;
 }
 
+/* What l is called in a message: "lock", "read lock", "write lock", "fair lock". */
+static inline const char *lock_noun(const struct eng_lock *l)
+{
+    static const char *const nouns[] = {"lock", "read lock", "write lock", "fair lock"};
+    return l->kind >= 0 && l->kind <= RLC_KIND_FAIR ? nouns[l->kind] : "lock";
+}
+
 /* Its names as the script calls take them (lock_calls.h). */
 static inline struct lock_names eng_names(const struct eng_lock *l)
 {

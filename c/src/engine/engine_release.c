@@ -33,10 +33,12 @@ static void finish(rlc_engine *e, struct eng_op *op, int rc, const char *msg, in
 static int not_held(const struct hold *h, bool had_hold, char *msg, size_t size)
 {
     if (had_hold) {
-        snprintf(msg, size, "lock '%s' was lost: it expired or was taken", RLC_SHOWN(h->lock->name));
+        snprintf(msg, size, "%s '%s' was lost: it expired or was taken", lock_noun(h->lock),
+                 RLC_SHOWN(h->lock->name));
         return RLC_E_LOST;
     }
-    snprintf(msg, size, "lock '%s' is not held by %s", RLC_SHOWN(h->lock->name), h->field);
+    snprintf(msg, size, "%s '%s' is not held by %s", lock_noun(h->lock), RLC_SHOWN(h->lock->name),
+             h->field);
     return RLC_E_NOT_OWNER;
 }
 
@@ -64,12 +66,13 @@ bool hold_take_lost(rlc_engine *e, struct eng_op *op, const char *verb, bool rel
     char msg[300];
     if (why == RLC_E_LOST)
         snprintf(msg, sizeof msg,
-                 "lock '%s' was lost before this %s: it expired or was taken; nothing was "
-                 "changed", RLC_SHOWN(h->lock->name), verb);
+                 "%s '%s' was lost before this %s: it expired or was taken; nothing was "
+                 "changed", lock_noun(h->lock), RLC_SHOWN(h->lock->name), verb);
     else
         snprintf(msg, sizeof msg,
-                 "lock '%s' was lost before this %s: renewals failed (%s) until its lease "
-                 "ran out; nothing was changed", RLC_SHOWN(h->lock->name), verb, rlc_strerror(why));
+                 "%s '%s' was lost before this %s: renewals failed (%s) until its lease "
+                 "ran out; nothing was changed", lock_noun(h->lock), RLC_SHOWN(h->lock->name),
+                 verb, rlc_strerror(why));
     finish(e, op, RLC_E_LOST, msg, now);
     return true;
 }

@@ -97,15 +97,14 @@ static void lose(rlc_engine *e, struct hold *h, int why)
     renew_schedule(e, h);
     char msg[300];
     if (fixed)
-        snprintf(msg, sizeof msg, "lock '%s' was lost: its lease of %lld ms ran out",
-                 RLC_SHOWN(h->lock->name), (long long)h->lease_ms);
+        snprintf(msg, sizeof msg, "%s '%s' was lost: its lease of %lld ms ran out",
+                 lock_noun(h->lock), RLC_SHOWN(h->lock->name), (long long)h->lease_ms);
     else if (why == RLC_E_LOST)
-        snprintf(msg, sizeof msg, "lock '%s' was lost: it expired or was taken",
-                 RLC_SHOWN(h->lock->name));
+        snprintf(msg, sizeof msg, "%s '%s' was lost: it expired or was taken",
+                 lock_noun(h->lock), RLC_SHOWN(h->lock->name));
     else
-        snprintf(msg, sizeof msg,
-                 "lock '%s' was lost: renewals failed (%s) until its lease ran out",
-                 RLC_SHOWN(h->lock->name), rlc_strerror(why));
+        snprintf(msg, sizeof msg, "%s '%s' was lost: renewals failed (%s) until its lease ran out",
+                 lock_noun(h->lock), RLC_SHOWN(h->lock->name), rlc_strerror(why));
     eng_event_lost(e, h, why, msg);
 }
 
