@@ -331,6 +331,7 @@ async def test_a_read_holds_loss_reaches_its_read_side_only(server, raw):
         raw.delete("rlost")  # taken from under the reader: its next renewal finds it gone
         assert await until(lambda: heard["read"], timeout=30), "the read side heard its loss"
         assert isinstance(heard["read"][0], aio.LockLostError)
+        assert "read lock 'rlost'" in str(heard["read"][0]), "the message names the side"
         assert rw.read().lost.is_set() and rw.read().hold_count == 0
         await asyncio.sleep(0)  # any callback queued for the others has run by now
         assert heard["write"] == [] and heard["lock"] == [], \
