@@ -219,6 +219,12 @@ bool acquire_sleep(rlc_engine *e, struct eng_op *op, int64_t retry_ms, int64_t s
     op->waited = true;
     sub_join(e, op);
     op->woken = false;
+    if (op->rewake) {
+        /* everyone was woken while this try was out: look again now */
+        op->rewake = false;
+        op->woken = true;
+        return true;
+    }
     int64_t until = op->wait_deadline;
     op->retry_at = -1;
     /* a waiting writer's place, a fair waiter's in the queue, lapses

@@ -326,6 +326,9 @@ struct eng_op {
     struct eng_op *wnext, *wprev; /* in the lock's waiters */
     bool waiting;          /* in the lock's waiters */
     bool woken;            /* a wake is on its way to it */
+    bool rewake;           /* a wake for every waiter came while its try was out: a
+                              busy answer to that try is from before, so it tries
+                              again at once instead of sleeping (acquire_sleep) */
     bool canceled;
     int64_t wait_ms, lease_req, wait_deadline;
     int64_t queued_at;     /* when the caller asked (an acquire's wait time) */

@@ -150,6 +150,8 @@ static void wake_all(rlc_engine *e, struct eng_lock *l, int64_t now)
     struct eng_op *op = l->wait_head;
     while (op) {
         struct eng_op *next = op->wnext;
+        if (op->phase != P_WAIT)
+            op->rewake = true; /* its try may have run before what woke everyone */
         if (!op->woken) {
             op->woken = true;
             op->cls->wake(e, op, now);
