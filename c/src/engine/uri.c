@@ -245,7 +245,8 @@ static int split_authority(const char *uri, size_t len, const char *p, const cha
 
 static int parse_tcp(const char *uri, size_t len, size_t scheme_len, struct node_addr *a)
 {
-    const char *end = uri + len, *p, *auth_end;
+    /* p and auth_end are set by split_authority when it answers RLC_OK */
+    const char *end = uri + len, *p = NULL, *auth_end = NULL;
     int rc = split_authority(uri, len, uri + scheme_len, end, a, &p, &auth_end);
     if (rc != RLC_OK)
         return rc;
@@ -348,7 +349,8 @@ static int parse_master(const char *uri, size_t len, const char *s, const char *
  * The list splitter hands over the seeds already joined back with ','. */
 static int parse_multi(const char *uri, size_t len, size_t scheme_len, struct node_addr *a)
 {
-    const char *end = uri + len, *p, *auth_end;
+    /* p and auth_end are set by split_authority when it answers RLC_OK */
+    const char *end = uri + len, *p = NULL, *auth_end = NULL;
     int rc = split_authority(uri, len, uri + scheme_len, end, a, &p, &auth_end);
     if (rc != RLC_OK)
         return rc;
