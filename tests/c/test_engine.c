@@ -91,6 +91,7 @@ TEST(a_query_reads_the_lock_on_the_lock_connection_and_waits_for_no_acquire)
     CHECK(el_query(&L, "q", 1, RLC_Q_LOCKED, &rc) == 0 && rc == RLC_OK, "free: locked");
     CHECK(el_query(&L, "q", 1, RLC_Q_TTL, &rc) == -2 && rc == RLC_OK, "free: ttl -2");
     CHECK(el_query(&L, "q", 1, RLC_Q_COUNT, &rc) == 0 && rc == RLC_OK, "free: count");
+    CHECK(el_query(&L, "q", 1, RLC_Q_MODE, &rc) == 0 && rc == RLC_OK, "free: no mode");
     CHECK_RC(el_acquire(&L, "q", 1, 0, 20000, NULL), RLC_OK);
     CHECK_RC(el_acquire(&L, "q", 1, 0, 20000, NULL), RLC_OK);
     CHECK(el_query(&L, "q", 1, RLC_Q_LOCKED, &rc) == 1 && rc == RLC_OK, "held: locked");
@@ -113,7 +114,7 @@ TEST(a_query_reads_the_lock_on_the_lock_connection_and_waits_for_no_acquire)
     CHECK(L.opens <= 2, "%d connections opened (commands and subscriber only)", L.opens);
     uint64_t op;
     CHECK_RC(rlc_engine_query(L.e, "q", 1, 1, 0, el_now(), &op), RLC_E_INVAL);
-    CHECK_RC(rlc_engine_query(L.e, "q", 1, 1, 5, el_now(), &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_query(L.e, "q", 1, 1, RLC_Q_MODE + 1, el_now(), &op), RLC_E_INVAL);
     CHECK_RC(rlc_engine_query(L.e, "q", 1, 0, RLC_Q_LOCKED, el_now(), &op), RLC_E_INVAL);
     CHECK_RC(rlc_engine_query(L.e, NULL, 0, 1, RLC_Q_LOCKED, el_now(), &op), RLC_E_INVAL);
     CHECK_RC(rlc_engine_query(L.e, "q", 1, 1, RLC_Q_LOCKED, el_now(), NULL), RLC_E_INVAL);

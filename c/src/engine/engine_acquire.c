@@ -488,7 +488,10 @@ static void acquire_timer(rlc_engine *e, struct eng_op *op, int64_t now)
 static void acquire_wake(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     if (op->phase != P_WAIT) {
-        op->woken = false; /* it is trying already; the wake goes to nobody */
+        /* it is trying already: if that try ran before what woke it, its
+         * busy answer sends it to try again at once */
+        op->woken = false;
+        op->rewake = true;
         return;
     }
     timer_clear(e, &op->timer);

@@ -326,9 +326,9 @@ struct eng_op {
     struct eng_op *wnext, *wprev; /* in the lock's waiters */
     bool waiting;          /* in the lock's waiters */
     bool woken;            /* a wake is on its way to it */
-    bool rewake;           /* a wake for every waiter came while its try was out: a
-                              busy answer to that try is from before, so it tries
-                              again at once instead of sleeping (acquire_sleep) */
+    bool rewake;           /* a wake came while its try was out: a busy answer to
+                              that try is from before, so it tries again at once
+                              instead of sleeping (acquire_sleep) */
     bool canceled;
     int64_t wait_ms, lease_req, wait_deadline;
     int64_t queued_at;     /* when the caller asked (an acquire's wait time) */
@@ -627,9 +627,10 @@ const char *sentinel_why(const rlc_engine *e, int node);
 void sub_join(rlc_engine *e, struct eng_op *op);
 void sub_leave(rlc_engine *e, struct eng_op *op);
 void sub_wake_one(rlc_engine *e, struct eng_lock *l, int64_t now);
-/* Wakes every waiter of every lock of l's channel (a write release's
- * message, 1, is Redisson's READ_UNLOCK_MESSAGE: every waiter looks). */
-void sub_wake_channel(rlc_engine *e, struct eng_lock *l, int64_t now);
+/* Wakes every read waiter of l's channel: a write release's message, 1
+ * (Redisson's READ_UNLOCK_MESSAGE), lets readers in together, while
+ * writers, who exclude each other, are woken one per message as a lock's. */
+void sub_wake_readers(rlc_engine *e, struct eng_lock *l, int64_t now);
 void sub_on_connected(rlc_engine *e, struct conn *c);
 void sub_on_closed(rlc_engine *e, struct conn *c);
 int sub_received(rlc_engine *e, struct conn *c, const char *data, size_t len, int64_t now);

@@ -129,11 +129,11 @@ static void release_decide(rlc_engine *e, struct eng_op *op, int64_t now)
     }
     /* our own waiters hear of it now, not a message's round trip later;
      * the messages of this release then wake nobody more (engine_sub.c). A
-     * write release's message (1) wakes every waiter of the channel, the
-     * read side's too, so all are woken at once (and again by it). */
-    if (quorum_has(e->n, freed) && h->lock->kind == RLC_KIND_WRITE) {
-        sub_wake_channel(e, h->lock, now);
-    } else if (quorum_has(e->n, freed) && h->lock->waiters) {
+     * write release's message (1) wakes every reader of the channel, so
+     * those are woken at once (and again by it). */
+    if (quorum_has(e->n, freed) && h->lock->kind == RLC_KIND_WRITE)
+        sub_wake_readers(e, h->lock, now);
+    if (quorum_has(e->n, freed) && h->lock->waiters) {
         h->lock->own_msgs += freed;
         sub_wake_one(e, h->lock, now);
     }

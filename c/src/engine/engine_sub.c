@@ -160,11 +160,12 @@ static void wake_all(rlc_engine *e, struct eng_lock *l, int64_t now)
     }
 }
 
-void sub_wake_channel(rlc_engine *e, struct eng_lock *l, int64_t now)
+void sub_wake_readers(rlc_engine *e, struct eng_lock *l, int64_t now)
 {
     for (struct eng_lock *o = lock_by_channel(e, l->channel, l->channel_len), *next; o; o = next) {
         next = lock_next_of_channel(o); /* a wake may end an op, and free no lock */
-        wake_all(e, o, now);
+        if (o->kind == RLC_KIND_READ)
+            wake_all(e, o, now);
     }
 }
 
@@ -326,7 +327,8 @@ static void on_channel_reply(rlc_engine *e, struct conn *c, const redisReply *r,
         kind++;
     if (strcmp(kind, "message") == 0) {
         const redisReply *m = r->elements > 2 ? r->element[2] : NULL;
-        if (m && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1')
+        if (m && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1' &&
+            l->kind == RLC_KIND_READ)
             wake_all(e, l, now); /* a write unlock: readers come in together */
         else if (l->own_msgs > 0)
             l->own_msgs--;
