@@ -578,8 +578,20 @@ static void compute_shas(void)
     /* loaded where it is first called (a NOSCRIPT there): it writes the
      * resource, not a lock, and most connections never call it */
     sha1_hex(script_fenced_set.source, strlen(script_fenced_set.source), script_fenced_set.sha);
-    const struct script *const *family;
-    scripts_family(&family);
+    /* the family's, with the SPUBLISH twins of those that publish: without
+     * them a waiter on a sharded cluster (SSUBSCRIBEd) hears no release and
+     * only finds the lock free at its next poll. Static storage: a library
+     * that is unloaded leaves nothing behind. */
+    struct script *const *family;
+    size_t nf = scripts_family(&family);
+    static struct script family_twins[24];
+    static char family_pool[64 * 1024];
+    size_t used = 0;
+    for (size_t i = 0; i < nf && i < COUNT(family_twins); i++) {
+        sha1_hex(family[i]->source, strlen(family[i]->source), family[i]->sha);
+        used += script_make_sharded(family[i], &family_twins[i], family_pool + used,
+                                    sizeof family_pool - used);
+    }
 }
 
 /* The lock family's kinds the engine runs (lock_calls.c): their scripts are

@@ -7,11 +7,8 @@
  * <field>", or "u" when the undo ran first; field "e" is the epoch, the id
  * of the attempt that created the current hash.
  */
-#include <pthread.h>
-#include <string.h>
 
 #include "scripts_family.h"
-#include "sha1.h"
 
 /* now_ms: the server's clock (Redis 7 replicates scripts by effects, so
  * TIME is allowed). level_of: the pttl before of attempt id if it ran in
@@ -567,26 +564,8 @@ static struct script *const all[] = {
     &fscript_sem_release};
 enum { N = sizeof all / sizeof all[0] };
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-static void compute(void)
+size_t scripts_family(struct script *const **list)
 {
-    /* SPUBLISH twins of those that publish, for sharded clusters: without
-     * them a waiter there (SSUBSCRIBEd) hears no release and only finds the
-     * lock free at its next poll. Static storage: a library that is
-     * unloaded leaves nothing behind. */
-    static struct script twins[N];
-    static char pool[64 * 1024];
-    size_t used = 0;
-    for (size_t i = 0; i < N; i++) {
-        sha1_hex(all[i]->source, strlen(all[i]->source), all[i]->sha);
-        used += script_make_sharded(all[i], &twins[i], pool + used, sizeof pool - used);
-    }
-}
-
-size_t scripts_family(const struct script *const **list)
-{
-    pthread_once(&once, compute);
-    *list = (const struct script *const *)all;
+    *list = all;
     return N;
 }

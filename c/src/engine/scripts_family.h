@@ -88,8 +88,8 @@ extern struct script fscript_sem_acquire;
  * its record names, or writes the tombstone). -> permits given. */
 extern struct script fscript_sem_release;
 
-/* Every script above, their SHA-1 names and SPUBLISH twins computed (once,
- * thread-safe): *list points at static storage; returns how many. */
-size_t scripts_family(const struct script *const **list);
+/* Every script above: *list points at static storage; returns how many.
+ * Their SHA-1 names and SPUBLISH twins are made by scripts_init(). */
+size_t scripts_family(struct script *const **list);
 
 #endif

@@ -126,11 +126,12 @@ int fam_cancel(rlc_client *c, atomic_uint_fast64_t *cancels)
 
 void fscripts_init(void)
 {
-    const struct script *const *list;
+    struct script *const *list;
+    scripts_init(); /* their SHA-1 names */
     size_t n = scripts_family(&list);
     /* SCRIPT LOAD in each command connection's handshake, as the RLock's:
      * none is left to EVAL's cache, which Redis 7.4+ and Valkey 8 evict.
      * The SPUBLISH twins (a sharded cluster's) are loaded at their first
      * NOSCRIPT (mux.c). */
-    conn_load_also(list, n);
+    conn_load_also((const struct script *const *)list, n);
 }
