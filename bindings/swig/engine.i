@@ -14,6 +14,8 @@
  *     answer of a one-shot round is its DONE event's count;
  *   - the *_kind calls are the same for a lock kind (RLC_KIND_*, its first
  *     argument after the engine); the calls without it are RLC_KIND_LOCK's;
+ *     a fair lock (RLC_KIND_FAIR) is acquired with rlcpy_engine_acquire_fair
+ *     (its thread wait), and released and counted with the *_kind calls;
  *   - rlcpy_engine_flush(e), the driver's one call after each step, returns
  *     everything a driver must act on, in one crossing; rlcpy_engine_step
  *     feeds bytes read (or a tick) first.
@@ -127,6 +129,7 @@ static PyObject *rlcpy_counters(int n, const uint64_t *v)
 %nothread rlcpy_engine_validity_ms;
 %nothread rlcpy_engine_metrics;
 %nothread rlcpy_engine_acquire_kind;
+%nothread rlcpy_engine_acquire_fair;
 %nothread rlcpy_engine_release_kind;
 %nothread rlcpy_engine_forget_kind;
 %nothread rlcpy_engine_hold_count_kind;
@@ -363,6 +366,22 @@ PyObject *rlcpy_engine_acquire_kind(rlc_engine *e, int kind, PyObject *name, uin
     if (!rlcpy_name(name, &p, &n))
         return NULL;
     int st = rlc_engine_acquire_kind(e, kind, p, n, owner, wait_ms, lease_ms, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+/* A fair lock's acquire (RLC_KIND_FAIR), with its thread wait (ms, > 0):
+ * released, forgotten and counted with the *_kind calls above and below. */
+PyObject *rlcpy_engine_acquire_fair(rlc_engine *e, PyObject *name, uint64_t owner,
+                                    int64_t wait_ms, int64_t lease_ms, int64_t thread_wait_ms,
+                                    int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_acquire_fair(e, p, n, owner, wait_ms, lease_ms, thread_wait_ms, now_ms,
+                                     &op);
     return rlcpy_op_result(st, op);
 }
 

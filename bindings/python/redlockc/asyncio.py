@@ -47,7 +47,7 @@ from ._units import lease_ms as _lease_ms
 from ._units import lease_refused as _lease_refused
 from ._units import wait_ms as _wait_ms
 
-__all__ = ["Client", "Lock", "ReadWriteLock", "ReadLock", "WriteLock", "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError",
+__all__ = ["Client", "Lock", "ReadWriteLock", "ReadLock", "WriteLock", "FairLock", "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError",
            "TimeoutError", "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError",
            "ProtocolError", "ClosedError", "AuthenticationError", "NotAcquiredError"]
 
@@ -60,6 +60,7 @@ _OK = _core.RLC_OK
 _NOT_ACQUIRED = _core.RLC_NOT_ACQUIRED
 _E_CANCELED = _core.RLC_E_CANCELED
 _acquire_kind = _core.rlcpy_engine_acquire_kind
+_acquire_fair = _core.rlcpy_engine_acquire_fair
 _release_kind = _core.rlcpy_engine_release_kind
 _extend = _core.rlcpy_engine_extend
 _validity_ms_kind = _core.rlcpy_engine_validity_ms_kind
@@ -68,7 +69,12 @@ _hold_count_kind = _core.rlcpy_engine_hold_count_kind
 _KIND_LOCK = _core.RLC_KIND_LOCK
 _KIND_READ = _core.RLC_KIND_READ
 _KIND_WRITE = _core.RLC_KIND_WRITE
-_NOUNS = {_KIND_LOCK: "lock", _KIND_READ: "read lock", _KIND_WRITE: "write lock"}
+_KIND_FAIR = _core.RLC_KIND_FAIR
+_NOUNS = {_KIND_LOCK: "lock", _KIND_READ: "read lock", _KIND_WRITE: "write lock",
+          _KIND_FAIR: "fair lock"}
+# A fair waiter's thread wait without one given (Redisson's threadWaitTime,
+# what the blocking FairLock's 0 means).
+_DEFAULT_THREAD_WAIT_MS = 5000
 _query = _core.rlcpy_engine_query
 _force_release = _core.rlcpy_engine_force_release
 _fenced_set = _core.rlcpy_engine_fenced_set
@@ -178,6 +184,14 @@ class Client:
         lease as for :meth:`lock` (timeout and lease: what ``async with
         rw.read():`` and ``rw.write():`` wait and lease)."""
         return ReadWriteLock(self, name, owner, timeout=timeout, lease=lease)
+
+    def fair_lock(self, name, owner=None, thread_wait=None, *, timeout=None, lease=None):
+        """A :class:`FairLock` for ``name`` (no I/O): first come, first served;
+        a client of one node only (InvalidArgument otherwise). owner, timeout
+        and lease as for :meth:`lock`; thread_wait (seconds, default 5) as the
+        blocking ``Client.fair_lock``'s: a waiter that stopped trying leaves
+        the queue at most twice that after its last try."""
+        return FairLock(self, name, owner, thread_wait, timeout=timeout, lease=lease)
 
     def _task_owner(self, make):
         """The current task's owner id (made if `make`), or 0: no task, or
@@ -407,9 +421,10 @@ def _free_engine(driver):
 
 
 class _KindLock:
-    """What the engine's lock kinds share (Lock, ReadLock, WriteLock): a hold of one
-    (name, kind) by one owner of the client, its waits, levels, validity and
-    loss. A subclass names its kind (RLC_KIND_*) and what it is called."""
+    """What the engine's lock kinds share (Lock, ReadLock, WriteLock,
+    FairLock): a hold of one (name, kind) by one owner of the client, its
+    waits, levels, validity and loss. A subclass names its kind (RLC_KIND_*)
+    and what it is called, and a FairLock how it starts an acquire."""
 
 
     __slots__ = ("_client", "_name", "_owner", "_owner_id", "_timeout", "_lease", "_lost_fns",
@@ -479,7 +494,7 @@ class _KindLock:
         d = self._client._bind()
         owner = self._running_owner(owner)
         try:
-            op = _acquire_kind(d.engine, self._kind, self._name, owner, wait, lease_ms, d.now())
+            op = self._start_acquire(d, owner, wait, lease_ms)
         except InvalidArgument as e:
             raise _lease_refused(e, lease) from None
         client = self._client
@@ -510,6 +525,10 @@ class _KindLock:
         if status == _E_CANCELED and client._closed:
             raise ClosedError(_core.RLC_E_CLOSED, "the client was closed while this waited")
         raise error_for(status, ev[8] or None)
+
+    def _start_acquire(self, d, owner, wait, lease_ms):
+        """The engine's acquire of this kind; its operation id."""
+        return _acquire_kind(d.engine, self._kind, self._name, owner, wait, lease_ms, d.now())
 
     def release(self):
         """Releases one level of this owner's hold (the calling task's, with
@@ -966,6 +985,57 @@ class ReadWriteLock:
     def __repr__(self):
         owner = "task" if self._owner is None else self._owner
         return f"<redlockc.asyncio.ReadWriteLock {self._name!r} owner={owner}>"
+
+
+class FairLock(_KindLock):
+    """A Redisson-compatible fair lock for asyncio: waiters get it in the
+    order they came, across clients (RFairLock's layout: the lock's hash and
+    field ``"<uuid>:<owner>"``, the queue ``redisson_lock_queue:{name}``, the
+    timeouts ``redisson_lock_timeout:{name}``, each waiter's own channel
+    ``redisson_lock__channel:{name}:<uuid>:<owner>``), on the engine
+    (RLC_KIND_FAIR), so it excludes the blocking client's and Redisson's fair
+    locks of the name.
+
+    Made by ``client.fair_lock(name, owner=None, thread_wait=None, *,
+    timeout=None, lease=None)``; a client of one node only (each node keeps
+    its own queue, so no quorum shares an order): InvalidArgument otherwise.
+    The verbs of :class:`Lock` that every lock kind has: ``await
+    acquire(blocking=True, timeout=None, lease=None)``, ``await release()``,
+    ``async with`` (and ``async with f(timeout=5):``), ``hold_count``,
+    ``validity``, ``owned()``, ``lost``, ``lost_error``, ``on_lost(fn)``,
+    ``cancel_on_lost()``. Owners as for Lock (the calling task, or the
+    explicit owner); reentrant. Its holds are apart from a Lock's of the
+    name: a fair hold's loss reaches only FairLocks of the name. A waiting
+    acquire joins the queue and keeps its place by trying at least every
+    half ``thread_wait``; the release wakes the first in line, by its own
+    channel. Cancelling the waiting task ends the wait and leaves nothing:
+    no place in the queue, no timeout. No fencing token and no ``extend()``
+    (give a lease at acquire).
+    """
+
+    __slots__ = ("_thread_wait_ms",)
+    _kind = _KIND_FAIR
+    _noun = "fair lock"
+
+    def __init__(self, client, name, owner=None, thread_wait=None, *, timeout=None, lease=None):
+        """See ``Client.fair_lock()``."""
+        super().__init__(client, name, owner, timeout=timeout, lease=lease)
+        self._thread_wait_ms = (_DEFAULT_THREAD_WAIT_MS if thread_wait is None
+                                else _lease_ms(thread_wait, "thread_wait"))
+        if len(client._nodes) > 1:
+            raise invalid(f"a fair lock over {len(client._nodes)} nodes is refused: each node "
+                          "keeps its own queue, so no order is shared by a quorum and the FIFO "
+                          "promise cannot hold (use one node, or client.lock for Redlock)")
+
+    def _start_acquire(self, d, owner, wait, lease_ms):
+        return _acquire_fair(d.engine, self._name, owner, wait, lease_ms, self._thread_wait_ms,
+                             d.now())
+
+    @property
+    def thread_wait(self):
+        """Seconds a queued waiter that stopped trying keeps its place (twice
+        this, as Redisson counts)."""
+        return self._thread_wait_ms / 1000
 
 
 def _cancel_task(task, why):
