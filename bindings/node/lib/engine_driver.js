@@ -39,6 +39,7 @@ const efn = {
   option: lib.func('const char *rlc_engine_option(void *e, const char *name)'),
   take: lib.func('size_t rlcn_engine_take(void *e, int conn, uint8_t *buf, size_t cap)'),
   start: lib.func('uint64_t rlcn_engine_start(void *e, int kind, int lockKind, const uint8_t *name, size_t len, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
+  startFair: lib.func('uint64_t rlcn_engine_start_fair(void *e, const uint8_t *name, size_t len, uint64_t owner, int64_t wait, int64_t lease, int64_t threadWait, int64_t now, void *res)'),
   startFenced: lib.func('uint64_t rlcn_engine_start_fenced(void *e, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, uint64_t token, int64_t now, void *res)'),
   startMulti: lib.func('uint64_t rlcn_engine_start_multi(void *e, const uint8_t *names, int n, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
   event: lib.func('int rlcn_engine_event(void *e, uint8_t *buf, size_t cap)'),
@@ -64,9 +65,9 @@ const efn = {
 const KIND = { ACQUIRE: 0, RELEASE: 1, EXTEND: 2, FORCE_RELEASE: 3, QUERY: 4, FENCED_SET: -1 };
 // RLC_Q_* of redlockc.h; MODE: a read-write lock's (0 free, 1 read, 2 write).
 const Q = { LOCKED: 1, HELD: 2, COUNT: 3, TTL: 4, MODE: 5 };
-// The lock kinds the engine runs (RLC_KIND_* of redlockc.h): a Lock's, and
-// the read and write sides of a read-write lock (lib/family.js).
-const LOCK_KIND = { LOCK: 0, READ: 1, WRITE: 2 };
+// The lock kinds the engine runs (RLC_KIND_* of redlockc.h): a Lock's, the
+// read and write sides of a read-write lock and the fair lock (lib/family.js).
+const LOCK_KIND = { LOCK: 0, READ: 1, WRITE: 2, FAIR: 3 };
 const EV_DONE = 1;
 const EV_LOST = 2;
 const EV_HEAD = 64;
@@ -246,9 +247,20 @@ class EngineDriver {
     return { op, promise };
   }
 
-  // lockKind: LOCK_KIND.* (default a Lock's).
+  // lockKind: LOCK_KIND.* (default a Lock's); a fair lock's acquire is
+  // acquireFair.
   acquire(name, owner, waitMs, leaseMs, lockKind) {
     return this.start(KIND.ACQUIRE, name, owner, waitMs, leaseMs, lockKind);
+  }
+
+  // A fair lock's acquire (LOCK_KIND.FAIR, rlc_engine_acquire_fair):
+  // threadWaitMs (> 0) is how long a queued waiter that stopped trying keeps
+  // its place. Released, counted and forgotten with LOCK_KIND.FAIR.
+  acquireFair(name, owner, waitMs, leaseMs, threadWaitMs) {
+    if (!this.e) throw new StartError(STATUS.E_CLOSED, 'the client is closed');
+    const op = Number(efn.startFair(this.e, name, name.length, owner, waitMs, leaseMs, threadWaitMs,
+      nowMs(), res));
+    return this.started(op, KIND.ACQUIRE);
   }
 
   release(name, owner, lockKind) { return this.start(KIND.RELEASE, name, owner, 0, 0, lockKind); }
@@ -384,7 +396,7 @@ class EngineDriver {
 
   dispatch(ev) {
     if (ev.type === EV_LOST) {
-      // Routed by (kind, owner): a read or write hold's loss never reaches a Lock.
+      // Routed by (kind, owner): a read, write or fair hold's loss never reaches a Lock.
       if (ev.lockKind === LOCK_KIND.LOCK) this.hooks.lost(ev.owner, ev.status, ev.message);
       else this.kindLost.get(`${ev.lockKind}:${ev.owner}`)?.(ev);
       return;

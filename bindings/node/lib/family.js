@@ -4,12 +4,13 @@
 // client (client.rwlock(name), client.fairLock(name), client.semaphore(name,
 // permits), client.permitSemaphore(name, permits), client.multiLock(names)).
 //
-// A ReadWriteLock runs on the client's event-loop driver
-// (lib/engine_driver.js) as a Lock does: its read and write sides are engine
-// locks of kinds RLC_KIND_READ and RLC_KIND_WRITE, mode() an engine query
-// (RLC_Q_MODE), with no thread and no second client. The other kinds run on
-// the helper's thread pool (src/rlcnode_family.c) through a blocking client
-// made on their first use, until the engine runs them too.
+// A ReadWriteLock and a FairLock run on the client's event-loop driver
+// (lib/engine_driver.js) as a Lock does: a read-write lock's sides are
+// engine locks of kinds RLC_KIND_READ and RLC_KIND_WRITE, mode() an engine
+// query (RLC_Q_MODE), a fair lock an engine lock of kind RLC_KIND_FAIR, with
+// no thread and no second client. The semaphores and the multi-name lock run
+// on the helper's thread pool (src/rlcnode_family.c) through a blocking
+// client made on their first use, until the engine runs them too.
 //
 // As Lock: every call that may touch the network returns a Promise; times are ms; each
 // owner-bound object is an explicit owner of its own (acquiring the same
@@ -17,10 +18,10 @@
 // failures reject with the error class of their status; a wait that runs
 // out resolves false (null for a permit). An acquire's signal (an
 // AbortSignal) ends its wait as for Lock: the engine's wait (a read-write
-// lock's) or the pool thread's (rlc_fairlock_cancel etc.) is cancelled, the
-// acquire rejects with signal.reason, and nothing stays held. close() frees
-// the native handle once no call is in flight (holds are not released:
-// they expire).
+// or fair lock's) or the pool thread's (rlc_semaphore_cancel etc.) is
+// cancelled, the acquire rejects with signal.reason, and nothing stays
+// held. close() frees the native handle once no call is in flight (holds
+// are not released: they expire).
 const { loadNative } = require('../build.js');
 // koffi as native.js found it (in this package, or in the application).
 const { getChannel, scratch, syncResult, koffi } = require('./native.js');
@@ -31,7 +32,6 @@ const { STATUS, errorFor, ClosedError, InvalidArgumentError } = errors;
 const lib = loadNative(koffi);
 const ffn = {
   call: lib.func('void *rlcn_fcall_new(void *h, int64_t a, int64_t b, int64_t c, const char *s)'),
-  fairNew: lib.func('void *rlcn_fairlock_new(void *c, const char *name, uint64_t owner, int64_t tw, void *res)'),
   semNew: lib.func('void *rlcn_semaphore_new(void *c, const char *name, void *res)'),
   psemNew: lib.func('void *rlcn_psemaphore_new(void *c, const char *name, void *res)'),
   multiNew: lib.func('void *rlcn_multilock_new(void *c, const uint8_t *names, int n, uint64_t owner, void *res)'),
@@ -197,33 +197,39 @@ class Handle {
   }
 }
 
-// A side of a ReadWriteLock, on the client's engine: an engine lock of kind
-// RLC_KIND_READ or RLC_KIND_WRITE. acquire({wait, lease, signal}),
+// What its lock kind is called in messages.
+const NOUNS = { [LOCK_KIND.READ]: 'read lock', [LOCK_KIND.WRITE]: 'write lock', [LOCK_KIND.FAIR]: 'fair lock' };
+
+// A lock of one kind on the client's engine, for the object `of` that owns
+// it (its client, name, _key, owner, _closing, _forget()): a side of a
+// ReadWriteLock (RLC_KIND_READ, RLC_KIND_WRITE) or a FairLock
+// (RLC_KIND_FAIR, with of._threadWait). acquire({wait, lease, signal}),
 // release(), holdCount(), validity() (no I/O). An abort of signal cancels
 // the wait in the engine (rlc_engine_cancel): nothing stays (no level, no
-// reader's timeout key, no place among the waiting writers).
-class RWSide {
-  constructor(rw, lockKind) {
-    this.rw = rw;
+// reader's timeout key, no place among the waiting writers, no place in the
+// fair queue or its timeouts).
+class EngineLock {
+  constructor(of, lockKind) {
+    this._of = of;
     this.lockKind = lockKind;
     this.write = lockKind === LOCK_KIND.WRITE;
   }
 
-  get _noun() { return this.write ? 'write lock' : 'read lock'; }
+  get _noun() { return NOUNS[this.lockKind]; }
 
   // The client's driver, or throws ClosedError (the client's or this object's).
   _driver() {
-    if (this.rw._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this.rw.name}' is closed`);
-    this.rw.client._check();
-    return this.rw.client._driver;
+    if (this._of._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this._of.name}' is closed`);
+    this._of.client._check();
+    return this._of.client._driver;
   }
 
-  // Starts an engine operation of this side: its {op, promise}.
+  // Starts an engine operation of this lock: its {op, promise}.
   _start(how) {
     try {
       return how(this._driver());
     } catch (e) {
-      if (e instanceof StartError) throw errorFor(e.status, `${this._noun} '${this.rw.name}': ${e.message}`, strerror);
+      if (e instanceof StartError) throw errorFor(e.status, `${this._noun} '${this._of.name}': ${e.message}`, strerror);
       throw e;
     }
   }
@@ -232,7 +238,14 @@ class RWSide {
     if (ev.status === STATUS.E_CLOSED) return new ClosedError(STATUS.E_CLOSED, 'the client is closed');
     let msg = ev.message || '';
     if (ev.detail && !msg.includes(ev.detail)) msg = msg ? `${msg} (${ev.detail})` : ev.detail;
-    return errorFor(ev.status, `${this._noun} '${this.rw.name}'${msg ? `: ${msg}` : ''}`, strerror);
+    return errorFor(ev.status, `${this._noun} '${this._of.name}'${msg ? `: ${msg}` : ''}`, strerror);
+  }
+
+  // The acquire operation of this kind (a fair lock's carries its thread wait).
+  _acquireOp(d, wait, lease) {
+    const of = this._of;
+    if (this.lockKind === LOCK_KIND.FAIR) return d.acquireFair(of._key, of.owner, wait, lease, of._threadWait);
+    return d.acquire(of._key, of.owner, wait, lease, this.lockKind);
   }
 
   async acquire({ wait = -1, lease = 0, signal } = {}) {
@@ -240,9 +253,9 @@ class RWSide {
     const l = leaseMs(lease);
     const sig = signalOption(signal);
     if (sig && sig.aborted) throw sig.reason;
-    const rw = this.rw;
-    const job = this._start((d) => d.acquire(rw._key, rw.owner, w, l, this.lockKind));
-    const cancel = () => rw.client._driver.cancel(job.op);
+    const of = this._of;
+    const job = this._start((d) => this._acquireOp(d, w, l));
+    const cancel = () => of.client._driver.cancel(job.op);
     if (sig) sig.addEventListener('abort', cancel, { once: true });
     let ev;
     try {
@@ -256,11 +269,11 @@ class RWSide {
       throw sig.reason;
     }
     if (ev.status === STATUS.OK) {
-      if (rw._closing) rw._forget(); // closed while it waited: not renewed
+      if (of._closing) of._forget(); // closed while it waited: not renewed
       return true;
     }
     if (ev.status === STATUS.NOT_ACQUIRED) return false;
-    if (ev.status === STATUS.E_CANCELED && rw.client._driver.closing) {
+    if (ev.status === STATUS.E_CANCELED && of.client._driver.closing) {
       throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
     }
     throw this._fail(ev);
@@ -269,34 +282,72 @@ class RWSide {
   tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
 
   async release() {
-    const rw = this.rw;
-    const ev = await this._start((d) => d.release(rw._key, rw.owner, this.lockKind)).promise;
+    const of = this._of;
+    const ev = await this._start((d) => d.release(of._key, of.owner, this.lockKind)).promise;
     if (ev.status !== STATUS.OK) throw this._fail(ev);
   }
 
   // Levels held (0 once the hold's validity ran out: lost). No I/O.
   holdCount() {
     if (this.validity() === 0) return 0;
-    return this.rw.client._driver.holdCount(this.rw._key, this.rw.owner, this.lockKind);
+    return this._of.client._driver.holdCount(this._of._key, this._of.owner, this.lockKind);
   }
 
-  // ms this side's hold is certainly still held (0 if not held). No I/O.
+  // ms this lock's hold is certainly still held (0 if not held). No I/O.
   validity() {
-    if (this.rw._closing) return 0;
-    return this.rw.client._driver.validity(this.rw._key, this.rw.owner, this.lockKind);
+    if (this._of._closing) return 0;
+    return this._of.client._driver.validity(this._of._key, this._of.owner, this.lockKind);
   }
 }
 
-const RW_KINDS = [LOCK_KIND.READ, LOCK_KIND.WRITE];
-
-// A dropped ReadWriteLock's holds stop being renewed (they expire).
-function forgetHolds(driver, key, owner) {
-  for (const kind of RW_KINDS) {
+// A dropped object's holds of these kinds stop being renewed (they expire).
+function forgetHolds(driver, key, owner, kinds) {
+  for (const kind of kinds) {
     driver.watchLost(kind, owner, null);
     driver.forget(key, owner, kind);
   }
 }
-const rwRegistry = new FinalizationRegistry(({ driver, key, owner }) => forgetHolds(driver, key, owner));
+const engineRegistry = new FinalizationRegistry(({ driver, key, owner, kinds }) =>
+  forgetHolds(driver, key, owner, kinds));
+
+// What ReadWriteLock and FairLock share: an owner of engine locks of name,
+// one per kind in kinds, each hold's loss (found by a renewal) logged as a
+// Lock's is, by its kind. No native handle, no thread, no blocking client.
+class EngineOwner {
+  constructor(client, name, kinds) {
+    client._check(); // throws once closed
+    this.client = client; // keeps the client alive as long as its handles
+    this.name = checkName(name, 'lock name');
+    this.owner = nextOwner++;
+    this._closing = false;
+    this._key = Buffer.from(name, 'utf8');
+    this._kinds = kinds;
+    const driver = client._driver;
+    const owner = this.owner;
+    const state = new WeakRef(client);
+    for (const kind of kinds) {
+      const noun = NOUNS[kind];
+      driver.watchLost(kind, owner, (ev) => {
+        const c = state.deref();
+        if (c && c.listenerCount('log')) {
+          c._log(2, `${noun} '${name}' (owner ${owner}) was lost: ${ev.message || strerror(ev.status)}`);
+        }
+      });
+    }
+    engineRegistry.register(this, { driver, key: this._key, owner, kinds }, this);
+  }
+
+  _forget() { forgetHolds(this.client._driver, this._key, this.owner, this._kinds); }
+
+  // Its holds are not released: they are no longer renewed and expire with
+  // their lease. Calls made after it reject with ClosedError.
+  close() {
+    if (this._closing) return;
+    this._closing = true;
+    engineRegistry.unregister(this);
+    this._forget();
+  }
+}
 
 // Many readers or one writer (Redisson's RReadWriteLock). rw.readLock() and
 // rw.writeLock() are its sides; await rw.mode() is 'free', 'read' or 'write'
@@ -304,30 +355,11 @@ const rwRegistry = new FinalizationRegistry(({ driver, key, owner }) => forgetHo
 // engine: no thread, no blocking client. The object is one owner: its
 // writer may take read levels; its two sides' levels are counted, released
 // and lost apart.
-class ReadWriteLock {
+class ReadWriteLock extends EngineOwner {
   constructor(client, name) {
-    client._check(); // throws once closed
-    this.client = client; // keeps the client alive as long as its handles
-    this.name = checkName(name, 'lock name');
-    this.owner = nextOwner++;
-    this._closing = false;
-    this._key = Buffer.from(name, 'utf8');
-    this._read = new RWSide(this, LOCK_KIND.READ);
-    this._write = new RWSide(this, LOCK_KIND.WRITE);
-    const driver = client._driver;
-    const owner = this.owner;
-    // A hold's loss (found by a renewal): logged as a Lock's is, by its side.
-    const state = new WeakRef(client);
-    for (const side of [this._read, this._write]) {
-      const noun = side._noun;
-      driver.watchLost(side.lockKind, owner, (ev) => {
-        const c = state.deref();
-        if (c && c.listenerCount('log')) {
-          c._log(2, `${noun} '${name}' (owner ${owner}) was lost: ${ev.message || strerror(ev.status)}`);
-        }
-      });
-    }
-    rwRegistry.register(this, { driver, key: this._key, owner }, this);
+    super(client, name, [LOCK_KIND.READ, LOCK_KIND.WRITE]);
+    this._read = new EngineLock(this, LOCK_KIND.READ);
+    this._write = new EngineLock(this, LOCK_KIND.WRITE);
   }
 
   readLock() { return this._read; }
@@ -339,40 +371,48 @@ class ReadWriteLock {
     if (ev.status !== STATUS.OK) throw this._write._fail(ev);
     return MODES[ev.count] ?? 'free';
   }
+}
 
-  _forget() { forgetHolds(this.client._driver, this._key, this.owner); }
+const DEFAULT_THREAD_WAIT_MS = 5000; // Redisson's threadWaitTime
+const MAX_THREAD_WAIT_MS = 366 * 24 * 3600 * 1000;
 
-  // Its holds are not released: they are no longer renewed and expire with
-  // their lease. Calls made after it reject with ClosedError.
-  close() {
-    if (this._closing) return;
-    this._closing = true;
-    rwRegistry.unregister(this);
-    this._forget();
+function threadWaitMs(threadWait) {
+  const tw = leaseMs(threadWait);
+  if (tw > MAX_THREAD_WAIT_MS) {
+    throw new InvalidArgumentError(STATUS.E_INVAL, `thread wait of ${tw} ms is longer than 366 days`);
   }
+  return tw > 0 ? tw : DEFAULT_THREAD_WAIT_MS;
 }
 
 // First come, first served (Redisson's RFairLock). One node only.
 // threadWait (ms, default 5000): a dead waiter leaves the queue within 2x.
-class FairLock extends Handle {
+// An engine lock of kind RLC_KIND_FAIR on the client's engine: a waiter is
+// in Redisson's queue and timeouts, listening on its own channel, and holds
+// no thread; an abort of its signal takes it out of both.
+class FairLock extends EngineOwner {
   constructor(client, name, { threadWait = 0 } = {}) {
-    const owner = nextOwner++;
-    super(client, KIND.FAIR, checkName(name, 'lock name'),
-      (c) => ffn.fairNew(c, name, owner, leaseMs(threadWait), scratch));
-    this.owner = owner;
+    const tw = threadWaitMs(threadWait);
+    const nodes = client._driver ? client._driver.addresses.length : 1;
+    if (nodes > 1) {
+      // as the engine answers a fair acquire, refused here at once
+      throw new InvalidArgumentError(STATUS.E_INVAL,
+        `a fair lock over ${nodes} nodes is refused: each node keeps its own queue, so no order ` +
+        'is shared by a quorum and the FIFO promise cannot hold (use one node, or a Lock for Redlock)');
+    }
+    super(client, name, [LOCK_KIND.FAIR]);
+    this._threadWait = tw;
+    this._lock = new EngineLock(this, LOCK_KIND.FAIR);
   }
 
-  acquire({ wait = -1, lease = 0, signal } = {}) {
-    return this._acquire(F.FAIR_ACQUIRE, waitMs(wait), leaseMs(lease), 0, signal, () => this.release());
-  }
+  acquire(options) { return this._lock.acquire(options); }
 
-  tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
+  tryAcquire(options) { return this._lock.tryAcquire(options); }
 
-  async release() { await this._ok(F.FAIR_RELEASE); }
+  release() { return this._lock.release(); }
 
-  holdCount() { return this._local(2); }
+  holdCount() { return this._lock.holdCount(); }
 
-  validity() { return this._local(3); }
+  validity() { return this._lock.validity(); }
 }
 
 // A count of free permits (Redisson's RSemaphore), not bound to an owner.

@@ -85,7 +85,8 @@ enum { KIND_ACQUIRE, KIND_RELEASE, KIND_EXTEND, KIND_FORCE_RELEASE, KIND_QUERY }
 
 /* The operation's id, or 0 with the status and rlc_errmsg() in res (the
  * engine refused it at once). lock_kind (RLC_KIND_*) is the kind of lock an
- * acquire or release is of; the other operations are RLC_KIND_LOCK's only. */
+ * acquire or release is of (a fair lock's acquire is rlcn_engine_start_fair:
+ * it has a thread wait); the other operations are RLC_KIND_LOCK's only. */
 API uint64_t rlcn_engine_start(rlc_engine *e, int kind, int lock_kind, const char *name,
                                size_t name_len, uint64_t owner, int64_t wait_ms, int64_t lease_ms,
                                int64_t now_ms, struct rlcn_record *res)
@@ -119,6 +120,22 @@ API uint64_t rlcn_engine_start(rlc_engine *e, int kind, int lock_kind, const cha
         snprintf(res->msg, sizeof res->msg, "unknown engine operation %d", kind);
         return 0;
     }
+    set_msg(res, res->rc);
+    return res->rc == RLC_OK ? op : 0;
+}
+
+/* A fair lock's acquire (rlc_engine_acquire_fair): thread_wait_ms is how
+ * long a queued waiter that stopped trying keeps its place (> 0). Released,
+ * counted and forgotten through the kind calls with RLC_KIND_FAIR. The
+ * operation's id, or 0 with the status and rlc_errmsg() in res. */
+API uint64_t rlcn_engine_start_fair(rlc_engine *e, const char *name, size_t name_len,
+                                    uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+                                    int64_t thread_wait_ms, int64_t now_ms,
+                                    struct rlcn_record *res)
+{
+    uint64_t op = 0;
+    res->rc = rlc_engine_acquire_fair(e, name, name_len, owner, wait_ms, lease_ms, thread_wait_ms,
+                                      now_ms, &op);
     set_msg(res, res->rc);
     return res->rc == RLC_OK ? op : 0;
 }

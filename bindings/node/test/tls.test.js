@@ -140,7 +140,12 @@ test('with rediss:// nodes what runs on the blocking client works over its own T
     await lock.acquire();
     assert.equal(await lock.isLocked(), true);
     await lock.release();
-    const fair = client.fairLock(uniqueName('tls-fair'));
+    const sem = await client.semaphore(uniqueName('tls-sem'), 1); // on the blocking client
+    assert.equal(await sem.tryAcquire(), true);
+    assert.equal(await sem.available(), 0);
+    await sem.release();
+    sem.close();
+    const fair = client.fairLock(uniqueName('tls-fair')); // on the engine's TLS connections
     assert.equal(await fair.tryAcquire(), true);
     assert.equal(fair.holdCount(), 1);
     await fair.release();
