@@ -23,6 +23,9 @@ from aio_wait import aclient, until
 pytestmark = pytest.mark.asyncio
 
 HAND_OFF_S = 5  # far below the 30 s leases: a bound that only a wake-up meets
+# A queued waiter tries again every half thread wait to keep its place: with
+# 60 s, no such try comes within HAND_OFF_S either.
+SLOW_TRIES_S = 60
 
 
 def queue(name):
@@ -71,7 +74,8 @@ async def test_three_waiting_owners_are_handed_the_lock_in_arrival_order(server,
     async with aclient(server.uri) as a, aclient(server.uri) as b:
         holder = a.fair_lock("fifo", owner=100)
         assert await holder.acquire(timeout=0, lease=30)
-        waiters = [c.fair_lock("fifo", owner=1 + i) for i, c in enumerate((a, b, a))]
+        waiters = [c.fair_lock("fifo", owner=1 + i, thread_wait=SLOW_TRIES_S)
+                   for i, c in enumerate((a, b, a))]
         tasks = []
         for i, w in enumerate(waiters):  # each joins the queue before the next comes
             tasks.append(asyncio.ensure_future(w.acquire(timeout=60, lease=30)))
@@ -96,8 +100,8 @@ async def test_the_blocking_clients_fair_lock_and_asyncio_wait_for_each_other(se
     blocking = redlockc.Client(server.uri)
     try:
         async with aclient(server.uri) as c:
-            b_fair = blocking.fair_lock("mixf", owner=1)
-            a_fair = c.fair_lock("mixf", owner=2)
+            b_fair = blocking.fair_lock("mixf", owner=1, thread_wait=SLOW_TRIES_S)
+            a_fair = c.fair_lock("mixf", owner=2, thread_wait=SLOW_TRIES_S)
             assert await asyncio.to_thread(b_fair.acquire, timeout=0, lease=30)
             assert not await a_fair.acquire(timeout=0), "the blocking holder excludes asyncio"
             waiting = asyncio.ensure_future(a_fair.acquire(timeout=60, lease=30))
