@@ -2,10 +2,10 @@
 // redlockc for Node.js: Redisson-compatible distributed locks and Redlock,
 // over libredlockc.so.1. Every call that may touch the network returns a
 // Promise; times are milliseconds, like setTimeout. A Lock (every call of
-// it), a ReadWriteLock (both sides and mode(), lib/family.js) and fencedSet
-// run on the library's engine, driven from this thread with net.Sockets
-// (lib/engine_driver.js): a waiting acquire holds no thread. The fair lock,
-// the semaphores and the multi-name lock still call the blocking API on a
+// it), a ReadWriteLock (both sides and mode(), lib/family.js), a FairLock and
+// fencedSet run on the library's engine, driven from this thread with
+// net.Sockets (lib/engine_driver.js): a waiting acquire holds no thread. The
+// semaphores and the multi-name lock still call the blocking API on a
 // helper thread (lib/native.js), through a blocking client made on their
 // first use.
 //
@@ -253,10 +253,9 @@ class Client extends EventEmitter {
       if (e instanceof StartError) throw asWritten(errorFor(e.status, e.message, strerror), written);
       throw e;
     }
-    // The blocking client (the fair lock, the semaphores, the multi-name
-    // lock) is made on their first use (_native): a program of Locks and
-    // read-write locks starts no thread and opens no connection but the
-    // engine's.
+    // The blocking client (the semaphores, the multi-name lock) is made on
+    // their first use (_native): a program of Locks, read-write locks and
+    // fair locks starts no thread and opens no connection but the engine's.
     this._nodes = nodes;
     this._optionText = text;
     this._written = written;

@@ -1,6 +1,7 @@
 'use strict';
 // A family acquire's signal (an AbortSignal) ends its wait as for Lock: the
-// pool thread's wait is cancelled (rlc_*_cancel), the acquire rejects with
+// engine's wait (a read-write or fair lock's: rlc_engine_cancel) or the pool
+// thread's (rlc_*_cancel) is cancelled, the acquire rejects with
 // signal.reason, and nothing stays held (no level, no permit, no writer's
 // hold on new readers, no place in the fair queue). Real redis-server.
 const test = require('node:test');
