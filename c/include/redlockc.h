@@ -694,6 +694,50 @@ RLC_API int64_t rlc_engine_hold_count_kind(const rlc_engine *e, int kind, const 
                                            size_t name_len, uint64_t owner);
 RLC_API int64_t rlc_engine_validity_ms_kind(const rlc_engine *e, int kind, const char *name,
                                             size_t name_len, uint64_t owner, int64_t now_ms);
+/* Since 1.2 (REDLOCKC_1.2). Semaphores: RLC_KIND_SEMAPHORE is Redisson's
+ * RSemaphore (rlc_semaphore_*: the count of free permits at the name's key,
+ * its channel redisson_sc:{name}); RLC_KIND_PSEMAPHORE its
+ * RPermitExpirableSemaphore (rlc_psemaphore_*: the count and the zset
+ * {name}:timeout, one member per permit taken, scored with its lease's end;
+ * a permit whose lease ran out goes back to the count). An engine of one node
+ * only (RLC_E_INVAL otherwise): a count is not a set of holders a quorum
+ * can vote on. Nothing is owner-bound and nothing is renewed: a permit is
+ * a number (plain) or named by its id (expirable). */
+enum { RLC_KIND_SEMAPHORE = 4, RLC_KIND_PSEMAPHORE = 5 };
+/* Takes permits (1 .. 65535) of a semaphore of either kind, waiting up to
+ * wait_ms as rlc_engine_acquire waits (woken by the semaphore's messages);
+ * lease_ms: an expirable permit's lease (> 0; 0 for the plain kind). A try
+ * that was not certainly answered is undone by its record, whenever it
+ * arrives. Its DONE event: RLC_OK with count the permits taken, token the
+ * attempt (rlc_engine_permit_id names an expirable grant's permits with it)
+ * and validity_ms the lease left (-1 for plain permits, which do not end);
+ * RLC_NOT_ACQUIRED when too few were free for the whole wait. Cancelled
+ * with rlc_engine_cancel. */
+RLC_API int rlc_engine_acquire_permits(rlc_engine *e, int kind, const char *name,
+                                       size_t name_len, uint64_t owner, int64_t permits,
+                                       int64_t wait_ms, int64_t lease_ms, int64_t now_ms,
+                                       uint64_t *op);
+/* An expirable grant's permit id (32 lowercase hex digits and a NUL, so
+ * size >= 33) from its DONE event's token and count: what
+ * rlc_engine_release_permits and rlc_psemaphore_release take. */
+RLC_API int rlc_engine_permit_id(const rlc_engine *e, uint64_t token, int64_t permits,
+                                 char *buf, size_t size);
+/* Gives permits back: plain, permits (1 .. 65535) of them (id NULL); expirable,
+ * those named by id (permits unused). A plain release acts once however
+ * often it is sent (it is sent again on a new connection until answered).
+ * Its DONE event's count is the permits given back; an expirable id whose
+ * lease ran out (or that went back already) ends RLC_E_LOST. */
+RLC_API int rlc_engine_release_permits(rlc_engine *e, int kind, const char *name,
+                                       size_t name_len, int64_t permits, const char *id,
+                                       int64_t now_ms, uint64_t *op);
+/* Sets the semaphore's count to permits (0 .. 2^62) if it has none yet: the
+ * DONE event's count is 1 set, 0 it had one. */
+RLC_API int rlc_engine_set_permits(rlc_engine *e, int kind, const char *name, size_t name_len,
+                                   int64_t permits, int64_t now_ms, uint64_t *op);
+/* The permits free now (an expirable semaphore's ended leases given back
+ * first): the DONE event's count. */
+RLC_API int rlc_engine_available_permits(rlc_engine *e, int kind, const char *name,
+                                         size_t name_len, int64_t now_ms, uint64_t *op);
 /* Ends an acquire that is still running with RLC_E_CANCELED; whatever it
  * may have taken is undone. An op that already ended, or a release or
  * extend, is left alone: RLC_NOT_ACQUIRED says so (nothing to cancel). */

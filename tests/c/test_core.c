@@ -1145,6 +1145,7 @@ TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
     rlc_rwlock *rw = NULL;
     rlc_fairlock *fair = NULL;
     rlc_semaphore *sem = NULL;
+    rlc_psemaphore *psem = NULL;
     int applied = 0, v = 0;
     int64_t ttl = 0;
     CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK);
@@ -1181,11 +1182,24 @@ TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
     CHECK(library_threads() == 2, "with fair locks: %d library threads", library_threads());
     CHECK(server_connections(&s) == before + 1, "with fair locks: %lld connections",
           server_connections(&s) - before);
+    /* semaphores are engine operations too: the same threads and connection */
     CHECK_RC(rlc_semaphore_new(c, "only-sem", &sem), RLC_OK);
-    /* the client's thread names itself once it runs */
-    CHECK(WAIT_UNTIL(library_threads() == 3, 5000), "with a semaphore: %d library threads",
-          library_threads());
+    CHECK_RC(rlc_semaphore_try_set_permits(sem, 2, NULL), RLC_OK);
+    CHECK_RC(rlc_semaphore_acquire(sem, 2, 0), RLC_OK);
+    CHECK_RC(rlc_semaphore_release(sem, 2), RLC_OK);
+    int64_t free_now = -1;
+    CHECK_RC(rlc_semaphore_available(sem, &free_now), RLC_OK);
+    CHECK(free_now == 2, "%lld permits free", (long long)free_now);
+    CHECK_RC(rlc_psemaphore_new(c, "only-psem", &psem), RLC_OK);
+    CHECK_RC(rlc_psemaphore_try_set_permits(psem, 1, NULL), RLC_OK);
+    char id[RLC_PERMIT_ID_LEN + 1];
+    CHECK_RC(rlc_psemaphore_acquire(psem, 1, 0, 30000, id), RLC_OK);
+    CHECK_RC(rlc_psemaphore_release(psem, id), RLC_OK);
+    CHECK(library_threads() == 2, "with semaphores: %d library threads", library_threads());
+    CHECK(server_connections(&s) == before + 1, "with semaphores: %lld connections",
+          server_connections(&s) - before);
 done:
+    rlc_psemaphore_free(psem);
     rlc_semaphore_free(sem);
     rlc_fairlock_free(fair);
     rlc_rwlock_free(rw);

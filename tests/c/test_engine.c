@@ -328,6 +328,88 @@ done:
     rs_stop(&s);
 }
 
+/* Semaphores are engine operations (RLC_KIND_SEMAPHORE, RLC_KIND_PSEMAPHORE):
+ * permits taken and waited for like a lock, set, counted and given back as
+ * one-shot calls on the lock connection; Redisson's keys, no record left. */
+TEST(semaphore_permits_are_engine_operations)
+{
+    START(s);
+    struct eloop L;
+    uint64_t op, waiter;
+    const struct el_done *d;
+    CHECK_RC(el_init(&L, s.uri, UUID_A, NULL), RLC_OK);
+    CHECK_RC(rlc_engine_set_permits(L.e, RLC_KIND_SEMAPHORE, "sem", 3, 2, el_now(), &op), RLC_OK);
+    CHECK((d = el_wait(&L, op, 10000)) && d->status == RLC_OK && d->count == 1, "set: %lld",
+          d ? (long long)d->count : -1);
+    CHECK_RC(rlc_engine_set_permits(L.e, RLC_KIND_SEMAPHORE, "sem", 3, 9, el_now(), &op), RLC_OK);
+    CHECK((d = el_wait(&L, op, 10000)) && d->status == RLC_OK && d->count == 0, "set twice");
+    CHECK_RC(rlc_engine_acquire_permits(L.e, RLC_KIND_SEMAPHORE, "sem", 3, 1, 2, 0, 0, el_now(),
+                                        &op), RLC_OK);
+    CHECK((d = el_wait(&L, op, 10000)) && d->status == RLC_OK && d->count == 2 &&
+              d->validity_ms == -1 && d->token > 0,
+          "acquire: %d %lld %lld", d ? d->status : -100, d ? (long long)d->count : -1,
+          d ? (long long)d->validity_ms : 0);
+    CHECK(rs_int(&s, "INCRBY sem 0") == 0, "the count is Redisson's key");
+    /* a waiter of another owner is woken by the release's message */
+    CHECK_RC(rlc_engine_acquire_permits(L.e, RLC_KIND_SEMAPHORE, "sem", 3, 2, 1, 10000, 0,
+                                        el_now(), &waiter), RLC_OK);
+    CHECK_RC(rlc_engine_release_permits(L.e, RLC_KIND_SEMAPHORE, "sem", 3, 1, NULL, el_now(),
+                                        &op), RLC_OK);
+    CHECK((d = el_wait(&L, op, 10000)) && d->status == RLC_OK && d->count == 1, "release");
+    CHECK((d = el_wait(&L, waiter, 10000)) && d->status == RLC_OK, "the waiter: %d %s",
+          d ? d->status : -100, d ? d->message : "");
+    for (int i = 0; i < 200 && rs_int(&s, "EVAL %s 0", "return #redis.call('keys', "
+                                     "'redlockc_attempt:*')") > 1; i++)
+        el_turn(&L, 10);
+    CHECK(rs_int(&s, "EVAL %s 0", "return #redis.call('keys', 'redlockc_attempt:{sem}:*')") == 1,
+          "a granted try's record goes, the release's tombstone stays");
+    CHECK_RC(rlc_engine_available_permits(L.e, RLC_KIND_SEMAPHORE, "sem", 3, el_now(), &op),
+             RLC_OK);
+    CHECK((d = el_wait(&L, op, 10000)) && d->status == RLC_OK && d->count == 0, "available");
+    /* a permit-expirable semaphore names its permits */
+    char id[40];
+    CHECK_RC(rlc_engine_set_permits(L.e, RLC_KIND_PSEMAPHORE, "ps", 2, 1, el_now(), &op), RLC_OK);
+    CHECK((d = el_wait(&L, op, 10000)) && d->status == RLC_OK, "set ps");
+    CHECK_RC(rlc_engine_acquire_permits(L.e, RLC_KIND_PSEMAPHORE, "ps", 2, 1, 1, 0, 60000,
+                                        el_now(), &op), RLC_OK);
+    CHECK((d = el_wait(&L, op, 10000)) && d->status == RLC_OK && d->validity_ms > 0 &&
+              d->validity_ms <= 60000, "acquire ps: %d", d ? d->status : -100);
+    CHECK_RC(rlc_engine_permit_id(L.e, d->token, 1, id, sizeof id), RLC_OK);
+    CHECK(strlen(id) == 32 && rs_int(&s, "ZCARD {ps}:timeout") == 1, "id %s", id);
+    CHECK_RC(rlc_engine_release_permits(L.e, RLC_KIND_PSEMAPHORE, "ps", 2, 0, id, el_now(), &op),
+             RLC_OK);
+    CHECK((d = el_wait(&L, op, 10000)) && d->status == RLC_OK && d->count == 1, "give back");
+    CHECK_RC(rlc_engine_release_permits(L.e, RLC_KIND_PSEMAPHORE, "ps", 2, 0, id, el_now(), &op),
+             RLC_OK);
+    CHECK((d = el_wait(&L, op, 10000)) && d->status == RLC_E_LOST, "given back twice: %d",
+          d ? d->status : -100);
+    CHECK(rs_int(&s, "INCRBY ps 0") == 1 && rs_int(&s, "ZCARD {ps}:timeout") == 0, "ps count");
+    /* what is not a semaphore's call */
+    CHECK_RC(rlc_engine_acquire_kind(L.e, RLC_KIND_SEMAPHORE, "sem", 3, 1, 0, 0, el_now(), &op),
+             RLC_E_INVAL);
+    CHECK_RC(rlc_engine_acquire_permits(L.e, RLC_KIND_LOCK, "sem", 3, 1, 1, 0, 0, el_now(), &op),
+             RLC_E_INVAL);
+    CHECK_RC(rlc_engine_acquire_permits(L.e, RLC_KIND_SEMAPHORE, "sem", 3, 1, 0, 0, 0, el_now(),
+                                        &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_acquire_permits(L.e, RLC_KIND_SEMAPHORE, "sem", 3, 1, 1, 0, 5, el_now(),
+                                        &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_acquire_permits(L.e, RLC_KIND_PSEMAPHORE, "ps", 2, 1, 1, 0, 0, el_now(),
+                                        &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_release_permits(L.e, RLC_KIND_PSEMAPHORE, "ps", 2, 0, "xyz", el_now(),
+                                        &op), RLC_E_INVAL);
+    CHECK_RC(rlc_engine_permit_id(L.e, 5, 1, id, 10), RLC_E_INVAL);
+    el_free(&L);
+    char two[600];
+    snprintf(two, sizeof two, "%s,redis://127.0.0.1:1", s.uri);
+    CHECK_RC(el_init(&L, two, UUID_A, NULL), RLC_OK);
+    CHECK_RC(rlc_engine_acquire_permits(L.e, RLC_KIND_SEMAPHORE, "sem", 3, 1, 1, 0, 0, el_now(),
+                                        &op), RLC_E_INVAL);
+    CHECK(strstr(rlc_errmsg(), "quorum") != NULL, "message: %s", rlc_errmsg());
+done:
+    el_free(&L);
+    rs_stop(&s);
+}
+
 /* While the last level's release is on its way (the server stopped), the
  * hold is being let go: a renewal due then named no level, ran before the
  * release's NOSCRIPT re-send, found nothing and reported the hold lost
@@ -1006,6 +1088,7 @@ done:
 }
 
 RUN_TESTS(CASE(acquire_release_in_redisson_format), CASE(reentrant_levels_and_not_owner),
+          CASE(semaphore_permits_are_engine_operations),
           CASE(a_query_reads_the_lock_on_the_lock_connection_and_waits_for_no_acquire),
           CASE(waiter_in_another_engine_is_woken_by_the_unlock_message),
           CASE(same_engine_waiters_are_served_in_turn),

@@ -57,7 +57,8 @@ struct waiter {
     int64_t thread_wait; /* a fair acquire's */
     uint64_t owner;
     int64_t a, b;
-    const char *value;  /* a fenced write's */
+    int64_t permits;    /* a semaphore's call */
+    const char *value;  /* a fenced write's, an expirable permit's id */
     size_t value_len;
     const struct cancel_point *cp; /* an acquire's handle's cancels (edrv_cancel), or NULL */
     bool acquire;       /* an acquire (edrv_close ends it) */

@@ -422,6 +422,28 @@ static int q_fence(struct edrv *d, const struct waiter *w, int64_t now, uint64_t
                                  (uint64_t)w->a, now, op);
 }
 
+static int q_permits(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
+{
+    return rlc_engine_acquire_permits(d->e, w->kind, w->name, w->name_len, w->owner, w->permits,
+                                      w->a, w->b, now, op);
+}
+
+static int q_give_back(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
+{
+    return rlc_engine_release_permits(d->e, w->kind, w->name, w->name_len, w->permits,
+                                      w->value, now, op);
+}
+
+static int q_set_permits(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
+{
+    return rlc_engine_set_permits(d->e, w->kind, w->name, w->name_len, w->permits, now, op);
+}
+
+static int q_available(struct edrv *d, const struct waiter *w, int64_t now, uint64_t *op)
+{
+    return rlc_engine_available_permits(d->e, w->kind, w->name, w->name_len, now, op);
+}
+
 /* In a forked child: its threads are gone and the mutex may stay held by
  * one of them, so nothing may wait on it; the child makes its own driver. */
 static bool forked(const struct edrv *d)
@@ -521,6 +543,33 @@ int edrv_query(struct edrv *d, const char *name, size_t name_len, uint64_t owner
     if (rc == RLC_OK)
         *answer = out->count;
     return rc;
+}
+
+int edrv_acquire_permits(struct edrv *d, int kind, const char *name, size_t name_len,
+                         uint64_t owner, const struct cancel_point *cp, int64_t permits,
+                         int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out)
+{
+    return run_op(d, (struct waiter){.q = q_permits, .kind = kind, .name = name,
+                                     .name_len = name_len, .owner = owner, .permits = permits,
+                                     .a = wait_ms, .b = lease_ms, .cp = cp, .acquire = true},
+                  out);
+}
+
+int edrv_permits_call(struct edrv *d, int call, int kind, const char *name, size_t name_len,
+                      int64_t permits, const char *id, struct edrv_outcome *out)
+{
+    queue_fn q = call == EDRV_GIVE_BACK ? q_give_back
+                 : call == EDRV_SET     ? q_set_permits
+                                        : q_available;
+    return run_op(d, (struct waiter){.q = q, .kind = kind, .name = name, .name_len = name_len,
+                                     .permits = permits, .value = id},
+                  out);
+}
+
+int edrv_permit_id(struct edrv *d, uint64_t token, int64_t permits, char *buf, size_t size)
+{
+    /* pure: the engine's uuid and the grant, no lock needed */
+    return rlc_engine_permit_id(d->e, token, permits, buf, size);
 }
 
 int edrv_cancel(struct edrv *d, const void *tag)

@@ -101,6 +101,20 @@ int edrv_fenced_set(struct edrv *d, const char *key, size_t key_len, const char 
 int edrv_query(struct edrv *d, const char *name, size_t name_len, uint64_t owner, int what,
                int64_t *answer, struct edrv_outcome *out);
 
+/* rlc_engine_acquire_permits's, as edrv_acquire: out->token names the
+ * grant (edrv_permit_id), out->validity_ms an expirable permit's lease left. */
+int edrv_acquire_permits(struct edrv *d, int kind, const char *name, size_t name_len,
+                         uint64_t owner, const struct cancel_point *cp, int64_t permits,
+                         int64_t wait_ms, int64_t lease_ms, struct edrv_outcome *out);
+/* A semaphore's one-shot calls: rlc_engine_release_permits (permits or id),
+ * rlc_engine_set_permits (permits), rlc_engine_available_permits; their
+ * answer in out->count. */
+enum { EDRV_GIVE_BACK = 1, EDRV_SET, EDRV_AVAILABLE };
+int edrv_permits_call(struct edrv *d, int call, int kind, const char *name, size_t name_len,
+                      int64_t permits, const char *id, struct edrv_outcome *out);
+/* rlc_engine_permit_id's. */
+int edrv_permit_id(struct edrv *d, uint64_t token, int64_t permits, char *buf, size_t size);
+
 /* The client closes: every acquire running ends RLC_E_CLOSED (what it
  * may have taken is undone) and every later call is refused so; releases
  * and undos on the wire go on until edrv_free. */

@@ -25,7 +25,7 @@
 #define TICK_LIMIT 1000000 /* timers handled in one tick: a bound, never reached */
 
 
-static void advance(rlc_engine *e, int64_t now)
+void eng_advance(rlc_engine *e, int64_t now)
 {
     if (now > e->now)
         e->now = now;
@@ -34,14 +34,28 @@ static void advance(rlc_engine *e, int64_t now)
 /* A lock kind the engine runs (redlockc.h, RLC_KIND_*). */
 static int check_kind(int kind)
 {
-    if (kind >= RLC_KIND_LOCK && kind <= RLC_KIND_FAIR)
+    if (kind >= RLC_KIND_LOCK && kind <= RLC_KIND_PSEMAPHORE)
         return RLC_OK;
     return rlc_fail(RLC_E_INVAL, "lock kind %d is not one the engine runs (RLC_KIND_LOCK, "
-                    "RLC_KIND_READ, RLC_KIND_WRITE, RLC_KIND_FAIR)", kind);
+                    "RLC_KIND_READ, RLC_KIND_WRITE, RLC_KIND_FAIR, RLC_KIND_SEMAPHORE, "
+                    "RLC_KIND_PSEMAPHORE)", kind);
 }
 
-static int new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size_t len,
-                  uint64_t owner, uint64_t *id)
+/* A kind that holds (every kind but the semaphores, whose calls are
+ * their own: rlc_engine_*_permits). */
+static int check_hold_kind(int kind)
+{
+    if (check_kind(kind) != RLC_OK)
+        return RLC_E_INVAL;
+    if (kind_permits(kind))
+        return rlc_fail(RLC_E_INVAL, "a semaphore holds no lock: its permits are taken and "
+                                     "given back with rlc_engine_acquire_permits and "
+                                     "rlc_engine_release_permits");
+    return RLC_OK;
+}
+
+int eng_new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size_t len,
+               uint64_t owner, uint64_t *id)
 {
     if (!e)
         return rlc_fail(RLC_E_INVAL, "engine is NULL");
@@ -58,6 +72,11 @@ static int new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size
     if (lock_kind != RLC_KIND_LOCK && e->opts.format == RLC_FORMAT_CLASSIC)
         return rlc_fail(RLC_E_INVAL, "the lock family keeps Redisson's layouts only; this "
                                      "engine has format=classic");
+    if (kind_permits(lock_kind) && e->n > 1)
+        return rlc_fail(RLC_E_INVAL,
+                        "a semaphore over %d masters is refused: a count of permits cannot be "
+                        "voted on by a quorum, so more than N permits could be out at once "
+                        "(use one node)", e->n);
     if (lock_kind == RLC_KIND_FAIR && e->n > 1)
         return rlc_fail(RLC_E_INVAL,
                         "a fair lock over %d nodes is refused: each node keeps its own queue, "
@@ -88,7 +107,7 @@ static int new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size
 }
 
 /* Queues the op behind its hold's others; starts it if it is first. */
-static void enqueue(rlc_engine *e, struct eng_op *op)
+void eng_enqueue(rlc_engine *e, struct eng_op *op)
 {
     struct hold *h = op->hold;
     if (h->ops_tail)
@@ -100,7 +119,7 @@ static void enqueue(rlc_engine *e, struct eng_op *op)
         op_start(e, op, e->now);
 }
 
-static struct eng_op *find_op(const rlc_engine *e, uint64_t id)
+struct eng_op *eng_find_op(const rlc_engine *e, uint64_t id)
 {
     for (struct eng_op *op = e->ops_by_id[op_id_slot(id)]; op; op = op->idnext)
         if (op->id == id)
@@ -108,7 +127,7 @@ static struct eng_op *find_op(const rlc_engine *e, uint64_t id)
     return NULL;
 }
 
-static int check_lease(const rlc_engine *e, int64_t lease_ms)
+int eng_check_lease(const rlc_engine *e, int64_t lease_ms)
 {
     if (lease_ms <= 0)
         return RLC_OK;
@@ -142,6 +161,8 @@ int rlc_engine_acquire_kind(rlc_engine *e, int kind, const char *name, size_t na
 {
     if (kind == RLC_KIND_FAIR)
         return rlc_fail(RLC_E_INVAL, "a fair lock is acquired with rlc_engine_acquire_fair");
+    if (check_hold_kind(kind) != RLC_OK)
+        return RLC_E_INVAL;
     return acquire(e, kind, name, name_len, owner, wait_ms, lease_ms, 0, now_ms, op_id);
 }
 
@@ -161,18 +182,18 @@ static int acquire(rlc_engine *e, int kind, const char *name, size_t name_len, u
                    uint64_t *op_id)
 {
     int rc;
-    if (e && (rc = check_lease(e, lease_ms)) != RLC_OK)
+    if (e && (rc = eng_check_lease(e, lease_ms)) != RLC_OK)
         return rc;
-    if ((rc = new_op(e, OP_ACQUIRE, kind, name, name_len, owner, op_id)) != RLC_OK)
+    if ((rc = eng_new_op(e, OP_ACQUIRE, kind, name, name_len, owner, op_id)) != RLC_OK)
         return rc;
-    advance(e, now_ms);
-    struct eng_op *op = find_op(e, *op_id);
+    eng_advance(e, now_ms);
+    struct eng_op *op = eng_find_op(e, *op_id);
     op->queued_at = e->now;
     op->wait_ms = wait_ms;
     op->lease_req = lease_ms;
     if (kind == RLC_KIND_FAIR)
         op->hold->lock->thread_wait = thread_wait;
-    enqueue(e, op);
+    eng_enqueue(e, op);
     return RLC_OK;
 }
 
@@ -244,7 +265,7 @@ int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names, const size
                         n);
     if (owner == 0)
         return rlc_fail(RLC_E_INVAL, "owner id 0 is not an owner: use 1 to 2^64-1");
-    int rc = check_lease(e, lease_ms);
+    int rc = eng_check_lease(e, lease_ms);
     if (rc != RLC_OK)
         return rc;
     int m = 0;
@@ -274,7 +295,7 @@ int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names, const size
         return rc;
     }
     free(locks);
-    advance(e, now_ms);
+    eng_advance(e, now_ms);
     op->queued_at = e->now;
     op->wait_ms = wait_ms;
     op->lease_req = lease_ms;
@@ -283,9 +304,9 @@ int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names, const size
      * (a name whose hold is lost refuses it at once, E5b): nothing of it is
      * read after that call. */
     int members = op->n_members;
-    enqueue(e, op);
+    eng_enqueue(e, op);
     for (int i = 1; i < members; i++)
-        enqueue(e, op->places[i]);
+        eng_enqueue(e, op->places[i]);
     return RLC_OK;
 }
 
@@ -298,11 +319,13 @@ int rlc_engine_release(rlc_engine *e, const char *name, size_t name_len, uint64_
 int rlc_engine_release_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
                             uint64_t owner, int64_t now_ms, uint64_t *op_id)
 {
-    int rc = new_op(e, OP_RELEASE, kind, name, name_len, owner, op_id);
+    if (check_hold_kind(kind) != RLC_OK)
+        return RLC_E_INVAL;
+    int rc = eng_new_op(e, OP_RELEASE, kind, name, name_len, owner, op_id);
     if (rc != RLC_OK)
         return rc;
-    advance(e, now_ms);
-    enqueue(e, find_op(e, *op_id));
+    eng_advance(e, now_ms);
+    eng_enqueue(e, eng_find_op(e, *op_id));
     return RLC_OK;
 }
 
@@ -310,14 +333,14 @@ int rlc_engine_extend(rlc_engine *e, const char *name, size_t name_len, uint64_t
                       int64_t lease_ms, int64_t now_ms, uint64_t *op_id)
 {
     int rc;
-    if (e && (rc = check_lease(e, lease_ms)) != RLC_OK)
+    if (e && (rc = eng_check_lease(e, lease_ms)) != RLC_OK)
         return rc;
-    if ((rc = new_op(e, OP_EXTEND, RLC_KIND_LOCK, name, name_len, owner, op_id)) != RLC_OK)
+    if ((rc = eng_new_op(e, OP_EXTEND, RLC_KIND_LOCK, name, name_len, owner, op_id)) != RLC_OK)
         return rc;
-    advance(e, now_ms);
-    struct eng_op *op = find_op(e, *op_id);
+    eng_advance(e, now_ms);
+    struct eng_op *op = eng_find_op(e, *op_id);
     op->lease_req = lease_ms;
-    enqueue(e, op);
+    eng_enqueue(e, op);
     return RLC_OK;
 }
 
@@ -326,11 +349,11 @@ int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t 
 {
     if (what < RLC_Q_LOCKED || what > RLC_Q_MODE)
         return rlc_fail(RLC_E_INVAL, "query %d is not one of RLC_Q_LOCKED..RLC_Q_MODE", what);
-    int rc = new_op(e, OP_QUERY, RLC_KIND_LOCK, name, name_len, owner, op_id);
+    int rc = eng_new_op(e, OP_QUERY, RLC_KIND_LOCK, name, name_len, owner, op_id);
     if (rc != RLC_OK)
         return rc;
-    advance(e, now_ms);
-    struct eng_op *op = find_op(e, *op_id);
+    eng_advance(e, now_ms);
+    struct eng_op *op = eng_find_op(e, *op_id);
     op->what = what;
     query_begin(e, op);
     return RLC_OK;
@@ -339,11 +362,11 @@ int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t 
 int rlc_engine_force_release(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
                              int64_t now_ms, uint64_t *op_id)
 {
-    int rc = new_op(e, OP_QUERY, RLC_KIND_LOCK, name, name_len, owner, op_id);
+    int rc = eng_new_op(e, OP_QUERY, RLC_KIND_LOCK, name, name_len, owner, op_id);
     if (rc != RLC_OK)
         return rc;
-    advance(e, now_ms);
-    struct eng_op *op = find_op(e, *op_id);
+    eng_advance(e, now_ms);
+    struct eng_op *op = eng_find_op(e, *op_id);
     op->what = Q_FORCE;
     query_begin(e, op);
     return RLC_OK;
@@ -391,13 +414,13 @@ int rlc_engine_fenced_set(rlc_engine *e, const char *key, size_t key_len, const 
     struct rlc_cmd *cmd = fenced_call(key, key_len, value, value_len, token);
     if (!cmd)
         return rlc_fail(RLC_E_NOMEM, "out of memory");
-    int rc = new_op(e, OP_QUERY, RLC_KIND_LOCK, key, key_len, FENCE_OWNER, op_id);
+    int rc = eng_new_op(e, OP_QUERY, RLC_KIND_LOCK, key, key_len, FENCE_OWNER, op_id);
     if (rc != RLC_OK) {
         cmd_unref(cmd);
         return rc;
     }
-    advance(e, now_ms);
-    struct eng_op *op = find_op(e, *op_id);
+    eng_advance(e, now_ms);
+    struct eng_op *op = eng_find_op(e, *op_id);
     op->what = Q_FENCE;
     op->call = cmd;
     query_begin(e, op);
@@ -408,8 +431,8 @@ int rlc_engine_cancel(rlc_engine *e, uint64_t id, int64_t now_ms)
 {
     if (!e)
         return rlc_fail(RLC_E_INVAL, "engine is NULL");
-    advance(e, now_ms);
-    struct eng_op *op = find_op(e, id);
+    eng_advance(e, now_ms);
+    struct eng_op *op = eng_find_op(e, id);
     if (!op || (op->kind != OP_ACQUIRE && op->kind != OP_MULTI))
         return rlc_fail(RLC_NOT_ACQUIRED, "operation %llu is not a running acquire",
                         (unsigned long long)id);
@@ -439,9 +462,9 @@ int rlc_engine_forget_kind(rlc_engine *e, int kind, const char *name, size_t nam
 {
     if (!e || !name)
         return rlc_fail(RLC_E_INVAL, "engine or name is NULL");
-    if (check_kind(kind) != RLC_OK)
+    if (check_hold_kind(kind) != RLC_OK)
         return RLC_E_INVAL;
-    advance(e, now_ms);
+    eng_advance(e, now_ms);
     /* a fair lock is one lock per owner: every one of them for owner 0 */
     for (struct eng_lock *l = lock_next_named(e, NULL, name, name_len, kind), *nl; l; l = nl) {
         nl = lock_next_named(e, l, name, name_len, kind);
@@ -571,7 +594,7 @@ void rlc_engine_connected(rlc_engine *e, int conn, int64_t now_ms)
 {
     if (!conn_ok(e, conn))
         return;
-    advance(e, now_ms);
+    eng_advance(e, now_ms);
     struct conn *c = &e->conns[conn];
     if (c->disc) {
         if (c->state != C_UP && c->state != C_DROPPED)
@@ -589,7 +612,7 @@ void rlc_engine_closed(rlc_engine *e, int conn, int64_t now_ms)
 {
     if (!conn_ok(e, conn))
         return;
-    advance(e, now_ms);
+    eng_advance(e, now_ms);
     struct conn *c = &e->conns[conn];
     char msg[200];
     const char *host;
@@ -645,7 +668,7 @@ int rlc_engine_received(rlc_engine *e, int conn, const char *data, size_t len, i
 {
     if (!conn_ok(e, conn) || (!data && len))
         return rlc_fail(RLC_E_INVAL, "bad connection number or data");
-    advance(e, now_ms);
+    eng_advance(e, now_ms);
     struct conn *c = &e->conns[conn];
     if (c->disc)
         return sentinel_received(e, c, data, len);
@@ -665,7 +688,7 @@ void rlc_engine_tick(rlc_engine *e, int64_t now_ms)
 {
     if (!e)
         return;
-    advance(e, now_ms);
+    eng_advance(e, now_ms);
     int kind;
     void *obj;
     for (int i = 0; i < TICK_LIMIT && timer_pop(e, e->now, &kind, &obj); i++) {

@@ -22,6 +22,7 @@
 #include "attempt_ids.h"
 #include "engine_int.h"
 #include "error.h"
+#include "permit_calls.h"
 #include "quorum.h"
 #include "scripts.h"
 
@@ -35,6 +36,16 @@ static void try_round(rlc_engine *e, struct eng_op *op, int64_t now)
     guard_lease(e, op->lease);
     round_begin(e, op, now);
     struct lock_names names = eng_names(l);
+    if (kind_permits(l->kind)) {
+        struct rlc_cmd *cmd = call_permits_acquire(
+            &names, e->uuid, op->attempt, op->permits, op->lease,
+            lock_undo_tomb_ms(op->lease, e->call_timeout_ms, e->opts.connect_timeout_ms));
+        if (!cmd)
+            abort();
+        round_send(e, op, R_ACQUIRE, cmd->script, cmd);
+        cmd_unref(cmd);
+        return;
+    }
     /* A waiting writer registers from its first try; a fair waiter joins
      * the queue once it has slept, so that it listens on its own channel
      * before the hand-off to it can be published. */
@@ -94,6 +105,15 @@ void acquire_forget_lost(rlc_engine *e, struct hold *h)
 static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
+    if (kind_permits(h->lock->kind)) {
+        /* permits nest in nothing and are not renewed: an expirable one
+         * lasts its lease, a plain one until it is given back */
+        h->permits = op->permits;
+        op->lease = op->lease_req > 0 ? op->lease_req : 0;
+        op->wait_deadline = wait_deadline(now, op->wait_ms);
+        try_round(e, op, now);
+        return;
+    }
     if (hold_take_lost(e, op, "acquire", false, now))
         return;
     acquire_forget_lost(e, h);
@@ -119,7 +139,7 @@ static void acquire_start(rlc_engine *e, struct eng_op *op, int64_t now)
 static void parse(struct node_reply *nr, const redisReply *r, int kind)
 {
     struct acquire_answer a;
-    if (!answer_acquire(r, kind, &a)) {
+    if (kind_permits(kind) ? !answer_permits(r, &a) : !answer_acquire(r, kind, &a)) {
         nr->status = RLC_E_PROTOCOL;
         nr->err = strdup("unexpected reply to the acquire script");
         return;
@@ -158,9 +178,40 @@ static void start_floor(rlc_engine *e, struct eng_op *op, int stored, int k, int
 static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_t sleep_ms,
                     const char *msg, int64_t now);
 
+/* Permits were taken (engine_permits.c has what a grant reports). An
+ * expirable permit is the caller's for what is left of its lease, by the
+ * lock's rule; a plain one's record goes, since no undo will name it (sent
+ * like an undo: again on a new connection until answered). */
+static void grant_permits(rlc_engine *e, struct eng_op *op, int64_t now)
+{
+    struct hold *h = op->hold;
+    struct lock_names names = eng_names(h->lock);
+    if (h->lock->kind == RLC_KIND_PSEMAPHORE) {
+        /* > 0: the round's verdict (decide) was taken at this same now */
+        op->validity_out = quorum_validity_ms(op->lease, (now - op->started) * 1000000,
+                                              e->opts.drift_factor);
+    } else {
+        struct rlc_cmd *del = call_permits_forget(&names, e->uuid, op->attempt);
+        if (!del)
+            abort();
+        conn_send(e, 0, h->lock, R_UNDO, NULL, NULL, del, true);
+        cmd_unref(del);
+        op->validity_out = -1;
+    }
+    op->token = op->attempt;
+    op->woken = false;
+    sub_leave(e, op);
+    eng_event_done(e, op, RLC_OK, "%s", "");
+    op_finish(e, op, now);
+}
+
 static void grant(rlc_engine *e, struct eng_op *op, int64_t now)
 {
     struct hold *h = op->hold;
+    if (kind_permits(h->lock->kind)) {
+        grant_permits(e, op, now);
+        return;
+    }
     /* What a late request of this hold could still leave (a shorter lease,
      * an undo's earlier PTTL) bounds the validity; none left: not held. */
     int64_t valid_until = hold_valid_until(h, op->started, op->pos, op->granted, op->lease,
@@ -295,7 +346,12 @@ static void not_now(rlc_engine *e, struct eng_op *op, int rc, bool split, int64_
     if (rc != RLC_NOT_ACQUIRED || op->wait_ms == 0 || !time_left) {
         sub_leave(e, op);
         char waited[300];
-        if (rc == RLC_NOT_ACQUIRED && op->wait_ms != 0) {
+        if (rc == RLC_NOT_ACQUIRED && op->wait_ms != 0 && kind_permits(l->kind)) {
+            snprintf(waited, sizeof waited, "%s '%s' has fewer than %lld permits free; "
+                     "waited %lld ms", lock_noun(l), RLC_SHOWN(l->name),
+                     (long long)op->permits, (long long)op->wait_ms);
+            msg = waited;
+        } else if (rc == RLC_NOT_ACQUIRED && op->wait_ms != 0) {
             snprintf(waited, sizeof waited, "lock '%s' is held by another owner; waited %lld ms",
                      RLC_SHOWN(l->name), (long long)op->wait_ms);
             msg = waited;
@@ -355,6 +411,9 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
     struct quorum_verdict vd;
     quorum_decide(votes, n, op->nested, op->lease, (now - op->started) * 1000000,
                   e->opts.drift_factor, &vd);
+    /* a plain permit has no lease for the round to use up */
+    if (vd.outcome == Q_LEASE_USED && h->lock->kind == RLC_KIND_SEMAPHORE)
+        vd.outcome = Q_HELD;
     for (int i = 0; i < n; i++)
         op->granted[i] = votes[i].kind == QV_YES;
     /* A nested acquire of a hold declared lost while it ran is lost too:
@@ -369,6 +428,9 @@ static void decide(rlc_engine *e, struct eng_op *op, int64_t now)
                                e->opts.sync_replicas, e->opts.sync_timeout_ms, guard_msg};
     struct acquire_outcome out;
     acquire_outcome(&vd, &ar, msg, sizeof msg, &out);
+    if (vd.outcome == Q_BUSY && kind_permits(h->lock->kind))
+        snprintf(msg, sizeof msg, "%s '%s' has fewer than %lld permits free",
+                 lock_noun(h->lock), shown, (long long)op->permits);
     if (vd.outcome == Q_OUTER_LOST) {
         send_undo(e, h, op->attempt, op->lease, vd.undo);
         eng_hold_lost(e, h, RLC_E_LOST);

@@ -393,8 +393,8 @@ struct req *conn_send(rlc_engine *e, int node, const struct eng_lock *l, int kin
      * a hold's TTL stays marked until its answer (hold_valid_until), so no
      * validity is counted past what it could leave. */
     r->cmd = own ? own : cmd_ref(cmd);
-    if (kind == R_UNDO) {
-        /* An undo goes as EVAL: a NOSCRIPT answer's re-send would go out
+    if (kind == R_UNDO && s) {
+        /* An undo goes as EVAL (a plain command, a DEL, is one already): a NOSCRIPT answer's re-send would go out
          * behind what was sent after it (the owner's next try) and run
          * after it, where the PTTL it may put back cuts that try's lease
          * (its mark then froze the try: it was refused, the lock free).
@@ -628,7 +628,11 @@ static void end_conn(rlc_engine *e, struct conn *c, int why, const char *msg, in
     c->reader = NULL;
     c->out_len = c->out_sent = 0;
     c->state = next_state;
-    if (was_up) {
+    /* A connection that ended before any answer (a node that accepts and
+     * closes: a proxy in front of a dead server, a full listener) failed
+     * as a connect fails: it backs off, or what waits to go out again (an
+     * undo) would reconnect in a loop, thousands of times a second. */
+    if (was_up && c->answered) {
         c->fails = 0;
         c->backoff_ms = 0;
         c->retry_at = e->now;

@@ -93,7 +93,7 @@ struct req {
 
 enum conn_state { C_DOWN, C_CONNECTING, C_UP, C_DROPPED };
 
-#define CONN_SCRIPTS 32 /* the scripts and their SPUBLISH twins */
+#define CONN_SCRIPTS 48 /* the scripts and their SPUBLISH twins */
 
 struct conn {
     int state;
@@ -200,6 +200,8 @@ struct hold {
     struct timer timer;    /* the next renewal or the end of validity */
     struct eng_op *renewing; /* a renewal round in flight */
     int renew_fail;        /* why the last renewal failed (0: it did not) */
+    int64_t permits;       /* a semaphore's: the permits its running acquire asks
+                              for (its undo gives back as many) */
     struct eng_op *ops_head, *ops_tail; /* its operations, the head runs */
     struct eng_op *queries; /* its queries running (by next): outside the queue */
     struct ttl_mark *marks; /* requests that may still set its TTL */
@@ -260,11 +262,19 @@ static inline int64_t wait_deadline(int64_t now, int64_t wait_ms)
     return wait_ms < 0 || wait_ms > INT64_MAX - now ? -1 : now + wait_ms;
 }
 
-/* What l is called in a message: "lock", "read lock", "write lock", "fair lock". */
+/* What l is called in a message: "lock", "read lock", "write lock", "fair lock"... */
 static inline const char *lock_noun(const struct eng_lock *l)
 {
-    static const char *const nouns[] = {"lock", "read lock", "write lock", "fair lock"};
-    return l->kind >= 0 && l->kind <= RLC_KIND_FAIR ? nouns[l->kind] : "lock";
+    static const char *const nouns[] = {"lock", "read lock", "write lock", "fair lock",
+                                        "semaphore", "permit-expirable semaphore"};
+    return l->kind >= 0 && l->kind <= RLC_KIND_PSEMAPHORE ? nouns[l->kind] : "lock";
+}
+
+/* A semaphore of either kind: its acquire takes permits, it holds nothing
+ * (engine_permits.c). */
+static inline bool kind_permits(int kind)
+{
+    return kind == RLC_KIND_SEMAPHORE || kind == RLC_KIND_PSEMAPHORE;
 }
 
 /* Its names as the script calls take them (lock_calls.h). */
@@ -357,6 +367,7 @@ struct eng_op {
     bool *granted;
     int floor_pending, stored;
     char *floor_err;       /* a node's error reply to token_floor (an ACL), or NULL */
+    int64_t permits;       /* a semaphore's acquire: how many it takes */
     /* release */
     uint64_t level;
     bool had_hold;
@@ -378,7 +389,11 @@ struct eng_op {
      * answer */
     int what;
     int64_t query_out;
-    struct rlc_cmd *call;  /* Q_FENCE's command, made when it was asked */
+    struct rlc_cmd *call;  /* Q_FENCE's, Q_CALL's command, made when it was asked */
+    bool call_redo;        /* Q_CALL: sent again on a new connection until answered
+                              (a plain semaphore's release: it acts once) */
+    bool call_held;        /* Q_CALL: an answer of 0 is RLC_E_LOST (an expirable
+                              permit that was not held) */
 };
 
 /* A one-shot round beside the queries (rlc_engine_force_release): the
@@ -388,6 +403,10 @@ struct eng_op {
 /* A fenced write (rlc_engine_fenced_set): op->call on the one node; its
  * answer is 1 written, 0 refused. */
 #define Q_FENCE 0x101
+/* A semaphore's one-shot call (engine_permits.c): op->call on the one
+ * node; its answer is the integer it returns (a nil or a number's text
+ * read as one). */
+#define Q_CALL 0x102
 
 /* ---- the engine ---- */
 
@@ -717,6 +736,17 @@ void multi_cancel(rlc_engine *e, struct eng_op *op, int64_t now);
  * its hold's queue; query_free_all drops a hold's running queries unreported
  * (the engine is freed). */
 void query_begin(rlc_engine *e, struct eng_op *op);
+
+/* engine.c's, for the entry points of other files (engine_permits.c): a
+ * new op of a kind on (name, lock kind, owner) after the checks every call
+ * makes; the op of an id; time moved on to now; the op queued behind its
+ * hold's others; a lease the engine takes. */
+int eng_new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size_t len,
+               uint64_t owner, uint64_t *id);
+struct eng_op *eng_find_op(const rlc_engine *e, uint64_t id);
+void eng_advance(rlc_engine *e, int64_t now);
+void eng_enqueue(rlc_engine *e, struct eng_op *op);
+int eng_check_lease(const rlc_engine *e, int64_t lease_ms);
 void query_free_all(rlc_engine *e, struct hold *h);
 
 /* Shared by the operations (engine_round.c): a round sends one command to

@@ -86,9 +86,9 @@ static char *fair_channel(const rlc_engine *e, const struct eng_lock *l, size_t 
 
 /* Its names of its kind (keys.h): the lock's, a read or write lock's
  * (Redisson's RReadWriteLock: its channel and, for a reader, its timeout
- * keys' prefix; our waiting writers' zset), or a fair lock's (Redisson's
- * RFairLock: its queue, its timeouts, the waiter's own channel). Every one
- * hashes to the key's slot. */
+ * keys' prefix; our waiting writers' zset), a fair lock's (Redisson's
+ * RFairLock: its queue, its timeouts, the waiter's own channel) or a
+ * semaphore's (permit_calls.h). Every one hashes to the key's slot. */
 static bool lock_names_make(const rlc_engine *e, struct eng_lock *l)
 {
     l->token_key = key_derived("redisson_lock_token:", l->key, l->key_len, "", &l->token_key_len);
@@ -100,6 +100,18 @@ static bool lock_names_make(const rlc_engine *e, struct eng_lock *l)
         l->aux = key_derived("redisson_lock_timeout:", l->key, l->key_len, "", &l->aux_len);
         l->channel = l->pub ? fair_channel(e, l, &l->channel_len) : NULL;
         return l->token_key && l->attempts_key && l->pub && l->queue && l->aux && l->channel;
+    }
+    if (kind_permits(l->kind)) {
+        /* Redisson's RSemaphore: the count at the key, its channel (and the
+         * expirable kind's zset); ours: the prefix of a try's record */
+        free(l->attempts_key);
+        l->attempts_key =
+            key_own("redlockc_attempt:", l->key, l->key_len, ":", &l->attempts_key_len);
+        l->channel = key_derived("redisson_sc:", l->key, l->key_len, "", &l->channel_len);
+        if (l->kind == RLC_KIND_PSEMAPHORE)
+            l->aux = key_derived("", l->key, l->key_len, ":timeout", &l->aux_len);
+        return l->token_key && l->attempts_key && l->channel &&
+               (l->kind != RLC_KIND_PSEMAPHORE || l->aux);
     }
     if (l->kind == RLC_KIND_READ || l->kind == RLC_KIND_WRITE) {
         l->channel = key_derived("redisson_rwlock:", l->key, l->key_len, "", &l->channel_len);

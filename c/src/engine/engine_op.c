@@ -59,9 +59,10 @@ void eng_event_done(rlc_engine *e, struct eng_op *op, int status, const char *fm
     ev.name = h->lock->name;
     ev.name_len = h->lock->name_len;
     ev.kind = h->lock->kind;
-    ev.count = op->kind == OP_QUERY ? op->query_out : h->count;
+    bool permits = op->kind == OP_ACQUIRE && kind_permits(h->lock->kind);
+    ev.count = op->kind == OP_QUERY ? op->query_out : permits ? op->permits : h->count;
     if (status == RLC_OK && op->kind == OP_ACQUIRE)
-        ev.token = h->token;
+        ev.token = permits ? op->token : h->token; /* a grant of permits: its attempt */
     if (status == RLC_OK &&
         (op->kind == OP_ACQUIRE || op->kind == OP_MULTI || op->kind == OP_EXTEND))
         ev.validity_ms = op->validity_out;

@@ -21,7 +21,8 @@
  * (rlc_engine_forget).
  *
  * A fenced write (rlc_engine_fenced_set) is one more: the fenced-set script
- * on the one node, its command made when it was asked. Its eng_lock is
+ * on the one node, its command made when it was asked; so is a semaphore's
+ * call that takes no permits (engine_permits.c: set, available, release). Its eng_lock is
  * named by the resource key only to carry it (a hold to hang on, a hash
  * slot: with a key_prefix, a cluster's MOVED takes it to the key's own).
  */
@@ -34,6 +35,7 @@
 #include <hiredis/hiredis.h>
 
 #include "engine_int.h"
+#include "error.h"
 #include "quorum.h"
 #include "scripts.h"
 
@@ -45,7 +47,7 @@ static struct rlc_cmd *query_cmd(const struct eng_op *op)
     const char *argv[3];
     size_t lens[3];
     int argc = 2;
-    if (what == Q_FENCE)
+    if (what == Q_FENCE || what == Q_CALL)
         return cmd_ref(op->call);
     if (what == Q_FORCE) {
         const char *keys[2] = {l->key, l->channel};
@@ -87,6 +89,7 @@ static int64_t query_answer(const rlc_engine *e, int what, int64_t *v, int nv)
     int ones = 0;
     switch (what) {
     case Q_FENCE:
+    case Q_CALL:
         return v[0];
     case Q_FORCE:
         for (int i = 0; i < nv; i++)
@@ -131,6 +134,13 @@ static void query_decide(rlc_engine *e, struct eng_op *op, int64_t now)
         op->query_out = query_answer(e, op->what, v, nv);
     else
         rc = round_fail(e, op, msg, sizeof msg);
+    if (rc == RLC_OK && op->what == Q_CALL && op->call_held && op->query_out == 0) {
+        const struct eng_lock *l = op->hold->lock;
+        rc = RLC_E_LOST;
+        snprintf(msg, sizeof msg, "the permits this id names are not held in %s '%s': their "
+                 "lease ran out (or they were given back already)", lock_noun(l),
+                 RLC_SHOWN(l->name));
+    }
     eng_event_done(e, op, rc, "%s", msg);
     op_finish(e, op, now);
 }
@@ -213,9 +223,9 @@ static void query_start(rlc_engine *e, struct eng_op *op, int64_t now)
         abort();
     const struct script *s = op->what == Q_FORCE   ? &script_force_release
                              : op->what == Q_FENCE ? &script_fenced_set
-                                                   : NULL;
+                                                   : cmd->script;
     for (int i = 0; i < e->n; i++)
-        op->reqs[i] = conn_send(e, i, h->lock, R_QUERY, op, s, cmd, false);
+        op->reqs[i] = conn_send(e, i, h->lock, R_QUERY, op, s, cmd, op->call_redo);
     cmd_unref(cmd);
     timer_set(e, &op->timer, T_OP, op, op->round_deadline);
 }

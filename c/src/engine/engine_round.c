@@ -17,6 +17,7 @@
 
 #include "engine_int.h"
 #include "error.h"
+#include "permit_calls.h"
 #include "scripts.h"
 
 void round_clear(struct eng_op *op)
@@ -209,9 +210,11 @@ void send_undo(rlc_engine *e, struct hold *h, uint64_t attempt, int64_t lease,
 {
     const struct eng_lock *l = h->lock;
     struct lock_names names = eng_names(l);
-    struct rlc_cmd *cmd = call_undo(
-        &names, e->uuid, attempt, h->field, h->field_len,
-        lock_undo_tomb_ms(lease, e->call_timeout_ms, e->opts.connect_timeout_ms));
+    int64_t tomb = lock_undo_tomb_ms(lease, e->call_timeout_ms, e->opts.connect_timeout_ms);
+    struct rlc_cmd *cmd =
+        kind_permits(l->kind)
+            ? call_permits_undo(&names, e->uuid, attempt, h->permits, tomb)
+            : call_undo(&names, e->uuid, attempt, h->field, h->field_len, tomb);
     if (!cmd)
         abort();
     for (int i = 0; i < e->n; i++)

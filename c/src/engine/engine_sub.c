@@ -13,7 +13,9 @@
  *   - a subscription confirmed (first, or again after a reconnect): every
  *     waiter, since a message may have been missed while unsubscribed;
  *   - the lock's one timer: the holder's lease end as the last busy reply
- *     reported it, else a safety poll each second: one waiter.
+ *     reported it, else a safety poll each second: one waiter;
+ *   - a semaphore's message (permits came back, redisson_sc:{name}): every
+ *     waiter of it, since the count may let several in.
  *
  * A wake that finds no sleeper (every waiter is trying) is not lost: it is
  * kept (missed_wake), and the next try that comes back busy tries again at
@@ -327,8 +329,10 @@ static void on_channel_reply(rlc_engine *e, struct conn *c, const redisReply *r,
         kind++;
     if (strcmp(kind, "message") == 0) {
         const redisReply *m = r->elements > 2 ? r->element[2] : NULL;
-        if (m && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1' &&
-            l->kind == RLC_KIND_READ)
+        if (kind_permits(l->kind))
+            wake_all(e, l, now); /* permits came back: each waiter sees if its count fits */
+        else if (m && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1' &&
+                 l->kind == RLC_KIND_READ)
             wake_all(e, l, now); /* a write unlock: readers come in together */
         else if (l->own_msgs > 0)
             l->own_msgs--;
@@ -359,6 +363,7 @@ int sub_received(rlc_engine *e, struct conn *c, const char *data, size_t len, in
     redisReply *r;
     int got;
     while ((got = conn_next(e, c, &r)) > 0) {
+        c->answered = true; /* a reconnect after it ends need not back off */
         on_reply(e, c, r, now);
         freeReplyObject(r);
         if (c->state != C_UP)

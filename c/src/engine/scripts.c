@@ -600,7 +600,8 @@ static const struct script *const engine_family[] = {
     &fscript_read_acquire, &fscript_read_release, &fscript_write_acquire,
     &fscript_write_release, &fscript_rw_undo, &fscript_rw_renew, &fscript_write_withdraw,
     &fscript_fair_acquire, &fscript_fair_release, &fscript_fair_withdraw, &fscript_fair_undo,
-    &fscript_fair_renew};
+    &fscript_fair_renew, &fscript_sem_acquire, &fscript_sem_release, &fscript_psem_acquire,
+    &fscript_psem_release, &fscript_psem_available};
 
 size_t scripts_engine(const struct script **out, bool twins, bool classic)
 {

@@ -84,7 +84,7 @@ size_t script_make_sharded(struct script *s, struct script *twin, char *buf, siz
  * masters), written to out (room for SCRIPTS_ENGINE_MAX); returns how
  * many. What a command connection loads with SCRIPT LOAD before its first
  * call (engine_conn.c). */
-#define SCRIPTS_ENGINE_MAX 32
+#define SCRIPTS_ENGINE_MAX 48
 size_t scripts_engine(const struct script **out, bool twins, bool classic);
 
 /* Computes the SHA-1 names, the lock family's too (scripts_family.h).
