@@ -11,10 +11,11 @@
 --
 -- Globals used from C: reset(n), compile(source) -> runner or nil, err;
 -- runner(node, now, keys, argv) -> the script's raw result; exists(node, key,
--- now); dump(node, key, now); keys_of(node, now) and move_key(from, to, key,
--- now) (a cluster's slot migration). sim_publish(channel),
--- sim_spublish(channel) and sim_touch(node, key) (a key was written, deleted
--- or expired: CLIENT TRACKING's invalidation) are provided by C.
+-- now); dump(node, key, now); peek(node, key, now) (the FIFO check's look);
+-- keys_of(node, now) and move_key(from, to, key, now) (a cluster's slot
+-- migration). sim_publish(channel), sim_spublish(channel) and sim_touch(node,
+-- key) (a key was written, deleted or expired: CLIENT TRACKING's
+-- invalidation) are provided by C.
 
 local NODES = {}
 local cur -- the node the running script acts on
@@ -388,6 +389,12 @@ function C.rpush(n, k, ...)
   touch(n, k)
   return #e.l
 end
+function C.lpush(n, k, ...)
+  local e = n:list(k, true)
+  for _, v in ipairs({ ... }) do table.insert(e.l, 1, v) end
+  touch(n, k)
+  return #e.l
+end
 function C.lpop(n, k)
   local e = n:list(k)
   if not e then return false end
@@ -533,6 +540,17 @@ function move_key(from, to, key, now)
   touch(a, key)
   touch(b, key)
   return true
+end
+
+-- A list's items in order, or a hash's fields sorted, as the key is at
+-- `now`, for the FIFO check: it only looks, so a key past its time is
+-- left for the next command to expire (no write, no invalidation).
+function peek(node, key, now)
+  local e = NODES[node].db[key]
+  if not e or (e.exp and e.exp <= now) then return {} end
+  if e.t == "list" then return { table.unpack(e.l) } end
+  if e.t == "hash" then return sorted_fields(e.h) end
+  return {}
 end
 
 -- A key's content as one line, for traces.

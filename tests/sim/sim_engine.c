@@ -142,7 +142,8 @@
 #define MAX_LOCKS 3
 #define MAX_UNITS 4   /* an owner's stack: a hold, 2 nested in it, a multi-lock */
 #define MAX_MULTI 4   /* names passed to one multi-lock: 3 and a duplicate */
-#define MAX_SCRIPTS 32 /* both formats' scripts and their SPUBLISH twins */
+#define MAX_SCRIPTS 64 /* both formats' scripts, the family's, their SPUBLISH twins and
+                          mutated copies: a bit each in node_scripts */
 #define NEVER INT64_MAX
 
 /* ------------------------------------------------------------ utilities */
@@ -347,7 +348,7 @@ struct script_slot {
 };
 
 struct stats {
-    long overlaps, tokens, residue, liveness, protocol, contract;
+    long overlaps, tokens, residue, liveness, protocol, contract, fifo;
     long grants, busy, failed, canceled, lost, extends, releases;
     long multi_grants, multi_busy, multi_failed, multi_canceled;
     long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes, restarts;
@@ -355,6 +356,7 @@ struct stats {
     long loads, loads_refused; /* SCRIPT LOAD answered, refused (an ACL) */
     long commands, messages, events, claims;
     long queries, query_answers; /* rlc_engine_query: sent, answered RLC_OK */
+    long fair_grants, fair_behind; /* fair grants to live waiters; of them, with others queued */
     long invalidations;   /* loss push: CLIENT TRACKING messages sent */
     long cluster_schedules, moved, ask, asking, tryagain, clusterdown, migrations,
         keys_migrated, slot_maps, sunsubscribes;
@@ -425,7 +427,7 @@ static struct {
     int64_t node_paused[MAX_NODES];
     int64_t node_down[MAX_NODES]; /* restarting: connects fail until then */
     int node_runs[MAX_NODES];     /* restarts so far: the run_id INFO server says */
-    uint32_t node_scripts[MAX_NODES]; /* bit i: scripts[i] is in the node's cache */
+    uint64_t node_scripts[MAX_NODES]; /* bit i: scripts[i] is in the node's cache */
     int cur_node;
     bool quiet;
     int tasks_left;
@@ -552,14 +554,18 @@ static int script_find(const char *sha)
     return -1;
 }
 
-/* The slot of a script source (compiled once per process), or -1 if full. */
+/* The slot of a script source (compiled once per process; the process
+ * stops if there is none left). */
 static int script_add(const char *src, size_t len, const char *name)
 {
     for (int i = 0; i < S.nscripts; i++)
         if (S.scripts[i].len == len && memcmp(S.scripts[i].source, src, len) == 0)
             return i;
-    if (S.nscripts == MAX_SCRIPTS)
-        return -1;
+    if (S.nscripts == MAX_SCRIPTS) {
+        /* a node that could not run a script would change what the engines do */
+        fprintf(stderr, "sim: more than %d scripts: raise MAX_SCRIPTS\n", MAX_SCRIPTS);
+        exit(2);
+    }
     struct script_slot *s = &S.scripts[S.nscripts];
     sha1_hex(src, len, s->sha);
     s->source = xmalloc(len);
@@ -650,6 +656,9 @@ static void encode_value(struct buf *out, int depth)
     }
 }
 
+static int fifo_before(int n, redisReply **keys, long nkeys);
+static void fifo_after(int n, int l);
+
 static void run_script(int node, int slot, redisReply **args, size_t nargs, struct buf *out)
 {
     struct script_slot *s = &S.scripts[slot];
@@ -667,6 +676,7 @@ static void run_script(int node, int slot, redisReply **args, size_t nargs, stru
         buf_printf(out, "-ERR Number of keys can't be greater than number of args\r\n");
         return;
     }
+    int fair = fifo_before(node, args + 1, nkeys);
     lua_State *L = S.L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->runner);
     lua_pushinteger(L, node + 1);
@@ -682,13 +692,12 @@ static void run_script(int node, int slot, redisReply **args, size_t nargs, stru
         lua_rawseti(L, -2, (lua_Integer)(i - (size_t)nkeys));
     }
     S.cur_node = node;
-    if (lua_pcall(L, 4, 1, 0) != LUA_OK) {
+    if (lua_pcall(L, 4, 1, 0) != LUA_OK)
         buf_printf(out, "-ERR %s\r\n", lua_tostring(L, -1));
-        lua_pop(L, 1);
-        return;
-    }
-    encode_value(out, 0);
+    else
+        encode_value(out, 0);
     lua_pop(L, 1);
+    fifo_after(node, fair); /* an error keeps what the script wrote before it */
 }
 
 /* ------------------------------------------------------------ network */
@@ -1214,7 +1223,7 @@ static void node_exec(int p, redisReply *r, struct buf *out)
         char sha[41];
         snprintf(sha, sizeof sha, "%.*s", (int)(a[1]->len > 40 ? 40 : a[1]->len), a[1]->str);
         int k = a[1]->len == 40 ? script_find(sha) : -1;
-        if (k < 0 || !(S.node_scripts[n] & (1u << k))) {
+        if (k < 0 || !(S.node_scripts[n] & (1ull << k))) {
             S.st.noscript++;
             buf_printf(out, "-NOSCRIPT No matching script. Please use EVAL.\r\n");
             goto done;
@@ -1222,11 +1231,7 @@ static void node_exec(int p, redisReply *r, struct buf *out)
         run_script(n, k, a + 2, argc - 2, out);
     } else if (is(a[0], "eval") && argc >= 3) {
         int k = script_add(a[1]->str, a[1]->len, NULL);
-        if (k < 0) {
-            buf_printf(out, "-ERR too many scripts in the simulation\r\n");
-            goto done;
-        }
-        S.node_scripts[n] |= 1u << k;
+        S.node_scripts[n] |= 1ull << k;
         run_script(n, k, a + 2, argc - 2, out);
     } else if (is(a[0], "script") && argc >= 2 && is(a[1], "load") && argc == 3 &&
                !S.quiet && S.cfg.faults && chance(0.01)) {
@@ -1238,9 +1243,8 @@ static void node_exec(int p, redisReply *r, struct buf *out)
     } else if (is(a[0], "script") && argc >= 2 && is(a[1], "load") && argc == 3) {
         S.st.loads++;
         int k = script_add(a[2]->str, a[2]->len, NULL);
-        if (k >= 0)
-            S.node_scripts[n] |= 1u << k;
-        buf_bulk(out, k >= 0 ? S.scripts[k].sha : "", k >= 0 ? 40 : 0);
+        S.node_scripts[n] |= 1ull << k;
+        buf_bulk(out, S.scripts[k].sha, 40);
     } else if (is(a[0], "script") && argc == 2 && is(a[1], "flush")) {
         S.node_scripts[n] = 0;
         buf_printf(out, "+OK\r\n");
@@ -1588,6 +1592,212 @@ static void check_claim(int ci, int ti, int l)
                   name, ci, me->owner, v, n, cj, ot->owner);
         }
     }
+}
+
+/* ------------------------------------------------------------ fair order */
+
+/* FIFO (the fair lock's F2, docs/design/family.md): among the live waiters
+ * of a fair lock, the lock goes in the order they joined its queue.
+ *
+ * The order is the server's, not the engines': after every script whose
+ * first key is a fair lock's hash, the check reads that node's queue list
+ * (node.lua's peek: it looks and writes nothing, so a seed replays the
+ * same) and numbers each owner's entry when it first appears there, in list
+ * order, so the numbers are the queue's order. A grant is a script that
+ * leaves an owner's field in the hash where it was not before. A waiter is
+ * live while its acquire of that name runs (T_ACQ: not yet granted, ended,
+ * cancelled or timed out; a cancel's DONE comes in the same service). A
+ * grant to a live owner F breaks the order when a live waiter G is ahead of
+ * F: F has no place, or G's is older. G's place is
+ *  - without faults: G's first entry in its running acquire, even once it
+ *    is gone from the list. There a live waiter's place cannot lapse: it
+ *    tries again at least every half thread wait (on a clock within 1% of
+ *    the node's; each try sets its timeout to now + 2 thread waits) over a
+ *    network of a few ms, and its entry leaves only by its grant or by the
+ *    withdraw its acquire's end sends. So a place lost is itself a break
+ *    (a waiter overtaken because its timeout ran out, or a prune that took
+ *    a live entry, is caught);
+ *  - with faults: G's entry as the granting script left it, if any. A
+ *    paused client or node, a cut connection or a slow packet may hold G's
+ *    tries back past its timeout, and then the next fair script prunes it
+ *    (Redisson's rule); a late withdraw of G's earlier acquire may take the
+ *    entry its new acquire kept. G joins again at the tail, and that is its
+ *    place. An entry still there after a grant to another owner, ahead of
+ *    that owner's, breaks the order in any schedule: the script grants only
+ *    to the queue's head (once timed-out heads are pruned) or into an empty
+ *    queue.
+ * F's place is its entry before the script, or its first in this acquire
+ * (without faults), whichever is older.
+ */
+#define FAIR_OWNERS (MAX_CLIENTS * MAX_TASKS)
+static struct {
+    int64_t seq;                           /* entries numbered so far */
+    int64_t entry[MAX_LOCKS][FAIR_OWNERS]; /* the owner's entry in the list now; 0 none */
+    int64_t place[MAX_LOCKS][FAIR_OWNERS]; /* its first entry in acquire place_op */
+    uint64_t place_op[MAX_LOCKS][FAIR_OWNERS];
+    bool held[FAIR_OWNERS];                /* in the hash before the running script */
+} FQ;
+
+static void fifo_reset(void)
+{
+    memset(&FQ, 0, sizeof FQ);
+}
+
+/* The fair lock whose hash is `key` (a script's first key), or -1. */
+static int fair_lock_of(const char *key, size_t len)
+{
+    for (int l = 0; S.cfg.writes && l < S.cfg.locks; l++) {
+        if (kind_of(l) != RLC_KIND_FAIR)
+            continue;
+        char k[64];
+        int n = snprintf(k, sizeof k, "%s%s", S.cfg.prefix, lock_names[l]);
+        if ((size_t)n == len && memcmp(k, key, len) == 0)
+            return l;
+    }
+    return -1;
+}
+
+/* The owner (client * MAX_TASKS + task) whose field is f ("<uuid>:<owner>"), or -1. */
+static int fair_owner_of(const char *f, size_t len)
+{
+    for (int ci = 0; ci < S.cfg.clients; ci++)
+        for (int ti = 0; ti < S.cl[ci].ntasks; ti++) {
+            char field[64];
+            int n = snprintf(field, sizeof field, "%s:%" PRIu64, S.cl[ci].uuid,
+                             S.cl[ci].task[ti].owner);
+            if ((size_t)n == len && memcmp(field, f, len) == 0)
+                return ci * MAX_TASKS + ti;
+        }
+    return -1;
+}
+
+static struct task *fair_task(int o)
+{
+    return &S.cl[o / MAX_TASKS].task[o % MAX_TASKS];
+}
+
+static bool fair_live(int o, int l)
+{
+    if (o / MAX_TASKS >= S.cfg.clients || o % MAX_TASKS >= S.cl[o / MAX_TASKS].ntasks)
+        return false;
+    const struct task *t = fair_task(o);
+    return t->st == T_ACQ && t->lock == l;
+}
+
+/* The owners named by key's list items or hash fields on node n, in order
+ * (each once; names of no owner are left out): how many. */
+static int fair_peek(int n, const char *key, int out[FAIR_OWNERS])
+{
+    int count = 0;
+    lua_getglobal(S.L, "peek");
+    lua_pushinteger(S.L, n + 1);
+    lua_pushstring(S.L, key);
+    lua_pushinteger(S.L, S.now);
+    lua_call(S.L, 3, 1);
+    for (lua_Integer i = 1; lua_rawgeti(S.L, -1, i) == LUA_TSTRING; i++) {
+        size_t len;
+        const char *f = lua_tolstring(S.L, -1, &len);
+        int o = fair_owner_of(f, len);
+        bool seen = false;
+        for (int k = 0; k < count; k++)
+            seen |= out[k] == o;
+        if (o >= 0 && !seen)
+            out[count++] = o;
+        lua_pop(S.L, 1);
+    }
+    lua_pop(S.L, 2);
+    return count;
+}
+
+/* Before a script on node n: the fair lock it names (or -1) and who holds it. */
+static int fifo_before(int n, redisReply **keys, long nkeys)
+{
+    if (!S.cfg.writes || nkeys < 1)
+        return -1;
+    int l = fair_lock_of(keys[0]->str, keys[0]->len);
+    if (l < 0)
+        return -1;
+    int in[FAIR_OWNERS];
+    memset(FQ.held, 0, sizeof FQ.held);
+    for (int k = fair_peek(n, keys[0]->str, in); k-- > 0;)
+        FQ.held[in[k]] = true;
+    return l;
+}
+
+/* The queue's entries after the script: new ones numbered in list order,
+ * each live waiter's first one in its acquire kept as its place. */
+static void fifo_number(int n, int l, const char *queue)
+{
+    int in[FAIR_OWNERS];
+    bool there[FAIR_OWNERS] = {false};
+    int count = fair_peek(n, queue, in);
+    for (int k = 0; k < count; k++) {
+        int o = in[k];
+        there[o] = true;
+        if (FQ.entry[l][o])
+            continue;
+        FQ.entry[l][o] = ++FQ.seq;
+        if (fair_live(o, l) && FQ.place_op[l][o] != fair_task(o)->op) {
+            FQ.place[l][o] = FQ.seq;
+            FQ.place_op[l][o] = fair_task(o)->op;
+        }
+    }
+    for (int o = 0; o < FAIR_OWNERS; o++)
+        if (!there[o])
+            FQ.entry[l][o] = 0;
+}
+
+/* Owner o's place in lock l's queue by the rule above (0: none). */
+static int64_t fifo_place(int o, int l, int64_t entry)
+{
+    int64_t p = entry;
+    bool first = !S.cfg.faults && FQ.place_op[l][o] == fair_task(o)->op && FQ.place[l][o];
+    if (first && (!p || FQ.place[l][o] < p))
+        p = FQ.place[l][o];
+    return p;
+}
+
+static void fifo_after(int n, int l)
+{
+    if (l < 0)
+        return;
+    char key[64];
+    size_t len;
+    snprintf(key, sizeof key, "%s%s", S.cfg.prefix, lock_names[l]);
+    char *queue = key_derived("redisson_lock_queue:", key, strlen(key), "", &len);
+    int64_t before[FAIR_OWNERS];
+    memcpy(before, FQ.entry[l], sizeof before);
+    fifo_number(n, l, queue);
+    int in[FAIR_OWNERS];
+    for (int k = fair_peek(n, key, in); k-- > 0;) {
+        int f = in[k];
+        if (FQ.held[f] || !fair_live(f, l))
+            continue;
+        int64_t pf = fifo_place(f, l, before[f]);
+        S.st.fair_grants++;
+        bool others = false;
+        for (int g = 0; g < FAIR_OWNERS; g++) {
+            int64_t pg = g == f || !fair_live(g, l) ? 0 : fifo_place(g, l, FQ.entry[l][g]);
+            others |= pg != 0;
+            if (!pg || (pf && pf < pg))
+                continue;
+            S.st.fifo++;
+            if (!S.verbose)
+                continue;
+            lua_getglobal(S.L, "dump");
+            lua_pushinteger(S.L, n + 1);
+            lua_pushstring(S.L, queue);
+            lua_pushinteger(S.L, S.now);
+            lua_call(S.L, 3, 1);
+            trace("FIFO %s: c%d/o%" PRIu64 " granted (place %" PRId64 ") while c%d/o%" PRIu64
+                  " waits with place %" PRId64 " (entry %" PRId64 "); queue now %s",
+                  lock_names[l], f / MAX_TASKS, fair_task(f)->owner, pf, g / MAX_TASKS,
+                  fair_task(g)->owner, pg, FQ.entry[l][g], lua_tostring(S.L, -1));
+            lua_pop(S.L, 1);
+        }
+        S.st.fair_behind += others;
+    }
+    free(queue);
 }
 
 static void app_next(int ci, int ti, int64_t after)
@@ -2990,6 +3200,7 @@ static int schedule(uint64_t seed)
     memset(S.node_down, 0, sizeof S.node_down);
     memset(S.node_runs, 0, sizeof S.node_runs);
     memset(S.last_token, 0, sizeof S.last_token);
+    fifo_reset();
     make_config();
     struct config *g = &S.cfg;
     pick_kinds(g);
@@ -3122,7 +3333,8 @@ static int schedule(uint64_t seed)
         rlc_engine_free(S.cl[ci].e);
     pipes_free();
     const struct stats *s = &S.st;
-    return s->overlaps + s->tokens + s->residue + s->liveness + s->protocol + s->contract > 0;
+    return s->overlaps + s->tokens + s->residue + s->liveness + s->protocol + s->contract +
+               s->fifo > 0;
 }
 
 /* ------------------------------------------------------------ mutations */
@@ -3211,6 +3423,22 @@ static void mutate(const char *m)
         fscript_fair_acquire.source =
             replace(fscript_fair_acquire.source,
                     "elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then", "elseif true then");
+    else if (strcmp(m, "fairjoinfront") == 0) /* a new waiter joins the queue at its head */
+        fscript_fair_acquire.source =
+            replace(fscript_fair_acquire.source, "redis.call('rpush', KEYS[2], ARGV[2])",
+                    "redis.call('lpush', KEYS[2], ARGV[2])");
+    else if (strcmp(m, "fairbargein") == 0) /* a first try takes a free lock past the queue */
+        fscript_fair_acquire.source = replace(
+            fscript_fair_acquire.source,
+            "if redis.call('exists', KEYS[1]) == 0 and (not first or first == ARGV[2]) then\n"
+            "  if first then redis.call('lpop', KEYS[2]) end\n",
+            "if redis.call('exists', KEYS[1]) == 0 and (not first or first == ARGV[2] or "
+            "ARGV[5] == '0') then\n"
+            "  if first == ARGV[2] then redis.call('lpop', KEYS[2]) end\n");
+    else if (strcmp(m, "fairplacelapses") == 0) /* a live waiter's place times out */
+        fscript_fair_acquire.source =
+            replace(fscript_fair_acquire.source, "local wait = tonumber(ARGV[4])\n",
+                    "local wait = tonumber(ARGV[4]) / 8\n");
     else if (strcmp(m, "fairreleasenotomb") == 0) /* a late fair try runs after the release */
         fscript_fair_release.source =
             replace(fscript_fair_release.source, "  elseif not rec then", "  elseif false then");
@@ -3522,10 +3750,12 @@ int main(int argc, char **argv)
         long *a = (long *)&tot, *b = (long *)&st;
         for (size_t i = 0; i < sizeof tot / sizeof(long); i++)
             a[i] += b[i];
-        if (rc && expect_violations && st.overlaps + st.tokens + st.residue + st.liveness > 0) {
+        if (rc && expect_violations &&
+            st.overlaps + st.tokens + st.residue + st.liveness + st.fifo > 0) {
             printf("sim_engine: seed=%" PRIu64 " broke a rule, as expected of mutation %s: "
-                   "overlaps %ld tokens %ld residue %ld liveness %ld\n", sd,
-                   S.mutate ? S.mutate : "(none)", st.overlaps, st.tokens, st.residue, st.liveness);
+                   "overlaps %ld tokens %ld residue %ld liveness %ld fifo %ld\n", sd,
+                   S.mutate ? S.mutate : "(none)", st.overlaps, st.tokens, st.residue, st.liveness,
+                   st.fifo);
             found = 1;
             count = k + 1;
             break;
@@ -3534,8 +3764,9 @@ int main(int argc, char **argv)
             if (bad < 20)
                 snprintf(failures[bad], sizeof failures[bad],
                          "seed=%" PRIu64 " nodes=%d%s clients=%d: overlaps %ld tokens %ld residue %ld "
-                         "liveness %ld protocol %ld contract %ld", sd, S.cfg.nodes, S.cfg.cluster ? " (cluster)" : "", S.cfg.clients,
-                         st.overlaps, st.tokens, st.residue, st.liveness, st.protocol, st.contract);
+                         "liveness %ld protocol %ld contract %ld fifo %ld", sd, S.cfg.nodes, S.cfg.cluster ? " (cluster)" : "", S.cfg.clients,
+                         st.overlaps, st.tokens, st.residue, st.liveness, st.protocol, st.contract,
+                         st.fifo);
             bad++;
         }
     }
@@ -3556,9 +3787,11 @@ int main(int argc, char **argv)
            tot.messages, tot.invalidations, tot.noscript, tot.cuts, tot.stalls, tot.node_pauses,
            tot.restarts, tot.client_pauses, tot.flushes, tot.short_writes, tot.counters_lost);
     printf("sim_engine: SCRIPT LOAD %ld, refused %ld\n", tot.loads, tot.loads_refused);
+    printf("sim_engine: fair grants to live waiters %ld (with other live waiters queued %ld)\n",
+           tot.fair_grants, tot.fair_behind);
     printf("sim_engine: overlaps %ld, token regressions %ld, residue %ld, liveness %ld, "
-           "protocol %ld, contract %ld%s\n", tot.overlaps, tot.tokens, tot.residue, tot.liveness,
-           tot.protocol, tot.contract,
+           "protocol %ld, contract %ld, fifo %ld%s\n", tot.overlaps, tot.tokens, tot.residue,
+           tot.liveness, tot.protocol, tot.contract, tot.fifo,
            replay ? (nondet ? ", NOT DETERMINISTIC" : ", every seed replayed the same") : "");
     printf("sim_engine: cluster schedules %ld: MOVED %ld, ASK %ld (ASKING %ld), TRYAGAIN %ld, "
            "CLUSTERDOWN %ld, CLUSTER SLOTS %ld, migrations %ld (keys moved %ld), sunsubscribes "
