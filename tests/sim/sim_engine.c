@@ -100,6 +100,9 @@
  *   contract   a query was refused; an acquire or extend ended RLC_OK with
  *              validity_ms <= 0; a multi-lock's DONE names other than its
  *              first name in byte order, or an RLC_OK of it gives a token
+ *   fifo       a fair lock granted to a live waiter while another live
+ *              waiter is ahead of it in the node's queue (the rule, and
+ *              why it holds with and without faults: "fair order" below)
  *
  *   sim_engine [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME]
  *              [replay=1] [expect=violations] [lua=PATH/node.lua] [cluster=0|1]
