@@ -33,7 +33,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const here = __dirname;
-const sources = ['rlcnode.c', 'rlcnode_family.c', 'rlcnode_engine.c'].map((f) => path.join(here, 'src', f));
+const sources = ['rlcnode.c', 'rlcnode_engine.c'].map((f) => path.join(here, 'src', f));
 const output = path.join(here, 'build', 'librlcnode.so');
 const stamp = path.join(here, 'build', 'flags.json');
 const prebuildRoot = path.join(here, 'prebuilds');
@@ -77,11 +77,7 @@ function flagsFor(where) {
   const cc = process.env.CC || 'cc';
   return [cc, '-std=c11', '-O2', '-g', '-Wall', '-Wextra', '-fPIC', '-shared',
     '-fvisibility=hidden', ...where.cflags, '-o', '@OUT@', sources[0],
-    `-L${where.libdir}`, `-Wl,-rpath,${where.libdir}`, '-lredlockc', '-pthread',
-    // Never unmapped (nor libredlockc under it): the family's detached worker
-    // threads may still be parked in the library when the process exits, and
-    // running unmapped code there crashed Node at exit, now and then, under load.
-    '-Wl,-z,nodelete'];
+    `-L${where.libdir}`, `-Wl,-rpath,${where.libdir}`, '-lredlockc'];
 }
 
 // True when the helper exists, is newer than its sources and was built with
@@ -258,7 +254,7 @@ function prebuild() {
     // Every library it needs stays a direct dependency, and DT_RPATH (not
     // RUNPATH) is searched for their own dependencies too (libssl's libcrypto).
     '-Wl,--no-as-needed', ...deps, '-pthread', '-lm', '-Wl,--no-undefined',
-    '-Wl,--disable-new-dtags', '-Wl,-rpath,$ORIGIN', '-Wl,-z,nodelete'], { stdio: ['ignore', 'inherit', 'inherit'] });
+    '-Wl,--disable-new-dtags', '-Wl,-rpath,$ORIGIN'], { stdio: ['ignore', 'inherit', 'inherit'] });
   fs.renameSync(tmp, prebuilt);
   const copied = bundle(prebuilt, prebuildDir);
   const strays = Object.entries(dependencies(prebuilt)).filter(([, p]) => path.dirname(p) !== prebuildDir);

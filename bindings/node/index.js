@@ -2,12 +2,11 @@
 // redlockc for Node.js: Redisson-compatible distributed locks and Redlock,
 // over libredlockc.so.1. Every call that may touch the network returns a
 // Promise; times are milliseconds, like setTimeout. A Lock (every call of
-// it), a ReadWriteLock (both sides and mode(), lib/family.js), a FairLock and
-// fencedSet run on the library's engine, driven from this thread with
-// net.Sockets (lib/engine_driver.js): a waiting acquire holds no thread. The
-// semaphores and the multi-name lock still call the blocking API on a
-// helper thread (lib/native.js), through a blocking client made on their
-// first use.
+// it), the lock family (lib/family.js: ReadWriteLock, FairLock, Semaphore,
+// PermitExpirableSemaphore, MultiLock) and fencedSet run on the library's
+// engine, driven from this thread with net.Sockets (lib/engine_driver.js): a
+// waiting acquire holds no thread, and a Client starts no thread and makes
+// no blocking client.
 //
 //   const { Client } = require('redlockc');
 //   const client = new Client('redis://127.0.0.1:6379');
@@ -19,20 +18,18 @@
 // one name exclude each other. Give each task its own Lock (withLock does).
 const { EventEmitter } = require('node:events');
 const { randomUUID } = require('node:crypto');
-const { fn, OP, scratch, syncResult, getChannel } = require('./lib/native.js');
+const { fn } = require('./lib/native.js');
 const { EngineDriver, StartError, Q } = require('./lib/engine_driver.js');
 const errors = require('./lib/errors.js');
 const observe = require('./lib/observe.js');
 
 const { STATUS, errorFor, NotAcquiredError, ClosedError, LockLostError, NotOwnerError } = errors;
 const strerror = (rc) => fn.strerror(rc);
-const fail = (rec) => errorFor(rec.rc, rec.msg, strerror);
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
 const VERSION = fn.version(); // the tracer's instrumentation version
 
 // Explicit owner ids: unique in this process, never 0 (0 means "the thread").
 let nextOwner = 1;
-let nextClientId = 1;
 const LOG_LEVELS = { 1: 'error', 2: 'warn', 3: 'info', 4: 'debug' };
 const METRICS_MAX = 64;
 
@@ -166,18 +163,13 @@ function makeState(client) {
   };
 }
 
-// Native handles not closed by the program are freed when their object is
-// collected. A Lock dropped while held stops being renewed: its hold turns
+// Objects not closed by the program are ended when they are collected. A Lock dropped while held stops being renewed: its hold turns
 // into a fixed lease of one watchdog period, and expires.
 const lockRegistry = new FinalizationRegistry(({ driver, key, owner, locks, leaseMs }) => {
   locks.delete(owner);
   abandon(driver, key, owner, leaseMs);
 });
-const clientRegistry = new FinalizationRegistry(({ blocking, driver }) => {
-  driver.close(0);
-  // it joins the client's threads: not on this thread
-  if (blocking.handle) getChannel().run(OP.CLIENT_FREE, blocking.handle);
-});
+const clientRegistry = new FinalizationRegistry((driver) => driver.close(0));
 
 // Starts an engine operation (start() returns the driver's {op, promise});
 // resolves with {op, done: its DONE event}. A refusal at once (StartError)
@@ -218,8 +210,8 @@ class Client extends EventEmitter {
   // options: every option of redlockc.h, camelCase ({watchdogTimeoutMs,
   // ioTimeoutMs, lossPush, syncReplicas, ...}) or snake_case as there
   // ({watchdog_timeout_ms, ...}); booleans for the 0/1 ones.
-  // Events: 'log' ({level, message}) with the library's log lines, from the
-  // first listener on (silent without one).
+  // Events: 'log' ({level, message}) with the engine's log lines and lost
+  // holds, while it has a listener (silent without one).
   constructor(nodes, options = {}) {
     super();
     const { text, given: written } = optionString(options);
@@ -253,60 +245,16 @@ class Client extends EventEmitter {
       if (e instanceof StartError) throw asWritten(errorFor(e.status, e.message, strerror), written);
       throw e;
     }
-    // The blocking client (the semaphores, the multi-name lock) is made on
-    // their first use (_native): a program of Locks, read-write locks and
-    // fair locks starts no thread and opens no connection but the engine's.
-    this._nodes = nodes;
-    this._optionText = text;
-    this._written = written;
-    this._blocking = { handle: null };
     this._open = true;
     this._closed = null;
     this._waiters = 0;        // Lock acquires in progress (redlock_waiters)
     this._sinks = new Set();  // registered metrics (registerMetrics)
-    this._id = nextClientId++;
-    this._sink = null;
-    clientRegistry.register(this, { blocking: this._blocking, driver: this._driver }, this);
-    this.on('newListener', (event) => { if (event === 'log') this._logging(true); });
-    this.on('removeListener', (event) => {
-      if (event === 'log' && this.listenerCount('log') === 0) this._logging(false);
-    });
+    clientRegistry.register(this, this._driver, this);
   }
 
   // Throws ClosedError once close() was called.
   _check() {
     if (!this._open) throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
-  }
-
-  // The blocking client's handle, for the lock family; made on first use
-  // (over rediss:// it does its own TLS). Throws when closed.
-  _native(what) { // what: the caller, for messages (none left today)
-    this._check();
-    if (!this._blocking.handle) {
-      const handle = fn.clientNew(this._nodes, this._optionText, scratch);
-      if (!handle) throw asWritten(fail(syncResult()), this._written);
-      this._blocking.handle = handle;
-      if (this.listenerCount('log')) this._logging(true);
-    }
-    return this._blocking.handle;
-  }
-
-  // The blocking client's log lines to 'log' (the engine's come through its
-  // driver's hook); without a blocking client there are none.
-  _logging(on) {
-    const handle = this._blocking.handle;
-    if (!this._open || !handle || on === (this._sink !== null)) return;
-    const channel = getChannel();
-    if (on) {
-      channel.clients.set(this._id, new WeakRef(this));
-      this._sink = fn.clientSetLog(handle, channel.ptr, this._id, 4, scratch);
-      if (!this._sink) throw fail(syncResult());
-    } else {
-      fn.clientSetLog(handle, channel.ptr, this._id, 0, scratch); // waits for a line in flight
-      fn.sinkFree(this._sink);
-      this._sink = null;
-      channel.clients.delete(this._id);
-    }
   }
 
   _log(level, message) {
@@ -315,15 +263,11 @@ class Client extends EventEmitter {
 
   // The client's counters, no I/O: {acquires, busy, waits, renewals, lost,
   // reconnects, scriptReloads, waitMsSum, waitBuckets: [{le (ms, Infinity
-  // last), count (cumulative)}]}. The sum of the engine's (Locks:
-  // rlc_engine_metrics) and the blocking client's (the lock family:
-  // rlc_client_metrics, none before the family's first use), both counted
-  // by the library, by the same rules.
+  // last), count (cumulative)}]}: the engine's (rlc_engine_metrics), counted
+  // by the library for every lock kind this client runs.
   metrics() {
     this._check();
-    const family = Buffer.alloc(8 * METRICS_MAX);
     const engine = Buffer.alloc(8 * METRICS_MAX);
-    if (this._blocking.handle) fn.clientMetrics(this._blocking.handle, family, METRICS_MAX);
     const n = Math.min(this._driver.metrics(engine), METRICS_MAX);
     const out = { waitBuckets: [] };
     const camel = (name) => name.replace(/_([a-z])/g, (_, ch) => ch.toUpperCase());
@@ -331,7 +275,7 @@ class Client extends EventEmitter {
     let total = 0;
     for (let i = 0; i < n; i++) {
       const name = fn.metricName(i);
-      const value = Number(family.readBigUInt64LE(8 * i) + engine.readBigUInt64LE(8 * i));
+      const value = Number(engine.readBigUInt64LE(8 * i));
       if (name === 'wait_bucket') {
         const le = fn.metricBucketMs(bucket);
         total += value;
@@ -354,8 +298,8 @@ class Client extends EventEmitter {
     return n;
   }
 
-  // The UUID in the hash fields of this client's Lock holds
-  // ("<uuid>:<lock.owner>"). The lock family writes another one's.
+  // The UUID in the hash fields of this client's holds
+  // ("<uuid>:<lock.owner>"), the lock family's too (one engine).
   get uuid() {
     return this._open ? this._driver.uuid : null;
   }
@@ -432,17 +376,8 @@ class Client extends EventEmitter {
   close() {
     if (!this._closed) {
       this._open = false;
-      const handle = this._blocking.handle;
-      this._blocking.handle = null;
       clientRegistry.unregister(this);
-      const sink = this._sink;
-      this._sink = null;
-      const before = this._driver.close(CLOSE_BOUND_MS);
-      // rlc_client_free silences the log first: the sink may go after it.
-      this._closed = before.then(() => handle && getChannel().run(OP.CLIENT_FREE, handle)).then(() => {
-        if (sink) fn.sinkFree(sink);
-        if (handle) getChannel().clients.delete(this._id);
-      });
+      this._closed = this._driver.close(CLOSE_BOUND_MS);
     }
     return this._closed;
   }

@@ -42,6 +42,8 @@ const efn = {
   startFair: lib.func('uint64_t rlcn_engine_start_fair(void *e, const uint8_t *name, size_t len, uint64_t owner, int64_t wait, int64_t lease, int64_t threadWait, int64_t now, void *res)'),
   startFenced: lib.func('uint64_t rlcn_engine_start_fenced(void *e, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, uint64_t token, int64_t now, void *res)'),
   startMulti: lib.func('uint64_t rlcn_engine_start_multi(void *e, const uint8_t *names, int n, uint64_t owner, int64_t wait, int64_t lease, int64_t now, void *res)'),
+  startPermits: lib.func('uint64_t rlcn_engine_start_permits(void *e, int what, int kind, const uint8_t *name, size_t len, uint64_t owner, int64_t permits, const char *id, int64_t wait, int64_t lease, int64_t now, void *res)'),
+  permitId: lib.func('int rlcn_engine_permit_id(void *e, uint64_t token, int64_t permits, void *res)'),
   event: lib.func('int rlcn_engine_event(void *e, uint8_t *buf, size_t cap)'),
   // libredlockc's own (the helper links it: its symbols are found through it)
   free: lib.func('void rlc_engine_free(void *e)'),
@@ -62,12 +64,17 @@ const efn = {
 };
 
 // As in src/rlcnode_engine.c: a query's kind is QUERY + what it asks (Q).
-const KIND = { ACQUIRE: 0, RELEASE: 1, EXTEND: 2, FORCE_RELEASE: 3, QUERY: 4, FENCED_SET: -1 };
+// PERMITS: a semaphore's one-shot calls (set, count, give back); they end
+// as they would at close, as a release does.
+const KIND = { ACQUIRE: 0, RELEASE: 1, EXTEND: 2, FORCE_RELEASE: 3, QUERY: 4, FENCED_SET: -1, PERMITS: -2 };
+// What rlcn_engine_start_permits starts (its enum in src/rlcnode_engine.c).
+const PERMITS = { ACQUIRE: 0, RELEASE: 1, SET: 2, AVAILABLE: 3 };
 // RLC_Q_* of redlockc.h; MODE: a read-write lock's (0 free, 1 read, 2 write).
 const Q = { LOCKED: 1, HELD: 2, COUNT: 3, TTL: 4, MODE: 5 };
-// The lock kinds the engine runs (RLC_KIND_* of redlockc.h): a Lock's, the
-// read and write sides of a read-write lock and the fair lock (lib/family.js).
-const LOCK_KIND = { LOCK: 0, READ: 1, WRITE: 2, FAIR: 3 };
+// The lock kinds the engine runs (RLC_KIND_* of redlockc.h): a Lock's (a
+// MultiLock's names too), the read and write sides of a read-write lock, the
+// fair lock and the two semaphores (lib/family.js).
+const LOCK_KIND = { LOCK: 0, READ: 1, WRITE: 2, FAIR: 3, SEMAPHORE: 4, PSEMAPHORE: 5 };
 const EV_DONE = 1;
 const EV_LOST = 2;
 const EV_HEAD = 64;
@@ -261,6 +268,48 @@ class EngineDriver {
     const op = Number(efn.startFair(this.e, name, name.length, owner, waitMs, leaseMs, threadWaitMs,
       nowMs(), res));
     return this.started(op, KIND.ACQUIRE);
+  }
+
+  // A semaphore's operations (lockKind LOCK_KIND.SEMAPHORE or .PSEMAPHORE,
+  // one node only). acquirePermits takes permits for owner (an id of one
+  // acquire: permits are bound to no owner), waiting waitMs, an expirable
+  // one with a lease of leaseMs; its DONE event's count is the permits
+  // taken and its token the grant (permitId names an expirable grant's
+  // permits). An acquire is cancelled as any (cancel(op)).
+  acquirePermits(lockKind, name, owner, permits, waitMs, leaseMs) {
+    return this.startPermits(PERMITS.ACQUIRE, KIND.ACQUIRE, lockKind, name, owner, permits, null, waitMs, leaseMs);
+  }
+
+  // Gives permits back: plain, that many; expirable, those named by id. DONE's
+  // count is the permits given back; an id no longer held ends RLC_E_LOST.
+  releasePermits(lockKind, name, permits, id) {
+    return this.startPermits(PERMITS.RELEASE, KIND.PERMITS, lockKind, name, 0, permits, id);
+  }
+
+  // The count set to permits if it has none: DONE's count 1 set, 0 it had one.
+  setPermits(lockKind, name, permits) {
+    return this.startPermits(PERMITS.SET, KIND.PERMITS, lockKind, name, 0, permits);
+  }
+
+  // The permits free now: DONE's count.
+  availablePermits(lockKind, name) {
+    return this.startPermits(PERMITS.AVAILABLE, KIND.PERMITS, lockKind, name, 0, 0);
+  }
+
+  startPermits(what, kind, lockKind, name, owner, permits, id = null, waitMs = 0, leaseMs = 0) {
+    if (!this.e) throw new StartError(STATUS.E_CLOSED, 'the client is closed');
+    const op = Number(efn.startPermits(this.e, what, lockKind, name, name.length, owner, permits, id,
+      waitMs, leaseMs, nowMs(), res));
+    return this.started(op, kind);
+  }
+
+  // An expirable grant's permit id (32 hex digits) from its DONE event.
+  permitId(ev) {
+    if (!this.e) throw new StartError(STATUS.E_CLOSED, 'the client is closed');
+    if (efn.permitId(this.e, ev.token, ev.count, res) !== STATUS.OK) {
+      throw new StartError(res.readInt32LE(16), resMsg());
+    }
+    return resMsg();
   }
 
   release(name, owner, lockKind) { return this.start(KIND.RELEASE, name, owner, 0, 0, lockKind); }

@@ -4,61 +4,33 @@
 // client (client.rwlock(name), client.fairLock(name), client.semaphore(name,
 // permits), client.permitSemaphore(name, permits), client.multiLock(names)).
 //
-// A ReadWriteLock and a FairLock run on the client's event-loop driver
-// (lib/engine_driver.js) as a Lock does: a read-write lock's sides are
-// engine locks of kinds RLC_KIND_READ and RLC_KIND_WRITE, mode() an engine
-// query (RLC_Q_MODE), a fair lock an engine lock of kind RLC_KIND_FAIR, with
-// no thread and no second client. The semaphores and the multi-name lock run
-// on the helper's thread pool (src/rlcnode_family.c) through a blocking
-// client made on their first use, until the engine runs them too.
+// All of it runs on the client's event-loop driver (lib/engine_driver.js)
+// as a Lock does, with no thread and no second client: a read-write lock's
+// sides are engine locks of kinds RLC_KIND_READ and RLC_KIND_WRITE, mode()
+// an engine query (RLC_Q_MODE); a fair lock an engine lock of kind
+// RLC_KIND_FAIR; a semaphore's acquire an engine acquire of permits
+// (RLC_KIND_SEMAPHORE, RLC_KIND_PSEMAPHORE) and its other calls one-shot
+// engine calls; a multi-name lock one engine acquire over every name
+// (rlc_engine_acquire_multi), each name then a Lock's hold of its owner.
 //
-// As Lock: every call that may touch the network returns a Promise; times are ms; each
-// owner-bound object is an explicit owner of its own (acquiring the same
-// object again is reentrant, two objects of one name exclude each other);
-// failures reject with the error class of their status; a wait that runs
-// out resolves false (null for a permit). An acquire's signal (an
-// AbortSignal) ends its wait as for Lock: the engine's wait (a read-write
-// or fair lock's) or the pool thread's (rlc_semaphore_cancel etc.) is
-// cancelled, the acquire rejects with signal.reason, and nothing stays
-// held. close() frees the native handle once no call is in flight (holds
-// are not released: they expire).
-const { loadNative } = require('../build.js');
-// koffi as native.js found it (in this package, or in the application).
-const { getChannel, scratch, syncResult, koffi } = require('./native.js');
+// As Lock: every call that may touch the network returns a Promise; times
+// are ms; each owner-bound object is an explicit owner of its own
+// (acquiring the same object again is reentrant, two objects of one name
+// exclude each other); failures reject with the error class of their
+// status; a wait that runs out resolves false (null for a permit). An
+// acquire's signal (an AbortSignal) cancels its wait in the engine
+// (rlc_engine_cancel, which undoes whatever a try may have taken), the
+// acquire rejects with signal.reason, and nothing stays held. close() ends
+// the object: later calls reject ClosedError; holds are not released (they
+// are no longer renewed and expire), permits taken stay taken.
 const errors = require('./errors.js');
 const { StartError, LOCK_KIND, Q } = require('./engine_driver.js');
+const { fn } = require('./native.js');
 
 const { STATUS, errorFor, ClosedError, InvalidArgumentError } = errors;
-const lib = loadNative(koffi);
-const ffn = {
-  call: lib.func('void *rlcn_fcall_new(void *h, int64_t a, int64_t b, int64_t c, const char *s)'),
-  semNew: lib.func('void *rlcn_semaphore_new(void *c, const char *name, void *res)'),
-  psemNew: lib.func('void *rlcn_psemaphore_new(void *c, const char *name, void *res)'),
-  multiNew: lib.func('void *rlcn_multilock_new(void *c, const uint8_t *names, int n, uint64_t owner, void *res)'),
-  free: lib.func('void rlcn_family_free(int kind, void *h)'),
-  cancel: lib.func('int rlcn_family_cancel(int kind, void *h)'),
-  local: lib.func('int rlcn_family_local(int what, void *h, int write, void *res)'),
-  strerror: lib.func('const char *rlcn_strerror(int rc)'),
-};
-
-// Job kinds, as enum fop in rlcnode_family.c.
-const F = {
-  RW_READ_ACQUIRE: 100, RW_READ_RELEASE: 101, RW_WRITE_ACQUIRE: 102, RW_WRITE_RELEASE: 103,
-  RW_MODE: 104, FAIR_ACQUIRE: 105, FAIR_RELEASE: 106,
-  SEM_SET: 107, SEM_AVAILABLE: 108, SEM_ACQUIRE: 109, SEM_RELEASE: 110,
-  PSEM_SET: 111, PSEM_AVAILABLE: 112, PSEM_ACQUIRE: 113, PSEM_RELEASE: 114,
-  MULTI_ACQUIRE: 115, MULTI_RELEASE: 116,
-};
-const KIND = { RW: 0, FAIR: 1, SEM: 2, PSEM: 3, MULTI: 4 };
 const MODES = ['free', 'read', 'write'];
 
-const strerror = (rc) => ffn.strerror(rc);
-const fail = (rec) => errorFor(rec.rc, rec.msg, strerror);
-
-// A cancel spares an acquire that had not started yet (its job may still
-// wait for a pool thread): after an abort it is made again at this interval
-// until the job has settled.
-const CANCEL_AGAIN_MS = 20;
+const strerror = (rc) => fn.strerror(rc);
 
 // An AbortSignal, or nothing.
 function signalOption(signal) {
@@ -100,100 +72,36 @@ function checkName(name, what) {
   return name;
 }
 
-const registry = new FinalizationRegistry(({ kind, handle }) => ffn.free(kind, handle));
-
-// A native family handle: jobs in flight keep it; close() frees it after them.
-class Handle {
-  constructor(client, kind, name, make) {
-    this.client = client; // keeps the client alive as long as its handles
-    this.name = name;
-    this._kind = kind;
-    this._make = make;
-    this._handle = null;
-    this._jobs = 0;
-    this._closing = false;
-    this._native();
+// Starts an engine operation (start() returns the driver's {op, promise});
+// a refusal at once (StartError) throws as the library's error, about
+// noun 'name'.
+function startOp(noun, name, start) {
+  try {
+    return start();
+  } catch (e) {
+    if (e instanceof StartError) throw errorFor(e.status, `${noun} '${name}': ${e.message}`, strerror);
+    throw e;
   }
+}
 
-  // The native handle, made on first use; throws once closed.
-  _native() {
-    if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this.name}' is closed`);
-    if (!this._handle) {
-      const handle = this._make(this.client._native(this.constructor.name)); // throws once closed
-      if (!handle) throw fail(syncResult());
-      this._handle = handle;
-      registry.register(this, { kind: this._kind, handle }, this);
-    }
-    return this._handle;
-  }
+// An operation's failure (its DONE event) as the error of its status.
+function eventFail(noun, name, ev) {
+  if (ev.status === STATUS.E_CLOSED) return new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+  let msg = ev.message || '';
+  if (ev.detail && !msg.includes(ev.detail)) msg = msg ? `${msg} (${ev.detail})` : ev.detail;
+  return errorFor(ev.status, `${noun} '${name}'${msg ? `: ${msg}` : ''}`, strerror);
+}
 
-  async _run(op, a = 0, b = 0, c = 0, s = null) {
-    const call = ffn.call(this._native(), a, b, c, s);
-    if (!call) throw new errors.OutOfMemoryError(STATUS.E_NOMEM, 'out of memory');
-    this._jobs++;
-    try {
-      return await getChannel().run(op, call, 0, 0, this);
-    } finally {
-      if (--this._jobs === 0 && this._closing) this._free();
-    }
-  }
-
-  async _ok(op, a, b, c, s) {
-    const rec = await this._run(op, a, b, c, s);
-    if (rec.rc !== STATUS.OK) throw fail(rec);
-    return rec;
-  }
-
-  // An acquire job whose wait sig's abort cancels: its record, or rejects
-  // with sig.reason once aborted, after undo(rec) gave back what a job that
-  // crossed the abort took (nothing stays held).
-  async _wait(op, a, b, c, signal, undo) {
-    const sig = signalOption(signal);
-    if (!sig) return this._run(op, a, b, c);
-    if (sig.aborted) throw sig.reason;
-    let again = null;
-    const cancel = () => {
-      const once = () => { if (this._handle) ffn.cancel(this._kind, this._handle); };
-      once();
-      again = setInterval(once, CANCEL_AGAIN_MS);
-    };
-    sig.addEventListener('abort', cancel, { once: true });
-    let rec;
-    try {
-      rec = await this._run(op, a, b, c);
-    } finally {
-      sig.removeEventListener('abort', cancel);
-      if (again) clearInterval(again);
-    }
-    if (!sig.aborted) return rec;
-    if (rec.rc === STATUS.OK) await undo(rec).catch(() => {}); // the abort is what the caller sees
-    throw sig.reason;
-  }
-
-  // true | false (the wait ran out) | throws; undo() gives a level back.
-  async _acquire(op, a, b, c, signal, undo) {
-    const rec = await this._wait(op, a, b, c, signal, undo);
-    if (rec.rc === STATUS.NOT_ACQUIRED) return false;
-    if (rec.rc !== STATUS.OK) throw fail(rec);
-    return true;
-  }
-
-  _local(what, write = 0) {
-    if (ffn.local(what, this._native(), write, scratch) !== STATUS.OK) throw fail(syncResult());
-    return Number(syncResult().value);
-  }
-
-  close() {
-    if (this._closing) return;
-    this._closing = true;
-    registry.unregister(this);
-    if (this._jobs === 0) this._free();
-  }
-
-  _free() {
-    const h = this._handle;
-    this._handle = null;
-    if (h) ffn.free(this._kind, h);
+// An acquire's DONE event; an abort of sig meanwhile cancels it in the
+// engine (rlc_engine_cancel: it ends E_CANCELED, and whatever a try of it
+// took is undone there).
+async function settled(driver, job, sig) {
+  const cancel = () => driver.cancel(job.op);
+  if (sig) sig.addEventListener('abort', cancel, { once: true });
+  try {
+    return await job.promise;
+  } finally {
+    if (sig) sig.removeEventListener('abort', cancel);
   }
 }
 
@@ -226,20 +134,10 @@ class EngineLock {
 
   // Starts an engine operation of this lock: its {op, promise}.
   _start(how) {
-    try {
-      return how(this._driver());
-    } catch (e) {
-      if (e instanceof StartError) throw errorFor(e.status, `${this._noun} '${this._of.name}': ${e.message}`, strerror);
-      throw e;
-    }
+    return startOp(this._noun, this._of.name, () => how(this._driver()));
   }
 
-  _fail(ev) {
-    if (ev.status === STATUS.E_CLOSED) return new ClosedError(STATUS.E_CLOSED, 'the client is closed');
-    let msg = ev.message || '';
-    if (ev.detail && !msg.includes(ev.detail)) msg = msg ? `${msg} (${ev.detail})` : ev.detail;
-    return errorFor(ev.status, `${this._noun} '${this._of.name}'${msg ? `: ${msg}` : ''}`, strerror);
-  }
+  _fail(ev) { return eventFail(this._noun, this._of.name, ev); }
 
   // The acquire operation of this kind (a fair lock's carries its thread wait).
   _acquireOp(d, wait, lease) {
@@ -255,14 +153,7 @@ class EngineLock {
     if (sig && sig.aborted) throw sig.reason;
     const of = this._of;
     const job = this._start((d) => this._acquireOp(d, w, l));
-    const cancel = () => of.client._driver.cancel(job.op);
-    if (sig) sig.addEventListener('abort', cancel, { once: true });
-    let ev;
-    try {
-      ev = await job.promise;
-    } finally {
-      if (sig) sig.removeEventListener('abort', cancel);
-    }
+    const ev = await settled(of.client._driver, job, sig);
     if (sig && sig.aborted) {
       // granted as the abort came: the caller sees the abort, so give it back
       if (ev.status === STATUS.OK) await this.release().catch(() => {});
@@ -307,8 +198,14 @@ function forgetHolds(driver, key, owner, kinds) {
     driver.forget(key, owner, kind);
   }
 }
-const engineRegistry = new FinalizationRegistry(({ driver, key, owner, kinds }) =>
-  forgetHolds(driver, key, owner, kinds));
+// A MultiLock's: each name's hold of its owner (a Lock's kind).
+function forgetNames(driver, keys, owner) {
+  for (const key of keys) driver.forget(key, owner, LOCK_KIND.LOCK);
+}
+const engineRegistry = new FinalizationRegistry(({ driver, key, keys, owner, kinds }) => {
+  if (keys) forgetNames(driver, keys, owner);
+  else forgetHolds(driver, key, owner, kinds);
+});
 
 // What ReadWriteLock and FairLock share: an owner of engine locks of name,
 // one per kind in kinds, each hold's loss (found by a renewal) logged as a
@@ -415,76 +312,249 @@ class FairLock extends EngineOwner {
   validity() { return this._lock.validity(); }
 }
 
-// A count of free permits (Redisson's RSemaphore), not bound to an owner.
-class Semaphore extends Handle {
-  constructor(client, name) {
-    super(client, KIND.SEM, checkName(name, 'semaphore name'), (c) => ffn.semNew(c, name, scratch));
+// A semaphore of either kind on the client's engine (one node only):
+// nothing in it is owner-bound or renewed, so it keeps no state here but
+// its name. An acquire is the engine's acquire of permits, with an owner
+// id of its own (permits belong to no owner; the engine keys the try's
+// record by it); set, count and give back are one-shot engine calls.
+class EngineSemaphore {
+  constructor(client, name, lockKind) {
+    client._check(); // throws once closed
+    checkName(name, 'semaphore name');
+    const nodes = client._driver.addresses.length;
+    if (nodes > 1) {
+      // as the engine answers a semaphore's call, refused here at once
+      throw new InvalidArgumentError(STATUS.E_INVAL,
+        `a semaphore over ${nodes} masters is refused: a count of permits cannot be voted on ` +
+        'by a quorum, so more than N permits could be out at once (use one node)');
+    }
+    this.client = client; // keeps the client alive as long as its handles
+    this.name = name;
+    this._key = Buffer.from(name, 'utf8');
+    this._lockKind = lockKind;
+    this._closing = false;
+  }
+
+  get _noun() {
+    return this._lockKind === LOCK_KIND.PSEMAPHORE ? 'permit-expirable semaphore' : 'semaphore';
+  }
+
+  // Throws ClosedError once this object or its client is closed.
+  _usable() {
+    if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this.name}' is closed`);
+    this.client._check();
+  }
+
+  // Starts an engine operation: its {op, promise}.
+  _start(how) {
+    this._usable();
+    return startOp(this._noun, this.name, () => how(this.client._driver));
+  }
+
+  // A one-shot call's DONE event, or rejects with its failure.
+  async _call(how) {
+    const ev = await this._start(how).promise;
+    if (ev.status !== STATUS.OK) throw eventFail(this._noun, this.name, ev);
+    return ev;
   }
 
   // Sets the count only if the semaphore has none; resolves true if it did.
-  async trySetPermits(permits) { return (await this._ok(F.SEM_SET, permitCount(permits))).value !== 0n; }
-
-  async available() { return Number((await this._ok(F.SEM_AVAILABLE)).value); }
-
-  acquire({ permits = 1, wait = -1, signal } = {}) {
+  async trySetPermits(permits) {
     const n = permitCount(permits);
-    return this._acquire(F.SEM_ACQUIRE, n, waitMs(wait), 0, signal, () => this.release(n));
+    return (await this._call((d) => d.setPermits(this._lockKind, this._key, n))).count !== 0;
+  }
+
+  // The permits free now (an expirable one's ended leases given back first).
+  async available() {
+    return (await this._call((d) => d.availablePermits(this._lockKind, this._key))).count;
+  }
+
+  // An acquire's DONE event (OK or NOT_ACQUIRED), or rejects. An abort of
+  // signal cancels it in the engine and rejects with signal.reason, after
+  // undo(ev) gave back what a grant that crossed the abort took.
+  async _take(permits, wait, lease, signal, undo) {
+    const sig = signalOption(signal);
+    if (sig && sig.aborted) throw sig.reason;
+    const owner = nextOwner++;
+    const driver = this.client._driver;
+    const job = this._start((d) => d.acquirePermits(this._lockKind, this._key, owner, permits, wait, lease));
+    const ev = await settled(driver, job, sig);
+    if (sig && sig.aborted) {
+      if (ev.status === STATUS.OK) await undo(ev).catch(() => {}); // the abort is what the caller sees
+      throw sig.reason;
+    }
+    if (ev.status === STATUS.OK || ev.status === STATUS.NOT_ACQUIRED) return ev;
+    if (ev.status === STATUS.E_CANCELED && driver.closing) {
+      throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    }
+    throw eventFail(this._noun, this.name, ev);
+  }
+
+  // Gives permits back (plain: n; expirable: id), closed or not: an
+  // abort's undo runs after close() too.
+  async _giveBack(n, id) {
+    const job = startOp(this._noun, this.name,
+      () => this.client._driver.releasePermits(this._lockKind, this._key, n, id));
+    const ev = await job.promise;
+    if (ev.status !== STATUS.OK) throw eventFail(this._noun, this.name, ev);
+  }
+
+  // Later calls reject ClosedError; permits taken stay taken.
+  close() { this._closing = true; }
+}
+
+// A count of free permits (Redisson's RSemaphore), not bound to an owner.
+class Semaphore extends EngineSemaphore {
+  constructor(client, name) {
+    super(client, name, LOCK_KIND.SEMAPHORE);
+  }
+
+  async acquire({ permits = 1, wait = -1, signal } = {}) {
+    const n = permitCount(permits);
+    const ev = await this._take(n, waitMs(wait), 0, signal, () => this._giveBack(n, null));
+    return ev.status === STATUS.OK;
   }
 
   tryAcquire({ permits = 1 } = {}) { return this.acquire({ permits, wait: 0 }); }
 
-  async release(permits = 1) { await this._ok(F.SEM_RELEASE, permitCount(permits)); }
+  async release(permits = 1) {
+    const n = permitCount(permits);
+    this._usable();
+    await this._giveBack(n, null);
+  }
 }
 
 // Permits with a lease (Redisson's RPermitExpirableSemaphore): acquire
 // resolves a permit id (32 hex digits) or null; release(id) rejects
 // LockLostError if the lease ran out first (they were back in the pool).
-class PermitExpirableSemaphore extends Handle {
+class PermitExpirableSemaphore extends EngineSemaphore {
   constructor(client, name) {
-    super(client, KIND.PSEM, checkName(name, 'semaphore name'), (c) => ffn.psemNew(c, name, scratch));
+    super(client, name, LOCK_KIND.PSEMAPHORE);
   }
-
-  async trySetPermits(permits) { return (await this._ok(F.PSEM_SET, permitCount(permits))).value !== 0n; }
-
-  async available() { return Number((await this._ok(F.PSEM_AVAILABLE)).value); }
 
   async acquire({ permits = 1, wait = -1, lease, signal } = {}) {
     const l = leaseMs(lease);
     if (l <= 0) throw new InvalidArgumentError(STATUS.E_INVAL, 'a permit needs a lease > 0 ms (expirable permits have no watchdog)');
-    const rec = await this._wait(F.PSEM_ACQUIRE, permitCount(permits), waitMs(wait), l, signal,
-      (taken) => this.release(taken.msg));
-    if (rec.rc === STATUS.NOT_ACQUIRED) return null;
-    if (rec.rc !== STATUS.OK) throw fail(rec);
-    return rec.msg;
+    const n = permitCount(permits);
+    const driver = this.client._driver;
+    const ev = await this._take(n, waitMs(wait), l, signal,
+      (taken) => this._giveBack(0, driver.permitId(taken)));
+    if (ev.status !== STATUS.OK) return null;
+    try {
+      return driver.permitId(ev);
+    } catch (e) {
+      if (e instanceof StartError) throw errorFor(e.status, `${this._noun} '${this.name}': ${e.message}`, strerror);
+      throw e;
+    }
   }
 
-  async release(id) { await this._ok(F.PSEM_RELEASE, 0, 0, 0, checkName(id, 'permit id')); }
+  async release(id) {
+    checkName(id, 'permit id');
+    this._usable();
+    await this._giveBack(0, id);
+  }
 }
 
-// RLock names held together, all or none. Names are sorted and de-duplicated.
-class MultiLock extends Handle {
+const MAX_NAMES = 1024; // what one multi-lock takes (rlc_engine_acquire_multi)
+const byBytes = (a, b) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+
+// RLock names held together, all or none (Redisson's RedissonMultiLock, one
+// script per node: no hold-and-wait). Names are sorted by their bytes and
+// de-duplicated. One engine acquire over every name; each name is then one
+// level of this object's hold of it, a Lock's kind of hold (renewed, lost
+// and released as a Lock's; its loss is logged as a lock's), released name
+// by name.
+class MultiLock {
   constructor(client, names) {
     if (!Array.isArray(names) || names.length === 0) {
       throw new InvalidArgumentError(STATUS.E_INVAL, 'names must be a non-empty array of strings');
     }
     names.forEach((n, i) => checkName(n, `name ${i}`));
-    const packed = Buffer.concat(names.map((n) => Buffer.from(`${n}\0`, 'utf8')));
-    const owner = nextOwner++;
-    super(client, KIND.MULTI, names.join(','),
-      (c) => ffn.multiNew(c, packed, names.length, owner, scratch));
-    this.owner = owner;
-    this.names = [...new Set(names)].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    client._check(); // throws once closed
+    this.client = client; // keeps the client alive as long as its handles
+    this.name = names.join(',');
+    this.owner = nextOwner++;
+    this.names = [...new Set(names)].sort(byBytes);
+    if (this.names.length > MAX_NAMES) {
+      throw new InvalidArgumentError(STATUS.E_INVAL, `a multi-lock takes 1 .. ${MAX_NAMES} names, got ${this.names.length}`);
+    }
+    this._keys = this.names.map((n) => Buffer.from(n, 'utf8'));
+    this._closing = false;
+    engineRegistry.register(this, { driver: client._driver, keys: this._keys, owner: this.owner }, this);
   }
 
-  get size() { return this._local(4); }
+  // Throws ClosedError once this object or its client is closed.
+  _usable() {
+    if (this._closing) throw new ClosedError(STATUS.E_CLOSED, `'${this.name}' is closed`);
+    this.client._check();
+  }
 
-  acquire({ wait = -1, lease = 0, signal } = {}) {
-    return this._acquire(F.MULTI_ACQUIRE, waitMs(wait), leaseMs(lease), 0, signal, () => this.release());
+  get size() {
+    this._usable();
+    return this.names.length;
+  }
+
+  async acquire({ wait = -1, lease = 0, signal } = {}) {
+    const w = waitMs(wait);
+    const l = leaseMs(lease);
+    const sig = signalOption(signal);
+    if (sig && sig.aborted) throw sig.reason;
+    this._usable();
+    const driver = this.client._driver;
+    const job = startOp('multi-lock', this.name, () => driver.acquireMulti(this._keys, this.owner, w, l));
+    const ev = await settled(driver, job, sig);
+    if (sig && sig.aborted) {
+      // granted as the abort came: the caller sees the abort, so give it back
+      if (ev.status === STATUS.OK) await this._releaseAll().catch(() => {});
+      throw sig.reason;
+    }
+    if (ev.status === STATUS.OK) {
+      if (this._closing) this._forget(); // closed while it waited: not renewed
+      return true;
+    }
+    if (ev.status === STATUS.NOT_ACQUIRED) return false;
+    if (ev.status === STATUS.E_CANCELED && driver.closing) {
+      throw new ClosedError(STATUS.E_CLOSED, 'the client is closed');
+    }
+    throw eventFail('multi-lock', this.name, ev);
   }
 
   tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
 
-  async release() { await this._ok(F.MULTI_RELEASE); }
+  // One level of every name, the last in order first; every name is
+  // released even if one fails, and the first failure is what rejects.
+  async release() {
+    this._usable();
+    await this._releaseAll();
+  }
+
+  async _releaseAll() {
+    const driver = this.client._driver;
+    let failure = null;
+    for (let i = this._keys.length - 1; i >= 0; i--) {
+      try {
+        const ev = await startOp('lock', this.names[i],
+          () => driver.release(this._keys[i], this.owner, LOCK_KIND.LOCK)).promise;
+        if (ev.status !== STATUS.OK && !failure) failure = eventFail('lock', this.names[i], ev);
+      } catch (e) {
+        if (!failure) failure = e;
+      }
+    }
+    if (failure) throw failure;
+  }
+
+  _forget() {
+    forgetNames(this.client._driver, this._keys, this.owner);
+  }
+
+  // Its holds are not released: they are no longer renewed and expire with
+  // their lease. Calls made after it reject with ClosedError.
+  close() {
+    if (this._closing) return;
+    this._closing = true;
+    engineRegistry.unregister(this);
+    this._forget();
+  }
 }
 
 // The constructors on Client.prototype (a hook in index.js).

@@ -181,6 +181,60 @@ done:
     return res->rc == RLC_OK ? op : 0;
 }
 
+/* What rlcn_engine_start_permits starts (PERMITS in lib/engine_driver.js). */
+enum { PERMITS_ACQUIRE, PERMITS_RELEASE, PERMITS_SET, PERMITS_AVAILABLE };
+
+/* A semaphore's operation (kind RLC_KIND_SEMAPHORE or RLC_KIND_PSEMAPHORE):
+ * PERMITS_ACQUIRE takes permits for owner, waiting wait_ms, an expirable
+ * one with a lease of lease_ms (rlc_engine_acquire_permits);
+ * PERMITS_RELEASE gives permits back, an expirable semaphore's those named
+ * by id (rlc_engine_release_permits); PERMITS_SET sets the count to permits
+ * if it has none; PERMITS_AVAILABLE counts the free ones. Arguments an
+ * operation does not take are ignored. The operation's id, or 0 with the
+ * status and rlc_errmsg() in res. */
+API uint64_t rlcn_engine_start_permits(rlc_engine *e, int what, int kind, const char *name,
+                                       size_t name_len, uint64_t owner, int64_t permits,
+                                       const char *id, int64_t wait_ms, int64_t lease_ms,
+                                       int64_t now_ms, struct rlcn_record *res)
+{
+    uint64_t op = 0;
+    switch (what) {
+    case PERMITS_ACQUIRE:
+        res->rc = rlc_engine_acquire_permits(e, kind, name, name_len, owner, permits, wait_ms,
+                                             lease_ms, now_ms, &op);
+        break;
+    case PERMITS_RELEASE:
+        res->rc = rlc_engine_release_permits(e, kind, name, name_len, permits, id, now_ms, &op);
+        break;
+    case PERMITS_SET:
+        res->rc = rlc_engine_set_permits(e, kind, name, name_len, permits, now_ms, &op);
+        break;
+    case PERMITS_AVAILABLE:
+        res->rc = rlc_engine_available_permits(e, kind, name, name_len, now_ms, &op);
+        break;
+    default:
+        res->rc = RLC_E_INVAL;
+        snprintf(res->msg, sizeof res->msg, "unknown semaphore operation %d", what);
+        return 0;
+    }
+    set_msg(res, res->rc);
+    return res->rc == RLC_OK ? op : 0;
+}
+
+/* An expirable grant's permit id (rlc_engine_permit_id: from its DONE
+ * event's token and count) into res->msg; the status. */
+API int rlcn_engine_permit_id(rlc_engine *e, uint64_t token, int64_t permits,
+                              struct rlcn_record *res)
+{
+    char id[RLC_PERMIT_ID_LEN + 1] = "";
+    res->rc = rlc_engine_permit_id(e, token, permits, id, sizeof id);
+    if (res->rc == RLC_OK)
+        snprintf(res->msg, sizeof res->msg, "%s", id);
+    else
+        set_msg(res, res->rc);
+    return res->rc;
+}
+
 /* 1 and the next event packed into buf (cap >= EV_HEAD), or 0. */
 API int rlcn_engine_event(rlc_engine *e, unsigned char *buf, size_t cap)
 {

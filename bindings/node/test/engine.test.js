@@ -2,8 +2,8 @@
 // Lock runs on the engine, driven by this thread's event loop: a waiting
 // acquire is an entry in a Map, not a thread. These tests check what that
 // promises: no thread per waiter, cancellation that leaves nothing held, a
-// stopped server that ends a wait with an error, and exclusion against the
-// blocking C API (here the MultiLock, which still runs on it).
+// stopped server that ends a wait with an error, and exclusion between a
+// Lock and a MultiLock's hold of the same name (two owners of one engine).
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -168,19 +168,19 @@ test('a server stopped while acquires wait ends them with an error, within bound
   }
 });
 
-test('a Lock and a MultiLock (the blocking C API) exclude each other on one name', async () => {
+test('a Lock and a MultiLock exclude each other on one name', async () => {
   const client = new Client(serverUri());
   const name = uniqueName('vsblocking');
   const multi = client.multiLock([name]);
   const lock = client.lock(name);
   assert.equal(await multi.acquire({ wait: 0 }), true);
-  assert.equal(await lock.acquire({ wait: 0 }), false, 'held through the blocking API');
+  assert.equal(await lock.acquire({ wait: 0 }), false, 'held through the multi-lock');
   const waiting = lock.acquire({ wait: 30000 });
   await until('the acquire in flight', 10000, () => client._driver.ops.size >= 1);
   await ticks(5);
   await multi.release();
   assert.equal(await within(10000, 'the engine waiter', waiting), true, 'woken by the unlock message');
-  assert.equal(await multi.acquire({ wait: 0 }), false, 'held through the engine');
+  assert.equal(await multi.acquire({ wait: 0 }), false, 'held through the Lock');
   await lock.release();
   assert.equal(await multi.acquire({ wait: 0 }), true);
   await multi.release();

@@ -1,9 +1,9 @@
 'use strict';
 // A family acquire's signal (an AbortSignal) ends its wait as for Lock: the
-// engine's wait (a read-write or fair lock's: rlc_engine_cancel) or the pool
-// thread's (rlc_*_cancel) is cancelled, the acquire rejects with
-// signal.reason, and nothing stays held (no level, no permit, no writer's
-// hold on new readers, no place in the fair queue). Real redis-server.
+// engine's wait is cancelled (rlc_engine_cancel, every kind), the acquire
+// rejects with signal.reason, and nothing stays held (no level, no permit,
+// no writer's hold on new readers, no place in the fair queue). Real
+// redis-server.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { setTimeout: delay } = require('node:timers/promises');

@@ -132,7 +132,7 @@ test('bad TLS settings are refused when the client is made, naming the option', 
     (e) => e instanceof InvalidArgumentError && /tls_verify must be an integer from 0 to 1/.test(e.message));
 });
 
-test('with rediss:// nodes what runs on the blocking client works over its own TLS', async () => {
+test('with rediss:// nodes the lock family works over the engine\'s TLS connections', async () => {
   const client = new Client(openUri(), { tls_ca_file: cert('ca.crt') });
   try {
     const lock = client.lock(uniqueName('tls-query'));
@@ -140,7 +140,7 @@ test('with rediss:// nodes what runs on the blocking client works over its own T
     await lock.acquire();
     assert.equal(await lock.isLocked(), true);
     await lock.release();
-    const sem = await client.semaphore(uniqueName('tls-sem'), 1); // on the blocking client
+    const sem = await client.semaphore(uniqueName('tls-sem'), 1); // on the engine's TLS connections
     assert.equal(await sem.tryAcquire(), true);
     assert.equal(await sem.available(), 0);
     await sem.release();
