@@ -16,8 +16,8 @@ const { startRedis } = require('./redis_server.js');
 
 const { Client, LockLostError, NotOwnerError } = redlockc;
 
-// Threads of this process that the library or the helper's pool started:
-// the blocking client's are named rlc-*, the pool's rlcn-pool.
+// Threads of this process that the library or a helper pool started: a
+// blocking client's are named rlc-*, the helper's pool's were rlcn-*.
 function libraryThreads() {
   const names = [];
   for (const tid of fs.readdirSync('/proc/self/task')) {
