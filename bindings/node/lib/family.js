@@ -438,7 +438,7 @@ class PermitExpirableSemaphore extends EngineSemaphore {
     const n = permitCount(permits);
     const driver = this.client._driver;
     const ev = await this._take(n, waitMs(wait), l, signal,
-      (taken) => this._giveBack(0, driver.permitId(taken)));
+      async (taken) => this._giveBack(0, driver.permitId(taken)));
     if (ev.status !== STATUS.OK) return null;
     try {
       return driver.permitId(ev);
@@ -521,8 +521,9 @@ class MultiLock {
 
   tryAcquire({ lease = 0 } = {}) { return this.acquire({ wait: 0, lease }); }
 
-  // One level of every name, the last in order first; every name is
-  // released even if one fails, and the first failure is what rejects.
+  // One level of every name, the last in order first (all sent in one
+  // write); every name is released even if one fails, and the first
+  // failure in that order is what rejects.
   async release() {
     this._usable();
     await this._releaseAll();
@@ -530,16 +531,16 @@ class MultiLock {
 
   async _releaseAll() {
     const driver = this.client._driver;
-    let failure = null;
-    for (let i = this._keys.length - 1; i >= 0; i--) {
+    const one = (i) => {
       try {
-        const ev = await startOp('lock', this.names[i],
-          () => driver.release(this._keys[i], this.owner, LOCK_KIND.LOCK)).promise;
-        if (ev.status !== STATUS.OK && !failure) failure = eventFail('lock', this.names[i], ev);
+        return startOp('lock', this.names[i], () => driver.release(this._keys[i], this.owner, LOCK_KIND.LOCK))
+          .promise.then((ev) => (ev.status === STATUS.OK ? null : eventFail('lock', this.names[i], ev)));
       } catch (e) {
-        if (!failure) failure = e;
+        return Promise.resolve(e);
       }
-    }
+    };
+    const order = this._keys.map((_, i) => i).reverse();
+    const failure = (await Promise.all(order.map(one))).find(Boolean);
     if (failure) throw failure;
   }
 
