@@ -16,6 +16,10 @@
  *     argument after the engine); the calls without it are RLC_KIND_LOCK's;
  *     a fair lock (RLC_KIND_FAIR) is acquired with rlcpy_engine_acquire_fair
  *     (its thread wait), and released and counted with the *_kind calls;
+ *   - a semaphore (RLC_KIND_SEMAPHORE, RLC_KIND_PSEMAPHORE) holds no lock:
+ *     its permits are taken, given back, set and counted with the
+ *     rlcpy_engine_*_permits calls (ops whose DONE's count is the answer),
+ *     and an expirable grant named by rlcpy_engine_permit_id;
  *   - rlcpy_engine_flush(e), the driver's one call after each step, returns
  *     everything a driver must act on, in one crossing; rlcpy_engine_step
  *     feeds bytes read (or a tick) first.
@@ -131,6 +135,11 @@ static PyObject *rlcpy_counters(int n, const uint64_t *v)
 %nothread rlcpy_engine_acquire_kind;
 %nothread rlcpy_engine_acquire_fair;
 %nothread rlcpy_engine_release_kind;
+%nothread rlcpy_engine_acquire_permits;
+%nothread rlcpy_engine_permit_id;
+%nothread rlcpy_engine_release_permits;
+%nothread rlcpy_engine_set_permits;
+%nothread rlcpy_engine_available_permits;
 %nothread rlcpy_engine_forget_kind;
 %nothread rlcpy_engine_hold_count_kind;
 %nothread rlcpy_engine_validity_ms_kind;
@@ -394,6 +403,85 @@ PyObject *rlcpy_engine_release_kind(rlc_engine *e, int kind, PyObject *name, uin
     if (!rlcpy_name(name, &p, &n))
         return NULL;
     int st = rlc_engine_release_kind(e, kind, p, n, owner, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+/* A semaphore's acquire of permits (1 .. 65535; kind RLC_KIND_SEMAPHORE or
+ * RLC_KIND_PSEMAPHORE, whose lease_ms > 0): owner names only this try's
+ * record (permits belong to no owner), so each acquire takes an id of its
+ * own. Its DONE: count the permits taken, token the grant. */
+PyObject *rlcpy_engine_acquire_permits(rlc_engine *e, int kind, PyObject *name, uint64_t owner,
+                                       int64_t permits, int64_t wait_ms, int64_t lease_ms,
+                                       int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_acquire_permits(e, kind, p, n, owner, permits, wait_ms, lease_ms, now_ms,
+                                        &op);
+    return rlcpy_op_result(st, op);
+}
+
+/* An expirable grant's permit id (32 hex digits, str) from its DONE's token
+ * and count. */
+PyObject *rlcpy_engine_permit_id(rlc_engine *e, uint64_t token, int64_t permits)
+{
+    char id[RLC_PERMIT_ID_LEN + 1];
+    int st = rlc_engine_permit_id(e, token, permits, id, sizeof id);
+    if (st != RLC_OK) {
+        rlcpy_raise(st);
+        return NULL;
+    }
+    return PyUnicode_FromString(id);
+}
+
+/* Gives permits back: a plain semaphore's `permits` (id None), an expirable
+ * one's those named by id (a str; permits unused). DONE's count: the
+ * permits given back; an expirable id not held ends RLC_E_LOST. */
+PyObject *rlcpy_engine_release_permits(rlc_engine *e, int kind, PyObject *name, int64_t permits,
+                                       PyObject *id, int64_t now_ms)
+{
+    const char *p, *idp = NULL;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    if (id != Py_None) {
+        if (!PyUnicode_Check(id)) {
+            PyErr_SetString(PyExc_TypeError, "permit id must be a str or None");
+            return NULL;
+        }
+        if (!(idp = PyUnicode_AsUTF8(id)))
+            return NULL;
+    }
+    int st = rlc_engine_release_permits(e, kind, p, n, permits, idp, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+/* The count set to permits if the semaphore has none: DONE's count 1 set, 0 not. */
+PyObject *rlcpy_engine_set_permits(rlc_engine *e, int kind, PyObject *name, int64_t permits,
+                                   int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_set_permits(e, kind, p, n, permits, now_ms, &op);
+    return rlcpy_op_result(st, op);
+}
+
+/* The permits free now: DONE's count. */
+PyObject *rlcpy_engine_available_permits(rlc_engine *e, int kind, PyObject *name, int64_t now_ms)
+{
+    const char *p;
+    size_t n;
+    uint64_t op = 0;
+    if (!rlcpy_name(name, &p, &n))
+        return NULL;
+    int st = rlc_engine_available_permits(e, kind, p, n, now_ms, &op);
     return rlcpy_op_result(st, op);
 }
 

@@ -40,6 +40,10 @@ _flush = _core.rlcpy_engine_flush
 _step = _core.rlcpy_engine_step
 _cancel = _core.rlcpy_engine_cancel
 _release_kind = _core.rlcpy_engine_release_kind
+_release_permits = _core.rlcpy_engine_release_permits
+_permit_id = _core.rlcpy_engine_permit_id
+_KIND_SEMAPHORE = _core.RLC_KIND_SEMAPHORE
+_KIND_PSEMAPHORE = _core.RLC_KIND_PSEMAPHORE
 
 EV_DONE = _core.RLC_EV_DONE
 EV_LOST = _core.RLC_EV_LOST
@@ -281,8 +285,8 @@ class Driver:
                 elif kind == ACQUIRE and ev[1] == OK:
                     # The task that waited was cancelled and the engine granted
                     # it anyway (the cancel came too late): nobody will release
-                    # this level, so release it now.
-                    self.release_level(ev[4], ev[3], sink, ev[EV_KIND])
+                    # this level (or these permits), so give it back now.
+                    self.give_back(ev, sink)
             elif ev[0] == EV_LOST:
                 fn = self.on_lost() if self.on_lost is not None else None
                 if fn is not None:
@@ -391,13 +395,35 @@ class Driver:
             # the caller never sees True, so nobody would release this level.
             ev = fut.result()
             if ev[1] == OK:
-                self.release_level(ev[4], ev[3], sink, ev[EV_KIND])
+                self.give_back(ev, sink)
             return
         if op in self.ops and self.engine is not None:
             # RLC_NOT_ACQUIRED: it already ended; its DONE, dispatched on the
             # next apply, finds the future cancelled and gives back a grant.
             _cancel(self.engine, op, self.now())
             self.kick()
+
+    def give_back(self, ev, sink):
+        """What the grant `ev` (a DONE event, RLC_OK) took goes back, with
+        nobody awaiting the result: one level of a lock kind's hold, or a
+        semaphore's permits (the count taken, or the expirable grant's id)."""
+        kind = ev[EV_KIND]
+        if kind != _KIND_SEMAPHORE and kind != _KIND_PSEMAPHORE:
+            self.release_level(ev[4], ev[3], sink, kind)
+            return
+        if self.engine is None:
+            return
+        try:
+            if kind == _KIND_PSEMAPHORE:
+                op = _release_permits(self.engine, kind, ev[4], 0,
+                                      _permit_id(self.engine, ev[5], ev[7]), self.now())
+            else:
+                op = _release_permits(self.engine, kind, ev[4], ev[7], None, self.now())
+        except Exception as e:  # refused at once: nothing to give back
+            _log.debug("redlockc.asyncio: give-back of %r for a cancelled task: %r", ev[4], e)
+            return
+        self.ops[op] = (self.loop.create_future(), RELEASE, None)
+        self.kick()
 
     def release_level(self, name, owner, sink, kind):
         """Releases one level of owner's hold of name of lock kind `kind`

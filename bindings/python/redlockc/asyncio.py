@@ -39,6 +39,7 @@ import weakref
 from . import redlockc_core as _core
 from . import _aio, _metrics, _otel, _units
 from ._client import _in_seconds, _node_list, _options, _shown, _split_nodes
+from ._family import _count
 from ._errors import (AuthenticationError, ClosedError, ConnectionError, Error,  # noqa: F401
                       InvalidArgument, LockLostError, NoQuorumError, NotAcquiredError,
                       NotOwnerError, OutOfMemoryError, ProtocolError, ServerError,
@@ -47,7 +48,9 @@ from ._units import lease_ms as _lease_ms
 from ._units import lease_refused as _lease_refused
 from ._units import wait_ms as _wait_ms
 
-__all__ = ["Client", "Lock", "ReadWriteLock", "ReadLock", "WriteLock", "FairLock", "Error", "InvalidArgument", "OutOfMemoryError", "ConnectionError",
+__all__ = ["Client", "Lock", "ReadWriteLock", "ReadLock", "WriteLock", "FairLock", "Semaphore",
+           "PermitExpirableSemaphore", "Error", "InvalidArgument", "OutOfMemoryError",
+           "ConnectionError",
            "TimeoutError", "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError",
            "ProtocolError", "ClosedError", "AuthenticationError", "NotAcquiredError"]
 
@@ -75,6 +78,14 @@ _NOUNS = {_KIND_LOCK: "lock", _KIND_READ: "read lock", _KIND_WRITE: "write lock"
 # A fair waiter's thread wait without one given (Redisson's threadWaitTime,
 # what the blocking FairLock's 0 means).
 _DEFAULT_THREAD_WAIT_MS = 5000
+# Semaphores (no lock: permits taken, given back, set and counted).
+_KIND_SEMAPHORE = _core.RLC_KIND_SEMAPHORE
+_KIND_PSEMAPHORE = _core.RLC_KIND_PSEMAPHORE
+_acquire_permits = _core.rlcpy_engine_acquire_permits
+_release_permits = _core.rlcpy_engine_release_permits
+_set_permits = _core.rlcpy_engine_set_permits
+_available_permits = _core.rlcpy_engine_available_permits
+_permit_id = _core.rlcpy_engine_permit_id
 _query = _core.rlcpy_engine_query
 _force_release = _core.rlcpy_engine_force_release
 _fenced_set = _core.rlcpy_engine_fenced_set
@@ -192,6 +203,24 @@ class Client:
         blocking ``Client.fair_lock``'s: a waiter that stopped trying leaves
         the queue at most twice that after its last try."""
         return FairLock(self, name, owner, thread_wait, timeout=timeout, lease=lease)
+
+    def semaphore(self, name, permits=None):
+        """A :class:`Semaphore` for ``name`` (no I/O), the blocking
+        ``Client.semaphore``'s: with ``permits``, the count is set if the
+        semaphore has none, before this object's first call. A client of one
+        node only (InvalidArgument otherwise)."""
+        return Semaphore(self, name, permits)
+
+    def permit_semaphore(self, name, permits=None):
+        """A :class:`PermitExpirableSemaphore` for ``name`` (no I/O);
+        ``permits`` as for :meth:`semaphore`."""
+        return PermitExpirableSemaphore(self, name, permits)
+
+    def _new_owner(self):
+        """An owner id of its own (a semaphore's acquire: the engine names the
+        try's record by it; permits belong to no owner)."""
+        self._next_owner += 1
+        return self._next_owner
 
     def _task_owner(self, make):
         """The current task's owner id (made if `make`), or 0: no task, or
@@ -1036,6 +1065,243 @@ class FairLock(_KindLock):
         """Seconds a queued waiter that stopped trying keeps its place (twice
         this, as Redisson counts)."""
         return self._thread_wait_ms / 1000
+
+
+class _EngineSemaphore:
+    """What the two semaphores share: a count of permits at ``name`` on the
+    client's one node, taken and given back by the engine (RLC_KIND_SEMAPHORE
+    or RLC_KIND_PSEMAPHORE). Nothing is bound to an owner or kept here but
+    the name, and the count to set before the first call."""
+
+    __slots__ = ("_client", "_name", "_initial", "_setting", "__weakref__")
+    _kind = _KIND_SEMAPHORE
+    _noun = "semaphore"
+
+    def __init__(self, client, name, permits=None):
+        """See ``Client.semaphore()``."""
+        if not isinstance(client, Client):
+            raise TypeError(f"{type(self).__name__} needs a redlockc.asyncio.Client, "
+                            f"not {type(client).__name__}")
+        _units.text(name, "semaphore name")
+        if len(client._nodes) > 1:
+            raise invalid(f"a {self._noun} over {len(client._nodes)} nodes is refused: a count "
+                          "of permits cannot be voted on by a quorum, so more than the count "
+                          "could be out at once (use one node)")
+        self._client = client
+        self._name = name
+        # With permits given: set (if none) before the first call; None once set.
+        self._initial = None if permits is None else _count(permits, "permits")
+        self._setting = None  # the future of that set while it runs, or failed
+
+    async def _ready(self):
+        """The count given at construction is set (if the semaphore had none),
+        once, before any other call of this object goes out. A set that failed
+        raises here, and the next call tries again."""
+        if self._initial is None:
+            return
+        setting = self._setting
+        if setting is None or (setting.done() and (setting.cancelled()
+                                                   or setting.exception() is not None)):
+            setting = self._setting = _asyncio.ensure_future(self._set_initial())
+        await _asyncio.shield(setting)
+
+    async def _set_initial(self):
+        await self._set(self._initial)
+        self._initial = None
+
+    def _set(self, n):
+        kind, name = self._kind, self._name
+        return self._client._round(lambda e, now: _set_permits(e, kind, name, n, now))
+
+    async def try_set_permits(self, permits):
+        """Sets the count to ``permits`` only if the semaphore has none; True
+        if it did. Asks Redis."""
+        return await self._set(_count(permits, "permits")) == 1
+
+    async def available(self):
+        """Free permits now (an expirable semaphore's ended leases given back
+        first). Asks Redis. (A method to await; the blocking ``available`` is
+        a property.)"""
+        await self._ready()
+        kind, name = self._kind, self._name
+        return await self._client._round(lambda e, now: _available_permits(e, kind, name, now))
+
+    async def _take(self, n, wait, lease_ms, lease):
+        """The grant's DONE event, or None if too few permits were free for
+        the whole wait. Cancelling the awaiting task ends the wait in the
+        engine; a grant that crossed the cancel is given back (Driver.abandon)."""
+        await self._ready()
+        client = self._client
+        d = client._bind()
+        try:
+            op = _acquire_permits(d.engine, self._kind, self._name, client._new_owner(), n, wait,
+                                  lease_ms, d.now())
+        except InvalidArgument as e:
+            raise _lease_refused(e, lease) from None
+        fut = d.start(_aio.ACQUIRE, op, None)
+        try:
+            ev = await fut
+        except _asyncio.CancelledError:
+            d.abandon(op, fut, None)
+            raise
+        status = ev[1]
+        if status == _OK:
+            return ev
+        if status == _NOT_ACQUIRED:
+            return None
+        if status == _E_CANCELED and client._closed:
+            raise ClosedError(_core.RLC_E_CLOSED, "the client was closed while this waited")
+        raise error_for(status, ev[8] or None)
+
+    async def _give_back(self, n, permit_id):
+        """Gives back n plain permits, or an expirable grant's (permit_id).
+        The round runs to its end even if the awaiting task is cancelled."""
+        await self._ready()
+        kind, name = self._kind, self._name
+        await self._client._round(
+            lambda e, now: _release_permits(e, kind, name, n, permit_id, now))
+
+    @property
+    def name(self):
+        """The semaphore's name, as given (the Redis key is key_prefix + name)."""
+        return self._name
+
+    @property
+    def client(self):
+        return self._client
+
+    def __enter__(self):
+        raise TypeError(f"redlockc.asyncio.{type(self).__name__} is used with `async with`, "
+                        "not `with` (nothing was acquired)")
+
+    def __exit__(self, *exc):  # pragma: no cover (never entered)
+        pass
+
+    def __reduce__(self):
+        raise TypeError(f"a redlockc.asyncio.{type(self).__name__} cannot be pickled or sent to "
+                        "another process")
+
+    def __repr__(self):
+        return f"<redlockc.asyncio.{type(self).__name__} {self._name!r}>"
+
+
+class Semaphore(_EngineSemaphore):
+    """A Redisson-compatible semaphore (RSemaphore) for asyncio: a count of
+    free permits at the key ``name``, its waiters woken by the channel
+    ``redisson_sc:{name}``, so it shares its permits with the blocking
+    client's and Redisson's semaphores of the name. On the engine
+    (RLC_KIND_SEMAPHORE): a waiting acquire is a future, no thread.
+
+    Made by ``client.semaphore(name, permits=None)``; a client of one node
+    only (InvalidArgument otherwise). The blocking ``Semaphore``'s names:
+    ``await try_set_permits(n)``, ``await available()`` (a method here),
+    ``await acquire(permits=1, blocking=True, timeout=None)`` -> True, or
+    False if too few were free for the whole wait, ``await
+    release(permits=1)``, ``async with sem:`` (one permit). Not bound to an
+    owner: any task, thread or process may release. A holder that dies does
+    not give its permits back: use :class:`PermitExpirableSemaphore` for
+    that. Cancelling a waiting task ends the wait and keeps nothing (a grant
+    that crossed the cancel is given back).
+    """
+
+    __slots__ = ()
+
+    def acquire(self, permits=1, blocking=True, timeout=None):
+        """Takes ``permits`` free permits, waiting for them (timeout: seconds;
+        None or -1: no limit; 0 or blocking=False: one try); an awaitable of
+        True, or False if too few were free for the whole wait. Raises
+        ConnectionError, TimeoutError, ServerError, ClosedError;
+        InvalidArgument or TypeError for bad arguments."""
+        n, wait = _count(permits, "permits"), _wait_ms(blocking, timeout)
+        return self._acquire(n, wait)
+
+    async def _acquire(self, n, wait):
+        return await self._take(n, wait, 0, None) is not None
+
+    def release(self, permits=1):
+        """Gives ``permits`` back and wakes waiters (an awaitable)."""
+        return self._give_back(_count(permits, "permits"), None)
+
+    async def __aenter__(self):
+        """``async with sem:`` takes one permit, waiting as long as it takes."""
+        await self._acquire(1, -1)
+        return self
+
+    async def __aexit__(self, *exc):
+        """Gives the permit back when the block ends, also when it raised."""
+        await self._give_back(1, None)
+
+
+class PermitExpirableSemaphore(_EngineSemaphore):
+    """A Redisson-compatible RPermitExpirableSemaphore for asyncio: permits
+    with a lease (the count at the key ``name``, the zset ``{name}:timeout``
+    of permits taken scored with their lease's end, the channel
+    ``redisson_sc:{name}``), on the engine (RLC_KIND_PSEMAPHORE), shared with
+    the blocking client's and Redisson's of the name.
+
+    Made by ``client.permit_semaphore(name, permits=None)``; a client of one
+    node only. The blocking ``PermitExpirableSemaphore``'s names: ``await
+    try_set_permits(n)``, ``await available()`` (a method here), ``await
+    acquire(permits=1, blocking=True, timeout=None, lease=...)`` -> the
+    permit id (a str of 32 hex digits) or None if none came in time, ``await
+    release(permit_id)`` (LockLostError if the lease ran out first: the
+    permits were back in the pool), ``async with sem.permit(lease=10) as
+    permit_id:``. Never more than the count out at once, even if holders die
+    or stall. Cancelling a waiting task ends the wait and keeps nothing.
+    """
+
+    __slots__ = ()
+    _kind = _KIND_PSEMAPHORE
+    _noun = "permit-expirable semaphore"
+
+    def acquire(self, permits=1, blocking=True, timeout=None, lease=None):
+        """Takes ``permits`` under one id with a lease (seconds, required),
+        waiting for them (timeout as for ``Semaphore.acquire``); an awaitable
+        of the permit id, or None if none came in time."""
+        if lease is None:
+            raise invalid("a permit needs a lease in seconds (expirable permits have no "
+                          "watchdog)")
+        n, wait = _count(permits, "permits"), _wait_ms(blocking, timeout)
+        return self._acquire(n, wait, _lease_ms(lease), lease)
+
+    async def _acquire(self, n, wait, lease_ms, lease):
+        ev = await self._take(n, wait, lease_ms, lease)
+        if ev is None:
+            return None
+        return _permit_id(self._client._driver.engine, ev[5], ev[7])
+
+    def release(self, permit_id):
+        """Gives back the permits of ``permit_id`` (an awaitable); raises
+        LockLostError if their lease ran out first (or they went back already)."""
+        return self._give_back(0, _units.text(permit_id, "permit id"))
+
+    def permit(self, permits=1, timeout=None, lease=None):
+        """``async with sem.permit(lease=10) as permit_id:`` takes a permit
+        (TimeoutError if none came within ``timeout``) and gives it back."""
+        if lease is None:
+            raise invalid("a permit needs a lease in seconds (expirable permits have no "
+                          "watchdog)")
+        _count(permits, "permits"), _wait_ms(True, timeout), _lease_ms(lease)
+        return _Permit(self, permits, timeout, lease)
+
+
+class _Permit:
+    """``async with sem.permit(...) as permit_id:``."""
+    __slots__ = ("_sem", "_args", "_id")
+
+    def __init__(self, sem, permits, timeout, lease):
+        self._sem, self._args, self._id = sem, (permits, True, timeout, lease), None
+
+    async def __aenter__(self):
+        self._id = await self._sem.acquire(*self._args)
+        if self._id is None:
+            raise TimeoutError(_core.RLC_E_TIMEOUT,
+                               f"no permit of {self._sem.name!r} came within the timeout")
+        return self._id
+
+    async def __aexit__(self, *exc):
+        pid, self._id = self._id, None
+        await self._sem.release(pid)
 
 
 def _cancel_task(task, why):
