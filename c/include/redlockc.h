@@ -99,8 +99,8 @@ typedef struct rlc_client rlc_client;
  *                          included (1000)
  *     retry_jitter_ms      random delay before a Redlock retry after a split vote (50)
  *     drift_factor         clock drift allowance as a fraction of the lease (0.01)
- *     pool_size            the lock family's pipelined connections per node (1); the
- *                          locks pipeline on one connection per node
+ *     pool_size            accepted (1 .. 64) and unused since 1.2: every lock kind
+ *                          pipelines on the engine's one connection per node
  *     key_prefix           prepended to every lock name ("")
  *     restart_guard        1: a node whose run_id changed does not count toward a
  *                          quorum until the longest lease has passed since its
@@ -259,9 +259,9 @@ RLC_API int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
  * lease_ms > 0, rlc_lock_extend) runs out before its last level is
  * released, reason is RLC_E_LOST, at the moment it ends.
  *
- * Where it runs: on the client's callback thread (started with the client's
- * first callback), never on the thread that renews leases and reads unlock
- * messages, so a slow callback delays no renewal. A client's callbacks run
+ * Where it runs: on the client's callback thread (the one that hears the
+ * engine's lost holds, "rlc-lost-cb"), never on the thread that renews
+ * leases and reads unlock messages, so a slow callback delays no renewal. A client's callbacks run
  * one at a time, in the order the holds were found lost: a slow one delays
  * only the callbacks after it.
  *
@@ -285,8 +285,7 @@ RLC_API int rlc_lock_fencing_token(rlc_lock *l, uint64_t *out);
  * running callback to return and drops the rest.
  *
  * Each handle has at most one callback: setting either kind replaces the
- * other; fn NULL removes it. Returns RLC_OK, RLC_E_INVAL, RLC_E_CLOSED, or
- * RLC_E_NOMEM (the callback thread could not be started). */
+ * other; fn NULL removes it. Returns RLC_OK, RLC_E_INVAL or RLC_E_CLOSED. */
 typedef void (*rlc_lost_fn)(rlc_lock *l, int reason, void *user);
 RLC_API int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user);
 

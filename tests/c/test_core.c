@@ -1068,6 +1068,62 @@ done:
     rs_stop(&s);
 }
 
+/* Children forked after the parent's main thread waited on its client each
+ * make their own client and contend for one lock. The wake-up of a waiting
+ * caller is an eventfd per thread: a child's main thread had the parent's,
+ * one kernel object shared by every child, so a wake-up meant for one child
+ * was read by another and the first slept forever (a child hung in a call
+ * that waited to be handed the lead). Each child must finish its rounds;
+ * the wait is bounded. */
+TEST(children_forked_after_the_parent_locked_wake_their_own_waiters)
+{
+#if defined(__SANITIZE_THREAD__)
+    fprintf(stderr, "skipped under ThreadSanitizer\n"); /* see the case above */
+    return;
+#endif
+    START(s);
+    rlc_client *c = client(s.uri, NULL);
+    rlc_lock *l = lock(c, "forked-wakeups", 0);
+    pid_t kids[4] = {0};
+    CHECK_RC(rlc_lock_acquire(l, 0, -1), RLC_OK); /* this thread's wake-up exists now */
+    CHECK_RC(rlc_lock_release(l), RLC_OK);
+    for (int k = 0; k < 4; k++) {
+        if ((kids[k] = fork()) != 0)
+            continue;
+        rlc_client *mine = NULL;
+        rlc_lock *ml = NULL;
+        int done = 0;
+        if (rlc_client_new(&mine, s.uri, NULL) == RLC_OK &&
+            rlc_lock_new(mine, "forked-wakeups", 0, &ml) == RLC_OK)
+            for (; done < 30 && rlc_lock_acquire(ml, 10000, -1) == RLC_OK; done++) {
+                check_sleep_ms(1 + done % 5);
+                rlc_lock_release(ml);
+                /* idle past the driver's linger: its background thread
+                 * leads, and the next call waits to be handed the lead */
+                check_sleep_ms(3 + (done + k) % 7);
+            }
+        rlc_lock_free(ml);
+        rlc_client_free(mine);
+        _exit(done == 30 ? 0 : 1);
+    }
+    for (int k = 0; k < 4; k++) {
+        int status = -1;
+        int ended = WAIT_UNTIL(waitpid(kids[k], &status, WNOHANG) == kids[k], 30000);
+        CHECK(ended, "child %d did not finish its 30 rounds in 30 s (a lost wake-up)", k);
+        kids[k] = 0;
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: status %d", k, status);
+    }
+done:
+    for (int k = 0; k < 4; k++)
+        if (kids[k] > 0) {
+            kill(kids[k], SIGKILL);
+            waitpid(kids[k], NULL, 0);
+        }
+    rlc_lock_free(l);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 TEST(closing_the_client_leaves_lock_handles_safe)
 {
     START(s);
@@ -1241,5 +1297,6 @@ RUN_TESTS(CASE(acquire_and_release_change_the_hash),
           CASE(owner_is_the_thread_unless_given),
           CASE(sixteen_threads_share_one_client),
           CASE(forked_child_gets_closed_and_never_touches_parent_sockets),
+          CASE(children_forked_after_the_parent_locked_wake_their_own_waiters),
           CASE(closing_the_client_leaves_lock_handles_safe),
           CASE(key_prefix_is_prepended))

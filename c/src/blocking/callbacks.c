@@ -1,10 +1,12 @@
 /*
- * callbacks.c - the on_lost callback thread (see callbacks.h).
+ * callbacks.c - the on_lost callbacks (see callbacks.h).
  *
- * On that thread an owner-0 handle cannot act for "the calling thread" (it
- * is ours, not the application's): the handle whose callback runs acts for
- * the lost hold's owner, and every other owner-0 handle is refused (see
- * redlockc.h).
+ * They run on the driver's loss thread (engine_driver.c, "rlc-lost-cb"),
+ * the one that hears the engine's lost holds: a client has no thread of its
+ * own for them. On that thread an owner-0 handle cannot act for "the
+ * calling thread" (it is ours, not the application's): the handle whose
+ * callback runs acts for the lost hold's owner, and every other owner-0
+ * handle is refused (see redlockc.h).
  */
 #include <stdbool.h>
 #include <pthread.h>
@@ -20,22 +22,15 @@ struct lost_event {
     int reason;
 };
 
-/* Set on a callback thread while its callback runs. */
+/* Set on the loss thread while it runs callbacks. */
 static __thread bool on_callback_thread;
 static __thread const rlc_lock *callback_lock;
 static __thread uint64_t callback_owner;
 
-static void *callback_main(void *arg)
+void client_run_lost(rlc_client *c)
 {
-    rlc_client *c = arg;
-    (void)pthread_setname_np(pthread_self(), "rlc-callbacks");
     on_callback_thread = true;
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        while (!c->lost_head && !atomic_load(&c->stopping))
-            pthread_cond_wait(&c->lost_ready, &c->mu);
-        if (atomic_load(&c->stopping))
-            break;
+    while (c->lost_head && !atomic_load(&c->stopping)) {
         struct lost_event *e = c->lost_head;
         if (!(c->lost_head = e->next))
             c->lost_tail = NULL;
@@ -59,32 +54,19 @@ static void *callback_main(void *arg)
         }
         free(e);
     }
-    pthread_mutex_unlock(&c->mu);
-    client_unref(c);
-    return NULL;
 }
 
-int client_set_on_lost(rlc_client *c, rlc_lock *l, rlc_lost_fn fn, rlc_lost_owner_fn fn2,
-                       void *user)
+void client_set_on_lost(rlc_lock *l, rlc_lost_fn fn, rlc_lost_owner_fn fn2, void *user)
 {
-    if ((fn || fn2) && !c->cb_started && !atomic_load(&c->stopping)) {
-        client_ref(c); /* the callback thread's */
-        if (pthread_create(&c->cb_thread, NULL, callback_main, c) != 0) {
-            client_unref(c); /* never the last: the caller's call holds one */
-            return RLC_E_NOMEM;
-        }
-        c->cb_started = true;
-    }
     l->on_lost = fn;
     l->on_lost_owner = fn2;
     l->on_lost_user = user;
-    return RLC_OK;
 }
 
 void client_queue_lost(rlc_client *c, rlc_lock *l, uint64_t owner, int reason)
 {
     metrics_lost(c, l, reason); /* counted and logged whether or not a callback waits */
-    if ((!l->on_lost && !l->on_lost_owner) || !c->cb_started)
+    if (!l->on_lost && !l->on_lost_owner)
         return;
     struct lost_event *e = malloc(sizeof *e);
     if (!e) /* no memory: the loss still shows in is_held and every release */
@@ -95,7 +77,6 @@ void client_queue_lost(rlc_client *c, rlc_lock *l, uint64_t owner, int reason)
     else
         c->lost_head = e;
     c->lost_tail = e;
-    pthread_cond_signal(&c->lost_ready);
 }
 
 void client_forget_lost(rlc_client *c, rlc_lock *l)
@@ -111,8 +92,7 @@ void client_forget_lost(rlc_client *c, rlc_lock *l)
             p = &e->next;
         }
     }
-    bool on_thread = c->cb_started && pthread_equal(pthread_self(), c->cb_thread);
-    while (c->in_callback == l && !on_thread)
+    while (c->in_callback == l && !on_callback_thread)
         pthread_cond_wait(&c->callback_done, &c->mu);
 }
 

@@ -142,6 +142,8 @@ struct edrv {
     bool cb_running;         /* a callback runs now (under lost_mu) */
     pthread_cond_t cb_done;  /* broadcast as each callback returns */
     bool cb_stop;            /* under lost_mu */
+    bool free_on_exit;       /* under lost_mu: edrv_free ran in a callback, the
+                                loss thread frees the driver as it ends */
     pthread_t cb;
     bool cb_started;
 };

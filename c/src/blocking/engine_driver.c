@@ -351,6 +351,8 @@ static void *background(void *arg)
     return NULL;
 }
 
+static void free_all(struct edrv *d, bool child);
+
 static void *callbacks(void *arg)
 {
     struct edrv *d = arg;
@@ -358,6 +360,8 @@ static void *callbacks(void *arg)
     pthread_mutex_lock(&d->lost_mu);
     for (;;) {
         struct lost *l = d->lost_head;
+        if (d->free_on_exit)
+            break; /* its client is gone: what is left is dropped (free_all) */
         if (!l) {
             if (d->cb_stop)
                 break;
@@ -375,7 +379,10 @@ static void *callbacks(void *arg)
         d->cb_running = false;
         pthread_cond_broadcast(&d->cb_done);
     }
+    bool free_here = d->free_on_exit;
     pthread_mutex_unlock(&d->lost_mu);
+    if (free_here)
+        free_all(d, false); /* edrv_free ran in a callback: this thread ends it */
     return NULL;
 }
 
@@ -647,11 +654,6 @@ void edrv_forget_kind(struct edrv *d, int kind, const char *name, size_t name_le
     unlock(d);
 }
 
-uint64_t edrv_new_attempt(struct edrv *d)
-{
-    return eng_new_attempt(d->e);
-}
-
 int edrv_metrics(struct edrv *d, uint64_t *out, int n)
 {
     if (forked(d))
@@ -857,6 +859,15 @@ void edrv_free(struct edrv *d, int64_t drain_ms)
     pthread_mutex_unlock(&d->lost_mu);
     if (d->bg_started)
         pthread_join(d->bg, NULL);
+    if (d->cb_started && pthread_equal(pthread_self(), d->cb)) {
+        /* called from a lost callback: the loss thread frees everything
+         * once that callback returns (it cannot join itself) */
+        pthread_mutex_lock(&d->lost_mu);
+        d->free_on_exit = true;
+        pthread_mutex_unlock(&d->lost_mu);
+        pthread_detach(d->cb);
+        return;
+    }
     if (d->cb_started)
         pthread_join(d->cb, NULL);
     free_all(d, false);

@@ -150,9 +150,6 @@ void edrv_set_log(struct edrv *d, edrv_log_fn fn, void *user);
 /* The engine's counters (rlc_engine_metrics): what rlc_client_metrics is
  * to read once the public calls run here. */
 int edrv_metrics(struct edrv *d, uint64_t *out, int n);
-/* A new attempt number of the engine's client (attempt_ids.h), for a lock
- * kind that runs beside the engine: any thread, no lock taken. */
-uint64_t edrv_new_attempt(struct edrv *d);
 
 /* rlc_engine_hold_count_kind's and rlc_engine_validity_ms_kind's (now). */
 int64_t edrv_hold_count_kind(struct edrv *d, int kind, const char *name, size_t name_len,

@@ -75,24 +75,3 @@ int lock_check_lease(const rlc_client *c, int64_t lease_ms, const char *what)
     return RLC_OK;
 }
 
-/* An integer reply, a number in a bulk string (HGET), or nil (as 0). */
-int lock_reply_int(const redisReply *r, int64_t *out)
-{
-    if (r->type == REDIS_REPLY_INTEGER) {
-        *out = r->integer;
-        return 1;
-    }
-    if (r->type == REDIS_REPLY_NIL) {
-        *out = 0;
-        return 1;
-    }
-    if (r->type == REDIS_REPLY_STRING) {
-        char *end;
-        long long v = strtoll(r->str, &end, 10);
-        if (end != r->str && *end == '\0') {
-            *out = v;
-            return 1;
-        }
-    }
-    return 0;
-}

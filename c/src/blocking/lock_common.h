@@ -40,8 +40,4 @@ int lock_new_kind(rlc_client *c, const char *name, uint64_t owner, int kind, rlc
  * RLC_E_INVAL with a message naming `what`. */
 int lock_check_lease(const rlc_client *c, int64_t lease_ms, const char *what);
 
-/* An integer reply, a number in a bulk string (HGET), or nil (as 0): 1 and
- * *out; 0 for anything else. */
-int lock_reply_int(const redisReply *r, int64_t *out);
-
 #endif

@@ -146,12 +146,10 @@ static int set_on_lost(rlc_lock *l, rlc_lost_fn fn, rlc_lost_owner_fn fn2, void 
         return rc;
     rlc_client *c = l->client;
     pthread_mutex_lock(&c->mu);
-    rc = client_set_on_lost(c, l, fn, fn2, user);
+    client_set_on_lost(l, fn, fn2, user);
     pthread_mutex_unlock(&c->mu);
-    if (rc != RLC_OK)
-        rlc_fail(rc, "cannot start the client's callback thread");
     client_leave(c);
-    return rc;
+    return RLC_OK;
 }
 
 int rlc_lock_on_lost(rlc_lock *l, rlc_lost_fn fn, void *user)

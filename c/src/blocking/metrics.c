@@ -2,11 +2,8 @@
  * metrics.c - per-client counters and the log callback (REDLOCKC_1.1), and
  * the polled log (REDLOCKC_1.1).
  *
- * Counters are relaxed atomics in a block the client points to: the hot
- * path (an acquire) pays one or two atomic adds and nothing else. Rare
- * events that happen where only a connection is known (a reconnect, a
- * NOSCRIPT) find their client in a short global list of live metrics
- * blocks; nothing frequent takes that list's mutex.
+ * The counters are the engine's (every lock kind runs there): read from
+ * it while the client lives, and kept when it is freed.
  *
  * Log lines are never handed to the callback where they happen: that may be
  * under client->mu (the watchdog's verdicts), and a callback entering a VM
@@ -35,7 +32,6 @@
 #include "engine_driver.h"
 #include "error.h"
 #include "metric_defs.h"
-#include "mux.h"
 #include "state.h"
 
 #define N_COUNTERS RLC_M_COUNT
@@ -57,11 +53,7 @@ struct kept_line {
 
 struct rlc_metrics {
     rlc_client *client;
-    struct mux *muxes; /* the client's, to tell which client a mux belongs to */
-    int n_muxes;
-    atomic_uchar *connected; /* per mux: connected once already */
-    _Atomic uint64_t counters[N_COUNTERS];
-    /* the engine's, kept when it is freed (rlc_client_free) */
+    /* the engine's counters, kept when it is freed (rlc_client_free) */
     uint64_t engine_final[N_COUNTERS];
     bool engine_gone;
 
@@ -77,16 +69,11 @@ struct rlc_metrics {
     int keep_level;
     struct kept_line kept[KEEP_LINES];
     int kept_head, kept_count;
-
-    struct rlc_metrics *next; /* the live list */
 };
-
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The metrics whose lines this thread is handing over now (set_log called
  * from inside the callback must not wait for itself). */
 static _Thread_local struct rlc_metrics *delivering_here;
-static struct rlc_metrics *live;
 
 struct rlc_metrics *metrics_new(rlc_client *c)
 {
@@ -94,18 +81,8 @@ struct rlc_metrics *metrics_new(rlc_client *c)
     if (!m)
         return NULL;
     m->client = c;
-    m->n_muxes = c->n_nodes * (int)c->opts.pool_size; /* muxes: metrics_attach_muxes */
-    m->connected = calloc((size_t)(m->n_muxes > 0 ? m->n_muxes : 1), sizeof *m->connected);
-    if (!m->connected) {
-        free(m);
-        return NULL;
-    }
     pthread_mutex_init(&m->log_mu, NULL);
     pthread_mutex_init(&m->deliver_mu, NULL);
-    pthread_mutex_lock(&live_mu);
-    m->next = live;
-    live = m;
-    pthread_mutex_unlock(&live_mu);
     return m;
 }
 
@@ -113,23 +90,9 @@ void metrics_free(struct rlc_metrics *m)
 {
     if (!m)
         return;
-    pthread_mutex_lock(&live_mu);
-    for (struct rlc_metrics **p = &live; *p; p = &(*p)->next)
-        if (*p == m) {
-            *p = m->next;
-            break;
-        }
-    pthread_mutex_unlock(&live_mu);
     pthread_mutex_destroy(&m->log_mu);
     pthread_mutex_destroy(&m->deliver_mu);
-    free(m->connected);
     free(m);
-}
-
-static void add(struct rlc_metrics *m, int which, uint64_t n)
-{
-    if (m && which >= 0 && which < N_COUNTERS)
-        atomic_fetch_add_explicit(&m->counters[which], n, memory_order_relaxed);
 }
 
 /* Into the callback's ring (under log_mu): when full, the oldest goes. */
@@ -198,11 +161,6 @@ void metrics_keep_engine(rlc_client *c)
     m->engine_gone = true;
 }
 
-void metrics_warn(rlc_client *c, const char *text)
-{
-    logf_(c ? c->metrics : NULL, RLC_LOG_WARN, "%s", text);
-}
-
 void metrics_flush_log(rlc_client *c)
 {
     struct rlc_metrics *m = c ? c->metrics : NULL;
@@ -242,41 +200,6 @@ void metrics_flush_log(rlc_client *c)
     pthread_mutex_unlock(&m->deliver_mu);
 }
 
-void metrics_count(rlc_client *c, int which)
-{
-    add(c ? c->metrics : NULL, which, 1);
-}
-
-/* Whether this thread's acquire in progress waited (set by wait_begin). */
-static _Thread_local bool waited;
-
-void metrics_wait_begin(rlc_client *c)
-{
-    waited = true;
-    add(c ? c->metrics : NULL, RLC_M_WAITS, 1);
-}
-
-void metrics_acquire(rlc_client *c, int rc, int64_t start_ns)
-{
-    struct rlc_metrics *m = c ? c->metrics : NULL;
-    bool w = waited;
-    waited = false;
-    if (!m)
-        return;
-    if (rc == RLC_OK)
-        add(m, RLC_M_ACQUIRES, 1);
-    else if (rc == RLC_NOT_ACQUIRED)
-        add(m, RLC_M_BUSY, 1);
-    if (w) {
-        int64_t ms = (rlc_now_ns() - start_ns) / RLC_NS_PER_MS;
-        if (ms < 0)
-            ms = 0;
-        add(m, RLC_M_WAIT_MS_SUM, (uint64_t)ms);
-        add(m, metric_wait_bucket(ms), 1);
-    }
-    metrics_flush_log(c);
-}
-
 void metrics_lost(rlc_client *c, const rlc_lock *l, int reason)
 {
     struct rlc_metrics *m = c ? c->metrics : NULL; /* the engine counted it */
@@ -288,40 +211,6 @@ void metrics_lost(rlc_client *c, const rlc_lock *l, int reason)
                                : rlc_strerror(reason));
 }
 
-void metrics_attach_muxes(struct rlc_metrics *m, struct mux *muxes, int n)
-{
-    pthread_mutex_lock(&live_mu);
-    m->muxes = muxes;
-    m->n_muxes = n;
-    pthread_mutex_unlock(&live_mu);
-}
-
-void metrics_mux_event(struct mux *mx, int which)
-{
-    pthread_mutex_lock(&live_mu);
-    struct rlc_metrics *m = live;
-    while (m && !(mx >= m->muxes && mx < m->muxes + m->n_muxes))
-        m = m->next;
-    if (!m) {
-        pthread_mutex_unlock(&live_mu);
-        return;
-    }
-    int i = (int)(mx - m->muxes);
-    int node = m->client->opts.pool_size ? i / (int)m->client->opts.pool_size : i;
-    const char *label = m->client->nodes[node].label;
-    if (which == RLC_M_RECONNECTS) {
-        if (atomic_exchange(&m->connected[i], 1)) {
-            add(m, RLC_M_RECONNECTS, 1);
-            logf_(m, RLC_LOG_INFO, "reconnecting to %s", label);
-        }
-    } else {
-        add(m, which, 1);
-        if (which == RLC_M_SCRIPT_RELOADS)
-            logf_(m, RLC_LOG_INFO, "%s had lost the scripts (NOSCRIPT): loaded again (SCRIPT LOAD)", label);
-    }
-    pthread_mutex_unlock(&live_mu);
-}
-
 /* ---- the public API ------------------------------------------------------ */
 
 int rlc_client_metrics(rlc_client *c, uint64_t *out, int n)
@@ -329,8 +218,7 @@ int rlc_client_metrics(rlc_client *c, uint64_t *out, int n)
     if (!c || !out || n < 0)
         return rlc_fail(RLC_E_INVAL, "rlc_client_metrics: %s",
                         !c ? "client is NULL" : !out ? "out is NULL" : "n is negative");
-    /* the engine's (every lock) and the client's own (the family's and the
-     * queries' connections) */
+    /* the engine's: every lock kind runs there */
     uint64_t eng[N_COUNTERS] = {0};
     struct rlc_metrics *m = c->metrics;
     if (m && m->engine_gone)
@@ -340,7 +228,7 @@ int rlc_client_metrics(rlc_client *c, uint64_t *out, int n)
         client_leave(c);
     }
     for (int i = 0; i < n && i < N_COUNTERS; i++)
-        out[i] = eng[i] + (m ? atomic_load_explicit(&m->counters[i], memory_order_relaxed) : 0);
+        out[i] = eng[i];
     return N_COUNTERS;
 }
 

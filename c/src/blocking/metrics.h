@@ -17,31 +17,15 @@
 
 #include "redlockc.h"
 
-struct mux;
 struct rlc_metrics;
 
-/* At rlc_client_new, once the muxes exist; NULL (no metrics) on ENOMEM. */
+/* At rlc_client_new; NULL (no metrics) on ENOMEM. */
 struct rlc_metrics *metrics_new(rlc_client *c);
 void metrics_free(struct rlc_metrics *m);
 
-/* One more of a plain counter (RLC_M_RENEWALS, ...). */
-void metrics_count(rlc_client *c, int which);
-/* An acquire is about to wait (sleep on the unlock channel). */
-void metrics_wait_begin(rlc_client *c);
-/* An acquire ended with rc after starting at start_ns: acquires or busy,
- * and its duration into the wait histogram if it waited. Flushes the log. */
-void metrics_acquire(rlc_client *c, int rc, int64_t start_ns);
 /* A hold of l was found lost (reason: RLC_E_LOST or an I/O status): the
  * log line (the engine counts it). */
 void metrics_lost(rlc_client *c, const rlc_lock *l, int reason);
-/* A connection of mux m was (re)made, or its node lost the scripts. */
-void metrics_mux_event(struct mux *m, int which);
-/* The client's pooled connections, once the lock family made them: their
- * events count from then on. */
-void metrics_attach_muxes(struct rlc_metrics *m, struct mux *muxes, int n);
-/* Queues a warning line for the log callback (a refusal that the library
- * works around: nothing fails, so no rlc_errmsg carries it). */
-void metrics_warn(rlc_client *c, const char *text);
 /* Queues a line of the engine's (engine_driver.h's log callback). */
 void metrics_log(rlc_client *c, int level, const char *line);
 /* Before the engine is freed: its counters are kept for rlc_client_metrics. */

@@ -67,14 +67,6 @@ int owner_random(void *buf, size_t n)
     return 0;
 }
 
-uint64_t owner_random_below(uint64_t bound)
-{
-    uint64_t r = 0;
-    if (bound == 0 || owner_random(&r, sizeof r) != 0)
-        return 0;
-    return r % bound; /* the bias is below 2^-40 for the bounds used here */
-}
-
 int owner_new_uuid(char out[RLC_UUID_LEN + 1])
 {
     unsigned char b[16];

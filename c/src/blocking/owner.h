@@ -19,9 +19,6 @@ int owner_new_uuid(char out[RLC_UUID_LEN + 1]);
 /* Fills buf with n bytes from the OS CSPRNG. 0 on success, -1 on failure. */
 int owner_random(void *buf, size_t n);
 
-/* Uniform in [0, bound) from the CSPRNG; 0 when bound is 0. */
-uint64_t owner_random_below(uint64_t bound);
-
 /* The calling thread's owner number (BASE+1, BASE+2, ...), assigned on first use. */
 uint64_t owner_thread_number(void);
 

@@ -3,7 +3,7 @@
  * modules (never by callers: they see opaque pointers), and the small calls
  * every module makes on them.
  *
- * It sits below every module that a client is made of (the handles, pubsub,
+ * It sits below every module that a client is made of (the handles, the
  * callbacks, the family): they include this, never client.c's
  * side, so that the includes form no circle. client.c, which puts a client
  * together and takes it apart, is the only file above them all; the last
@@ -19,16 +19,13 @@
 
 #include "redlockc.h"
 #include "lock_calls.h"
-#include "mux.h"
 #include "options.h"
 #include "owner.h"
 #include "uri.h"
 
 struct edrv;
 struct handle_hold;
-struct pubsub;
 struct lost_event;
-struct sentinel_watch;
 
 struct rlc_client {
     atomic_int refs;            /* the caller's, each lock's, each call in flight */
@@ -41,9 +38,6 @@ struct rlc_client {
     int n_nodes;
     int quorum;                 /* n/2 + 1 */
     int64_t call_timeout_ms;    /* io_timeout_ms for one node, node_timeout_ms for N */
-    struct mux *muxes;          /* n_nodes x pool_size, node-major (the family's) */
-    struct cluster **clusters;  /* per node: its slot map if it is a cluster, else NULL */
-    struct tls_ctx *tls;        /* the rediss:// nodes' TLS settings (tls.h), or NULL */
     struct edrv *drv;           /* the engine that runs every lock (engine_driver.h) */
 
     /* Everything below is guarded by mu. */
@@ -53,21 +47,7 @@ struct rlc_client {
     rlc_lock *in_callback;      /* the lock whose on_lost runs now, or NULL */
     pthread_cond_t callback_done;
     struct lost_event *lost_head, *lost_tail; /* lost holds whose callback is due */
-    pthread_cond_t lost_ready;  /* signalled when lost_head is set, and on stop */
-    pthread_t cb_thread;        /* runs the on_lost callbacks, started with the first */
-    bool cb_started;
-
-    /* The lock family's older stack (muxes, clusters above too), made with
-     * the first family handle (client_start_family_stack); a client that
-     * only locks has none of it. */
-    bool family_stack;
-    int family_stack_rc;        /* why making it failed (every later family handle hears it) */
-    struct pubsub *pubsub;
-    struct sentinel_watch *sentinel_watch; /* +switch-master (sentinel_watch.c) */
-    pthread_t thread;           /* the family's renewals + pub/sub; never runs a callback */
-    bool thread_started;
-    int wake_fd;                /* eventfd that wakes the thread */
-    atomic_bool stopping;
+    atomic_bool stopping;       /* rlc_client_free began: no queued callback runs */
     struct rlc_metrics *metrics; /* metrics.c: counters and the log callback, or NULL */
 };
 
@@ -107,30 +87,5 @@ void client_leave(rlc_client *c);
 /* Takes / drops a reference held by a lock handle. */
 void client_ref(rlc_client *c);
 void client_unref(rlc_client *c);
-
-/* The connection to node i that carries every command of `owner` (the
- * owner's id, a thread's included): one owner's commands to one node share
- * one connection, so they run in the order they were sent. */
-struct mux *client_mux(rlc_client *c, int node, uint64_t owner);
-
-/* Makes the lock family's stack (the pooled connections, pub/sub, the
- * client's thread) if it is not made yet: every family handle's constructor
- * calls it, inside client_enter. RLC_OK, or why it cannot be (kept: later
- * calls hear it too). */
-int client_start_family_stack(rlc_client *c);
-
-/* Wakes the client's thread (the family's renewals, pub/sub) to recompute its schedule. */
-void client_wake_thread(rlc_client *c);
-
-/* The hash field "<uuid>:<owner>" for owner (0: the calling thread). */
-int client_field(const rlc_client *c, uint64_t owner, char *buf, size_t size);
-
-/* A new attempt id, unique within the client whatever the lock kind (never
- * 0): the engine's one counter (attempt_ids.h). Any thread. */
-uint64_t client_new_attempt(rlc_client *c);
-
-/* The attempt's name on the server, "<uuid>:<attempt>" in hex. */
-#define RLC_ATTEMPT_LEN (RLC_UUID_LEN + 18)
-int client_attempt_name(const rlc_client *c, uint64_t attempt, char *buf, size_t size);
 
 #endif

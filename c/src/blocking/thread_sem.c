@@ -17,9 +17,36 @@
 static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct thread_sem *free_list;
 static struct thread_sem *all; /* under free_mu */
+static struct thread_sem *parents; /* in a forked child: the parent's, never used */
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static __thread struct thread_sem *self;
+
+/* In a forked child every eventfd made so far is the parent's too (one
+ * kernel object behind both descriptors): a post here would wake a thread
+ * there, a wait here steal a wake-up meant for it, and a child whose
+ * parent had waited on the engine hung in its first call. The child makes
+ * its own; the parent's stay (reachable, never posted) in case a waker of
+ * the parent's client, refused in the child, still names one. */
+static void before_fork(void)
+{
+    pthread_mutex_lock(&free_mu); /* no other thread holds it in the copy */
+}
+
+static void after_fork_parent(void)
+{
+    pthread_mutex_unlock(&free_mu);
+}
+
+static void forked_child(void)
+{
+    parents = all;
+    all = NULL;
+    free_list = NULL;
+    self = NULL;
+    pthread_setspecific(key, NULL);
+    pthread_mutex_unlock(&free_mu);
+}
 
 static void give_back(void *p)
 {
@@ -33,6 +60,7 @@ static void give_back(void *p)
 static void make_key(void)
 {
     pthread_key_create(&key, give_back);
+    pthread_atfork(before_fork, after_fork_parent, forked_child);
 }
 
 struct thread_sem *thread_sem_self(void)

@@ -24,8 +24,8 @@ struct thread_sem {
     struct thread_sem *next; /* on the free list, after its thread ended */
     struct thread_sem *all_next; /* every one ever made: they live as long as
                                     the process, reachable from here (a forked
-                                    child's copies of the parent's threads'
-                                    are, though those threads are not there) */
+                                    child keeps the parent's apart, unused: their
+                                    eventfds are the parent's too) */
 };
 
 /* The calling thread's wake-up; NULL without memory or descriptors. */

@@ -39,7 +39,7 @@ static const struct option_spec specs[] = {
     {"connect_timeout_ms", INT, FIELD(connect_timeout_ms), 1, 3600000, NULL},
     {"retry_jitter_ms", INT, FIELD(retry_jitter_ms), 0, 60000, NULL},
     {"drift_factor", FRACTION, FIELD(drift_factor), 0, 0.5, NULL},
-    {"pool_size", INT, FIELD(pool_size), 1, 64, NULL},
+    {"pool_size", INT, FIELD(pool_size), 1, 64, NULL}, /* unused since 1.2 (redlockc.h) */
     {"key_prefix", TEXT, FIELD(key_prefix), 0, 1024, NULL},
     {"restart_guard", INT, FIELD(restart_guard), 0, 1, NULL},
     {"loss_push", INT, FIELD(loss_push), 0, 1, NULL},

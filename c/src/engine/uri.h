@@ -36,8 +36,6 @@ struct node_addr {
     char *password;  /* NULL: no AUTH */
     int db;          /* SELECT when non-zero (SENTINEL: on the master) */
     char label[160]; /* "127.0.0.1:6379" or the socket path: for messages, no secrets */
-    struct resolver *resolver; /* TCP: the client's lookups (resolve.h); not the parser's */
-    struct tls_ctx *tls_ctx;   /* tls: the blocking client's TLS settings (tls.h); not the parser's */
 };
 
 /* Parses "uri[,uri...]". On success *out is an array of *count addresses.

@@ -11,7 +11,6 @@
 
 #include "engine_driver.h"
 #include "error.h"
-#include "family.h"
 #include "handle_levels.h"
 #include "lock_common.h"
 

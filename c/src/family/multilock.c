@@ -21,12 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "family.h"
 #include "clock.h"
 #include "cmd.h"
 #include "error.h"
 #include "engine_driver.h"
 #include "handle_levels.h"
+#include "lock_common.h"
 
 #define MAX_NAMES 1024
 
@@ -106,7 +106,7 @@ int rlc_multilock_acquire(rlc_multilock *m, int64_t wait_ms, int64_t lease_ms)
         return rc;
     /* Cancels made from here on end this acquire; earlier ones do not. */
     struct cancel_point cp = {&m->cancels, atomic_load(&m->cancels)};
-    if ((rc = fam_check_lease(c, lease_ms)) != RLC_OK)
+    if ((rc = lock_check_lease(c, lease_ms, "lease")) != RLC_OK)
         goto out;
     uint64_t owner = m->owner ? m->owner : rlc_thread_owner();
     const char **names = malloc(sizeof *names * (size_t)m->n);

@@ -12,7 +12,6 @@
 
 #include "engine_driver.h"
 #include "error.h"
-#include "family.h"
 #include "handle_levels.h"
 #include "lock_common.h"
 
