@@ -220,6 +220,19 @@ function C.incrby(n, k, by)
   return v
 end
 function C.incr(n, k) return C.incrby(n, k, 1) end
+-- DECRBY: a semaphore's acquire takes its permits from the count.
+function C.decrby(n, k, by)
+  local d = int_of(by)
+  if not d then fail("ERR value is not an integer or out of range") end
+  return C.incrby(n, k, -d)
+end
+-- SETNX: a semaphore's count is set once (rlc_engine_set_permits).
+function C.setnx(n, k, v)
+  if n:entry(k) then return 0 end
+  n.db[k] = { t = "str", v = v }
+  touch(n, k)
+  return 1
+end
 -- TIME: every node's clock is the simulated time from a fixed epoch (the
 -- nodes' clocks agree; the engines' own clocks drift, sim_engine.c).
 local EPOCH_S = 1700000000
@@ -338,6 +351,27 @@ function C.zremrangebyscore(n, k, lo, hi)
   zdrop_if_empty(n, k, e)
   if c > 0 then touch(n, k) end
   return c
+end
+-- ZRANGEBYSCORE key min max [LIMIT offset count]: an expirable semaphore's
+-- permits whose lease ran out.
+function C.zrangebyscore(n, k, lo, hi, ...)
+  local e = n:zset(k)
+  local opts = { ... }
+  local off, cnt = 0, -1
+  if #opts > 0 then
+    if #opts ~= 3 or string.upper(tostring(opts[1])) ~= "LIMIT" then fail("ERR syntax error") end
+    off, cnt = int_of(opts[2]), int_of(opts[3])
+    if not off or not cnt then fail("ERR value is not an integer or out of range") end
+  end
+  if not e then return {} end
+  local a, b, out, seen = score_of(arg_string(lo)), score_of(arg_string(hi)), {}, 0
+  for _, m in ipairs(zsorted(e.z)) do
+    if e.z[m] >= a and e.z[m] <= b then
+      seen = seen + 1
+      if seen > off and (cnt < 0 or #out < cnt) then out[#out + 1] = m end
+    end
+  end
+  return out
 end
 function C.zcard(n, k)
   local e = n:zset(k)
@@ -551,6 +585,35 @@ function peek(node, key, now)
   if e.t == "list" then return { table.unpack(e.l) } end
   if e.t == "hash" then return sorted_fields(e.h) end
   return {}
+end
+
+-- A semaphore's state for the residue check (sim_engine.c): its count (-1
+-- when there is no key), the expirable kind's zset size and its latest
+-- lease end (ms of simulated time, 0 when empty), the keys under the try
+-- records' prefix with no TTL (and the first of them, for the trace).
+function sem_state(node, key, zkey, prefix, now)
+  local n = NODES[node]
+  n.now = now
+  local e = n:entry(key)
+  local count = -1
+  if e and e.t == "str" then count = int_of(e.v) or -2 end
+  local z = zkey ~= "" and n:entry(zkey) or nil
+  local zc, zmax = 0, 0
+  if z and z.t == "zset" then
+    for _, sc in pairs(z.z) do
+      zc = zc + 1
+      local t = math.tointeger(sc - EPOCH_S * 1000) or 0
+      if t > zmax then zmax = t end
+    end
+  end
+  local bare, first = 0, ""
+  for _, k in ipairs(keys_of(node, now)) do
+    if k:sub(1, #prefix) == prefix and not n.db[k].exp then
+      bare = bare + 1
+      if first == "" then first = k .. "=" .. tostring(n.db[k].v) end
+    end
+  end
+  return count, zc, zmax, bare, first
 end
 
 -- A key's content as one line, for traces.

@@ -291,7 +291,10 @@ struct pipe {
     int ntkeys, captkeys;
 };
 
-enum task_state { T_IDLE, T_ACQ, T_HELD, T_NESTED, T_MULTI, T_EXT, T_REL, T_DONE };
+enum task_state { T_IDLE, T_ACQ, T_HELD, T_NESTED, T_MULTI, T_EXT, T_REL, T_DONE,
+                  /* a semaphore's: set the count, acquire permits (next, running),
+                     hold them, give them back */
+                  T_PSET, T_PWANT, T_PACQ, T_PHELD, T_PREL };
 
 /* An owner's hold of one name (all its levels, from any units). */
 struct hold {
@@ -322,6 +325,19 @@ struct task {
     int nunits;
     unsigned releasing;   /* names of the unit being given back, not yet released */
     struct hold h[MAX_LOCKS];
+    unsigned sem_known;   /* semaphores whose count this owner's set call saw set */
+    /* The owner's one grant of permits (a semaphore's round holds nothing else). */
+    struct permits {
+        int64_t n;         /* held, by the owner's belief: from grant to release (0 none) */
+        int64_t want;      /* the running acquire's */
+        int64_t lease;     /* the running acquire's (expirable kind) */
+        int64_t valid_end; /* NEVER (plain), or the expirable grant's validity */
+        int64_t margin;    /* validity left when its release began */
+        int64_t rel;       /* permits the running release gives back */
+        bool run_out;      /* the holder lets the lease run out instead of releasing */
+        bool late;         /* the running release names permits whose lease ran out */
+        char id[RLC_PERMIT_ID_LEN + 1];
+    } pm;
 };
 
 #define MAX_QUERIES 8
@@ -351,7 +367,7 @@ struct script_slot {
 };
 
 struct stats {
-    long overlaps, tokens, residue, liveness, protocol, contract, fifo;
+    long overlaps, tokens, residue, liveness, protocol, contract, fifo, permits;
     long grants, busy, failed, canceled, lost, extends, releases;
     long multi_grants, multi_busy, multi_failed, multi_canceled;
     long cuts, stalls, node_pauses, client_pauses, flushes, noscript, short_writes, restarts;
@@ -360,6 +376,8 @@ struct stats {
     long commands, messages, events, claims;
     long queries, query_answers; /* rlc_engine_query: sent, answered RLC_OK */
     long fair_grants, fair_behind; /* fair grants to live waiters; of them, with others queued */
+    long sem_grants, sem_releases, sem_lapsed, sem_sets; /* permits taken, given back, left to
+                                                            run out; counts set */
     long invalidations;   /* loss push: CLIENT TRACKING messages sent */
     long cluster_schedules, moved, ask, asking, tryagain, clusterdown, migrations,
         keys_migrated, slot_maps, sunsubscribes;
@@ -387,6 +405,9 @@ struct config {
     int kind[MAX_LOCKS];  /* each name's lock kind: RLC_KIND_LOCK, WRITE (a read-write
                              lock: each round reads or writes), FAIR */
     int64_t thread_wait;  /* the fair locks' */
+    bool sems;            /* some names are semaphores (one node; kind SEMAPHORE or
+                             PSEMAPHORE): owners take 1-2 permits of them */
+    int64_t sem_set[MAX_LOCKS]; /* the count each owner sets (once: SETNX) */
 };
 
 /* The cluster's state: each master's own view of who owns a slot (they agree
@@ -415,6 +436,8 @@ static struct {
     int cluster_mode; /* cluster=0|1: no schedule has a cluster, every one; -1: a quarter */
     int classic_mode; /* classic=0|1: no schedule in the classic format, every one; -1: a fifth */
     int write_mode;   /* write=0|1: no schedule with write locks, every one; -1: a sixth */
+    int sem_mode;     /* sem=0|1: no schedule with semaphores, every one that may have
+                         them; -1: half */
     char unknown[256]; /* names of commands the node did not know */
 
     /* per schedule */
@@ -435,6 +458,7 @@ static struct {
     bool quiet;
     int tasks_left;
     uint64_t last_token[MAX_LOCKS];
+    bool sem_used[MAX_LOCKS];   /* a set answered RLC_OK or a grant came: the count is there */
     int last_holder[MAX_LOCKS]; /* client * 1000 + owner of the last new hold */
     uint64_t digest;
     struct stats st;
@@ -1025,10 +1049,11 @@ static size_t command_keys(redisReply **a, size_t argc, size_t *first, bool *sha
         *first = 3;
         return *end || k < 0 || (size_t)k > argc - 3 ? 0 : (size_t)k;
     }
-    if ((is(a[0], "hexists") || is(a[0], "hget") || is(a[0], "pttl") || is(a[0], "get")) &&
+    if ((is(a[0], "hexists") || is(a[0], "hget") || is(a[0], "pttl") || is(a[0], "get") ||
+         is(a[0], "setnx")) &&
         argc >= 2)
         return 1;
-    if (is(a[0], "exists"))
+    if (is(a[0], "exists") || is(a[0], "del"))
         return argc - 1;
     if (is(a[0], "ssubscribe")) {
         *shard = true;
@@ -1346,6 +1371,20 @@ static void node_exec(int p, redisReply *r, struct buf *out)
         lua_pop(S.L, 1);
         if (pp->track_to && pp->state != P_CUT)
             track_key(pp, a[1]->str, a[1]->len);
+    } else if ((is(a[0], "setnx") && argc == 3) || (is(a[0], "del") && argc >= 2)) {
+        /* a semaphore's count set once (SETNX), a granted try's record
+         * deleted by the client (DEL; mutation semnoforget keeps it) */
+        bool keep = S.mutate && strcmp(S.mutate, "semnoforget") == 0 && is(a[0], "del");
+        lua_getglobal(S.L, "command");
+        lua_pushinteger(S.L, n + 1);
+        lua_pushinteger(S.L, S.now);
+        for (size_t i = 0; i < argc; i++)
+            lua_pushlstring(S.L, keep && i == 0 ? "exists" : a[i]->str,
+                            keep && i == 0 ? 6 : a[i]->len);
+        S.cur_node = n;
+        lua_call(S.L, (int)argc + 2, 1);
+        encode_value(out, 0);
+        lua_pop(S.L, 1);
     } else if (is(a[0], "exists") && argc >= 2) {
         int count = 0;
         for (size_t i = 1; i < argc; i++) {
@@ -1517,6 +1556,12 @@ static void on_back(int p)
 static int kind_of(int l)
 {
     return S.cfg.kind[l];
+}
+
+/* Name l is a semaphore of either kind: permits, no holder on the server. */
+static bool is_sem(int l)
+{
+    return kind_of(l) == RLC_KIND_SEMAPHORE || kind_of(l) == RLC_KIND_PSEMAPHORE;
 }
 
 /* Two holds of one name exclude each other unless both are read levels. */
@@ -2101,6 +2146,142 @@ static void on_release_done(int ci, int ti, const rlc_engine_event *ev)
     app_next(ci, ti, t->releasing ? rnd(0, 2) : rnd(0, 10));
 }
 
+/* ------------------------------------------------------------ semaphores */
+
+/* PERMITS: the permits held of semaphore l at once, by the owners' own
+ * belief (a grant's permits from its DONE until its release begins; an
+ * expirable grant's until the validity it reported ends), never exceed the
+ * count set. Beliefs grow only at grants, so each grant checks. A paused
+ * owner's permits count too: a plain permit never ends, and an expirable
+ * one's validity is counted on its own clock. */
+static void check_permits(int l)
+{
+    int64_t held = 0;
+    for (int cj = 0; cj < S.cfg.clients; cj++)
+        for (int tj = 0; tj < S.cl[cj].ntasks; tj++) {
+            const struct task *o = &S.cl[cj].task[tj];
+            if (o->pm.n > 0 && o->lock == l && o->pm.valid_end > S.now)
+                held += o->pm.n;
+        }
+    if (held <= S.cfg.sem_set[l])
+        return;
+    S.st.permits++;
+    trace("PERMITS %s: %" PRId64 " permits held at once, the count set is %" PRId64,
+          lock_names[l], held, S.cfg.sem_set[l]);
+    for (int cj = 0; cj < S.cfg.clients; cj++)
+        for (int tj = 0; tj < S.cl[cj].ntasks; tj++) {
+            const struct task *o = &S.cl[cj].task[tj];
+            if (o->pm.n > 0 && o->lock == l && o->pm.valid_end > S.now)
+                trace("  c%d/o%" PRIu64 " holds %" PRId64 " (valid to %s%" PRId64 ")", cj,
+                      o->owner, o->pm.n, o->pm.valid_end == NEVER ? "release " : "",
+                      o->pm.valid_end == NEVER ? 0 : o->pm.valid_end);
+        }
+}
+
+static void contract_broken(int ci, const struct task *t, const char *what, int64_t v)
+{
+    S.st.contract++;
+    trace("CONTRACT c%d/o%" PRIu64 " %s: %s %" PRId64, ci, t->owner, lock_names[t->lock], what,
+          v);
+}
+
+/* The count's set call: once one answered RLC_OK (set now, or by another
+ * owner before: SETNX), this owner acquires; else it sets again first (a
+ * set lost to a fault may not have run, and a wait for a count nobody set
+ * would never end). */
+static void on_set_done(int ci, int ti, const rlc_engine_event *ev)
+{
+    struct task *t = &S.cl[ci].task[ti];
+    if (ev->status == RLC_OK) {
+        if (ev->count != 0 && ev->count != 1)
+            contract_broken(ci, t, "set answered", ev->count);
+        t->sem_known |= 1u << t->lock;
+        S.sem_used[t->lock] = true;
+        S.st.sem_sets++;
+    } else if (t->quiet_op) {
+        S.st.liveness++;
+        trace("LIVENESS c%d/o%" PRIu64 ": a set begun after faults stopped ended %d (%s)", ci,
+              t->owner, ev->status, ev->message);
+    }
+    t->st = T_PWANT;
+    app_next(ci, ti, rnd(0, 5));
+}
+
+/* An acquire of permits ended: RLC_OK takes `want` of them (count), with
+ * its attempt as token and validity_ms -1 (plain: they do not end) or the
+ * lease left (expirable). */
+static void on_permits_done(int ci, int ti, const rlc_engine_event *ev)
+{
+    struct client *c = &S.cl[ci];
+    struct task *t = &c->task[ti];
+    int l = t->lock;
+    bool psem = kind_of(l) == RLC_KIND_PSEMAPHORE;
+    if (ev->status != RLC_OK) {
+        if (ev->status == RLC_NOT_ACQUIRED)
+            S.st.busy++;
+        else if (ev->status == RLC_E_CANCELED)
+            S.st.canceled++;
+        else
+            S.st.failed++;
+        if (t->quiet_op) {
+            S.st.liveness++;
+            trace("LIVENESS c%d/o%" PRIu64 ": an acquire of permits begun after faults stopped "
+                  "ended %d (%s)", ci, t->owner, ev->status, ev->message);
+        }
+        t->st = T_IDLE;
+        app_next(ci, ti, rnd(0, 20));
+        return;
+    }
+    S.st.sem_grants++;
+    S.sem_used[l] = true;
+    if (ev->count != t->pm.want)
+        contract_broken(ci, t, "a grant's count is not the permits asked for", ev->count);
+    if (ev->token == 0)
+        contract_broken(ci, t, "a grant's token (its attempt) is", 0);
+    t->pm.n = t->pm.want;
+    t->pm.valid_end = NEVER;
+    if (psem) {
+        t->pm.valid_end = validity_kept(ci, t, ev, "permits")
+                              ? valid_until(ci, t->pm.lease, ev->validity_ms)
+                              : S.now;
+        if (rlc_engine_permit_id(c->e, ev->token, t->pm.n, t->pm.id, sizeof t->pm.id) != RLC_OK)
+            contract_broken(ci, t, "no permit id for token", (int64_t)ev->token);
+    } else if (ev->validity_ms != -1) {
+        contract_broken(ci, t, "a plain grant's validity_ms", ev->validity_ms);
+    }
+    check_permits(l);
+    t->st = T_PHELD;
+    /* some expirable holders let the lease run out: they act again past it */
+    t->pm.run_out = psem && chance(0.25);
+    if (t->pm.run_out && t->pm.valid_end > S.now)
+        app_next(ci, ti, t->pm.valid_end - S.now + rnd(1, 50));
+    else
+        app_next(ci, ti, rnd(0, S.cfg.hold_max));
+}
+
+/* A release ended: RLC_OK gives back what was held (count). A plain one is
+ * sent until answered, so after faults stop it ends RLC_OK; an expirable
+ * one answers RLC_E_LOST when its permits' lease ran out first, which only
+ * a late release (or one begun near the end of its validity, or in faults)
+ * may meet. */
+static void on_permits_released(int ci, int ti, const rlc_engine_event *ev)
+{
+    struct task *t = &S.cl[ci].task[ti];
+    bool psem = kind_of(t->lock) == RLC_KIND_PSEMAPHORE;
+    S.st.sem_releases++;
+    if (ev->status == RLC_OK && ev->count != t->pm.rel)
+        contract_broken(ci, t, "a release gave back", ev->count);
+    bool may_lose = psem && (t->pm.late || t->pm.margin < 50);
+    bool lost_ok = ev->status == RLC_E_LOST && may_lose;
+    if (t->quiet_op && ev->status != RLC_OK && !lost_ok) {
+        S.st.liveness++;
+        trace("LIVENESS c%d/o%" PRIu64 ": a release of permits begun after faults stopped ended "
+              "%d (%s)", ci, t->owner, ev->status, ev->message);
+    }
+    t->st = T_IDLE;
+    app_next(ci, ti, rnd(0, 10));
+}
+
 /* A query's answer: its op leaves the client's list; a number the query
  * cannot give (engine_query.c's answers) is a protocol error. */
 static bool on_query_done(int ci, const rlc_engine_event *ev)
@@ -2159,6 +2340,15 @@ static void on_done(int ci, const rlc_engine_event *ev)
         break;
     case T_REL:
         on_release_done(ci, ti, ev);
+        break;
+    case T_PSET:
+        on_set_done(ci, ti, ev);
+        break;
+    case T_PACQ:
+        on_permits_done(ci, ti, ev);
+        break;
+    case T_PREL:
+        on_permits_released(ci, ti, ev);
         break;
     default:
         break;
@@ -2342,11 +2532,91 @@ static void maybe_cancel(int ci, int ti, uint64_t op)
         at(S.now + rnd(0, S.cfg.io * 3), EV_CANCEL, ci, ti, op);
 }
 
+/* A semaphore's round: set the count unless this owner saw it set, then
+ * acquire 1-2 permits (at most the count: a wait for more would never end),
+ * waiting as a lock's acquire does, at times cancelled. */
+static bool start_permits(int ci, int ti)
+{
+    struct client *c = &S.cl[ci];
+    struct task *t = &c->task[ti];
+    int l = t->lock, kind = kind_of(l);
+    const char *name = lock_names[l];
+    uint64_t op = 0;
+    int rc;
+    if (!(t->sem_known & (1u << l))) {
+        rc = rlc_engine_set_permits(c->e, kind, name, strlen(name), S.cfg.sem_set[l],
+                                    local_now(c), &op);
+        trace("c%d/o%" PRIu64 " set %s to %" PRId64 " permits -> op%" PRIu64, ci, t->owner, name,
+              S.cfg.sem_set[l], op);
+        if (rc != RLC_OK) {
+            refused(ci, t, rc);
+            return false;
+        }
+        begin_op(t, op, T_PSET);
+        return true;
+    }
+    t->pm.want = rnd(1, S.cfg.sem_set[l] < 2 ? S.cfg.sem_set[l] : 2);
+    t->pm.lease = kind == RLC_KIND_PSEMAPHORE ? rnd(S.cfg.lease_max / 4, S.cfg.lease_max) : 0;
+    int64_t wait = pick_wait();
+    rc = rlc_engine_acquire_permits(c->e, kind, name, strlen(name), t->owner, t->pm.want, wait,
+                                    t->pm.lease, local_now(c), &op);
+    trace("c%d/o%" PRIu64 " acquire %" PRId64 " permits of %s wait %" PRId64 " lease %" PRId64
+          " -> op%" PRIu64, ci, t->owner, t->pm.want, name, wait, t->pm.lease, op);
+    if (rc != RLC_OK) {
+        refused(ci, t, rc);
+        return false;
+    }
+    begin_op(t, op, T_PACQ);
+    maybe_cancel(ci, ti, op);
+    return true;
+}
+
+/* Gives the held permits back: plain, the count; expirable, by the grant's
+ * id. Their use ends before the release leaves. A holder that let the lease
+ * run out has nothing left; half of them release anyway (RLC_E_LOST, or
+ * RLC_OK if no call on the server reclaimed them yet). */
+static bool start_permits_release(int ci, int ti)
+{
+    struct client *c = &S.cl[ci];
+    struct task *t = &c->task[ti];
+    int l = t->lock, kind = kind_of(l);
+    const char *name = lock_names[l];
+    t->pm.late = t->pm.run_out;
+    t->pm.margin = t->pm.valid_end == NEVER ? NEVER : t->pm.valid_end - S.now;
+    t->pm.rel = t->pm.n;
+    t->pm.n = 0;
+    if (t->pm.run_out) {
+        S.st.sem_lapsed++;
+        trace("c%d/o%" PRIu64 " let the lease of its %" PRId64 " permits of %s run out", ci,
+              t->owner, t->pm.rel, name);
+        if (chance(0.5)) {
+            t->st = T_IDLE;
+            app_next(ci, ti, 0);
+            return false;
+        }
+    }
+    uint64_t op = 0;
+    int rc = rlc_engine_release_permits(c->e, kind, name, strlen(name), t->pm.rel,
+                                        kind == RLC_KIND_PSEMAPHORE ? t->pm.id : NULL,
+                                        local_now(c), &op);
+    trace("c%d/o%" PRIu64 " release %" PRId64 " permits of %s%s%s -> op%" PRIu64, ci, t->owner,
+          t->pm.rel, name, kind == RLC_KIND_PSEMAPHORE ? " id " : "",
+          kind == RLC_KIND_PSEMAPHORE ? t->pm.id : "", op);
+    if (rc != RLC_OK) {
+        refused(ci, t, rc);
+        return false;
+    }
+    begin_op(t, op, T_PREL);
+    return true;
+}
+
 static bool start_acquire(int ci, int ti)
 {
     struct client *c = &S.cl[ci];
     struct task *t = &c->task[ti];
     t->lock = (int)rnd(0, S.cfg.locks - 1);
+    if (is_sem(t->lock))
+        return start_permits(ci, ti);
     const char *name = lock_names[t->lock];
     if (kind_of(t->lock) == RLC_KIND_WRITE)
         t->h[t->lock].kind = chance(0.5) ? RLC_KIND_READ : RLC_KIND_WRITE;
@@ -2607,6 +2877,12 @@ static void app_step(int ci, int ti)
         break;
     case T_HELD:
         started = held_step(ci, ti);
+        break;
+    case T_PWANT:
+        started = start_permits(ci, ti);
+        break;
+    case T_PHELD:
+        started = start_permits_release(ci, ti);
         break;
     default:
         return;
@@ -3045,13 +3321,72 @@ static void check_gone(int n, const char *key, int64_t when)
     }
 }
 
+/* A semaphore's residue, once every owner gave its permits back (or let
+ * their lease run out) and every engine is idle: the count is what was set
+ * (expirable: the count and the zset's members, whose leases all end
+ * within the longest lease from now, so that once they end the count is
+ * what was set); and no key under its try records' prefix
+ * "redlockc_attempt:{name}:" lasts without a TTL (a try's record "r<n>" is
+ * deleted by the undo or, after a grant, by the client; tombstones have a
+ * TTL). A count never set is no residue if no set answered RLC_OK and no
+ * grant came (every set call may have been lost to faults). */
+static void check_semaphore(int l)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s%s", S.cfg.prefix, lock_names[l]);
+    size_t zlen = 0, plen;
+    char *z = kind_of(l) == RLC_KIND_PSEMAPHORE
+                  ? key_derived("", key, strlen(key), ":timeout", &zlen)
+                  : NULL;
+    char *pre = key_own("redlockc_attempt:", key, strlen(key), ":", &plen);
+    int64_t count = -1, members = 0, last_end = 0, bare = 0;
+    char first[200] = "";
+    for (int n = 0; n < S.cfg.servers; n++) {
+        lua_getglobal(S.L, "sem_state");
+        lua_pushinteger(S.L, n + 1);
+        lua_pushstring(S.L, key);
+        lua_pushstring(S.L, z ? z : "");
+        lua_pushstring(S.L, pre);
+        lua_pushinteger(S.L, S.now);
+        lua_call(S.L, 5, 5);
+        if (lua_tointeger(S.L, -5) != -1)
+            count = lua_tointeger(S.L, -5);
+        members += lua_tointeger(S.L, -4);
+        if (lua_tointeger(S.L, -3) > last_end)
+            last_end = lua_tointeger(S.L, -3);
+        bare += lua_tointeger(S.L, -2);
+        if (!first[0])
+            snprintf(first, sizeof first, "%s", lua_tostring(S.L, -1));
+        lua_pop(S.L, 5);
+    }
+    int64_t set = S.cfg.sem_set[l];
+    bool counted = count != -1 || S.sem_used[l];
+    if (counted && (count + members != set || last_end > S.now + S.cfg.lease_max)) {
+        S.st.residue++;
+        trace("RESIDUE %s: count %" PRId64 " and %" PRId64 " permits under lease (the last "
+              "ends at %" PRId64 "), the count set is %" PRId64, key, count, members, last_end,
+              set);
+    }
+    if (bare > 0) {
+        S.st.residue++;
+        trace("RESIDUE %s: %" PRId64 " try records without a TTL (%s)", key, bare, first);
+    }
+    free(z);
+    free(pre);
+}
+
 static void check_residue(void)
 {
     int64_t when = S.now;
+    for (int l = 0; l < S.cfg.locks; l++)
+        if (is_sem(l))
+            check_semaphore(l);
     if (S.cfg.classic)
         when += (S.cfg.lease_max > S.cfg.watchdog ? S.cfg.lease_max : S.cfg.watchdog) + 1;
     for (int n = 0; n < S.cfg.servers; n++)
         for (int l = 0; l < S.cfg.locks; l++) {
+            if (is_sem(l))
+                continue; /* check_semaphore */
             char key[64];
             snprintf(key, sizeof key, "%s%s", S.cfg.prefix, lock_names[l]);
             check_gone(n, key, when);
@@ -3145,6 +3480,37 @@ static void pick_kinds(struct config *g)
         g->kind[rnd(0, g->locks - 1)] = RLC_KIND_WRITE;
 }
 
+/* Half the write schedules of one node may have semaphores (told by the
+ * seed alone, in a draw of its own; sem=0|1: none, every one of one node). */
+static bool sem_schedule(uint64_t seed)
+{
+    if (S.sem_mode >= 0)
+        return S.sem_mode == 1;
+    uint64_t z = (seed + 0x5be0cd19137e2179ULL) * 0x9fb21c651e98df25ULL;
+    z ^= z >> 31;
+    return z % 2 == 0;
+}
+
+/* A semaphore schedule: its last name is a semaphore of either kind and, of
+ * 3 names, the middle one at even odds the other kind (the engine refuses a
+ * semaphore over N nodes, so one node only); each gets the count of 1-3 its
+ * owners set. The first name stays what pick_kinds made it: owners of locks
+ * run beside. Drawn only in such a schedule: the others keep their stream. */
+static void pick_semaphores(struct config *g)
+{
+    memset(g->sem_set, 0, sizeof g->sem_set);
+    g->sems = g->writes && g->nodes == 1 && sem_schedule(S.seed);
+    if (!g->sems)
+        return;
+    int last = g->locks - 1, kind = chance(0.5) ? RLC_KIND_SEMAPHORE : RLC_KIND_PSEMAPHORE;
+    g->kind[last] = kind;
+    g->sem_set[last] = rnd(1, 3);
+    if (g->locks == 3 && chance(0.5)) {
+        g->kind[1] = kind == RLC_KIND_SEMAPHORE ? RLC_KIND_PSEMAPHORE : RLC_KIND_SEMAPHORE;
+        g->sem_set[1] = rnd(1, 3);
+    }
+}
+
 static void make_config(void)
 {
     struct config *g = &S.cfg;
@@ -3207,6 +3573,8 @@ static int schedule(uint64_t seed)
     make_config();
     struct config *g = &S.cfg;
     pick_kinds(g);
+    pick_semaphores(g);
+    memset(S.sem_used, 0, sizeof S.sem_used);
     for (int n = 0; n < g->servers; n++)
         S.node_scripts[n] = 0;
     lua_getglobal(S.L, "reset");
@@ -3239,8 +3607,14 @@ static int schedule(uint64_t seed)
           g->faults ? "on" : "off", g->quiet_at, options);
     for (int l = 0; g->writes && l < g->locks; l++)
         if (kind_of(l) != RLC_KIND_LOCK)
-            trace("  %s is a %s lock", lock_names[l],
-                  kind_of(l) == RLC_KIND_FAIR ? "fair" : "read-write");
+            trace("  %s is a %s", lock_names[l],
+                  kind_of(l) == RLC_KIND_FAIR        ? "fair lock"
+                  : kind_of(l) == RLC_KIND_SEMAPHORE ? "semaphore"
+                  : kind_of(l) == RLC_KIND_PSEMAPHORE ? "permit-expirable semaphore"
+                                                      : "read-write lock");
+    for (int l = 0; g->sems && l < g->locks; l++)
+        if (is_sem(l))
+            trace("  %s: its owners set the count to %" PRId64, lock_names[l], g->sem_set[l]);
     if (g->cluster)
         trace("  node 0 is a cluster of %d masters (n%d..n%d, Redis %d rules), names %s: %s",
               g->masters, g->first_master, g->servers - 1, g->redis7 ? 7 : 6,
@@ -3337,7 +3711,7 @@ static int schedule(uint64_t seed)
     pipes_free();
     const struct stats *s = &S.st;
     return s->overlaps + s->tokens + s->residue + s->liveness + s->protocol + s->contract +
-               s->fifo > 0;
+               s->fifo + s->permits > 0;
 }
 
 /* ------------------------------------------------------------ mutations */
@@ -3453,6 +3827,49 @@ static void mutate(const char *m)
         fscript_rw_undo.source =
             replace(fscript_rw_undo.source, "  tombstone(KEYS[2], ARGV[1], ARGV[3])\n  return 0",
                     "  return 0");
+    else if (strcmp(m, "semnotomb") == 0) /* a plain try that arrives after its undo takes */
+        fscript_sem_acquire.source =
+            replace(fscript_sem_acquire.source,
+                    "if redis.call('exists', KEYS[2]) == 1 then return {-1, 0} end",
+                    "if false then return {-1, 0} end");
+    else if (strcmp(m, "semnocount") == 0) /* a plain try takes permits that are not free */
+        fscript_sem_acquire.source = replace(fscript_sem_acquire.source,
+                                             "if v >= tonumber(ARGV[1]) then", "if true then");
+    else if (strcmp(m, "semundoargv") == 0) /* an undo gives back ARGV's count (0), not the
+                                               record's */
+        fscript_sem_release.source =
+            replace(fscript_sem_release.source, "  n = tonumber(string.sub(rec, 2)) or 0\n", "");
+    else if (strcmp(m, "semundonotomb") == 0) /* an undo before its try leaves no tombstone */
+        fscript_sem_release.source =
+            replace(fscript_sem_release.source,
+                    "  if rec == false then\n    redis.call('set', KEYS[3], 'd', 'px', ARGV[2])\n",
+                    "  if rec == false then\n");
+    else if (strcmp(m, "semreleasetwice") == 0) /* a release sent again gives back again */
+        fscript_sem_release.source = replace(fscript_sem_release.source,
+                                             "elseif rec ~= false then\n  return 0\n",
+                                             "elseif false then\n");
+    else if (strcmp(m, "semnoforget") == 0) {
+        /* the client does not delete a granted try's record: node_exec
+         * answers its DEL without deleting (the engine's side, not a script) */
+    } else if (strcmp(m, "psemnocount") == 0) /* an expirable try takes permits not free */
+        fscript_psem_acquire.source =
+            replace(fscript_psem_acquire.source, "if v >= n then", "if true then");
+    else if (strcmp(m, "psemreleaseany") == 0) /* n back whether or not the members were there */
+        fscript_psem_release.source =
+            replace(fscript_psem_release.source,
+                    "for i = 1, n do back = back + redis.call('zrem', KEYS[2], member(ARGV[2], i)) "
+                    "end",
+                    "for i = 1, n do redis.call('zrem', KEYS[2], member(ARGV[2], i)); back = back "
+                    "+ 1 end");
+    else if (strcmp(m, "psemshortlease") == 0) /* the server ends a lease before its grant's
+                                                  validity */
+        fscript_psem_acquire.source =
+            replace(fscript_psem_acquire.source, "now + tonumber(ARGV[2]), member(ARGV[3], i)",
+                    "now + tonumber(ARGV[2]) // 2, member(ARGV[3], i)");
+    else if (strcmp(m, "psemreclaimlost") == 0) /* an ended lease's permits do not go back */
+        fscript_psem_acquire.source =
+            replace(fscript_psem_acquire.source, "local v = redis.call('incrby', k, #gone)",
+                    "local v = redis.call('get', k)");
     else {
         fprintf(stderr, "sim: unknown mutation %s\n", m);
         exit(2);
@@ -3675,6 +4092,7 @@ int main(int argc, char **argv)
     S.cluster_mode = -1;
     S.classic_mode = -1;
     S.write_mode = -1;
+    S.sem_mode = -1;
     int replay = 0, self = 0, expect_violations = 0, found = 0;
     const char *lua_path = SIM_NODE_LUA;
     for (int i = 1; i < argc; i++) {
@@ -3697,6 +4115,8 @@ int main(int argc, char **argv)
             S.classic_mode = atoi(a + 8) ? 1 : 0;
         else if (strncmp(a, "write=", 6) == 0)
             S.write_mode = atoi(a + 6) ? 1 : 0;
+        else if (strncmp(a, "sem=", 4) == 0)
+            S.sem_mode = atoi(a + 4) ? 1 : 0;
         else if (strcmp(a, "expect=violations") == 0)
             expect_violations = 1;
         else if (strcmp(a, "selftest") == 0)
@@ -3705,7 +4125,8 @@ int main(int argc, char **argv)
             lua_path = a + 4;
         else {
             fprintf(stderr, "usage: %s [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME] "
-                            "[replay=1] [expect=violations] [lua=node.lua] [cluster=0|1] [classic=0|1] [write=0|1] | selftest\n", argv[0]);
+                            "[replay=1] [expect=violations] [lua=node.lua] [cluster=0|1] [classic=0|1] [write=0|1] "
+                            "[sem=0|1] | selftest\n", argv[0]);
             return 2;
         }
     }
@@ -3754,11 +4175,11 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof tot / sizeof(long); i++)
             a[i] += b[i];
         if (rc && expect_violations &&
-            st.overlaps + st.tokens + st.residue + st.liveness + st.fifo > 0) {
+            st.overlaps + st.tokens + st.residue + st.liveness + st.fifo + st.permits > 0) {
             printf("sim_engine: seed=%" PRIu64 " broke a rule, as expected of mutation %s: "
-                   "overlaps %ld tokens %ld residue %ld liveness %ld fifo %ld\n", sd,
+                   "overlaps %ld tokens %ld residue %ld liveness %ld fifo %ld permits %ld\n", sd,
                    S.mutate ? S.mutate : "(none)", st.overlaps, st.tokens, st.residue, st.liveness,
-                   st.fifo);
+                   st.fifo, st.permits);
             found = 1;
             count = k + 1;
             break;
@@ -3767,9 +4188,10 @@ int main(int argc, char **argv)
             if (bad < 20)
                 snprintf(failures[bad], sizeof failures[bad],
                          "seed=%" PRIu64 " nodes=%d%s clients=%d: overlaps %ld tokens %ld residue %ld "
-                         "liveness %ld protocol %ld contract %ld fifo %ld", sd, S.cfg.nodes, S.cfg.cluster ? " (cluster)" : "", S.cfg.clients,
+                         "liveness %ld protocol %ld contract %ld fifo %ld permits %ld", sd,
+                         S.cfg.nodes, S.cfg.cluster ? " (cluster)" : "", S.cfg.clients,
                          st.overlaps, st.tokens, st.residue, st.liveness, st.protocol, st.contract,
-                         st.fifo);
+                         st.fifo, st.permits);
             bad++;
         }
     }
@@ -3792,9 +4214,11 @@ int main(int argc, char **argv)
     printf("sim_engine: SCRIPT LOAD %ld, refused %ld\n", tot.loads, tot.loads_refused);
     printf("sim_engine: fair grants to live waiters %ld (with other live waiters queued %ld)\n",
            tot.fair_grants, tot.fair_behind);
+    printf("sim_engine: semaphores: counts set %ld, grants %ld, releases %ld, leases left to "
+           "run out %ld\n", tot.sem_sets, tot.sem_grants, tot.sem_releases, tot.sem_lapsed);
     printf("sim_engine: overlaps %ld, token regressions %ld, residue %ld, liveness %ld, "
-           "protocol %ld, contract %ld, fifo %ld%s\n", tot.overlaps, tot.tokens, tot.residue,
-           tot.liveness, tot.protocol, tot.contract, tot.fifo,
+           "protocol %ld, contract %ld, fifo %ld, permits %ld%s\n", tot.overlaps, tot.tokens,
+           tot.residue, tot.liveness, tot.protocol, tot.contract, tot.fifo, tot.permits,
            replay ? (nondet ? ", NOT DETERMINISTIC" : ", every seed replayed the same") : "");
     printf("sim_engine: cluster schedules %ld: MOVED %ld, ASK %ld (ASKING %ld), TRYAGAIN %ld, "
            "CLUSTERDOWN %ld, CLUSTER SLOTS %ld, migrations %ld (keys moved %ld), sunsubscribes "
