@@ -92,8 +92,8 @@ func WithDriftFactor(f float64) Option {
 	return func(c *config) { c.set("drift_factor", strconv.FormatFloat(f, 'f', -1, 64)) }
 }
 
-// WithPoolSize is the blocking API's connections per node (the lock family,
-// ForceRelease, FencedSet; default 1; 1 to 64). Lock values use one command
+// WithPoolSize sets pool_size: accepted (1 to 64), no effect since 1.2.
+// Every lock kind, ForceRelease and FencedSet pipeline on one command
 // connection per node whatever it is.
 func WithPoolSize(n int) Option {
 	return func(c *config) { c.set("pool_size", strconv.Itoa(n)) }

@@ -20,7 +20,7 @@ export interface ClientOptions {
   retryJitterMs?: number;
   /** Clock drift allowance as a fraction of the lease (default 0.01). */
   driftFactor?: number;
-  /** The lock family's pipelined connections per node (default 1). */
+  /** Accepted (1 to 64), no effect since 1.2: every kind runs on one command connection per node. */
   poolSize?: number;
   /** Prepended to every lock name (default ''). */
   keyPrefix?: string;
@@ -60,6 +60,7 @@ export interface ClientOptions {
   connect_timeout_ms?: number;
   retry_jitter_ms?: number;
   drift_factor?: number;
+  /** Accepted (1 to 64), no effect since 1.2 (as poolSize). */
   pool_size?: number;
   key_prefix?: string;
   restart_guard?: boolean | 0 | 1;

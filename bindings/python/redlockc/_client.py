@@ -175,7 +175,7 @@ class Client(FamilyClientMixin):
     - ``connect_timeout``: added to a call that must (re)connect (1)
     - ``retry_jitter``: random delay before a Redlock retry (0.05)
     - ``drift_factor``: clock drift allowance, a fraction of the lease (0.01)
-    - ``pool_size``: pipelined connections per node, shared by all threads (1)
+    - ``pool_size``: accepted, no effect since 1.2 (one command connection per node)
     - ``key_prefix``: prepended to every lock name (``""``)
     - ``fencing``: True gives each new hold a fencing token
       (``lock.fencing_token``), from the counter ``redisson_lock_token:{name}``,
