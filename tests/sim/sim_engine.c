@@ -62,7 +62,19 @@
  * each waiter's own channel; a thread wait drawn per schedule); residue
  * then also looks at its queue and timeouts in a schedule without faults
  * (with faults, a try a node ran late may queue a waiter that is gone, as
- * in Redisson: the next fair call on the name prunes it).
+ * in Redisson: the next fair call on the name prunes it). In half of the
+ * write schedules of one node (by the seed alone; sem=0|1: none, all of one
+ * node) the last name, and of 3 names at even odds the middle one, is a
+ * semaphore (RLC_KIND_SEMAPHORE, or RLC_KIND_PSEMAPHORE: expirable permits;
+ * the engine refuses either over N nodes) with a count of 1-3: an owner's
+ * round on it sets the count (rlc_engine_set_permits, until one of its set
+ * calls answers RLC_OK: SETNX, so it is set once), acquires 1-2 permits
+ * (waits and cancels as a lock's acquire), holds them, and gives them back
+ * (rlc_engine_release_permits: plain, the count; expirable, by the id
+ * rlc_engine_permit_id names from the grant's token), or lets their lease
+ * run out (a quarter of the expirable holders; half of those still release
+ * the id late). A semaphore takes no part in the checks above but its own
+ * (permits, residue).
  *
  * An owner holds a stack of units, newest on top: a plain acquire's one name,
  * or a multi-lock's names (rlc_engine_acquire_multi: all of 1-3 names, given
@@ -86,7 +98,14 @@
  *              (plain acquires; a multi-lock's DONE must say token 0)
  *   residue    a lock hash still on a node once every owner released every
  *              level and every engine is idle: a level left by a failed or
- *              cancelled acquire, or an orphan level
+ *              cancelled acquire, or an orphan level; a semaphore's count
+ *              not what was set (plain: the count, nobody holding;
+ *              expirable: the count and the zset's members, none of whose
+ *              leases outlasts the longest lease from now, so that once they
+ *              end the count is what was set), or a key under its try
+ *              records' prefix "redlockc_attempt:{name}:" without a TTL (a
+ *              try's record left: a granted try's is deleted by the client;
+ *              tombstones have a TTL)
  *   liveness   once faults stop and what they left behind is over (a paused
  *              client runs again, a dropped connection is noticed), every
  *              acquire (wait without limit) ends RLC_OK, no hold taken then
@@ -103,10 +122,22 @@
  *   fifo       a fair lock granted to a live waiter while another live
  *              waiter is ahead of it in the node's queue (the rule, and
  *              why it holds with and without faults: "fair order" below)
+ *   permits    more permits of a semaphore held at once than the count set,
+ *              by the owners' own belief: a grant's from its DONE until its
+ *              release begins, an expirable grant's capped at the validity
+ *              it reported (on the owner's clock); with faults too (one
+ *              node: a count cannot go above what was set, and an expirable
+ *              lease ends on the server after the grant's validity)
+ *   (semaphores: liveness also wants every set, acquire and plain release
+ *              begun after faults settled to end RLC_OK, and an expirable
+ *              release then too unless its lease may have ended first;
+ *              contract: a grant's count is the permits asked for, its token
+ *              is not 0, its validity_ms is -1 for plain permits, > 0 for
+ *              expirable ones, and a release's count what it gave back)
  *
  *   sim_engine [seed=N] [schedules=N] [verbose=0|1|2] [mutate=NAME]
  *              [replay=1] [expect=violations] [lua=PATH/node.lua] [cluster=0|1]
- *              [classic=0|1] [write=0|1]
+ *              [classic=0|1] [write=0|1] [sem=0|1]
  *   sim_engine selftest
  * Exits 0 when every schedule kept every rule, 1 otherwise. replay=1 runs
  * each schedule twice and compares the traces. expect=violations (for the
