@@ -1,12 +1,20 @@
 -- family_app.lua - the lock family in the OpenResty test server
--- (nginx.conf.in):
+-- (nginx.conf.in). Each handler takes module=engine (default: resty.redlockc,
+-- the family on the engine over cosockets) or module=blocking
+-- (resty.redlockc.blocking, 1.0's module):
 --   /family/selftest  results and errors of rwlock, fair_lock, semaphore,
 --                     permit_semaphore and multi_lock in a request
 --   /family/rw?side=read|write  one request holds the read-write lock
 --                     "or:rw" across an ngx.sleep; counts who is inside
 --   /family/sem       one request holds a permit of "or:sem" (3 permits)
 --   /family/stats     what the counters saw
--- One client per worker, from app.lua's init_worker.
+--   /family/wait?name=&wait_ms=  waits for the write side of name (held
+--                     elsewhere); counts itself in "fam_waiting" meanwhile
+--   /family/ping      answers at once: how many /family/wait are waiting
+--   /family/warm?name=  a plain lock's wait of 50 ms for name (held
+--                     elsewhere): the engine client's command and subscriber
+--                     connections are open afterwards
+-- One client per module per worker, made on first use.
 
 -- A value as the checks read it: an integral number in full (a fencing
 -- token is about 2^51: tostring would give 14 digits and an exponent).
@@ -17,18 +25,24 @@ local function shown(v)
   return tostring(v)
 end
 
-local redlockc = require "resty.redlockc.blocking" -- the family stays blocking
+local MODULES = { engine = "resty.redlockc", blocking = "resty.redlockc.blocking" }
 
 local _M = {}
 local stats = ngx.shared.rlc_test
-local client
+local clients = {}
+
+local function module_name()
+  return ngx.var.arg_module == "blocking" and "blocking" or "engine"
+end
 
 local function get_client()
-  if not client then
-    client = assert(redlockc.client("redis://127.0.0.1:" .. os.getenv("REDIS_PORT"),
-                                    { io_timeout_ms = 1000, connect_timeout_ms = 1000 }))
+  local m = module_name()
+  if not clients[m] then
+    clients[m] = assert(require(MODULES[m]).client(
+      "redis://127.0.0.1:" .. os.getenv("REDIS_PORT"),
+      { io_timeout_ms = 1000, connect_timeout_ms = 1000 }))
   end
-  return client
+  return clients[m]
 end
 
 local function count(key, delta)
@@ -81,7 +95,34 @@ function _M.stats()
           " max_permits=", stats:get("max_sem_inside") or 0)
 end
 
+function _M.wait()
+  local rw = assert(get_client():rwlock(ngx.var.arg_name, 1))
+  local started = ngx.now()
+  stats:incr("fam_waiting", 1, 0)
+  local ok, err, code = rw:write():acquire{ wait_ms = tonumber(ngx.var.arg_wait_ms) }
+  stats:incr("fam_waiting", -1, 0)
+  if not ok then
+    ngx.status = 503
+    return ngx.say("acquire: ", err, " (", code, ")")
+  end
+  ngx.update_time()
+  local ms = math.floor((ngx.now() - started) * 1000)
+  rw:close()
+  ngx.say("acquired after ", ms, " ms")
+end
+
+function _M.ping()
+  ngx.say("pong waiting=", stats:get("fam_waiting") or 0)
+end
+
+function _M.warm()
+  local l = assert(get_client():lock(ngx.var.arg_name, 1))
+  local ok, err = l:acquire{ wait_ms = 50 }
+  ngx.say(tostring(ok), " ", tostring(err))
+end
+
 function _M.selftest()
+  local redlockc = require(MODULES[module_name()])
   local c = get_client()
   local E = redlockc.errors
   local function check(what, expected, ...)

@@ -13,9 +13,13 @@
 #   - while one request waits for a lock held elsewhere, the worker answers
 #     other requests; the waiter gets the lock once it is free, and a wait
 #     that runs out answers "busy";
-#   - the lock family (tests/openresty/family_app.lua): each type's results
-#     in a request; concurrent readers overlap and writers are alone; a
-#     semaphore of 3 never has more than 3 holders.
+#   - the lock family (tests/openresty/family_app.lua), on the engine: while
+#     a write acquire waits for a write lock held elsewhere, the worker
+#     answers other requests, and the writer gets it once it is free; each
+#     type's results in a request (and resty.redlockc.blocking's);
+#     concurrent readers overlap and writers are alone; a semaphore of 3
+#     never has more than 3 holders; the family calls open no connection
+#     beside the engine client's (CLIENT LIST before and after).
 #   - resty.redlockc on the engine (tests/openresty/engine_app.lua): results
 #     in a request; a waiter woken by a release and by an unlock message; a
 #     lock left held by a request, or by a client that aborts while holding
@@ -43,7 +47,7 @@
 #     acquire is E_INVAL "not reentrant", release leaves no key; fencing = 1
 #     beside it is refused (both modules).
 #   The /incr, /wait and /ping checks above use resty.redlockc too; the
-#   family stays on resty.redlockc.blocking.
+#   family too (module=blocking: 1.0's module, its selftest only).
 # RLC_OPENRESTY_ONLY=held runs the "held means held" checks alone (with the
 # error log's).
 # Fails (never skips) when nginx, its Lua module, curl or the library is missing.
@@ -311,7 +315,45 @@ body=$(curl -s --max-time 10 -w ' %{http_code}' "$URL/wait?lock=or:held&wait_ms=
 expect_eq "a wait that runs out" "not acquired: busy (NOT_ACQUIRED) 503" "$(echo $body)"
 redis-cli -p "$REDIS_PORT" del or:held >/dev/null
 
-echo "--- the lock family"
+echo "--- the lock family (resty.redlockc: on the engine, over cosockets)"
+# The connections Redis has, but the one asking (redis-cli's own).
+redis_clients() { redis-cli -p "$REDIS_PORT" client list | grep -vc 'cmd=client'; }
+# family_app's engine client, its command and subscriber connections open.
+redis-cli -p "$REDIS_PORT" hset or:fwarm "external-holder:1" 1 >/dev/null
+redis-cli -p "$REDIS_PORT" pexpire or:fwarm 30000 >/dev/null
+expect_eq "a plain lock's wait of 50 ms on family_app's client" "nil busy" \
+  "$(curl -s --max-time 10 "$URL/family/warm?name=or:fwarm")"
+redis-cli -p "$REDIS_PORT" del or:fwarm >/dev/null
+clients_before=$(redis_clients)
+# A write lock held by some other client (Redisson's layout), for 30 s.
+redis-cli -p "$REDIS_PORT" hset or:fw mode write "external-holder:1:write" 1 >/dev/null
+redis-cli -p "$REDIS_PORT" pexpire or:fw 30000 >/dev/null
+curl -s --max-time 30 -o "$work/fwait.body" -w '%{http_code}' \
+  "$URL/family/wait?name=or:fw&wait_ms=20000" >"$work/fwait.code" &
+fwaiter=$!
+ping=
+for i in $(seq 100); do # until the waiter is in acquire, 10 s at most
+  ping=$(curl -s --max-time 5 "$URL/family/ping")
+  [ "$ping" = "pong waiting=1" ] && break
+  sleep 0.1
+done
+expect_eq "/family/ping answers while a write acquire waits (the write lock held elsewhere)" \
+  "pong waiting=1" "$ping"
+served=0
+for i in $(seq 20); do
+  [ "$(curl -s --max-time 5 "$URL/family/ping")" = "pong waiting=1" ] && served=$((served + 1))
+done
+expect_eq "20 more /family/ping answered, each while the writer still waits" "20" "$served"
+# The other client lets go: DEL, then the read-write lock's unlock message.
+redis-cli -p "$REDIS_PORT" del or:fw >/dev/null
+redis-cli -p "$REDIS_PORT" publish "redisson_rwlock:{or:fw}" 0 >/dev/null
+for i in $(seq 100); do # 10 s
+  kill -0 "$fwaiter" 2>/dev/null || break
+  sleep 0.1
+done
+wait "$fwaiter"
+expect_eq "the writer's status once the lock is free" "200" "$(cat "$work/fwait.code")"
+expect_match "the writer's answer" "^acquired after [0-9]+ ms$" "$(cat "$work/fwait.body")"
 expect_eq "/family/selftest (rwlock, fair_lock, semaphores, multi_lock)" "family selftest done" \
   "$(curl -s --max-time 20 "$URL/family/selftest")"
 mkdir -p "$work/rw"
@@ -335,6 +377,10 @@ expect_match "never more than 3 of the semaphore's permits out, and all 3 used" 
   "max_permits=3$" "$fstats"
 expect_eq "the read-write lock is free afterwards" "0" "$(redis-cli -p "$REDIS_PORT" exists or:rw)"
 expect_eq "the semaphore's 3 permits are back" "3" "$(redis-cli -p "$REDIS_PORT" get or:sem)"
+expect_eq "the family calls opened no connection of their own (no blocking client)" \
+  "$clients_before" "$(redis_clients)"
+expect_eq "resty.redlockc.blocking: /family/selftest" "family selftest done" \
+  "$(curl -s --max-time 20 "$URL/family/selftest?module=blocking")"
 
 echo "--- the non-blocking driver (resty.redlockc on the engine)"
 expect_eq "/e/selftest (acquire, reentry, extend, release, a waiter woken by a release)" \

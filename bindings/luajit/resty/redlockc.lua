@@ -31,7 +31,11 @@ How it runs (one client per worker; see bindings/luajit/README.md):
     outs, retries, a hold's validity ending: its loss); a tick that comes
     late lets the readers run first (see pump_loop);
   - owned, hold_count, fencing_token and validity answer from the engine's
-    validity at the moment of the call (rlc_engine_validity_ms).
+    validity at the moment of the call (rlc_engine_validity_ms);
+  - the family (rwlock, fair_lock, semaphore, permit_semaphore,
+    multi_lock), locked, ttl, force_release and fenced_set are engine ops
+    too (every kind in redlockc.h), waited for the same way: no call of this
+    client blocks the worker or opens a connection of its own.
   - rediss:// nodes: the connection does sock:sslhandshake() after connect
     (the engine's bytes are the same RESP); the CAs are nginx's
     lua_ssl_trusted_certificate, the client certificate goes through
@@ -197,7 +201,7 @@ local function request_state()
   if not ok or not ctx then return nil end
   local rs = ctx[REQ_KEY]
   if not rs then
-    rs = { locks = {}, ops = {} }
+    rs = { locks = {}, ops = {}, fam = {} }
     ctx[REQ_KEY] = rs
   end
   return rs
@@ -885,32 +889,6 @@ function Lock:fencing_token()
   return nil, "not held", E_NOT_OWNER
 end
 
--- Queries that need Redis but no hold: one blocking round trip on the
--- client's resty.redlockc.blocking twin (see the README).
-local function twin_lock(self)
-  local c = usable(self)
-  if not c then return nil end
-  if not self.twin then
-    local b, err, code = c:blocking()
-    if not b then return nil, err, code end
-    self.twin, err, code = b:lock(self.name, self.owner)
-    if not self.twin then return nil, err, code end
-  end
-  return self.twin
-end
-
-for _, m in pairs{ "locked", "ttl", "force_release" } do
-  Lock[m] = function(self)
-    lock_self(self)
-    local t, err, code = twin_lock(self)
-    if not t then
-      if err then return nil, err, code end
-      return closed()
-    end
-    return t[m](t)
-  end
-end
-
 -- lock:close(): gives back every level taken through this object (waiting
 -- for each release where the phase can yield, else sent without waiting).
 -- Later calls return nil, "closed", E_CLOSED.
@@ -923,7 +901,6 @@ function Lock:close()
       if not ok and code ~= E_LOST then break end
     end
   end
-  if self.twin then self.twin:close() end
   if self.rs then self.rs.locks[self] = nil end
   self.is_closed, self.levels = true, 0
 end
@@ -969,9 +946,10 @@ function Client:uuid()
   return self.uuid_str
 end
 
--- The blocking twin: a resty.redlockc.blocking client on the same nodes and
--- options (made on first use, no I/O until used), for the calls the engine
--- does not drive: locked, ttl, force_release, fenced_set, family.
+-- client:blocking() -> a resty.redlockc.blocking client on the same nodes
+-- and options (made on first use, no I/O until used; closed with this
+-- client). Each of its calls is a blocking round trip: none of this
+-- client's own calls uses it.
 function Client:blocking()
   client_self(self)
   if not self.twin then
@@ -982,22 +960,738 @@ function Client:blocking()
   return self.twin
 end
 
-for _, m in pairs{ "fenced_set", "rwlock", "fair_lock", "multi_lock", "semaphore",
-                   "permit_semaphore" } do
-  Client[m] = function(self, ...)
-    client_self(self)
-    if not self.e or self.closing then return closed() end
-    local b, err, code = self:blocking()
-    if not b then return nil, err, code end
-    return b[m](b, ...)
+-- ---- the family on the engine -------------------------------------------------------
+-- Every kind the engine runs (redlockc.h, RLC_KIND_*): read-write locks,
+-- fair locks, semaphores, multi-locks, and the queries, forced releases and
+-- fenced writes, with the method names and results of
+-- resty.redlockc.blocking's family. A call starts its op in the engine and
+-- waits on a semaphore for its DONE event, as lock:acquire does: the
+-- worker serves other requests meanwhile, and no blocking connection is made.
+
+for _, decl in ipairs{
+  [[int rlc_engine_acquire_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
+      uint64_t owner, int64_t wait_ms, int64_t lease_ms, int64_t now_ms, uint64_t *op);]],
+  [[int rlc_engine_release_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
+      uint64_t owner, int64_t now_ms, uint64_t *op);]],
+  [[int64_t rlc_engine_hold_count_kind(const rlc_engine *e, int kind, const char *name,
+      size_t name_len, uint64_t owner);]],
+  [[int64_t rlc_engine_validity_ms_kind(const rlc_engine *e, int kind, const char *name,
+      size_t name_len, uint64_t owner, int64_t now_ms);]],
+  [[int rlc_engine_acquire_fair(rlc_engine *e, const char *name, size_t name_len,
+      uint64_t owner, int64_t wait_ms, int64_t lease_ms, int64_t thread_wait_ms,
+      int64_t now_ms, uint64_t *op);]],
+  [[int rlc_engine_query(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
+      int what, int64_t now_ms, uint64_t *op);]],
+} do
+  pcall(ffi.cdef, decl)
+end
+
+local KIND_LOCK, KIND_READ, KIND_WRITE, KIND_FAIR = 0, 1, 2, 3
+local Q_LOCKED, Q_TTL, Q_MODE = 1, 4, 5
+local FAIR_THREAD_WAIT_MS = 5000 -- Redisson's threadWaitTime (the twin's default)
+
+-- Starts an op with start(now) (an rlc_engine_* call that writes op_out)
+-- and waits for its DONE event: its record, or nil, err, code (the call's
+-- own refusal; a wait the semaphore refused, which ends the op). While it
+-- runs the record is in watch (the object's, so that close() ends it) and
+-- in rs.ops (the request's, so that finish_request() ends it).
+local function run_op(c, label, start, watch, rs)
+  c.last_now = now_ms()
+  local rc = start(c.last_now)
+  if rc ~= OK then return call_failed(rc) end
+  local rec = new_op(c, label, true)
+  if watch then watch[rec] = true end
+  if rs then rs.ops[rec] = c end
+  service(c)
+  local ok, err = await(rec)
+  if watch then watch[rec] = nil end
+  if rs then rs.ops[rec] = nil end
+  if not ok then
+    if c.e and not rec.done then
+      rec.sema = nil
+      c.last_now = now_ms()
+      lib.rlc_engine_cancel(c.e, rec.id, c.last_now)
+      service(c)
+    end
+    return nil, err, E_INVAL
   end
+  return rec
+end
+
+-- Starts an op without waiting for it (a phase that cannot yield): its
+-- failure goes to the error log.
+local function start_nowait(c, label, start)
+  c.last_now = now_ms()
+  local rc = start(c.last_now)
+  if rc == OK then new_op(c, label, false) end
+  service(c)
+  return rc
+end
+
+-- Ends the ops still running in watch (an object being closed): each ends
+-- E_CANCELED, undoing what it took.
+local function cancel_watched(c, watch)
+  if not c.e then return end
+  for rec in pairs(watch) do
+    if not rec.done then
+      c.last_now = now_ms()
+      lib.rlc_engine_cancel(c.e, rec.id, c.last_now)
+    end
+  end
+  service(c)
+end
+
+-- Options of a family acquire, as resty.redlockc.blocking takes them
+-- (step_ms and max_step_ms are accepted and unused: the engine waits).
+local function fam_opts(opts, allowed)
+  local o = { wait_ms = -1, lease_ms = -1, permits = 1 }
+  if opts ~= nil then
+    if type(opts) ~= "table" then
+      error("resty.redlockc: acquire takes a table of options, got " .. type(opts), 3)
+    end
+    for k, v in pairs(opts) do
+      if not allowed[k] and k ~= "step_ms" and k ~= "max_step_ms" then
+        error("resty.redlockc: unknown acquire option " .. tostring(k), 3)
+      end
+      o[k] = integer_arg(v, k, 4)
+    end
+  end
+  if not can_wait() then
+    error("resty.redlockc: acquire waits for Redis, which the " .. tostring(ngx.get_phase())
+          .. " phase cannot do (no yielding there); use resty.redlockc.blocking", 3)
+  end
+  return o
+end
+
+local function fam_class(name)
+  local mt = { __name = name }
+  mt.__index = mt
+  mt.__tostring = function(self)
+    return format("%s(%q)%s", name, self.name, self.is_closed and " closed" or "")
+  end
+  return mt
+end
+
+local function fam_usable(self, mt)
+  if getmetatable(self) ~= mt then
+    error("resty.redlockc: call " .. mt.__name .. " methods as x:method()", 3)
+  end
+  local c = self.client
+  if self.is_closed or not c.e or c.closing then return nil end
+  return c
+end
+
+-- A family call that waits for Redis in a phase that cannot yield.
+local function fam_need_wait(what)
+  if not can_wait() then
+    error("resty.redlockc: " .. what .. " waits for Redis, which the " ..
+          tostring(ngx.get_phase()) .. " phase cannot do (no yielding there); use " ..
+          "resty.redlockc.blocking", 3)
+  end
+end
+
+-- The owner of a family object: the request's (as client:lock) or one given.
+local function fam_owner(owner)
+  if owner == nil then return ffi_cast("uint64_t", blocking.request_owner()), request_state() end
+  if not owner_in_range(owner) then return nil end
+  return ffi_cast("uint64_t", owner)
+end
+
+local function fam_name(name, what)
+  if type(name) ~= "string" then
+    error("resty.redlockc: " .. what .. " must be a string, got " .. type(name), 3)
+  end
+  return name ~= "" and not has_nul(name)
+end
+
+-- ---- owner-bound holds (a read-write lock's sides, a fair lock) ------------------
+-- A hold: { client, name, owner, kind, levels (taken through this object),
+-- waiting (its acquires running), rs (the request's record, or nil) }.
+
+local LOCK_OPTS = { wait_ms = true, lease_ms = true }
+
+local function hold_acquire(self, c, o)
+  local name, kind = self.name, self.kind
+  local start
+  if kind == KIND_FAIR then
+    start = function(now)
+      return lib.rlc_engine_acquire_fair(c.e, name, #name, self.owner, o.wait_ms, o.lease_ms,
+                                         self.thread_wait_ms, now, op_out)
+    end
+  else
+    start = function(now)
+      return lib.rlc_engine_acquire_kind(c.e, kind, name, #name, self.owner, o.wait_ms,
+                                         o.lease_ms, now, op_out)
+    end
+  end
+  local rec, err, code = run_op(c, "acquire", start, self.waiting, self.rs)
+  if not rec then return nil, err, code end
+  if rec.status == E_CANCELED and self.is_closed then return closed() end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  self.levels = self.levels + 1
+  if self.rs then self.rs.fam[self] = true end
+  return true
+end
+
+local function hold_release_start(self, c)
+  local name, kind = self.name, self.kind
+  return function(now)
+    return lib.rlc_engine_release_kind(c.e, kind, name, #name, self.owner, now, op_out)
+  end
+end
+
+-- One level back; in a phase that cannot yield, sent without waiting
+-- (true, "sent"), as lock:release.
+local function hold_release(self, c)
+  if not can_wait() then
+    local rc = start_nowait(c, "release", hold_release_start(self, c))
+    if rc ~= OK then return call_failed(rc) end
+    if self.levels > 0 then self.levels = self.levels - 1 end
+    return true, "sent"
+  end
+  local rec, err, code = run_op(c, "release", hold_release_start(self, c))
+  if not rec then return nil, err, code end
+  -- as lock:release: a lost hold gives up one level per release
+  if rec.status == E_NOT_OWNER or rec.status == E_CLOSED then
+    self.levels = 0
+  elseif self.levels > 0 then
+    self.levels = self.levels - 1
+  end
+  if self.levels == 0 and self.rs then self.rs.fam[self] = nil end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  return true
+end
+
+-- The engine's count of the hold while it is valid now (0 otherwise). No I/O.
+local function hold_count(self, c)
+  local name, kind = self.name, self.kind
+  if lib.rlc_engine_validity_ms_kind(c.e, kind, name, #name, self.owner, now_ms()) <= 0 then
+    return 0
+  end
+  return tonumber(lib.rlc_engine_hold_count_kind(c.e, kind, name, #name, self.owner))
+end
+
+local function hold_validity(self, c)
+  local name = self.name
+  return tonumber(lib.rlc_engine_validity_ms_kind(c.e, self.kind, name, #name, self.owner,
+                                                  now_ms()))
+end
+
+-- Ends the hold's waiting acquires and gives back its levels (waiting for
+-- each release where the phase can yield).
+local function hold_close(self, c)
+  if c then
+    cancel_watched(c, self.waiting)
+    while self.levels > 0 do
+      local ok, _, code = hold_release(self, c)
+      if not ok and code ~= E_LOST then break end
+    end
+  end
+  if self.rs then self.rs.fam[self] = nil end
+  self.is_closed, self.levels = true, 0
+end
+
+-- The holds' methods on class mt; self.hold(self) is the hold.
+local function hold_methods(mt)
+  function mt:acquire(opts)
+    local c = fam_usable(self, mt)
+    local o = fam_opts(opts, LOCK_OPTS)
+    if not c then return closed() end
+    return hold_acquire(self, c, o)
+  end
+  function mt:release()
+    local c = fam_usable(self, mt)
+    if not c then return closed() end
+    return hold_release(self, c)
+  end
+  function mt:hold_count()
+    local c = fam_usable(self, mt)
+    if not c then return closed() end
+    return hold_count(self, c)
+  end
+  function mt:validity()
+    local c = fam_usable(self, mt)
+    if not c then return closed() end
+    return hold_validity(self, c)
+  end
+  -- finish_request(): every level taken through this object, without waiting
+  function mt:_finish(c)
+    local sent = 0
+    for _ = 1, self.levels do
+      if start_nowait(c, "release", hold_release_start(self, c)) == OK then sent = sent + 1 end
+    end
+    self.levels = 0
+    return sent
+  end
+end
+
+-- Read-write lock: rw:read() and rw:write() are its sides, each with
+-- acquire{ wait_ms, lease_ms }, release(), hold_count(), validity().
+local RWLock = fam_class("resty.redlockc.rwlock")
+local RWSide = fam_class("resty.redlockc.rwlock side")
+hold_methods(RWSide)
+function RWLock:read() fam_usable(self, RWLock); return self.sides[1] end
+function RWLock:write() fam_usable(self, RWLock); return self.sides[2] end
+local MODES = { [0] = "free", [1] = "read", [2] = "write" }
+-- rw:mode() -> "free" | "read" | "write": the mode a quorum agrees on.
+function RWLock:mode()
+  local c = fam_usable(self, RWLock)
+  if not c then return closed() end
+  fam_need_wait("mode")
+  local name = self.name
+  local rec, err, code = run_op(c, "mode", function(now)
+    return lib.rlc_engine_query(c.e, name, #name, self.owner, Q_MODE, now, op_out)
+  end)
+  if not rec then return nil, err, code end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  return MODES[rec.count] or "free"
+end
+-- rw:close(): gives back this object's read, then write levels.
+function RWLock:close()
+  local c = fam_usable(self, RWLock)
+  for _, side in ipairs(self.sides) do
+    if not side.is_closed then hold_close(side, c) end
+  end
+  self.is_closed = true
+end
+
+function Client:rwlock(name, owner)
+  client_self(self)
+  if not fam_name(name, "lock name") then
+    return nil, "lock name must be a non-empty string without NUL bytes", E_INVAL
+  end
+  local o, rs = fam_owner(owner)
+  if not o then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
+  if not self.e or self.closing then return closed() end
+  local rw = setmetatable({ client = self, name = name, owner = o }, RWLock)
+  local function side(kind)
+    return setmetatable({ client = self, name = name, owner = o, kind = kind, levels = 0,
+                          waiting = {}, rs = rs }, RWSide)
+  end
+  rw.sides = { side(KIND_READ), side(KIND_WRITE) }
+  return rw
+end
+
+-- A fair lock, a semaphore: one node only (redlockc.h: a queue, a count of
+-- permits, is not voted on by a quorum).
+local function one_node(c, what)
+  local n = lib.rlc_engine_nodes(c.e)
+  if n > 1 then
+    return nil, format("a %s over %d nodes is refused: it lives on one node (use one node)",
+                       what, n), E_INVAL
+  end
+  return true
+end
+
+-- Fair lock: acquire{ wait_ms, lease_ms }, release(), hold_count(), validity().
+local FairLock = fam_class("resty.redlockc.fair_lock")
+hold_methods(FairLock)
+function FairLock:close() hold_close(self, fam_usable(self, FairLock)) end
+
+function Client:fair_lock(name, owner, thread_wait_ms)
+  client_self(self)
+  if not fam_name(name, "lock name") then
+    return nil, "lock name must be a non-empty string without NUL bytes", E_INVAL
+  end
+  local o, rs = fam_owner(owner)
+  if not o then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
+  local tw = thread_wait_ms == nil and 0 or integer_arg(thread_wait_ms, "thread_wait_ms")
+  if tw < 0 then return nil, "thread_wait_ms must be >= 0 (0: 5000)", E_INVAL end
+  if not self.e or self.closing then return closed() end
+  local ok, err, code = one_node(self, "fair lock")
+  if not ok then return nil, err, code end
+  return setmetatable({ client = self, name = name, owner = o, kind = KIND_FAIR, levels = 0,
+                        waiting = {}, rs = rs,
+                        thread_wait_ms = tw > 0 and tw or FAIR_THREAD_WAIT_MS }, FairLock)
+end
+
+-- ---- semaphores ------------------------------------------------------------------
+
+for _, decl in ipairs{
+  [[int rlc_engine_acquire_permits(rlc_engine *e, int kind, const char *name,
+      size_t name_len, uint64_t owner, int64_t permits, int64_t wait_ms, int64_t lease_ms,
+      int64_t now_ms, uint64_t *op);]],
+  [[int rlc_engine_permit_id(const rlc_engine *e, uint64_t token, int64_t permits,
+      char *buf, size_t size);]],
+  [[int rlc_engine_release_permits(rlc_engine *e, int kind, const char *name,
+      size_t name_len, int64_t permits, const char *id, int64_t now_ms, uint64_t *op);]],
+  [[int rlc_engine_set_permits(rlc_engine *e, int kind, const char *name, size_t name_len,
+      int64_t permits, int64_t now_ms, uint64_t *op);]],
+  [[int rlc_engine_available_permits(rlc_engine *e, int kind, const char *name,
+      size_t name_len, int64_t now_ms, uint64_t *op);]],
+} do
+  pcall(ffi.cdef, decl)
+end
+
+local KIND_SEMAPHORE, KIND_PSEMAPHORE = 4, 5
+local permit_id_buf = ffi_new("char[33]")
+
+-- Takes o.permits (waiting up to o.wait_ms): the DONE record, or nil, err, code.
+local function sem_acquire(self, c, o, lease_ms)
+  local name, kind = self.name, self.kind
+  local rec, err, code = run_op(c, "acquire", function(now)
+    return lib.rlc_engine_acquire_permits(c.e, kind, name, #name, self.owner, o.permits,
+                                          o.wait_ms, lease_ms, now, op_out)
+  end, self.waiting, request_state())
+  if not rec then return nil, err, code end
+  if rec.status == E_CANCELED and self.is_closed then return closed() end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  return rec
+end
+
+-- Gives permits back (plain: n of them; expirable: those named by id);
+-- in a phase that cannot yield, sent without waiting (true, "sent").
+local function sem_release(self, c, n, id)
+  local name, kind = self.name, self.kind
+  local function start(now)
+    return lib.rlc_engine_release_permits(c.e, kind, name, #name, n, id, now, op_out)
+  end
+  if not can_wait() then
+    local rc = start_nowait(c, "release", start)
+    if rc ~= OK then return call_failed(rc) end
+    return true, "sent"
+  end
+  local rec, err, code = run_op(c, "release", start)
+  if not rec then return nil, err, code end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  return true
+end
+
+-- A semaphore query answered in the DONE event's count.
+local function sem_count(self, c, what, start)
+  fam_need_wait(what)
+  local rec, err, code = run_op(c, what, start)
+  if not rec then return nil, err, code end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  return rec.count
+end
+
+-- Semaphore: acquire{ permits = 1, wait_ms = -1 }, release([n]),
+-- available(), try_set_permits(n), close().
+local Semaphore = fam_class("resty.redlockc.semaphore")
+local SEM_OPTS = { wait_ms = true, permits = true }
+function Semaphore:acquire(opts)
+  local c = fam_usable(self, Semaphore)
+  local o = fam_opts(opts, SEM_OPTS)
+  if not c then return closed() end
+  local rec, err, code = sem_acquire(self, c, o, 0)
+  if not rec then return nil, err, code end
+  return true
+end
+function Semaphore:release(n)
+  local c = fam_usable(self, Semaphore)
+  n = n == nil and 1 or integer_arg(n, "permits")
+  if not c then return closed() end
+  return sem_release(self, c, n, nil)
+end
+
+-- Permit-expirable semaphore: acquire{ permits = 1, wait_ms = -1, lease_ms
+-- (required) } -> id | nil, err, code; release(id) (E_LOST: it had expired).
+local PSemaphore = fam_class("resty.redlockc.permit_semaphore")
+local PSEM_OPTS = { wait_ms = true, permits = true, lease_ms = true }
+function PSemaphore:acquire(opts)
+  local c = fam_usable(self, PSemaphore)
+  local o = fam_opts(opts, PSEM_OPTS)
+  if o.lease_ms <= 0 then
+    error("resty.redlockc: a permit needs lease_ms > 0 (expirable permits have no watchdog)", 2)
+  end
+  if not c then return closed() end
+  local rec, err, code = sem_acquire(self, c, o, o.lease_ms)
+  if not rec then return nil, err, code end
+  if not c.e then return closed() end
+  local rc = lib.rlc_engine_permit_id(c.e, rec.token, rec.count, permit_id_buf, 33)
+  if rc ~= OK then return call_failed(rc) end
+  return ffi_string(permit_id_buf)
+end
+function PSemaphore:release(id)
+  local c = fam_usable(self, PSemaphore)
+  if type(id) ~= "string" then
+    error("resty.redlockc: permit id must be a string, got " .. type(id), 2)
+  end
+  if has_nul(id) then return nil, "permit id contains a NUL byte", E_INVAL end
+  if not c then return closed() end
+  return sem_release(self, c, 0, id)
+end
+
+for _, mt in ipairs{ Semaphore, PSemaphore } do
+  -- available() -> the permits free now (a lease that ended is given back first)
+  mt.available = function(self)
+    local c = fam_usable(self, mt)
+    if not c then return closed() end
+    local name, kind = self.name, self.kind
+    return sem_count(self, c, "available", function(now)
+      return lib.rlc_engine_available_permits(c.e, kind, name, #name, now, op_out)
+    end)
+  end
+  -- try_set_permits(n) -> true set, false it had a count already
+  mt.try_set_permits = function(self, n)
+    local c = fam_usable(self, mt)
+    integer_arg(n, "permits")
+    if not c then return closed() end
+    local name, kind = self.name, self.kind
+    local v, err, code = sem_count(self, c, "try_set_permits", function(now)
+      return lib.rlc_engine_set_permits(c.e, kind, name, #name, n, now, op_out)
+    end)
+    if v == nil then return nil, err, code end
+    return v ~= 0
+  end
+  -- close(): ends the acquires still waiting (permits are not owner-bound:
+  -- those taken stay out until released or, expirable, their lease ends)
+  mt.close = function(self)
+    local c = fam_usable(self, mt)
+    if c then cancel_watched(c, self.waiting) end
+    self.is_closed = true
+  end
+end
+
+local function semaphore_of(client, mt, kind, name, permits)
+  client_self(client)
+  if not fam_name(name, "semaphore name") then
+    return nil, "semaphore name must be a non-empty string without NUL bytes", E_INVAL
+  end
+  if permits ~= nil then integer_arg(permits, "permits", 4) end
+  if not client.e or client.closing then return closed() end
+  local ok, err, code = one_node(client, "semaphore")
+  if not ok then return nil, err, code end
+  local s = setmetatable({ client = client, name = name, kind = kind, waiting = {},
+                           owner = ffi_cast("uint64_t", blocking.request_owner()) }, mt)
+  if permits ~= nil then
+    local set, e2, c2 = s:try_set_permits(permits)
+    if set == nil then
+      s:close()
+      return nil, e2, c2
+    end
+  end
+  return s
+end
+-- client:semaphore(name [, permits]), client:permit_semaphore(name [, permits]):
+-- with permits, the count is set if the semaphore has none.
+function Client:semaphore(name, permits)
+  return semaphore_of(self, Semaphore, KIND_SEMAPHORE, name, permits)
+end
+function Client:permit_semaphore(name, permits)
+  return semaphore_of(self, PSemaphore, KIND_PSEMAPHORE, name, permits)
+end
+
+-- ---- the lock's queries and forced release ----------------------------------------
+
+pcall(ffi.cdef, [[int rlc_engine_force_release(rlc_engine *e, const char *name,
+  size_t name_len, uint64_t owner, int64_t now_ms, uint64_t *op);]])
+pcall(ffi.cdef, [[int rlc_engine_forget(rlc_engine *e, const char *name, size_t name_len,
+  uint64_t owner, int64_t now_ms);]])
+
+-- A query of the servers on the locks' connections: the DONE event's count.
+local function lock_query(self, what, q)
+  lock_self(self)
+  local c = usable(self)
+  if not c then return closed() end
+  fam_need_wait(what)
+  local name = self.name
+  local rec, err, code = run_op(c, what, function(now)
+    return lib.rlc_engine_query(c.e, name, #name, self.owner, q, now, op_out)
+  end)
+  if not rec then return nil, err, code end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  return rec.count
+end
+
+-- lock:locked() -> boolean: held by anyone (a quorum of nodes has its key).
+function Lock:locked()
+  local v, err, code = lock_query(self, "locked", Q_LOCKED)
+  if v == nil then return nil, err, code end
+  return v ~= 0
+end
+
+-- lock:ttl() -> ms, as Redis's PTTL: -2 no such lock, -1 no expiry.
+function Lock:ttl() return lock_query(self, "ttl", Q_TTL) end
+
+-- lock:force_release() -> true | nil, err, code: deletes it whoever holds
+-- it (true also when nobody did) and wakes its waiters. This owner's own
+-- hold of it, if any, is forgotten (not renewed, no loss reported).
+function Lock:force_release()
+  lock_self(self)
+  local c = usable(self)
+  if not c then return closed() end
+  fam_need_wait("force_release")
+  local name = self.name
+  local rec, err, code = run_op(c, "force_release", function(now)
+    return lib.rlc_engine_force_release(c.e, name, #name, self.owner, now, op_out)
+  end)
+  if not rec then return nil, err, code end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  if c.e then lib.rlc_engine_forget(c.e, name, #name, self.owner, now_ms()) end
+  self.levels = 0
+  if self.rs then self.rs.locks[self] = nil end
+  return true
+end
+
+-- ---- multi-locks, fenced writes ---------------------------------------------------
+
+for _, decl in ipairs{
+  [[int rlc_engine_acquire_multi(rlc_engine *e, const char *const *names,
+      const size_t *name_lens, int n, uint64_t owner, int64_t wait_ms, int64_t lease_ms,
+      int64_t now_ms, uint64_t *op);]],
+  [[int rlc_engine_fenced_set(rlc_engine *e, const char *key, size_t key_len,
+      const char *value, size_t value_len, uint64_t token, int64_t now_ms, uint64_t *op);]],
+} do
+  pcall(ffi.cdef, decl)
+end
+
+-- Multi-name lock: acquire{ wait_ms, lease_ms }, release(), size(), close().
+-- Every name or none; each name is then one more level of the owner's hold
+-- of it as a lock (client:lock's kind), given back name by name.
+local MultiLock = fam_class("resty.redlockc.multi_lock")
+
+function MultiLock:acquire(opts)
+  local c = fam_usable(self, MultiLock)
+  local o = fam_opts(opts, LOCK_OPTS)
+  if not c then return closed() end
+  local names, n = self.names, #self.names
+  local rec, err, code = run_op(c, "acquire", function(now)
+    return lib.rlc_engine_acquire_multi(c.e, self.name_ptrs, self.name_lens, n, self.owner,
+                                        o.wait_ms, o.lease_ms, now, op_out)
+  end, self.waiting, self.rs)
+  if not rec then return nil, err, code end
+  if rec.status == E_CANCELED and self.is_closed then return closed() end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  self.levels = self.levels + 1
+  if self.rs then self.rs.fam[self] = true end
+  local _ = names -- the strings the pointers name stay alive with self
+  return true
+end
+
+-- One level of each name back. Every release is sent, then each awaited;
+-- the first failure is the result.
+function MultiLock:release()
+  local c = fam_usable(self, MultiLock)
+  if not c then return closed() end
+  if not can_wait() then
+    self:_finish(c, 1)
+    return true, "sent"
+  end
+  local recs, status, message = {}, OK, nil
+  for i, name in ipairs(self.names) do
+    c.last_now = now_ms()
+    local rc = lib.rlc_engine_release(c.e, name, #name, self.owner, c.last_now, op_out)
+    if rc ~= OK then
+      service(c)
+      return call_failed(rc)
+    end
+    recs[i] = new_op(c, "release", true)
+  end
+  service(c)
+  for _, rec in ipairs(recs) do
+    local ok, err = await(rec)
+    if not ok then return nil, err, E_INVAL end
+    if rec.status ~= OK and status == OK then status, message = rec.status, rec.message end
+  end
+  if status == E_NOT_OWNER or status == E_CLOSED then
+    self.levels = 0
+  elseif self.levels > 0 then
+    self.levels = self.levels - 1
+  end
+  if self.levels == 0 and self.rs then self.rs.fam[self] = nil end
+  if status ~= OK then return failed(status, message) end
+  return true
+end
+
+-- Sends levels (default: all of this object's) releases of each name
+-- without waiting: finish_request(), a phase that cannot yield.
+function MultiLock:_finish(c, levels)
+  local sent = 0
+  levels = levels or self.levels
+  for _ = 1, levels do
+    for _, name in ipairs(self.names) do
+      if release_nowait(c, name, self.owner) == OK then sent = sent + 1 end
+    end
+  end
+  self.levels = max(0, self.levels - levels)
+  if self.levels == 0 and self.rs then self.rs.fam[self] = nil end
+  service(c)
+  return sent
+end
+
+-- size() -> how many names (each once).
+function MultiLock:size()
+  local c = fam_usable(self, MultiLock)
+  if not c then return closed() end
+  return #self.names
+end
+
+function MultiLock:close()
+  local c = fam_usable(self, MultiLock)
+  if c then
+    cancel_watched(c, self.waiting)
+    while self.levels > 0 do
+      local ok, _, code = self:release()
+      if not ok and code ~= E_LOST then break end
+    end
+  end
+  if self.rs then self.rs.fam[self] = nil end
+  self.is_closed, self.levels = true, 0
+end
+
+function Client:multi_lock(names, owner)
+  client_self(self)
+  if type(names) ~= "table" then
+    error("resty.redlockc: multi_lock names must be a list of strings, got " .. type(names), 2)
+  end
+  local seen, list = {}, {}
+  for i = 1, #names do
+    if not fam_name(names[i], "name " .. i) then
+      return nil, "name " .. i .. " must be a non-empty string without NUL bytes", E_INVAL
+    end
+    if not seen[names[i]] then
+      seen[names[i]] = true
+      list[#list + 1] = names[i]
+    end
+  end
+  if #list < 1 or #list > 1024 then
+    return nil, "a multi-lock takes 1 to 1024 names", E_INVAL
+  end
+  local o, rs = fam_owner(owner)
+  if not o then return nil, "owner must be 1 .. 2^62-1", E_INVAL end
+  if not self.e or self.closing then return closed() end
+  local ptrs, lens = ffi_new("const char *[?]", #list), ffi_new("size_t[?]", #list)
+  for i, name in ipairs(list) do
+    ptrs[i - 1], lens[i - 1] = name, #name
+  end
+  return setmetatable({ client = self, name = concat(names, ","), names = list, owner = o,
+                        name_ptrs = ptrs, name_lens = lens, levels = 0, waiting = {},
+                        rs = rs }, MultiLock)
+end
+
+-- client:fenced_set(key, value, token) -> true written | false refused (a
+-- larger token is stored) | nil, err, code. Writes value at key only if
+-- token (lock:fencing_token(), a number 1 .. 2^53 or a uint64_t cdata) is
+-- at least the fence stored with it in "redlockc_fence:{key}". The client
+-- must have one node: the resource's Redis.
+function Client:fenced_set(key, value, token)
+  client_self(self)
+  if type(key) ~= "string" or type(value) ~= "string" then
+    error("resty.redlockc: key and value must be strings", 2)
+  end
+  if type(token) == "number" then
+    integer_arg(token, "token")
+  elseif not ffi.istype("uint64_t", token) then
+    error("resty.redlockc: token must be a number or a uint64_t cdata", 2)
+  end
+  if token < 1 then return nil, "token must be >= 1 (a lock's fencing_token)", E_INVAL end
+  if has_nul(key) then return nil, "key contains a NUL byte", E_INVAL end
+  if not self.e or self.closing then return closed() end
+  fam_need_wait("fenced_set")
+  local rec, err, code = run_op(self, "fenced_set", function(now)
+    return lib.rlc_engine_fenced_set(self.e, key, #key, value, #value, token, now, op_out)
+  end)
+  if not rec then return nil, err, code end
+  if rec.status ~= OK then return failed(rec.status, rec.message) end
+  return rec.count ~= 0
 end
 
 -- client:metrics() -> the counters of this client, in this worker, as
 -- resty.redlockc.blocking's metrics() gives them (see metrics_table): its
--- engine's (the locks of client:lock, their waits and renewals, its
--- connections) plus its blocking twin's (the family, fenced_set, ...), if
--- the twin was made. Each worker has its own clients: a sum over workers is
+-- engine's (every kind: locks, the family, their waits and renewals, its
+-- connections) plus client:blocking()'s, if the app made that one. Each worker has its own clients: a sum over workers is
 -- the caller's. No I/O.
 local METRICS_MAX = 64
 local metrics_out = ffi_new("uint64_t[?]", METRICS_MAX)
@@ -1258,6 +1952,10 @@ function _M.finish_request()
       lock.levels = 0
     end
   end
+  for h in pairs(rs.fam) do -- the family's holds
+    local c = h.client
+    if c.e and not c.closing and not h.is_closed then sent = sent + h:_finish(c) end
+  end
   for c, locks in pairs(todo) do
     for _, t in pairs(locks) do
       local lock = t.lock
@@ -1274,7 +1972,7 @@ function _M.finish_request()
   return sent
 end
 
--- The blocking module, for the calls that stay blocking.
+-- The blocking module (1.0's resty.redlockc; plain LuaJIT outside nginx).
 _M.blocking = blocking
 
 return _M
