@@ -1104,6 +1104,8 @@ TEST(children_forked_after_the_parent_locked_wake_their_own_waiters)
             }
         rlc_lock_free(ml);
         rlc_client_free(mine);
+        rlc_lock_free(l); /* the parent's, closed here: freed without I/O */
+        rlc_client_free(c);
         _exit(done == 30 ? 0 : 1);
     }
     for (int k = 0; k < 4; k++) {

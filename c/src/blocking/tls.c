@@ -1,5 +1,5 @@
 /*
- * tls.c - OpenSSL under conn.c: contexts, sessions, non-blocking steps.
+ * tls.c - OpenSSL under driver_conn.c: contexts, sessions, non-blocking steps.
  *
  * Verification is on unless tls_verify=0: the chain against tls_ca_file /
  * tls_ca_dir (those alone) or the system's store, and the name: a host name
@@ -9,9 +9,9 @@
  * The socket goes through a BIO of our own rather than OpenSSL's socket BIO,
  * which writes with write(2): a server that closed the connection would
  * then raise SIGPIPE and kill a host process that never asked for signals.
- * Ours sends with MSG_NOSIGNAL, as conn.c does for plain sockets.
+ * Ours sends with MSG_NOSIGNAL, as driver_conn.c does for plain sockets.
  *
- * OpenSSL's error queue is per thread and conn.c's callers are many threads:
+ * OpenSSL's error queue is per thread and the driver's leader changes threads:
  * every step clears it first (a stale entry would be misread as this step's
  * reason) and after (nothing is left for another library on this thread).
  */
@@ -38,7 +38,6 @@
 #include "tls.h"
 
 struct tls_ctx {
-    atomic_int refs;
     unsigned fork_gen; /* owner_fork_generation() when made */
     SSL_CTX *ctx;
     char *server_name; /* tls_server_name, or NULL: each node's own host */
@@ -201,7 +200,6 @@ int tls_ctx_new(const struct rlc_options *o, struct tls_ctx **out)
     pthread_once(&sock_once, make_sock_method);
     struct tls_ctx *t = calloc(1, sizeof *t);
     if (t) {
-        atomic_init(&t->refs, 1);
         t->fork_gen = owner_fork_generation();
     }
     if (!t || !sock_method || !(t->ctx = SSL_CTX_new(TLS_client_method())) ||
@@ -239,16 +237,9 @@ void tls_abandon(void *p)
         abandoned[i] = p;
 }
 
-struct tls_ctx *tls_ctx_ref(struct tls_ctx *t)
-{
-    if (t)
-        atomic_fetch_add(&t->refs, 1);
-    return t;
-}
-
 void tls_ctx_free(struct tls_ctx *t)
 {
-    if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
+    if (!t)
         return;
     if (t->fork_gen != owner_fork_generation()) {
         tls_abandon(t);

@@ -2,10 +2,10 @@
  * tls.h - TLS for the blocking driver's connections (OpenSSL), without ever
  * blocking.
  *
- * hiredis 0.14 has no TLS, but conn.c owns its sockets and only hands bytes
- * to hiredis's reader, so TLS sits between the socket and those bytes: one
- * SSL_CTX per client (its tls_* options), one SSL per connection, driven by
- * the same poll() loops as a plain socket. Every call here is non-blocking:
+ * hiredis 0.14 has no TLS, but the driver (driver_conn.c) owns its sockets
+ * and only hands bytes to the engine, so TLS sits between the socket and
+ * those bytes: one SSL_CTX per client (its tls_* options), one SSL per
+ * connection, driven by the same poll() loop as a plain socket. Every call here is non-blocking:
  * "not now" comes back with the poll event it waits for.
  */
 #ifndef RLC_TLS_H
@@ -24,11 +24,7 @@ struct tls_ctx;
  * used) / RLC_E_NOMEM with the thread's message set. */
 int tls_ctx_new(const struct rlc_options *o, struct tls_ctx **out);
 
-/* One more reference (a sentinel node's lookups, which may outlive the
- * client); returns t. Accepts NULL. */
-struct tls_ctx *tls_ctx_ref(struct tls_ctx *t);
-
-/* Drops a reference; the last one frees. Accepts NULL. Never frees in a
+/* Frees it. Accepts NULL. Never frees in a
  * forked child (OpenSSL's locks may be held there by a thread the child
  * does not have): the child leaves it behind with tls_abandon. */
 void tls_ctx_free(struct tls_ctx *t);
