@@ -277,12 +277,16 @@ local log_buf = ffi.new("char[?]", LOG_LEN)
 local log_level = ffi.new("int[1]")
 local RLC_LOG_WARN = 2 -- redlockc.h; other lines are INFO
 
+local HOLD_OPS = { acquire = true, release = true, extend = true }
+
 -- An event out of the engine: DONE wakes the op's waiter, LOST marks the hold.
 local function dispatch(c)
   while lib.rlc_engine_next_event(c.e, ev) == 1 do
     local name = ev.name ~= nil and ffi_string(ev.name, ev.name_len) or ""
+    -- c.lost is client:lock's (kind 0): a family hold's loss is not a lock's
+    local is_lock = tonumber(ev.kind) == 0
     if ev.type == EV_LOST then
-      c.lost[lost_key(name, ev.owner)] = true
+      if is_lock then c.lost[lost_key(name, ev.owner)] = true end
       ngx.log(ngx.WARN, "resty.redlockc: lost the hold of ", name, " (owner ",
               tostring(ev.owner), "): ", ffi_string(ev.message))
     elseif ev.type == EV_DONE then
@@ -299,7 +303,11 @@ local function dispatch(c)
         if ev.status == E_CONNECT or ev.status == E_TIMEOUT then
           rec.message = with_detail(c, rec.message)
         end
-        if rec.count == 0 then c.lost[lost_key(name, ev.owner)] = nil end
+        -- a lock's acquire, release or extend that counts 0 levels: no hold
+        -- left to be lost (a query's count is an answer, not levels)
+        if rec.count == 0 and is_lock and HOLD_OPS[rec.kind] then
+          c.lost[lost_key(name, ev.owner)] = nil
+        end
         if rec.sema then
           rec.sema:post(1)
         elseif ev.status ~= OK and ev.status ~= E_CANCELED then
@@ -1330,7 +1338,9 @@ local permit_id_buf = ffi_new("char[33]")
 local function sem_acquire(self, c, o, lease_ms)
   local name, kind = self.name, self.kind
   local rec, err, code = run_op(c, "acquire", function(now)
-    return lib.rlc_engine_acquire_permits(c.e, kind, name, #name, self.owner, o.permits,
+    -- an owner per acquire: permits are no owner's, and an engine op waits
+    -- behind its owner's others
+    return lib.rlc_engine_acquire_permits(c.e, kind, name, #name, I.new_owner(), o.permits,
                                           o.wait_ms, lease_ms, now, op_out)
   end, self.waiting, request_state())
   if not rec then return nil, err, code end
@@ -1453,8 +1463,7 @@ local function semaphore_of(client, mt, kind, name, permits)
   if not client.e or client.closing then return closed() end
   local ok, err, code = one_node(client, "semaphore")
   if not ok then return nil, err, code end
-  local s = setmetatable({ client = client, name = name, kind = kind, waiting = {},
-                           owner = ffi_cast("uint64_t", blocking.request_owner()) }, mt)
+  local s = setmetatable({ client = client, name = name, kind = kind, waiting = {} }, mt)
   if permits ~= nil then
     local set, e2, c2 = s:try_set_permits(permits)
     if set == nil then

@@ -1047,7 +1047,7 @@ end
 _M._internal = {
   integer_arg = integer_arg, owner_in_range = owner_in_range,
   options_string = options_string, has_nul = has_nul, CAN_SLEEP = CAN_SLEEP,
-  metrics_table = metrics_table,
+  metrics_table = metrics_table, new_owner = new_owner,
 }
 
 return _M
