@@ -14,8 +14,8 @@
  *     waiter, since a message may have been missed while unsubscribed;
  *   - the lock's one timer: the holder's lease end as the last busy reply
  *     reported it, else a safety poll each second: one waiter;
- *   - a semaphore's message (permits came back, redisson_sc:{name}): every
- *     waiter of it, since the count may let several in.
+ *   - a semaphore's message (permits came back, redisson_sc:{name}, with
+ *     the count free now): its waiters in turn while what they ask fits.
  *
  * A wake that finds no sleeper (every waiter is trying) is not lost: it is
  * kept (missed_wake), and the next try that comes back busy tries again at
@@ -28,6 +28,7 @@
  * A resubscription forgets the count (it wakes everyone anyway).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <hiredis/hiredis.h>
@@ -160,6 +161,39 @@ static void wake_all(rlc_engine *e, struct eng_lock *l, int64_t now)
         }
         op = next;
     }
+}
+
+/* A semaphore's message says how many permits are free now: its waiters
+ * are woken in arrival order while what each asks for fits in that (as
+ * Redisson wakes as many as were freed), so a one-permit hand-off costs
+ * one try more, not one per waiter. A waiter whose try is out counts as
+ * woken: its busy answer may be from before the message (rewake). None
+ * fits: the wake is kept for the next busy try (missed_wake). A message
+ * without a count wakes every waiter. */
+static void wake_permits(rlc_engine *e, struct eng_lock *l, const redisReply *m, int64_t now)
+{
+    char *end = NULL;
+    long long free_now = m && m->type == REDIS_REPLY_STRING ? strtoll(m->str, &end, 10) : -1;
+    if (!end || end == m->str || *end || free_now < 0) {
+        wake_all(e, l, now);
+        return;
+    }
+    bool woke = false;
+    for (struct eng_op *op = l->wait_head, *next; op && free_now > 0; op = next) {
+        next = op->wnext; /* a wake may end an op */
+        if (op->permits > free_now)
+            continue;
+        free_now -= op->permits;
+        woke = true;
+        if (op->phase != P_WAIT)
+            op->rewake = true;
+        if (!op->woken) {
+            op->woken = true;
+            op->cls->wake(e, op, now);
+        }
+    }
+    if (!woke && l->waiters)
+        l->missed_wake = true;
 }
 
 void sub_wake_readers(rlc_engine *e, struct eng_lock *l, int64_t now)
@@ -330,7 +364,7 @@ static void on_channel_reply(rlc_engine *e, struct conn *c, const redisReply *r,
     if (strcmp(kind, "message") == 0) {
         const redisReply *m = r->elements > 2 ? r->element[2] : NULL;
         if (kind_permits(l->kind))
-            wake_all(e, l, now); /* permits came back: each waiter sees if its count fits */
+            wake_permits(e, l, m, now);
         else if (m && m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1' &&
                  l->kind == RLC_KIND_READ)
             wake_all(e, l, now); /* a write unlock: readers come in together */
