@@ -134,6 +134,7 @@ static PyObject *rlcpy_counters(int n, const uint64_t *v)
 %nothread rlcpy_engine_metrics;
 %nothread rlcpy_engine_acquire_kind;
 %nothread rlcpy_engine_acquire_fair;
+%nothread rlcpy_engine_acquire_multi;
 %nothread rlcpy_engine_release_kind;
 %nothread rlcpy_engine_acquire_permits;
 %nothread rlcpy_engine_permit_id;
@@ -391,6 +392,46 @@ PyObject *rlcpy_engine_acquire_fair(rlc_engine *e, PyObject *name, uint64_t owne
         return NULL;
     int st = rlc_engine_acquire_fair(e, p, n, owner, wait_ms, lease_ms, thread_wait_ms, now_ms,
                                      &op);
+    return rlcpy_op_result(st, op);
+}
+
+/* A multi-lock's acquire (rlc_engine_acquire_multi): names a list or tuple
+ * of str or bytes (1 to 1024), every name or none; each name is then a
+ * lock's (RLC_KIND_LOCK) hold of owner, released and forgotten per name.
+ * The pointers are the list's items' own: they live through the call. */
+PyObject *rlcpy_engine_acquire_multi(rlc_engine *e, PyObject *names, uint64_t owner,
+                                     int64_t wait_ms, int64_t lease_ms, int64_t now_ms)
+{
+    if (!PyList_Check(names) && !PyTuple_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "names must be a list or tuple of str or bytes");
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(names);
+    uint64_t op = 0;
+    if (n < 1 || n > 1024) { /* the engine's own refusal and message */
+        const char *none = "";
+        size_t zero = 0;
+        return rlcpy_op_result(rlc_engine_acquire_multi(e, &none, &zero, n < 1 ? 0 : 1025, owner,
+                                                        wait_ms, lease_ms, now_ms, &op),
+                               op);
+    }
+    const char **v = PyMem_Malloc((size_t)n * sizeof *v);
+    size_t *lens = PyMem_Malloc((size_t)n * sizeof *lens);
+    if (!v || !lens) {
+        PyMem_Free(v);
+        PyMem_Free(lens);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!rlcpy_name(PySequence_Fast_GET_ITEM(names, i), &v[i], &lens[i])) {
+            PyMem_Free(v);
+            PyMem_Free(lens);
+            return NULL;
+        }
+    }
+    int st = rlc_engine_acquire_multi(e, v, lens, (int)n, owner, wait_ms, lease_ms, now_ms, &op);
+    PyMem_Free(v);
+    PyMem_Free(lens);
     return rlcpy_op_result(st, op);
 }
 

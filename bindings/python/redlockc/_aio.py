@@ -406,7 +406,12 @@ class Driver:
     def give_back(self, ev, sink):
         """What the grant `ev` (a DONE event, RLC_OK) took goes back, with
         nobody awaiting the result: one level of a lock kind's hold, or a
-        semaphore's permits (the count taken, or the expirable grant's id)."""
+        semaphore's permits (the count taken, or the expirable grant's id),
+        or every name of a multi-lock (its sink's give_back)."""
+        back = getattr(sink, "give_back", None)
+        if back is not None:
+            back(ev)
+            return
         kind = ev[EV_KIND]
         if kind != _KIND_SEMAPHORE and kind != _KIND_PSEMAPHORE:
             self.release_level(ev[4], ev[3], sink, kind)

@@ -49,7 +49,7 @@ from ._units import lease_refused as _lease_refused
 from ._units import wait_ms as _wait_ms
 
 __all__ = ["Client", "Lock", "ReadWriteLock", "ReadLock", "WriteLock", "FairLock", "Semaphore",
-           "PermitExpirableSemaphore", "Error", "InvalidArgument", "OutOfMemoryError",
+           "PermitExpirableSemaphore", "MultiLock", "Error", "InvalidArgument", "OutOfMemoryError",
            "ConnectionError",
            "TimeoutError", "NotOwnerError", "LockLostError", "NoQuorumError", "ServerError",
            "ProtocolError", "ClosedError", "AuthenticationError", "NotAcquiredError"]
@@ -64,6 +64,7 @@ _NOT_ACQUIRED = _core.RLC_NOT_ACQUIRED
 _E_CANCELED = _core.RLC_E_CANCELED
 _acquire_kind = _core.rlcpy_engine_acquire_kind
 _acquire_fair = _core.rlcpy_engine_acquire_fair
+_acquire_multi = _core.rlcpy_engine_acquire_multi
 _release_kind = _core.rlcpy_engine_release_kind
 _extend = _core.rlcpy_engine_extend
 _validity_ms_kind = _core.rlcpy_engine_validity_ms_kind
@@ -75,6 +76,8 @@ _KIND_WRITE = _core.RLC_KIND_WRITE
 _KIND_FAIR = _core.RLC_KIND_FAIR
 _NOUNS = {_KIND_LOCK: "lock", _KIND_READ: "read lock", _KIND_WRITE: "write lock",
           _KIND_FAIR: "fair lock"}
+# What one multi-lock takes at most (rlc_engine_acquire_multi).
+_MAX_MULTI_NAMES = 1024
 # A fair waiter's thread wait without one given (Redisson's threadWaitTime,
 # what the blocking FairLock's 0 means).
 _DEFAULT_THREAD_WAIT_MS = 5000
@@ -215,6 +218,12 @@ class Client:
         """A :class:`PermitExpirableSemaphore` for ``name`` (no I/O);
         ``permits`` as for :meth:`semaphore`."""
         return PermitExpirableSemaphore(self, name, permits)
+
+    def multi_lock(self, names, owner=None, *, timeout=None, lease=None):
+        """A :class:`MultiLock` of ``names`` (no I/O): every name or none, the
+        blocking ``Client.multi_lock``'s; each name an ordinary Lock name.
+        owner, timeout and lease as for :meth:`lock`."""
+        return MultiLock(self, names, owner, timeout=timeout, lease=lease)
 
     def _new_owner(self):
         """An owner id of its own (a semaphore's acquire: the engine names the
@@ -1302,6 +1311,245 @@ class _Permit:
     async def __aexit__(self, *exc):
         pid, self._id = self._id, None
         await self._sem.release(pid)
+
+
+class MultiLock:
+    """Several Lock names held together, all or none, for asyncio (Redisson's
+    RedissonMultiLock as the blocking :class:`redlockc.MultiLock` takes it):
+    on the engine, one script per node checks every name and takes them all
+    or writes nothing, so two overlapping multi-locks never deadlock and it
+    excludes the blocking client's and Redisson's locks of those names.
+
+    Made by ``client.multi_lock(names, owner=None, *, timeout=None,
+    lease=None)``. ``await acquire(blocking=True, timeout=None, lease=None)``
+    -> True, or False if a name stayed busy; ``await release()`` (one level
+    of every name; every name is released, the first failure raises);
+    ``async with ml:`` / ``async with ml(timeout=5):`` (NotAcquiredError
+    when busy); ``names`` (distinct, sorted by their UTF-8 bytes, the order
+    they are taken in), ``len(ml)``, ``owned()``, ``lost_error``. Owners as
+    for Lock (the calling task, or the explicit owner). Each name is then a
+    level of that owner's Lock hold of it: renewed, lost and released name
+    by name, its loss reported as a Lock's (logged, ``client.lock(name)``'s
+    ``lost``/``on_lost``/``cancel_on_lost``). Cancelling the waiting task
+    ends the wait and leaves no name held. No fencing token.
+    """
+
+    __slots__ = ("_client", "_names", "_owner", "_owner_id", "_timeout", "_lease",
+                 "__weakref__")
+    _noun = "multi-lock"
+
+    def __init__(self, client, names, owner=None, *, timeout=None, lease=None):
+        """See ``Client.multi_lock()``."""
+        if not isinstance(client, Client):
+            raise TypeError(f"MultiLock needs a redlockc.asyncio.Client, "
+                            f"not {type(client).__name__}")
+        if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
+            raise TypeError("names must be an iterable of str")
+        names = [_units.text(n, "lock name") for n in names]
+        if not names:
+            raise invalid("a multi-lock needs at least one name")
+        self._names = tuple(sorted(set(names), key=lambda n: n.encode("utf-8")))
+        if len(self._names) > _MAX_MULTI_NAMES:
+            raise invalid(f"a multi-lock takes 1 to {_MAX_MULTI_NAMES} names, "
+                          f"not {len(self._names)}")
+        _wait_ms(True, timeout), _lease_ms(lease)
+        self._client = client
+        self._owner = owner
+        self._owner_id = 0  # 0: the current task's
+        self._timeout = timeout
+        self._lease = lease
+        if owner is not None:
+            self._owner_id = _units.owner_id(owner)
+            if self._owner_id >= _AUTO_OWNER_BASE:
+                raise invalid(f"owner {owner} is too large: explicit owners of "
+                              "redlockc.asyncio locks are 1 to 2**61-1")
+
+    _caller = _KindLock._caller
+    _running_owner = _KindLock._running_owner
+
+    def acquire(self, blocking=True, timeout=None, lease=None):
+        """Takes every name (one level each) or none; returns (an awaitable of)
+        True, or False if a name stayed busy. blocking, timeout and lease as
+        for :meth:`Lock.acquire`. Cancelling the awaiting task ends the wait
+        and leaves no name held (a grant that crossed the cancel is given
+        back, name by name)."""
+        wait = -1 if blocking is True and timeout is None else _wait_ms(blocking, timeout)
+        return self._acquire(self._caller(), wait, 0 if lease is None else _lease_ms(lease),
+                             lease)
+
+    async def _acquire(self, owner, wait, lease_ms, lease):
+        client = self._client
+        d = client._bind()
+        owner = self._running_owner(owner)
+        try:
+            op = _acquire_multi(d.engine, list(self._names), owner, wait, lease_ms, d.now())
+        except InvalidArgument as e:
+            raise _lease_refused(e, lease) from None
+        sink = _MultiHolds(client, self._names)
+        stats = client._stats
+        start, result = stats.enter(), "error"
+        fut = d.start(_aio.ACQUIRE, op, sink)
+        try:
+            ev = await fut
+        except _asyncio.CancelledError:
+            d.abandon(op, fut, sink)
+            raise
+        else:
+            result = "acquired" if ev[1] == _OK else "busy" if ev[1] == _NOT_ACQUIRED else "error"
+        finally:
+            stats.leave(start, result)
+        status = ev[1]
+        if status == _OK:
+            return True
+        if status == _NOT_ACQUIRED:
+            return False
+        if status == _E_CANCELED and client._closed:
+            raise ClosedError(_core.RLC_E_CLOSED, "the client was closed while this waited")
+        raise error_for(status, ev[8] or None)
+
+    def release(self):
+        """Releases one level of every name for this owner, the last name
+        first, all at once; every name is released even if one fails, and the
+        first failure in that order raises (NotOwnerError, LockLostError, an
+        I/O error). Runs to its end even if the awaiting task is cancelled."""
+        return self._release(self._caller())
+
+    async def _release(self, owner):
+        client = self._client
+        d = client._bind()
+        owner = self._running_owner(owner)
+        results = []  # per name, last first: a future of its DONE, or the refusal
+        for name in reversed(self._names):
+            try:
+                op = _release_kind(d.engine, _KIND_LOCK, name, owner, d.now())
+            except Error as e:
+                results.append(e)
+                continue
+            results.append(d.start(_aio.RELEASE, op, client))
+        futs = [r for r in results if not isinstance(r, Error)]
+        if futs:
+            # shielded: a cancelled caller leaves the releases running
+            await _asyncio.shield(_asyncio.gather(*futs, return_exceptions=True))
+        for r in results:
+            if isinstance(r, Error):
+                raise r
+            ev = r.exception() or r.result()
+            if isinstance(ev, BaseException):
+                raise ev
+            if ev[1] != _OK:
+                raise error_for(ev[1], ev[8] or None)
+
+    async def __aenter__(self):
+        """``async with ml:`` takes every name with the object's timeout and
+        lease; NotAcquiredError if the timeout ran out."""
+        await self._enter(self._timeout, self._lease)
+        return self
+
+    async def _enter(self, timeout, lease):
+        if not await self._acquire(self._caller(), _wait_ms(True, timeout), _lease_ms(lease),
+                                   lease):
+            raise NotAcquiredError(_core.RLC_NOT_ACQUIRED,
+                                   f"multi-lock {list(self._names)!r} is busy: the wait of "
+                                   f"{timeout} s ran out")
+
+    async def __aexit__(self, *exc):
+        """Releases one level of every name when the block ends, also when it raised."""
+        await self._release(self._caller())
+
+    def __call__(self, timeout=None, lease=None):
+        """``async with ml(timeout=5, lease=None):`` one level of every name for the block."""
+        _wait_ms(True, timeout), _lease_ms(lease)
+        return _Scoped(self, timeout, lease)
+
+    def __enter__(self):
+        raise TypeError("redlockc.asyncio.MultiLock is used with `async with`, not `with` "
+                        "(nothing was acquired)")
+
+    def __exit__(self, *exc):  # pragma: no cover (never entered)
+        pass
+
+    def _validity_ms(self, owner):
+        d = self._client._driver
+        if not owner or d.engine is None or d.loop is None:
+            return 0
+        now = d.now()
+        return min(_validity_ms_kind(d.engine, _KIND_LOCK, n, owner, now) for n in self._names)
+
+    def owned(self):
+        """True if this owner holds every name at this moment. No I/O."""
+        return self._validity_ms(self._caller(False)) > 0
+
+    @property
+    def lost_error(self):
+        """Why a name of this owner's hold was lost (the first such name's
+        LockLostError or I/O error), or None (every name held, or none held)."""
+        owner = self._caller(False)
+        if not owner:
+            return None
+        holds = self._client._holds
+        found = [holds.get((n, owner, _KIND_LOCK)) for n in self._names]
+        for n, hold in zip(self._names, found):
+            if hold is not None and hold.lost_error is not None:
+                return hold.lost_error
+        if any(h is not None for h in found) and self._validity_ms(owner) <= 0:
+            return LockLostError(_core.RLC_E_LOST,
+                                 f"multi-lock {list(self._names)!r} was lost: its validity ran out")
+        return None
+
+    @property
+    def names(self):
+        """The distinct names, sorted as the engine takes them."""
+        return self._names
+
+    def __len__(self):
+        return len(self._names)
+
+    @property
+    def owner(self):
+        """The explicit owner id, or None: the current task is the owner."""
+        return self._owner
+
+    @property
+    def owner_id(self):
+        """The owner id a call made now acts for (None outside a task)."""
+        return self._caller() or None
+
+    @property
+    def client(self):
+        return self._client
+
+    def __reduce__(self):
+        raise TypeError("a redlockc.asyncio.MultiLock cannot be pickled or sent to another process")
+
+    def __repr__(self):
+        owner = "task" if self._owner is None else self._owner
+        return f"<redlockc.asyncio.MultiLock {list(self._names)!r} owner={owner}>"
+
+
+class _MultiHolds:
+    """What sees a multi-lock acquire's DONE (the event names only the first
+    name): a grant is a Lock hold of every name, kept by the client as a
+    Lock's (losses, Prometheus); a grant nobody awaits any more is given back
+    name by name."""
+    __slots__ = ("client", "names")
+
+    def __init__(self, client, names):
+        self.client, self.names = client, names
+
+    def _done(self, kind, ev):
+        if kind != _aio.ACQUIRE or ev[1] != _OK:
+            return
+        client, owner = self.client, ev[3]
+        e = client._driver.engine
+        for name in self.names:
+            key = (name, owner, _KIND_LOCK)
+            if key not in client._holds or _hold_count_kind(e, _KIND_LOCK, name, owner) == 1:
+                client._holds[key] = _Hold(0)  # a new hold, not a nested level
+
+    def give_back(self, ev):
+        d = self.client._driver
+        for name in reversed(self.names):
+            d.release_level(name, ev[3], self.client, _KIND_LOCK)
 
 
 def _cancel_task(task, why):
