@@ -107,7 +107,7 @@ int eng_new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size_t 
 }
 
 /* Queues the op behind its hold's others; starts it if it is first. */
-void eng_enqueue(rlc_engine *e, struct eng_op *op)
+static void eng_enqueue(rlc_engine *e, struct eng_op *op)
 {
     struct hold *h = op->hold;
     if (h->ops_tail)
@@ -127,7 +127,7 @@ struct eng_op *eng_find_op(const rlc_engine *e, uint64_t id)
     return NULL;
 }
 
-int eng_check_lease(const rlc_engine *e, int64_t lease_ms)
+static int eng_check_lease(const rlc_engine *e, int64_t lease_ms)
 {
     if (lease_ms <= 0)
         return RLC_OK;
@@ -150,10 +150,6 @@ int rlc_engine_acquire(rlc_engine *e, const char *name, size_t name_len, uint64_
                                    now_ms, op_id);
 }
 
-/* Fair acquires carry their thread wait: rlc_engine_acquire_fair. */
-static int acquire(rlc_engine *e, int kind, const char *name, size_t name_len, uint64_t owner,
-                   int64_t wait_ms, int64_t lease_ms, int64_t thread_wait, int64_t now_ms,
-                   uint64_t *op_id);
 
 int rlc_engine_acquire_kind(rlc_engine *e, int kind, const char *name, size_t name_len,
                             uint64_t owner, int64_t wait_ms, int64_t lease_ms, int64_t now_ms,
@@ -163,7 +159,7 @@ int rlc_engine_acquire_kind(rlc_engine *e, int kind, const char *name, size_t na
         return rlc_fail(RLC_E_INVAL, "a fair lock is acquired with rlc_engine_acquire_fair");
     if (check_hold_kind(kind) != RLC_OK)
         return RLC_E_INVAL;
-    return acquire(e, kind, name, name_len, owner, wait_ms, lease_ms, 0, now_ms, op_id);
+    return eng_acquire(e, kind, name, name_len, owner, wait_ms, lease_ms, 0, 0, now_ms, op_id);
 }
 
 int rlc_engine_acquire_fair(rlc_engine *e, const char *name, size_t name_len, uint64_t owner,
@@ -173,13 +169,13 @@ int rlc_engine_acquire_fair(rlc_engine *e, const char *name, size_t name_len, ui
     if (thread_wait_ms <= 0 || thread_wait_ms > MAX_LEASE_MS)
         return rlc_fail(RLC_E_INVAL, "thread wait of %lld ms is not 1 ms to 366 days",
                         (long long)thread_wait_ms);
-    return acquire(e, RLC_KIND_FAIR, name, name_len, owner, wait_ms, lease_ms, thread_wait_ms,
-                   now_ms, op_id);
+    return eng_acquire(e, RLC_KIND_FAIR, name, name_len, owner, wait_ms, lease_ms,
+                       thread_wait_ms, 0, now_ms, op_id);
 }
 
-static int acquire(rlc_engine *e, int kind, const char *name, size_t name_len, uint64_t owner,
-                   int64_t wait_ms, int64_t lease_ms, int64_t thread_wait, int64_t now_ms,
-                   uint64_t *op_id)
+int eng_acquire(rlc_engine *e, int kind, const char *name, size_t name_len, uint64_t owner,
+                int64_t wait_ms, int64_t lease_ms, int64_t thread_wait, int64_t permits,
+                int64_t now_ms, uint64_t *op_id)
 {
     int rc;
     if (e && (rc = eng_check_lease(e, lease_ms)) != RLC_OK)
@@ -191,6 +187,7 @@ static int acquire(rlc_engine *e, int kind, const char *name, size_t name_len, u
     op->queued_at = e->now;
     op->wait_ms = wait_ms;
     op->lease_req = lease_ms;
+    op->permits = permits;
     if (kind == RLC_KIND_FAIR)
         op->hold->lock->thread_wait = thread_wait;
     eng_enqueue(e, op);

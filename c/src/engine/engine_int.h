@@ -739,14 +739,16 @@ void query_begin(rlc_engine *e, struct eng_op *op);
 
 /* engine.c's, for the entry points of other files (engine_permits.c): a
  * new op of a kind on (name, lock kind, owner) after the checks every call
- * makes; the op of an id; time moved on to now; the op queued behind its
- * hold's others; a lease the engine takes. */
+ * makes; the op of an id; time moved on to now; an acquire of any lock
+ * kind queued behind its hold's others (thread_wait: a fair lock's;
+ * permits: a semaphore's), after its lease is checked. */
 int eng_new_op(rlc_engine *e, int kind, int lock_kind, const char *name, size_t len,
                uint64_t owner, uint64_t *id);
 struct eng_op *eng_find_op(const rlc_engine *e, uint64_t id);
 void eng_advance(rlc_engine *e, int64_t now);
-void eng_enqueue(rlc_engine *e, struct eng_op *op);
-int eng_check_lease(const rlc_engine *e, int64_t lease_ms);
+int eng_acquire(rlc_engine *e, int kind, const char *name, size_t name_len, uint64_t owner,
+                int64_t wait_ms, int64_t lease_ms, int64_t thread_wait, int64_t permits,
+                int64_t now_ms, uint64_t *op_id);
 void query_free_all(rlc_engine *e, struct hold *h);
 
 /* Shared by the operations (engine_round.c): a round sends one command to

@@ -56,18 +56,8 @@ int rlc_engine_acquire_permits(rlc_engine *e, int kind, const char *name, size_t
     if (kind == RLC_KIND_SEMAPHORE && lease_ms != 0)
         return rlc_fail(RLC_E_INVAL, "a plain semaphore's permits have no lease (give 0; "
                                      "RLC_KIND_PSEMAPHORE's expire)");
-    if (e && (rc = eng_check_lease(e, lease_ms)) != RLC_OK)
-        return rc;
-    if ((rc = eng_new_op(e, OP_ACQUIRE, kind, name, name_len, owner, op_id)) != RLC_OK)
-        return rc;
-    eng_advance(e, now_ms);
-    struct eng_op *op = eng_find_op(e, *op_id);
-    op->queued_at = e->now;
-    op->wait_ms = wait_ms;
-    op->lease_req = lease_ms;
-    op->permits = permits;
-    eng_enqueue(e, op);
-    return RLC_OK;
+    return eng_acquire(e, kind, name, name_len, owner, wait_ms, lease_ms, 0, permits, now_ms,
+                       op_id);
 }
 
 int rlc_engine_permit_id(const rlc_engine *e, uint64_t token, int64_t permits, char *buf,

@@ -43,6 +43,18 @@ static void permit_base(const char *uuid, uint64_t attempt, uint8_t base[14])
     }
 }
 
+/* The plain semaphore's release script under a record: mode "u" an undo
+ * (it gives back what the record says), "r" a release of permits. */
+static struct rlc_cmd *sem_release(const struct lock_names *n, const char *rec, size_t rlen,
+                                   int64_t permits, int64_t tomb_ms, const char *mode)
+{
+    char n_s[24], t_s[24];
+    const char *argv[6] = {n->key, n->channel, rec, n_s, t_s, mode};
+    size_t lens[6] = {n->key_len, n->channel_len, rlen, cmd_i64(n_s, permits),
+                      cmd_i64(t_s, tomb_ms), 1};
+    return cmd_evalsha(&fscript_sem_release, 3, 3, argv, lens);
+}
+
 struct rlc_cmd *call_permits_acquire(const struct lock_names *n, const char *uuid,
                                      uint64_t attempt, int64_t permits, int64_t lease_ms,
                                      int64_t tomb_ms)
@@ -87,9 +99,7 @@ struct rlc_cmd *call_permits_undo(const struct lock_names *n, const char *uuid,
         cmd = cmd_evalsha(&fscript_psem_release, 4, 4, argv, lens);
     } else {
         /* the record says what the try took: the count given is not used */
-        const char *argv[6] = {n->key, n->channel, rec, "0", t_s, "u"};
-        size_t lens[6] = {n->key_len, n->channel_len, rlen, 1, cmd_i64(t_s, tomb_ms), 1};
-        cmd = cmd_evalsha(&fscript_sem_release, 3, 3, argv, lens);
+        cmd = sem_release(n, rec, rlen, 0, tomb_ms, "u");
     }
     free(rec);
     return cmd;
@@ -116,11 +126,7 @@ struct rlc_cmd *call_permits_release(const struct lock_names *n, const char *uui
     char *rec = record_key(n, uuid, attempt, &rlen);
     if (!rec)
         return NULL;
-    char n_s[24], t_s[24];
-    const char *argv[6] = {n->key, n->channel, rec, n_s, t_s, "r"};
-    size_t lens[6] = {n->key_len, n->channel_len, rlen, cmd_i64(n_s, permits),
-                      cmd_i64(t_s, tomb_ms), 1};
-    struct rlc_cmd *cmd = cmd_evalsha(&fscript_sem_release, 3, 3, argv, lens);
+    struct rlc_cmd *cmd = sem_release(n, rec, rlen, permits, tomb_ms, "r");
     free(rec);
     return cmd;
 }
