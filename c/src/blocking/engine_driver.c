@@ -38,7 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "attempt_ids.h"
 #include "driver_int.h"
 #include "engine_driver.h"
 #include "uri.h"

@@ -13,7 +13,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include "attempt_ids.h"
 #include "engine_int.h"
 #include "error.h"
 #include "keys.h"
@@ -788,6 +787,8 @@ static const struct topo_hooks topo_hooks = {
     .own_reply = cluster_own_reply,
     .closed = cluster_conn_closed,
     .track_reply = track_reader_reply,
+    .conn_address = rlc_engine_conn_address,
+    .master_address = cluster_master_address,
 };
 
 static int n_sentinels(const rlc_engine *e)
@@ -927,14 +928,4 @@ const char *rlc_engine_option(const rlc_engine *e, const char *name)
 const char *rlc_engine_uuid(const rlc_engine *e)
 {
     return e ? e->uuid : NULL;
-}
-
-uint64_t eng_new_attempt(rlc_engine *e)
-{
-    return atomic_fetch_add(&e->next_attempt, 1) + 1;
-}
-
-uint64_t eng_last_attempt(const rlc_engine *e)
-{
-    return atomic_load(&e->next_attempt);
 }

@@ -19,7 +19,6 @@
 #include <hiredis/hiredis.h>
 
 #include "acquire_outcome.h"
-#include "attempt_ids.h"
 #include "engine_int.h"
 #include "error.h"
 #include "permit_calls.h"

@@ -660,7 +660,7 @@ static const char *closed_phrase(rlc_engine *e, int k, bool was_up, const char *
 {
     const char *host;
     int port;
-    if (conn_at(e, k)->disc || rlc_engine_conn_address(e, k, &host, &port, NULL) != RLC_OK)
+    if (conn_at(e, k)->disc || e->topo->conn_address(e, k, &host, &port, NULL) != RLC_OK)
         return msg;
     char at[200];
     if (port == 0)

@@ -94,7 +94,7 @@ static void master_addr(const rlc_engine *e, int node, int j, char *addr, size_t
     const char *host;
     int port;
     addr[0] = '\0';
-    if (cluster_master_address(e, node, j, &host, &port) == RLC_OK)
+    if (e->topo->master_address(e, node, j, &host, &port) == RLC_OK)
         snprintf(addr, size, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 }
 

@@ -440,7 +440,7 @@ struct rlc_engine {
     size_t hcap, n_holds;
     int n_subscribed;         /* locks with waiters */
     uint64_t next_op;
-    _Atomic uint64_t next_attempt; /* attempt_ids.h: the family draws too */
+    uint64_t next_attempt;    /* eng_new_attempt: every kind draws from it */
     uint64_t rng;
     int64_t now;              /* the latest time passed in */
     uint64_t instances;       /* connections made so far (conn->instance) */
@@ -534,6 +534,21 @@ int conn_next(rlc_engine *e, struct conn *c, struct redisReply **out);
 
 /* What engine_conn.c asks of the topologies above it (a sentinel node's
  * discovery connection, a cluster node's routing), through e->topo. */
+/* One attempt-id space per client. Every script that takes a level or
+ * permits names its attempt "<client-uuid>:<n>" (scripts.c, "Attempts");
+ * a record, a tombstone and a release's "up to" scan all trust that no two
+ * attempts of one client share n, so every lock kind draws n here: a new
+ * one (from 1), and the newest given so far (0: none). */
+static inline uint64_t eng_new_attempt(rlc_engine *e)
+{
+    return ++e->next_attempt;
+}
+
+static inline uint64_t eng_last_attempt(const rlc_engine *e)
+{
+    return e->next_attempt;
+}
+
 struct topo_hooks {
     void (*disc_schedule)(rlc_engine *e, struct conn *c);
     void (*disc_timer)(rlc_engine *e, struct conn *c, int64_t now);
@@ -548,6 +563,12 @@ struct topo_hooks {
     /* a reply to a request of loss push on a tracking reader (engine_track.c) */
     void (*track_reply)(rlc_engine *e, struct conn *c, struct req *r,
                         const struct redisReply *reply);
+    /* where connection k goes now (rlc_engine_conn_address), and where
+     * cluster master j of node is: for messages and the restart guard,
+     * which sit below the topologies */
+    int (*conn_address)(const rlc_engine *e, int k, const char **host, int *port, int *tls);
+    int (*master_address)(const rlc_engine *e, int node, int master, const char **host,
+                          int *port);
 };
 
 /* engine_cluster.c: a redis-cluster:// node is a slot map and, per master,

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attempt_ids.h"
 #include "engine_int.h"
 #include "error.h"
 #include "permit_calls.h"

@@ -18,7 +18,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include "attempt_ids.h"
 #include "engine_int.h"
 #include "error.h"
 #include "quorum.h"
