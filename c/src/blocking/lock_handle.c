@@ -10,17 +10,8 @@
 #include "error.h"
 #include "handle_levels.h"
 #include "lock_common.h"
-#include "keys.h"
 
 #define MAX_NAME_LEN 65536
-
-static void lock_free_names(rlc_lock *l)
-{
-    free(l->key);
-    free(l->channel);
-    free(l->token_key);
-    free(l->attempts_key);
-}
 
 int rlc_lock_new(rlc_client *c, const char *name, uint64_t owner, rlc_lock **out)
 {
@@ -62,22 +53,13 @@ int lock_new_kind(rlc_client *c, const char *name, uint64_t owner, int kind, rlc
     size_t plen = strlen(c->opts.key_prefix);
     l->key_len = plen + name_len;
     l->key = malloc(l->key_len + 1);
-    if (l->key) {
-        memcpy(l->key, c->opts.key_prefix, plen);
-        memcpy(l->key + plen, name, name_len + 1);
-        l->channel = key_derived("redisson_lock__channel:", l->key, l->key_len,
-                                  "", &l->channel_len);
-        l->token_key = key_derived("redisson_lock_token:", l->key, l->key_len,
-                                    "", &l->token_key_len);
-        l->attempts_key = key_own("redlockc_attempts:", l->key, l->key_len,
-                                  "", &l->attempts_key_len);
-    }
-    if (!l->key || !l->channel || !l->token_key || !l->attempts_key) {
-        lock_free_names(l);
+    if (!l->key) {
         free(l);
         rc = rlc_fail(RLC_E_NOMEM, "out of memory");
         goto out;
     }
+    memcpy(l->key, c->opts.key_prefix, plen);
+    memcpy(l->key + plen, name, name_len + 1);
     l->name = l->key + plen;
     l->name_len = name_len;
     l->client = c;
@@ -132,7 +114,7 @@ void rlc_lock_free(rlc_lock *l)
         atomic_fetch_sub(&c->calls, 1);
         client_unref(c);
     }
-    lock_free_names(l);
+    free(l->key);
     free(l);
     client_unref(c);
 }

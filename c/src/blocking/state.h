@@ -57,12 +57,6 @@ struct rlc_lock {
     size_t key_len;
     const char *name;           /* in key, after the prefix: what the engine is told */
     size_t name_len;
-    char *channel;              /* redisson_lock__channel:{key} */
-    size_t channel_len;
-    char *token_key;            /* redisson_lock_token:{key} */
-    size_t token_key_len;
-    char *attempts_key;         /* redlockc_attempts:{key} */
-    size_t attempts_key_len;
     uint64_t owner;             /* 0: the calling thread */
     int kind;                   /* RLC_KIND_LOCK; a read-write lock's side; a fair lock */
     int64_t thread_wait_ms;     /* a fair lock's (rlc_engine_acquire_fair) */
