@@ -372,3 +372,4 @@ class RedlockcTest < Minitest::Test
 end
 require_relative "test_family" # the lock family
 require_relative "test_fencing" # the fencing option
+require_relative "test_cancel" # cancel from another thread

@@ -12,7 +12,8 @@ module Redlockc
   #   sem.synchronize { ... }            # one permit
   #   client.multi_lock(%w[a b]).synchronize { ... }
   #
-  # Verbs of Mutex (#lock, #try_lock(timeout:), #unlock, #synchronize);
+  # Verbs of Mutex (#lock, #try_lock(timeout:), #unlock, #synchronize), and
+  # #cancel, which another thread calls to end a wait (CanceledError);
   # times in seconds. Each owner-bound object is one explicit owner (reentrant
   # through that object); unlike Lock it has no per-fiber monitor, so give
   # each thread or fiber its own object. Failures raise the Error classes of
@@ -45,9 +46,22 @@ module Redlockc
       rlc_multilock_size: [[P, P], I]
     }.freeze
 
+    # Since REDLOCKC_1.2; each looked up on its own, so a 1.1 library still
+    # loads (then #cancel raises KeyError).
+    SIGNATURES_1_2 = {
+      rlc_rwlock_cancel: [[P], I], rlc_fairlock_cancel: [[P], I], rlc_semaphore_cancel: [[P], I],
+      rlc_psemaphore_cancel: [[P], I], rlc_multilock_cancel: [[P], I]
+    }.freeze
+
     FUNCTIONS = begin
       handle = Fiddle.dlopen(Native::LIBRARY)
-      SIGNATURES.to_h { |name, (args, ret)| [name, Fiddle::Function.new(handle[name.to_s], args, ret)] }
+      functions = SIGNATURES.to_h { |name, (args, ret)| [name, Fiddle::Function.new(handle[name.to_s], args, ret)] }
+      SIGNATURES_1_2.each do |name, (args, ret)|
+        functions[name] = Fiddle::Function.new(handle[name.to_s], args, ret)
+      rescue Fiddle::DLError
+        nil
+      end
+      functions
     rescue Fiddle::DLError
       {} # a libredlockc older than 1.1: the family raises KeyError
     end.freeze
@@ -85,6 +99,15 @@ module Redlockc
 
     def closed? = @box[0].nil?
 
+    # Ends the acquires waiting on this object in other threads: each raises
+    # CanceledError and keeps nothing (a fair waiter leaves the queue, a
+    # semaphore's permits stay free). An acquire that starts after the call
+    # is not affected. Any thread; no I/O.
+    def cancel
+      Family.call(@cancel, h)
+      self
+    end
+
     # Frees the handle. Holds are not released: they expire with their lease.
     def close
       h = @box[0]
@@ -95,10 +118,12 @@ module Redlockc
 
     private
 
+    # free: the C destructor, rlc_<kind>_free; its rlc_<kind>_cancel goes with it.
     def attach(client, name, free, handle)
       @client = client
       @name = name
       @free = free
+      @cancel = :"#{free.to_s.delete_suffix('_free')}_cancel"
       @box = [handle]
       ObjectSpace.define_finalizer(self, self.class.finalizer(@box, free))
     end
@@ -167,6 +192,8 @@ module Redlockc
 
       def name = @rwlock.name
       def write? = @write
+      # Ends the waits on the read-write lock, of both sides (ReadWriteLock#cancel).
+      def cancel = @rwlock.cancel && self
       def hold_count = Native.int64(@rwlock.send(:out_call, :rlc_rwlock_hold_count, @write ? 1 : 0))
       def validity = Native.int64(@rwlock.send(:out_call, :rlc_rwlock_validity_ms, @write ? 1 : 0)) / 1000.0
 

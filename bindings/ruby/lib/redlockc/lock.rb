@@ -35,6 +35,7 @@ module Redlockc
       @depth = 0
       @hold_serial = 0             # which hold a lost notice is about
       @lost_serial = 0
+      @cancels = 0                 # #cancel calls: ends the local waits begun before
       @calls = 0                   # C calls in flight: #close waits for them
       @closed = false
       ObjectSpace.define_finalizer(self, self.class.finalizer(@box))
@@ -145,6 +146,19 @@ module Redlockc
       self
     end
 
+    # Ends the waits of other threads and fibers on this object: a #lock,
+    # #try_lock or #synchronize waiting in Redis (rlc_lock_cancel) or for the
+    # local monitor raises CanceledError and keeps nothing. A wait that starts
+    # after the call is not affected. Any thread; no I/O.
+    def cancel
+      @mu.synchronize do
+        @cancels += 1
+        @cv.broadcast
+      end
+      native(:rlc_lock_cancel)
+      self
+    end
+
     # Deletes the lock whoever holds it, and wakes waiters.
     def force_unlock
       native(:rlc_lock_force_release)
@@ -199,18 +213,20 @@ module Redlockc
     def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
     # The local monitor: true once this fiber holds it (again), false at the
-    # deadline (nil: none).
+    # deadline (nil: none); CanceledError after a #cancel during the wait.
     def enter_local(deadline)
       @mu.synchronize do
         if @holder == Fiber.current
           @depth += 1
           return true
         end
+        cancels = @cancels
         while @holder
           left = deadline && deadline - now
           return false if left && left <= 0
 
           @cv.wait(@mu, left)
+          local_canceled if @cancels != cancels
         end
         raise Redlockc.error_for(ClosedError::STATUS, "lock '#{@name}' is closed") if @closed
 
@@ -218,6 +234,13 @@ module Redlockc
         @depth = 1
         true
       end
+    end
+
+    # Under @mu. The signal of a #leave_local may have woken this waiter:
+    # pass it on before leaving.
+    def local_canceled
+      @cv.signal unless @holder
+      raise Redlockc.error_for(CanceledError::STATUS, "lock '#{@name}': the wait was cancelled")
     end
 
     def leave_local(all: false)

@@ -4,8 +4,9 @@ require "fiddle"
 
 module Redlockc
   # The C ABI of libredlockc.so.1, declared with Fiddle. Fiddle releases the
-  # GVL around every call, so a thread waiting for a lock does not stop other
-  # Ruby threads.
+  # GVL around every call (Fiddle::Function's need_gvl: false, the default),
+  # so a thread waiting for a lock does not stop other Ruby threads, and one
+  # of them can end that wait with rlc_*_cancel.
   #
   # rlc_errmsg() is per OS thread. A Ruby 3.1/3.2 Thread is one OS thread, so
   # reading it with the next call on the same Ruby thread (Native.call below)
@@ -51,6 +52,7 @@ module Redlockc
     # Since REDLOCKC_1.1; looked up on first use, so an older library still loads.
     SIGNATURES_1_1 = {
       rlc_fenced_set: [[P, S, P, Fiddle::TYPE_SIZE_T, U64, P], I],
+      rlc_lock_cancel: [[P], I],
     }.freeze
 
     # Since REDLOCKC_1.1 (the polled log), looked up the same way.
