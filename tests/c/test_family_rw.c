@@ -382,6 +382,56 @@ done:
     cluster_stop(&cl);
 }
 
+/* Observation 4 for every kind: with sync_replicas every family acquire
+ * waits for the replicas as rlc_lock's does (the engine's round for every
+ * kind), and one they did not confirm is undone. A node without replicas
+ * confirms none: each acquire is refused "not synced" and keeps nothing.
+ * The semaphores ran on the older stack before, which ignored the option
+ * and granted. */
+TEST(every_family_kind_follows_sync_replicas)
+{
+    START(s);
+    rlc_client *c = client(s.uri, "sync_replicas=1;sync_timeout_ms=100");
+    rlc_rwlock *rw = NULL;
+    rlc_fairlock *fair = NULL;
+    rlc_semaphore *sem = NULL;
+    rlc_psemaphore *psem = NULL;
+    rlc_multilock *ml = NULL;
+    const char *names[2] = {"sy:m1", "sy:m2"};
+    char id[RLC_PERMIT_ID_LEN + 1];
+    CHECK(c, "client");
+    CHECK_RC(rlc_rwlock_new(c, "sy:rw", 1, &rw), RLC_OK);
+    CHECK_RC(rlc_fairlock_new(c, "sy:fair", 1, 0, &fair), RLC_OK);
+    CHECK_RC(rlc_semaphore_new(c, "sy:sem", &sem), RLC_OK);
+    CHECK_RC(rlc_psemaphore_new(c, "sy:psem", &psem), RLC_OK);
+    CHECK_RC(rlc_multilock_new(c, names, 2, 1, &ml), RLC_OK);
+    freeReplyObject(rs_cmd(&s, "SET sy:sem 2"));
+    freeReplyObject(rs_cmd(&s, "SET sy:psem 2"));
+    int rcs[6] = {rlc_rwlock_write_acquire(rw, 0, -1), rlc_rwlock_read_acquire(rw, 0, -1),
+                  rlc_fairlock_acquire(fair, 0, -1), rlc_semaphore_acquire(sem, 1, 0),
+                  rlc_psemaphore_acquire(psem, 1, 0, 30000, id),
+                  rlc_multilock_acquire(ml, 0, -1)};
+    static const char *const kinds[6] = {"write", "read", "fair", "semaphore", "permit semaphore",
+                                         "multi-lock"};
+    for (int i = 0; i < 6; i++)
+        CHECK(rcs[i] == RLC_E_TIMEOUT, "%s acquire: %d (%s), expected RLC_E_TIMEOUT (not synced)",
+              kinds[i], rcs[i], rlc_strerror(rcs[i]));
+    CHECK(WAIT_UNTIL(rs_int(&s, "EXISTS sy:rw sy:fair sy:m1 sy:m2") == 0, 3000),
+          "a hash was kept");
+    CHECK(WAIT_UNTIL(rs_int(&s, "INCRBY sy:sem 0") == 2 && rs_int(&s, "INCRBY sy:psem 0") == 2 &&
+                         rs_int(&s, "ZCARD {sy:psem}:timeout") == 0, 3000),
+          "a permit was kept: %lld, %lld", rs_int(&s, "INCRBY sy:sem 0"),
+          rs_int(&s, "INCRBY sy:psem 0"));
+done:
+    rlc_multilock_free(ml);
+    rlc_psemaphore_free(psem);
+    rlc_semaphore_free(sem);
+    rlc_fairlock_free(fair);
+    rlc_rwlock_free(rw);
+    rlc_client_free(c);
+    rs_stop(&s);
+}
+
 RUN_TESTS(CASE(nested_write_after_the_lease_ran_out_is_lost_not_a_second_hold),
           CASE(nested_read_after_the_hash_is_gone_is_lost),
           CASE(nested_fair_acquire_after_the_lease_ran_out_is_lost),
@@ -390,4 +440,5 @@ RUN_TESTS(CASE(nested_write_after_the_lease_ran_out_is_lost_not_a_second_hold),
           CASE(fair_waiter_whose_try_timed_out_leaves_the_queue),
           CASE(a_node_restarted_empty_gives_no_second_writer),
           CASE(a_lost_read_or_write_hold_calls_on_lost_with_its_side),
-          CASE(a_lost_fair_hold_calls_on_lost))
+          CASE(a_lost_fair_hold_calls_on_lost),
+          CASE(every_family_kind_follows_sync_replicas))
