@@ -1187,13 +1187,11 @@ static int library_threads(void)
     return n;
 }
 
-/* A client that only locks (acquire, queries, extend, force release,
- * fenced writes, release), and takes read, write and fair locks, runs the
- * engine's two threads and opens one command connection (and a subscriber
- * while someone waits); the lock family's older stack (its pooled
- * connections and the client's own thread) is made with the first handle
- * of a kind still on it (a semaphore). A read-write or fair lock made it
- * with its handle before (3 threads) and waited on it. */
+/* A client that locks (acquire, queries, extend, force release, fenced
+ * writes, release) and uses every kind of the family runs the engine's two
+ * threads and opens one command connection (and a subscriber while someone
+ * waits). A read-write or fair lock, and later a semaphore, made the older
+ * stack with its handle (3 threads) and waited on it. */
 TEST(a_client_that_only_locks_runs_two_threads_and_one_connection)
 {
     START(s);

@@ -4,8 +4,9 @@
  * Each lock handle counts the cancels made on it. An acquire reads the count
  * when it starts and is cancelled once the count differs: so a cancel ends
  * every acquire running on the handle at that moment, whatever its thread or
- * owner, and never one that starts later. The sleeps it may be in (pubsub.c)
- * look at the count each time they wake, and rlc_lock_cancel wakes them.
+ * owner, and never one that starts later: the driver checks the count
+ * before the acquire goes into the engine, and the cancel call ends it in
+ * the engine (edrv_cancel) after.
  */
 #ifndef RLC_CANCEL_H
 #define RLC_CANCEL_H

@@ -1,13 +1,13 @@
 /*
  * lock_common.h - what the lock API's files share: entering a call on a
- * handle, the owner it acts for, reading an integer reply.
+ * handle, the owner it acts for, lease checks.
  *
  * The lock API is split by concern: lock_acquire.c (acquire, wait, cancel),
  * lock_release.c (release, extend, force release), lock_query.c (what the
  * servers and the client know of a lock), lock_handle.c (making, freeing and
- * configuring a handle). Acquire, release and extend run in the engine
- * (engine_driver.c); the queries send their commands to every node at once
- * (fanout) and count the answers against the quorum N/2+1.
+ * configuring a handle). Every call runs in the engine (engine_driver.c):
+ * acquire, release, extend, and the queries, which a quorum of the nodes
+ * answers.
  */
 #ifndef RLC_LOCK_COMMON_H
 #define RLC_LOCK_COMMON_H

@@ -10,7 +10,7 @@
  * count as one (so a thread is not made to take them before each wait:
  * one system call less a call).
  *
- * It is an eventfd (as the blocking API's wakeup_fd.c): posts coalesce,
+ * It is an eventfd: posts coalesce,
  * and a post given to a thread that is not asleep costs it nothing more
  * than one read at its next wait.
  */
