@@ -17,7 +17,6 @@
 static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct thread_sem *free_list;
 static struct thread_sem *all; /* under free_mu */
-static struct thread_sem *parents; /* in a forked child: the parent's, never used */
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static __thread struct thread_sem *self;
@@ -40,9 +39,7 @@ static void after_fork_parent(void)
 
 static void forked_child(void)
 {
-    parents = all;
-    all = NULL;
-    free_list = NULL;
+    free_list = NULL; /* `all` keeps them reachable; nothing hands them out */
     self = NULL;
     pthread_setspecific(key, NULL);
     pthread_mutex_unlock(&free_mu);
